@@ -1,0 +1,132 @@
+#include "core/tensor.hpp"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "core/error.hpp"
+
+namespace rlx {
+
+namespace {
+class HostAllocator final : public Allocator {
+ public:
+  std::string name() const override { return "host"; }
+  void* allocate(size_t bytes) override {
+    size_t n = (bytes + 63) / 64 * 64;
+    void* p = std::aligned_alloc(64, n ? n : 64);
+    if (!p) throw Error("host allocation of " + std::to_string(bytes) + " bytes failed");
+    return p;
+  }
+  void deallocate(void* p, size_t) override { std::free(p); }
+  bool host_accessible() const override { return true; }
+  void copy_to_host(void* dst, const void* src, size_t n) override { std::memcpy(dst, src, n); }
+  void copy_from_host(void* dst, const void* src, size_t n) override { std::memcpy(dst, src, n); }
+};
+}  // namespace
+
+Allocator* host_allocator() {
+  static HostAllocator a;
+  return &a;
+}
+
+Buffer::Buffer(Allocator* a, size_t n) : alloc(a), data(a->allocate(n)), bytes(n) {}
+Buffer::~Buffer() { alloc->deallocate(data, bytes); }
+
+Tensor Tensor::empty(DType t, Shape s, Allocator* a) {
+  for (int64_t d : s)
+    if (d < 0) throw ShapeError("negative extent in shape " + shape_str(s));
+  Tensor r;
+  r.dtype_ = t;
+  r.shape_ = std::move(s);
+  r.strides_ = contiguous_strides(r.shape_);
+  r.alloc_ = a;
+  r.buf_ = std::make_shared<Buffer>(a, dtype_storage_bytes(t, r.numel()));
+  return r;
+}
+
+Tensor Tensor::zeros(DType t, Shape s) {
+  Tensor r = empty(t, std::move(s));
+  std::memset(r.raw(), 0, r.buf_->bytes);
+  return r;
+}
+
+Tensor Tensor::view_of(void* data, Allocator* a, DType t, Shape s) {
+  Tensor r;
+  r.dtype_ = t;
+  r.shape_ = std::move(s);
+  r.strides_ = contiguous_strides(r.shape_);
+  r.alloc_ = a;
+  r.raw_ = data;
+  return r;
+}
+
+void* Tensor::raw() const {
+  char* base = static_cast<char*>(buf_ ? buf_->data : raw_);
+  return base + offset_bytes_;
+}
+
+bool Tensor::is_contiguous() const {
+  int64_t acc = 1;
+  for (size_t i = shape_.size(); i-- > 0;) {
+    if (shape_[i] != 1 && strides_[i] != acc) return false;
+    acc *= shape_[i];
+  }
+  return true;
+}
+
+Tensor Tensor::reshape(Shape s) const {
+  if (rlx::numel(s) != numel())
+    throw ShapeError("cannot reshape " + shape_str(shape_) + " to " + shape_str(s) + ": element counts differ");
+  if (!is_contiguous()) return contiguous().reshape(std::move(s));
+  Tensor r = *this;
+  r.shape_ = std::move(s);
+  r.strides_ = contiguous_strides(r.shape_);
+  return r;
+}
+
+Tensor Tensor::with_strides(Shape s, std::vector<int64_t> strides, int64_t offset_elems) const {
+  Tensor r = *this;
+  r.shape_ = std::move(s);
+  r.strides_ = std::move(strides);
+  r.offset_bytes_ += size_t(offset_elems) * dtype_size(dtype_);
+  return r;
+}
+
+Tensor Tensor::contiguous() const {
+  if (is_contiguous()) return *this;
+  if (!is_host()) throw InternalError("contiguous() of a non-host strided tensor");
+  Tensor r = empty(dtype_, shape_, alloc_);
+  size_t es = dtype_size(dtype_);
+  const char* src = static_cast<const char*>(raw());
+  char* dst = static_cast<char*>(r.raw());
+  int64_t n = numel();
+  std::vector<int64_t> idx(shape_.size(), 0);
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t off = 0;
+    for (size_t d = 0; d < idx.size(); ++d) off += idx[d] * strides_[d];
+    std::memcpy(dst + i * es, src + off * int64_t(es), es);
+    for (size_t d = idx.size(); d-- > 0;) {
+      if (++idx[d] < shape_[d]) break;
+      idx[d] = 0;
+    }
+  }
+  return r;
+}
+
+Tensor Tensor::to(Allocator* a) const {
+  Tensor src = (is_host() ? contiguous() : *this);
+  if (!src.is_contiguous()) throw InternalError("to() of a strided device tensor");
+  Tensor r = empty(dtype_, shape_, a);
+  size_t n = nbytes();
+  if (src.alloc_->host_accessible())
+    a->copy_from_host(r.raw(), src.raw(), n);
+  else if (a->host_accessible())
+    src.alloc_->copy_to_host(r.raw(), src.raw(), n);
+  else {
+    Tensor h = src.to(host_allocator());
+    a->copy_from_host(r.raw(), h.raw(), n);
+  }
+  return r;
+}
+
+}  // namespace rlx

@@ -1,0 +1,29 @@
+// The op x dtype x device coverage matrix, computed by asking each device's own
+// capability table (through the dispatcher) about a representative node.
+#pragma once
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "dispatch/report.hpp"
+#include "ir/graph.hpp"
+
+namespace rlx {
+
+class Device;
+
+// A one-node graph exercising `op` with `dtype` (of its first input, or of its result
+// for ops without inputs); nullopt for ops the runtime owns (param, while, if).
+std::optional<ir::Graph> sample_graph(const std::string& op, DType dtype);
+
+struct CoverageRow {
+  std::string op;
+  std::string level;
+  DType dtype;
+  std::vector<std::string> routes;  // per device, "native" / "common-ir" / "rewritten:<rule>" / "unsupported"
+};
+std::vector<CoverageRow> coverage(const std::vector<Device*>& devices);
+std::string coverage_table(const std::vector<Device*>& devices, const std::vector<CoverageRow>& rows);
+std::string coverage_json(const std::vector<Device*>& devices, const std::vector<CoverageRow>& rows);
+
+}  // namespace rlx

@@ -1,0 +1,19 @@
+// Legalization: resolve every node of a graph to one route on a device (the dispatch
+// contract, docs/dispatch.md) and produce the L2 graph that will run there.
+#pragma once
+#include "dispatch/report.hpp"
+#include "ir/graph.hpp"
+
+namespace rlx {
+
+class Device;
+
+struct Legalized {
+  ir::Graph graph;  // L2 + library primitives only; host-staged nodes have Node::host set
+  DispatchReport report;
+};
+
+// Never throws LegalizeError itself: the report says whether it is compile-ready.
+Legalized legalize(const ir::Graph& g, Device& d, Policy p);
+
+}  // namespace rlx

@@ -1,0 +1,72 @@
+#include "dispatch/rewrites.hpp"
+
+#include "ir/op_registry.hpp"
+
+namespace rlx {
+
+namespace {
+
+bool has_dtype(const ir::Node& n, const ir::Graph& g, DType t) {
+  for (auto v : n.inputs)
+    if (g.type(v).dtype == t) return true;
+  for (auto& o : n.outputs)
+    if (o.dtype == t) return true;
+  return false;
+}
+
+// Compute in f32 what was asked in a 16-bit float: widen the inputs, run the op, round
+// the results back once. f32 holds every f16/bf16 value exactly, so nothing is lost on
+// the way in, and the single rounding on the way out is what a native kernel does.
+RewriteRule promote_rule(DType half, const char* name) {
+  RewriteRule r;
+  r.name = name;
+  r.lossless = true;
+  r.summary = std::string("compute ") + dtype_name(half) + " ops in f32 (widen inputs, round results once)";
+  r.applies = [half](const ir::Node& n, const ir::Graph& g) {
+    if (n.op->name == "cast" || n.attrs.has("dtype") || n.attrs.has("value")) return false;
+    if (n.op->cls == ir::OpClass::Control || n.op->cls == ir::OpClass::Source) return false;
+    if (!has_dtype(n, g, half)) return false;
+    for (DType d : n.op->dtypes)
+      if (d == DType::F32) return true;
+    return false;
+  };
+  r.build = [half](const ir::Node& n, const std::vector<Var>& in) {
+    std::vector<Var> wide;
+    for (auto& v : in) wide.push_back(v.dtype() == half ? cast(v, DType::F32) : v);
+    auto out = op_multi(n.op->name, wide, n.attrs);
+    for (size_t i = 0; i < out.size(); ++i)
+      if (n.outputs[i].dtype == half) out[i] = cast(out[i], half);
+    return out;
+  };
+  return r;
+}
+
+// (Ar + iAi)(Br + iBi) = (ArBr - AiBi) + i(ArBi + AiBr): four real matmuls.
+RewriteRule complex_matmul_rule() {
+  RewriteRule r;
+  r.name = "complex-as-real-pairs";
+  r.lossless = true;
+  r.summary = "c64 matmul as four f32 matmuls on the real and imaginary parts";
+  r.applies = [](const ir::Node& n, const ir::Graph& g) {
+    return n.op->name == "matmul" && g.type(n.inputs[0]).dtype == DType::C64;
+  };
+  r.build = [](const ir::Node& n, const std::vector<Var>& in) {
+    bool ta = n.attrs.get_bool("transpose_a"), tb = n.attrs.get_bool("transpose_b");
+    Var ar = real(in[0]), ai = imag(in[0]), br = real(in[1]), bi = imag(in[1]);
+    Var re = matmul(ar, br, ta, tb) - matmul(ai, bi, ta, tb);
+    Var im = matmul(ar, bi, ta, tb) + matmul(ai, br, ta, tb);
+    return std::vector<Var>{make_complex(re, im)};
+  };
+  return r;
+}
+
+}  // namespace
+
+const std::vector<RewriteRule>& rewrite_rules() {
+  static const std::vector<RewriteRule> rules = {promote_rule(DType::F16, "promote-f16-to-f32"),
+                                                 promote_rule(DType::BF16, "promote-bf16-to-f32"),
+                                                 complex_matmul_rule()};
+  return rules;
+}
+
+}  // namespace rlx

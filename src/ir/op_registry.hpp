@@ -1,0 +1,77 @@
+// The op registry: each op is declared exactly once, with its level, arity, attribute
+// schema, shape/dtype rule, lowering body (L1) and VJP slot (filled by autodiff).
+#pragma once
+#include <functional>
+#include <map>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "ir/graph.hpp"
+
+namespace rlx {
+class Var;
+}
+
+namespace rlx::ir {
+
+enum class Level { L1, L2, Lib };  // Lib: a library primitive (L2 with no decomposition)
+const char* level_name(Level l);
+
+// How an op touches elements; drives fusion and the CPU device's chunked executor.
+enum class OpClass { Elementwise, Reduction, Scan, Matmul, Movement, Source, Control, Composite, Library };
+
+struct AttrSpec {
+  std::string name;
+  AttrKind kind;
+  bool required = false;
+  AttrValue fallback{};  // used when !required and the attribute is absent
+};
+
+using InferFn = std::function<std::vector<TensorType>(const std::vector<TensorType>& in, const Attrs& attrs,
+                                                      const std::vector<std::shared_ptr<Graph>>& regions)>;
+// An L1 op's definition in terms of other ops, written with the front end.
+using LowerFn = std::function<std::vector<Var>(const std::vector<Var>& in, const Attrs& attrs)>;
+// Slot for reverse-mode rules: cotangents of inputs from cotangents of outputs.
+using VjpFn = std::function<std::vector<Var>(const std::vector<Var>& in, const std::vector<Var>& out,
+                                             const std::vector<Var>& grad_out, const Attrs& attrs)>;
+
+struct OpDef {
+  std::string name;
+  Level level = Level::L2;
+  OpClass cls = OpClass::Elementwise;
+  int min_inputs = 0;
+  int max_inputs = 0;  // -1: variadic
+  std::vector<AttrSpec> attrs;
+  InferFn infer;
+  LowerFn lower;  // required for L1
+  VjpFn vjp;
+  bool stateful = false;      // never CSE'd or folded (rng)
+  bool float_only = false;    // documentation aid for coverage tables
+  std::vector<DType> dtypes;  // the dtypes the op is defined for (of its first input / result)
+  std::string doc;
+  const AttrSpec* attr_spec(const std::string& n) const;
+};
+
+class OpRegistry {
+ public:
+  static OpRegistry& get();  // registers the built-in ops on first use
+  const OpDef* find(const std::string& name) const;
+  const OpDef& at(const std::string& name) const;  // throws InputError("unknown op ...")
+  void add(OpDef def);                             // throws on a duplicate name
+  std::vector<const OpDef*> all() const;           // sorted by level then name
+
+ private:
+  std::map<std::string, std::unique_ptr<OpDef>> ops_;
+};
+
+// Built-in op families, one function per file under src/ir/ops/.
+void register_elementwise_ops(OpRegistry& r);
+void register_reduction_ops(OpRegistry& r);
+void register_movement_ops(OpRegistry& r);
+void register_source_ops(OpRegistry& r);
+void register_linalg_ops(OpRegistry& r);
+void register_control_ops(OpRegistry& r);
+void register_nn_ops(OpRegistry& r);
+
+}  // namespace rlx::ir

@@ -1,0 +1,147 @@
+// Data movement: reshape, permute, broadcast_to, slice, concat, pad, gather, scatter_add.
+#include <algorithm>
+
+#include "ir/ops/rules.hpp"
+
+namespace rlx::ir {
+using namespace rules;
+
+static void require_len(const std::vector<int64_t>& v, size_t n, const char* what) {
+  if (v.size() != n)
+    throw InputError(std::string(what) + " has " + std::to_string(v.size()) + " entries, the input has rank " +
+                     std::to_string(n));
+}
+
+static void require_index_dtype(const TensorType& t) {
+  if (t.dtype != DType::I32 && t.dtype != DType::I64)
+    throw InputError(std::string("indices must be i32 or i64, got ") + dtype_name(t.dtype));
+}
+
+static Shape gather_shape(const Shape& x, const Shape& idx, int ax) {
+  Shape s(x.begin(), x.begin() + ax);
+  s.insert(s.end(), idx.begin(), idx.end());
+  s.insert(s.end(), x.begin() + ax + 1, x.end());
+  return s;
+}
+
+void register_movement_ops(OpRegistry& r) {
+  r.add({.name = "reshape", .level = Level::L2, .cls = OpClass::Movement, .min_inputs = 1, .max_inputs = 1,
+         .attrs = {{"shape", AttrKind::Ints, true}},
+         .infer = [](const std::vector<TensorType>& in, const Attrs& a, auto&) {
+           Shape s = a.get_ints("shape");
+           for (int64_t d : s)
+             if (d < 0) throw InputError("reshape target " + shape_str(s) + " has a negative extent");
+           if (numel(s) != numel(in[0].shape))
+             throw InputError("cannot reshape " + shape_str(in[0].shape) + " (" + std::to_string(numel(in[0].shape)) +
+                              " elements) to " + shape_str(s));
+           return std::vector<TensorType>{{in[0].dtype, s}};
+         },
+         .dtypes = kAll});
+  r.add({.name = "permute", .level = Level::L2, .cls = OpClass::Movement, .min_inputs = 1, .max_inputs = 1,
+         .attrs = {{"perm", AttrKind::Ints, true}},
+         .infer = [](const std::vector<TensorType>& in, const Attrs& a, auto&) {
+           require_dtype(in[0], kAllButI4);
+           const auto& p = a.get_ints("perm");
+           size_t n = in[0].shape.size();
+           require_len(p, n, "perm");
+           std::vector<int64_t> sorted = p;
+           std::sort(sorted.begin(), sorted.end());
+           for (size_t i = 0; i < n; ++i)
+             if (sorted[i] != int64_t(i)) throw InputError("perm " + shape_str(p) + " is not a permutation");
+           Shape s(n);
+           for (size_t i = 0; i < n; ++i) s[i] = in[0].shape[size_t(p[i])];
+           return std::vector<TensorType>{{in[0].dtype, s}};
+         },
+         .dtypes = kAllButI4});
+  r.add({.name = "broadcast_to", .level = Level::L2, .cls = OpClass::Movement, .min_inputs = 1, .max_inputs = 1,
+         .attrs = {{"shape", AttrKind::Ints, true}},
+         .infer = [](const std::vector<TensorType>& in, const Attrs& a, auto&) {
+           require_dtype(in[0], kAllButI4);
+           Shape s = a.get_ints("shape");
+           if (broadcast_shapes(in[0].shape, s) != s)
+             throw InputError("cannot broadcast " + shape_str(in[0].shape) + " to " + shape_str(s));
+           return std::vector<TensorType>{{in[0].dtype, s}};
+         },
+         .dtypes = kAllButI4});
+  r.add({.name = "slice", .level = Level::L2, .cls = OpClass::Movement, .min_inputs = 1, .max_inputs = 1,
+         .attrs = {{"starts", AttrKind::Ints, true}, {"stops", AttrKind::Ints, true}, {"steps", AttrKind::Ints, true}},
+         .infer = [](const std::vector<TensorType>& in, const Attrs& a, auto&) {
+           require_dtype(in[0], kAllButI4);
+           size_t n = in[0].shape.size();
+           const auto &st = a.get_ints("starts"), &sp = a.get_ints("stops"), &sk = a.get_ints("steps");
+           require_len(st, n, "starts");
+           require_len(sp, n, "stops");
+           require_len(sk, n, "steps");
+           Shape s(n);
+           for (size_t i = 0; i < n; ++i) {
+             if (sk[i] < 1 || st[i] < 0 || st[i] > sp[i] || sp[i] > in[0].shape[i])
+               throw InputError("slice [" + std::to_string(st[i]) + ":" + std::to_string(sp[i]) + ":" +
+                                std::to_string(sk[i]) + "] is invalid for axis " + std::to_string(i) +
+                                " of extent " + std::to_string(in[0].shape[i]));
+             s[i] = (sp[i] - st[i] + sk[i] - 1) / sk[i];
+           }
+           return std::vector<TensorType>{{in[0].dtype, s}};
+         },
+         .dtypes = kAllButI4});
+  r.add({.name = "concat", .level = Level::L2, .cls = OpClass::Movement, .min_inputs = 1, .max_inputs = -1,
+         .attrs = {{"axis", AttrKind::Int, true}},
+         .infer = [](const std::vector<TensorType>& in, const Attrs& a, auto&) {
+           require_same_dtype(in);
+           require_dtype(in[0], kAllButI4);
+           require_rank_at_least(in[0], 1);
+           int ax = normalize_axis(a.get_int("axis"), int(in[0].shape.size()));
+           Shape s = in[0].shape;
+           for (size_t i = 1; i < in.size(); ++i) {
+             if (in[i].shape.size() != s.size()) throw InputError("concat operands differ in rank");
+             for (size_t d = 0; d < s.size(); ++d)
+               if (int(d) != ax && in[i].shape[d] != s[d])
+                 throw InputError("concat operand " + std::to_string(i) + " has shape " + shape_str(in[i].shape) +
+                                  ", expected " + shape_str(in[0].shape) + " except on axis " + std::to_string(ax));
+             s[size_t(ax)] += in[i].shape[size_t(ax)];
+           }
+           return std::vector<TensorType>{{in[0].dtype, s}};
+         },
+         .dtypes = kAllButI4});
+  r.add({.name = "pad", .level = Level::L2, .cls = OpClass::Movement, .min_inputs = 1, .max_inputs = 1,
+         .attrs = {{"low", AttrKind::Ints, true}, {"high", AttrKind::Ints, true}, {"value", AttrKind::Float, false, 0.0}},
+         .infer = [](const std::vector<TensorType>& in, const Attrs& a, auto&) {
+           require_dtype(in[0], kAllButI4);
+           size_t n = in[0].shape.size();
+           const auto &lo = a.get_ints("low"), &hi = a.get_ints("high");
+           require_len(lo, n, "low");
+           require_len(hi, n, "high");
+           Shape s = in[0].shape;
+           for (size_t i = 0; i < n; ++i) {
+             if (lo[i] < 0 || hi[i] < 0) throw InputError("pad widths must be non-negative");
+             s[i] += lo[i] + hi[i];
+           }
+           return std::vector<TensorType>{{in[0].dtype, s}};
+         },
+         .dtypes = kAllButI4});
+  r.add({.name = "gather", .level = Level::L2, .cls = OpClass::Movement, .min_inputs = 2, .max_inputs = 2,
+         .attrs = {{"axis", AttrKind::Int, false, int64_t(0)}},
+         .infer = [](const std::vector<TensorType>& in, const Attrs& a, auto&) {
+           require_dtype(in[0], kAllButI4);
+           require_rank_at_least(in[0], 1);
+           require_index_dtype(in[1]);
+           int ax = normalize_axis(a.get_int("axis"), int(in[0].shape.size()));
+           return std::vector<TensorType>{{in[0].dtype, gather_shape(in[0].shape, in[1].shape, ax)}};
+         },
+         .dtypes = kAllButI4});
+  r.add({.name = "scatter_add", .level = Level::L2, .cls = OpClass::Movement, .min_inputs = 3, .max_inputs = 3,
+         .attrs = {{"axis", AttrKind::Int, false, int64_t(0)}},
+         .infer = [](const std::vector<TensorType>& in, const Attrs& a, auto&) {
+           require_dtype(in[0], kNumeric);
+           require_rank_at_least(in[0], 1);
+           require_index_dtype(in[1]);
+           if (in[2].dtype != in[0].dtype) throw InputError("updates dtype differs from the destination's");
+           int ax = normalize_axis(a.get_int("axis"), int(in[0].shape.size()));
+           Shape want = gather_shape(in[0].shape, in[1].shape, ax);
+           if (in[2].shape != want)
+             throw InputError("updates have shape " + shape_str(in[2].shape) + ", expected " + shape_str(want));
+           return std::vector<TensorType>{in[0]};
+         },
+         .dtypes = kNumeric});
+}
+
+}  // namespace rlx::ir

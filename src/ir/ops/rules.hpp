@@ -1,0 +1,49 @@
+// Shared pieces of the ops' shape/dtype rules (internal to src/ir/ops).
+#pragma once
+#include <string>
+#include <vector>
+
+#include "core/error.hpp"
+#include "ir/op_registry.hpp"
+
+namespace rlx::ir::rules {
+
+inline const std::vector<DType> kInts = {DType::I8, DType::U8, DType::I32, DType::I64};
+inline const std::vector<DType> kFloats = {DType::F16, DType::BF16, DType::F32, DType::F64};
+inline std::vector<DType> cat(std::initializer_list<std::vector<DType>> parts) {
+  std::vector<DType> r;
+  for (auto& p : parts) r.insert(r.end(), p.begin(), p.end());
+  return r;
+}
+inline const std::vector<DType> kNumeric = cat({kInts, kFloats, {DType::C64}});
+inline const std::vector<DType> kRealNumeric = cat({kInts, kFloats});
+inline const std::vector<DType> kInexact = cat({kFloats, {DType::C64}});
+inline const std::vector<DType> kAllButI4 = cat({{DType::Bool}, kInts, kFloats, {DType::C64}});
+inline const std::vector<DType> kAll = cat({kAllButI4, {DType::I4}});
+
+inline std::string dtype_list(const std::vector<DType>& ds) {
+  std::string s;
+  for (size_t i = 0; i < ds.size(); ++i) s += (i ? ", " : "") + std::string(dtype_name(ds[i]));
+  return s;
+}
+inline void require_dtype(const TensorType& t, const std::vector<DType>& ok, const char* what = "input") {
+  for (DType d : ok)
+    if (d == t.dtype) return;
+  throw InputError(std::string(what) + " dtype " + dtype_name(t.dtype) + " is not one of {" + dtype_list(ok) + "}");
+}
+inline void require_same_dtype(const std::vector<TensorType>& in, size_t from = 0) {
+  for (size_t i = from + 1; i < in.size(); ++i)
+    if (in[i].dtype != in[from].dtype)
+      throw InputError(std::string("operand dtypes differ: ") + dtype_name(in[from].dtype) + " and " +
+                       dtype_name(in[i].dtype));
+}
+inline void require_rank_at_least(const TensorType& t, int r, const char* what = "input") {
+  if (int(t.shape.size()) < r)
+    throw InputError(std::string(what) + " has rank " + std::to_string(t.shape.size()) + ", needs at least " +
+                     std::to_string(r));
+}
+// Reduction axes: normalized, sorted, unique; empty means all.
+std::vector<int> reduce_axes(const Attrs& a, int rank);
+Shape reduced_shape(const Shape& s, const std::vector<int>& axes, bool keepdims);
+
+}  // namespace rlx::ir::rules

@@ -1,0 +1,217 @@
+#include <algorithm>
+
+#include "core/error.hpp"
+#include "ir/op_registry.hpp"
+#include "passes/schedule.hpp"
+
+namespace rlx::passes {
+
+namespace {
+
+bool is_runtime_value(const ir::Node& n) {
+  const std::string& o = n.op->name;
+  return o == "param" || o == "constant" || o == "reshape";
+}
+
+int64_t bytes_of(const TensorType& t) { return int64_t(dtype_storage_bytes(t.dtype, numel(t.shape))); }
+
+void close_kernel(Program& p, Kernel& k) {
+  if (k.nodes.empty()) return;
+  p.kernels.push_back(std::move(k));
+  k = Kernel{};
+}
+
+}  // namespace
+
+void schedule_kernels(Program& p, bool fuse) {
+  const ir::Graph& g = p.graph;
+  p.kernels.clear();
+  Kernel open;
+  open.kind = Kernel::Fused;
+  std::vector<char> in_open(g.nodes.size(), 0);
+  auto flush = [&] {
+    if (open.nodes.empty()) return;
+    for (int32_t id : open.nodes) in_open[size_t(id)] = 0;
+    close_kernel(p, open);
+    open.kind = Kernel::Fused;
+  };
+  for (auto& n : g.nodes) {
+    if (is_runtime_value(n)) {
+      for (auto v : n.inputs)
+        if (in_open[size_t(v.node)]) flush();  // a view of a value still being computed
+      continue;
+    }
+    bool ew = fuse && n.op->cls == ir::OpClass::Elementwise && !n.host && n.outputs.size() == 1;
+    if (ew) {
+      if (!open.nodes.empty() && g.nodes[size_t(open.nodes[0])].out().shape != n.out().shape) flush();
+      open.nodes.push_back(n.id);
+      in_open[size_t(n.id)] = 1;
+      continue;
+    }
+    flush();
+    Kernel k;
+    k.kind = n.op->cls == ir::OpClass::Control ? Kernel::Control : n.host ? Kernel::HostStaged : Kernel::Single;
+    k.nodes = {n.id};
+    p.kernels.push_back(std::move(k));
+  }
+  flush();
+
+  // Inputs: values read but not defined in the kernel. Outputs: values defined in it
+  // and used outside it (by another node or as a graph result).
+  std::vector<int32_t> kernel_of(g.nodes.size(), -1);
+  for (size_t ki = 0; ki < p.kernels.size(); ++ki)
+    for (int32_t id : p.kernels[ki].nodes) kernel_of[size_t(id)] = int32_t(ki);
+  std::vector<std::vector<char>> used_outside(g.nodes.size());
+  for (auto& n : g.nodes) used_outside[size_t(n.id)].assign(n.outputs.size(), 0);
+  for (auto& n : g.nodes)
+    for (auto v : n.inputs)
+      if (kernel_of[size_t(v.node)] >= 0 && kernel_of[size_t(v.node)] != kernel_of[size_t(n.id)])
+        used_outside[size_t(v.node)][size_t(v.index)] = 1;
+  for (auto v : g.results) used_outside[size_t(v.node)][size_t(v.index)] = 1;
+  for (size_t ki = 0; ki < p.kernels.size(); ++ki) {
+    Kernel& k = p.kernels[ki];
+    for (int32_t id : k.nodes) {
+      const ir::Node& n = g.nodes[size_t(id)];
+      for (auto v : n.inputs)
+        if (kernel_of[size_t(v.node)] != int32_t(ki) &&
+            std::find(k.inputs.begin(), k.inputs.end(), v) == k.inputs.end())
+          k.inputs.push_back(v);
+      for (size_t o = 0; o < n.outputs.size(); ++o)
+        if (k.kind != Kernel::Fused || used_outside[size_t(id)][o]) k.outputs.push_back({id, int32_t(o)});
+    }
+    if (k.kind == Kernel::Fused) {
+      if (k.nodes.size() == 1) k.kind = Kernel::Single;
+      k.region.graph = &p.graph;
+      k.region.nodes = k.nodes;
+      k.region.inputs = k.inputs;
+      k.region.outputs = k.outputs;
+      k.region.shape = g.nodes[size_t(k.nodes[0])].out().shape;
+    }
+  }
+}
+
+void plan_memory(Program& p) {
+  const ir::Graph& g = p.graph;
+  p.slots.assign(g.nodes.size(), {});
+  for (auto& n : g.nodes) p.slots[size_t(n.id)].assign(n.outputs.size(), BufferSlot{});
+  const size_t nk = p.kernels.size();
+
+  // Parameters, constants, views, results.
+  int32_t nconst = 0;
+  for (auto& n : g.nodes) {
+    BufferSlot& s = p.slots[size_t(n.id)][0];
+    if (n.op->name == "param") {
+      s.kind = BufferSlot::Param;
+      s.index = int32_t(std::find(g.params.begin(), g.params.end(), ir::Value{n.id, 0}) - g.params.begin());
+    } else if (n.op->name == "constant") {
+      s.kind = BufferSlot::Const;
+      s.index = nconst++;
+    } else if (n.op->name == "reshape") {
+      s.kind = BufferSlot::View;
+      s.alias = n.inputs[0];
+    }
+    for (auto& sl : p.slots[size_t(n.id)]) sl.bytes = 0;
+    for (size_t o = 0; o < n.outputs.size(); ++o) p.slots[size_t(n.id)][o].bytes = bytes_of(n.outputs[o]);
+  }
+  for (auto& k : p.kernels)
+    for (auto v : k.outputs) p.slots[size_t(v.node)][size_t(v.index)].kind = BufferSlot::Arena;
+  for (size_t r = 0; r < g.results.size(); ++r) {
+    BufferSlot& s = p.slots[size_t(g.results[r].node)][size_t(g.results[r].index)];
+    if (s.kind == BufferSlot::Arena) {
+      s.kind = BufferSlot::Result;
+      s.index = int32_t(r);
+    }
+  }
+
+  // Liveness over kernel positions. A view keeps its base alive; results live to the end.
+  auto base_of = [&](ir::Value v) {
+    while (p.slot(v).kind == BufferSlot::View) v = p.slot(v).alias;
+    return v;
+  };
+  std::vector<std::vector<int64_t>> last(g.nodes.size());
+  for (auto& n : g.nodes) last[size_t(n.id)].assign(n.outputs.size(), -1);
+  auto touch = [&](ir::Value v, int64_t at) {
+    int64_t& l = last[size_t(v.node)][size_t(v.index)];
+    l = std::max(l, at);
+  };
+  for (size_t ki = 0; ki < nk; ++ki) {
+    for (auto v : p.kernels[ki].outputs) touch(v, int64_t(ki));  // unread outputs die where made
+    for (auto v : p.kernels[ki].inputs) touch(base_of(v), int64_t(ki));
+  }
+  for (auto v : g.results) touch(base_of(v), int64_t(nk));
+  std::vector<std::vector<ir::Value>> dies_at(nk + 1);
+  for (auto& n : g.nodes)
+    for (size_t o = 0; o < n.outputs.size(); ++o)
+      if (last[size_t(n.id)][o] >= 0) dies_at[size_t(last[size_t(n.id)][o])].push_back({n.id, int32_t(o)});
+
+  // Greedy best-fit over free blocks; elementwise kernels write in place over an input
+  // that dies there and has the output's shape and element size.
+  struct Block { int64_t off, size; };
+  std::vector<Block> free_blocks;
+  int64_t top = 0;
+  auto align = [](int64_t b) { return (b + 63) / 64 * 64; };
+  auto allocate = [&](int64_t bytes) {
+    bytes = align(std::max<int64_t>(bytes, 1));
+    int best = -1;
+    for (size_t i = 0; i < free_blocks.size(); ++i)
+      if (free_blocks[i].size >= bytes && (best < 0 || free_blocks[i].size < free_blocks[size_t(best)].size)) best = int(i);
+    if (best < 0) {
+      int64_t off = top;
+      top += bytes;
+      return off;
+    }
+    Block b = free_blocks[size_t(best)];
+    free_blocks.erase(free_blocks.begin() + best);
+    if (b.size > bytes) free_blocks.push_back({b.off + bytes, b.size - bytes});
+    return b.off;
+  };
+  auto release = [&](int64_t off, int64_t bytes) {
+    free_blocks.push_back({off, align(std::max<int64_t>(bytes, 1))});
+    // Merge neighbours so large buffers can reuse the space of several small ones.
+    std::sort(free_blocks.begin(), free_blocks.end(), [](auto& a, auto& b) { return a.off < b.off; });
+    std::vector<Block> merged;
+    for (auto& b : free_blocks)
+      if (!merged.empty() && merged.back().off + merged.back().size == b.off)
+        merged.back().size += b.size;
+      else
+        merged.push_back(b);
+    free_blocks = std::move(merged);
+  };
+
+  for (size_t ki = 0; ki < nk; ++ki) {
+    Kernel& k = p.kernels[ki];
+    bool elementwise = k.kind == Kernel::Fused ||
+                       (k.kind == Kernel::Single && g.nodes[size_t(k.nodes[0])].op->cls == ir::OpClass::Elementwise);
+    std::vector<ir::Value> donated;
+    for (auto v : k.outputs) {
+      BufferSlot& s = p.slots[size_t(v.node)][size_t(v.index)];
+      if (s.kind != BufferSlot::Arena) continue;
+      const TensorType& ot = g.type(v);
+      bool placed = false;
+      if (elementwise) {
+        for (auto in : k.inputs) {
+          const BufferSlot& is = p.slot(in);
+          if (is.kind != BufferSlot::Arena || last[size_t(in.node)][size_t(in.index)] != int64_t(ki)) continue;
+          if (std::find(donated.begin(), donated.end(), in) != donated.end()) continue;
+          const TensorType& it = g.type(in);
+          if (it.shape != ot.shape || dtype_size(it.dtype) != dtype_size(ot.dtype) || it.dtype == DType::I4) continue;
+          s.offset = is.offset;
+          donated.push_back(in);
+          placed = true;
+          break;
+        }
+      }
+      if (!placed) s.offset = allocate(s.bytes);
+    }
+    // Release what dies here (donated buffers now belong to the outputs).
+    for (ir::Value v : dies_at[ki]) {
+      const BufferSlot& s = p.slot(v);
+      if (s.kind != BufferSlot::Arena) continue;
+      if (std::find(donated.begin(), donated.end(), v) != donated.end()) continue;
+      release(s.offset, s.bytes);
+    }
+  }
+  p.arena_bytes = top;
+}
+
+}  // namespace rlx::passes

@@ -1,0 +1,66 @@
+#include "runtime/device.hpp"
+
+#include "core/error.hpp"
+#include "ir/op_registry.hpp"
+
+namespace rlx {
+
+void Device::run_fused(const FusedRegion& r, std::span<const Tensor> in, std::span<Tensor> out) {
+  // Node by node, with whole-size temporaries for values internal to the region.
+  const ir::Graph& g = *r.graph;
+  std::vector<std::pair<ir::Value, Tensor>> env;
+  for (size_t i = 0; i < r.inputs.size(); ++i) env.push_back({r.inputs[i], in[i]});
+  for (size_t i = 0; i < r.outputs.size(); ++i) env.push_back({r.outputs[i], out[i]});
+  auto lookup = [&](ir::Value v) -> Tensor* {
+    for (auto& [k, t] : env)
+      if (k == v) return &t;
+    return nullptr;
+  };
+  for (int32_t id : r.nodes) {
+    const ir::Node& n = g.nodes[size_t(id)];
+    std::vector<Tensor> args;
+    for (auto v : n.inputs) args.push_back(*lookup(v));
+    Tensor* dst = lookup({id, 0});
+    if (!dst) {
+      env.push_back({{id, 0}, Tensor::empty(n.out().dtype, n.out().shape, allocator())});
+      dst = &env.back().second;
+    }
+    Tensor o = *dst;
+    run_node(n, args, std::span<Tensor>(&o, 1));
+  }
+}
+
+DeviceRegistry& DeviceRegistry::get() {
+  static DeviceRegistry* r = [] {
+    auto* reg = new DeviceRegistry;
+    register_builtin_devices(*reg);
+    return reg;
+  }();
+  return *r;
+}
+
+void DeviceRegistry::add(std::unique_ptr<Device> d) {
+  if (find(d->name())) throw InternalError("device '" + d->name() + "' registered twice");
+  devices_.push_back(std::move(d));
+}
+
+Device* DeviceRegistry::find(const std::string& name) const {
+  for (auto& d : devices_)
+    if (d->name() == name) return d.get();
+  return nullptr;
+}
+
+Device& DeviceRegistry::at(const std::string& name) const {
+  if (Device* d = find(name)) return *d;
+  std::string known;
+  for (auto& d : devices_) known += (known.empty() ? "" : ", ") + d->name();
+  throw InputError("unknown device '" + name + "' (available: " + known + ")");
+}
+
+std::vector<Device*> DeviceRegistry::all() const {
+  std::vector<Device*> r;
+  for (auto& d : devices_) r.push_back(d.get());
+  return r;
+}
+
+}  // namespace rlx

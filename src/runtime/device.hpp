@@ -1,0 +1,67 @@
+// The device interface. A device declares what it can run (a capability predicate over
+// op, dtypes, shapes and attributes) and runs L3 kernels on tensors it allocated.
+// The runtime owns parameters, constants, views (reshape) and control flow; devices
+// see only compute nodes.
+#pragma once
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/tensor.hpp"
+#include "ir/graph.hpp"
+
+namespace rlx {
+
+struct Capability {
+  bool ok = false;
+  std::string why;  // when !ok: what the device lacks ("no c64 matmul kernel")
+  static Capability yes() { return {true, {}}; }
+  static Capability no(std::string why) { return {false, std::move(why)}; }
+};
+
+// A chain of elementwise nodes that the executor runs as one kernel: `nodes` in SSA
+// order, all producing `shape`; `inputs` come from outside the region (any shape that
+// broadcasts to `shape`), `outputs` are the region's values used outside it.
+struct FusedRegion {
+  const ir::Graph* graph = nullptr;
+  std::vector<int32_t> nodes;
+  std::vector<ir::Value> inputs;
+  std::vector<ir::Value> outputs;
+  Shape shape;
+};
+
+class Device {
+ public:
+  virtual ~Device() = default;
+  virtual std::string name() const = 0;
+  virtual std::string description() const = 0;  // one line: what runs the kernels
+  virtual Allocator* allocator() = 0;
+  // May this device run node n natively? Called only for compute ops (not param,
+  // constant, reshape, while, if).
+  virtual Capability supports(const ir::Node& n, const ir::Graph& g) const = 0;
+  // Runs one node; outputs are preallocated, contiguous, on this device; inputs are on
+  // this device and may be strided views.
+  virtual void run_node(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> out) = 0;
+  // Runs a fused elementwise region in one pass. The default runs node by node.
+  virtual void run_fused(const FusedRegion& r, std::span<const Tensor> in, std::span<Tensor> out);
+  virtual bool fuses_elementwise() const { return false; }
+  virtual void synchronize() {}
+};
+
+class DeviceRegistry {
+ public:
+  static DeviceRegistry& get();  // registers the built-in devices on first use
+  void add(std::unique_ptr<Device> d);
+  Device* find(const std::string& name) const;
+  Device& at(const std::string& name) const;  // throws InputError listing the known devices
+  std::vector<Device*> all() const;
+
+ private:
+  std::vector<std::unique_ptr<Device>> devices_;
+};
+
+// Defined by the generated devices/registry.cpp: calls each device folder's register function.
+void register_builtin_devices(DeviceRegistry& r);
+
+}  // namespace rlx

@@ -1,0 +1,164 @@
+#include "runtime/executor.hpp"
+
+#include <cstring>
+
+#include "core/error.hpp"
+#include "ir/op_registry.hpp"
+#include "runtime/runtime.hpp"
+
+namespace rlx {
+
+Executor::Executor(const Program& p, Device& d) : p_(p), d_(d) {
+  if (p.device != d.name())
+    throw InputError("program was compiled for device '" + p.device + "', not '" + d.name() + "'");
+  if (p.arena_bytes > 0) arena_ = Tensor::empty(DType::U8, {p.arena_bytes}, d.allocator());
+  for (auto& k : p.kernels) {
+    FusedRegion r = k.region;
+    r.graph = &p.graph;
+    regions_.push_back(std::move(r));
+  }
+}
+
+std::vector<Tensor> Executor::run(const std::vector<Tensor>& inputs) {
+  std::vector<Tensor> results;
+  execute(inputs, results, false);
+  return results;
+}
+
+void Executor::run_into(const std::vector<Tensor>& inputs, std::vector<Tensor>& results) {
+  execute(inputs, results, true);
+}
+
+void Executor::execute(const std::vector<Tensor>& inputs, std::vector<Tensor>& results, bool have_results) {
+  const ir::Graph& g = p_.graph;
+  if (inputs.size() != g.params.size())
+    throw InputError("program takes " + std::to_string(g.params.size()) + " inputs, got " + std::to_string(inputs.size()));
+  if (have_results && results.size() != g.results.size())
+    throw InputError("program has " + std::to_string(g.results.size()) + " results, got " +
+                     std::to_string(results.size()) + " result tensors");
+  Allocator* dev_alloc = d_.allocator();
+  std::vector<std::vector<Tensor>> vals(g.nodes.size());
+  for (auto& n : g.nodes) vals[size_t(n.id)].resize(n.outputs.size());
+  char* arena = arena_.defined() ? static_cast<char*>(arena_.raw()) : nullptr;
+  if (!have_results) results.assign(g.results.size(), Tensor{});
+
+  for (auto& n : g.nodes) {
+    for (size_t o = 0; o < n.outputs.size(); ++o) {
+      const BufferSlot& s = p_.slots[size_t(n.id)][o];
+      const TensorType& t = n.outputs[o];
+      Tensor& v = vals[size_t(n.id)][o];
+      switch (s.kind) {
+        case BufferSlot::Param: {
+          const Tensor& x = inputs.at(size_t(s.index));
+          if (x.type() != t)
+            throw InputError("input '" + g.param_name(size_t(s.index)) + "' must be " + t.str() + ", got " +
+                             x.type().str());
+          v = (x.allocator() == dev_alloc) ? x : x.to(dev_alloc);
+          break;
+        }
+        case BufferSlot::Const: v = p_.constants.at(size_t(s.index)); break;
+        case BufferSlot::Arena: v = Tensor::view_of(arena + s.offset, dev_alloc, t.dtype, t.shape); break;
+        case BufferSlot::Result: {
+          Tensor& r = results[size_t(s.index)];
+          if (have_results) {
+            if (r.type() != t || r.allocator() != dev_alloc || !r.is_contiguous())
+              throw InputError("result " + std::to_string(s.index) + " must be a contiguous " + t.str() + " on " +
+                               d_.name());
+          } else {
+            r = Tensor::empty(t.dtype, t.shape, dev_alloc);
+          }
+          v = r;
+          break;
+        }
+        case BufferSlot::View: v = vals[size_t(s.alias.node)][size_t(s.alias.index)].reshape(t.shape); break;
+        case BufferSlot::Internal: break;
+      }
+    }
+  }
+
+  Device* host = DeviceRegistry::get().find("reference");
+  for (size_t ki = 0; ki < p_.kernels.size(); ++ki) {
+    const Kernel& k = p_.kernels[ki];
+    const ir::Node& first = g.nodes[size_t(k.nodes[0])];
+    // A fused region names each outside value once; a single node takes its operands
+    // positionally (matmul(z, z) reads z twice).
+    std::vector<Tensor> in, out;
+    for (auto v : (k.kind == Kernel::Fused ? k.inputs : first.inputs)) in.push_back(vals[size_t(v.node)][size_t(v.index)]);
+    for (auto v : k.outputs) out.push_back(vals[size_t(v.node)][size_t(v.index)]);
+    try {
+      switch (k.kind) {
+        case Kernel::Fused: d_.run_fused(regions_[ki], in, out); break;
+        case Kernel::Single: d_.run_node(first, in, out); break;
+        case Kernel::Control: run_control(k, vals); break;
+        case Kernel::HostStaged: {
+          std::vector<Tensor> hin, hout;
+          for (auto& t : in) hin.push_back(t.is_host() ? t : t.to(host_allocator()));
+          for (auto& t : out) hout.push_back(Tensor::empty(t.dtype(), t.shape(), host->allocator()));
+          host->run_node(first, hin, hout);
+          for (size_t i = 0; i < out.size(); ++i) out[i].allocator()->copy_from_host(out[i].raw(), hout[i].raw(), hout[i].nbytes());
+          break;
+        }
+      }
+    } catch (const InputError& e) {
+      throw InputError("node %" + std::to_string(first.id) + " " + first.op->name + " at " + first.loc.str() + ": " +
+                       e.what());
+    }
+  }
+  d_.synchronize();
+  // Results that are not result buffers (parameters, constants, views of the arena)
+  // are copied, so the caller never holds memory the next run overwrites.
+  for (size_t r = 0; r < g.results.size(); ++r) {
+    ir::Value v = g.results[r];
+    if (p_.slot(v).kind == BufferSlot::Result) continue;
+    const Tensor& src = vals[size_t(v.node)][size_t(v.index)];
+    if (have_results) {
+      Tensor c = src.to(host_allocator());
+      results[r].allocator()->copy_from_host(results[r].raw(), c.raw(), c.nbytes());
+    } else {
+      results[r] = src.to(dev_alloc);
+    }
+  }
+}
+
+void Executor::run_control(const Kernel& k, std::vector<std::vector<Tensor>>& vals) {
+  const ir::Node& n = p_.graph.nodes[size_t(k.nodes[0])];
+  std::vector<Tensor> args;
+  for (auto v : n.inputs) args.push_back(vals[size_t(v.node)][size_t(v.index)]);
+  std::vector<Tensor> res;
+  auto read_bool = [](const Tensor& t) {
+    bool b = false;
+    t.allocator()->copy_to_host(&b, t.raw(), 1);
+    return b;
+  };
+  if (n.op->name == "while") {
+    Executor cond(*k.sub[0], d_), body(*k.sub[1], d_);
+    // Carried values are cloned so that the body never writes into its own inputs.
+    std::vector<Tensor> cur;
+    for (auto& a : args) cur.push_back(a.to(d_.allocator()));
+    while (read_bool(cond.run(cur)[0])) cur = body.run(cur);
+    res = cur;
+  } else {
+    bool pred = read_bool(args[0]);
+    Executor branch(*k.sub[pred ? 0 : 1], d_);
+    res = branch.run(std::vector<Tensor>(args.begin() + 1, args.end()));
+  }
+  for (size_t i = 0; i < res.size(); ++i) {
+    Tensor& dst = vals[size_t(n.id)][i];
+    if (!dst.defined()) continue;
+    Tensor src = res[i].is_contiguous() ? res[i] : res[i].contiguous();
+    if (dst.allocator()->host_accessible() && src.allocator()->host_accessible())
+      std::memcpy(dst.raw(), src.raw(), src.nbytes());
+    else
+      dst.allocator()->copy_from_host(dst.raw(), src.to(host_allocator()).raw(), src.nbytes());
+  }
+}
+
+std::vector<Tensor> run(const Program& p, Device& d, const std::vector<Tensor>& inputs) {
+  Executor ex(p, d);
+  std::vector<Tensor> r = ex.run(inputs);
+  for (auto& t : r)
+    if (!t.is_host()) t = t.to(host_allocator());
+  return r;
+}
+
+}  // namespace rlx

@@ -1,0 +1,28 @@
+// Runs a compiled Program on its device. Holds the arena between runs, so repeated
+// runs allocate nothing but their results.
+#pragma once
+#include <vector>
+
+#include "runtime/program.hpp"
+
+namespace rlx {
+
+class Executor {
+ public:
+  Executor(const Program& p, Device& d);
+  // Inputs anywhere (copied to the device when not already there); results stay on the
+  // device (host tensors on host devices).
+  std::vector<Tensor> run(const std::vector<Tensor>& inputs);
+  // As run, writing results into caller-provided device tensors of the right types.
+  void run_into(const std::vector<Tensor>& inputs, std::vector<Tensor>& results);
+
+ private:
+  void execute(const std::vector<Tensor>& inputs, std::vector<Tensor>& results, bool have_results);
+  void run_control(const Kernel& k, std::vector<std::vector<Tensor>>& vals);
+  const Program& p_;
+  Device& d_;
+  Tensor arena_;
+  std::vector<FusedRegion> regions_;  // per kernel, pointing at p_.graph
+};
+
+}  // namespace rlx
