@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs what is missing (Debian 12, as root), configures, builds with ccache, and runs
+# the main job on its embedded default. Re-running is cheap: apt is skipped when nothing
+# is missing and the build is incremental.
+#   ./setup.sh            build into ./build and run the demo
+#   BUILD_DIR=dir ./setup.sh
+set -euo pipefail
+cd "$(dirname "$0")"
+BUILD_DIR=${BUILD_DIR:-build}
+
+PACKAGES=(g++ cmake ninja-build pkg-config ccache libopenblas-dev libboost-test-dev nlohmann-json3-dev)
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER_LAUNCHER=ccache
+cmake --build "$BUILD_DIR" -j "$(nproc)"
+"$BUILD_DIR/bin/rlx" demo
