@@ -109,21 +109,19 @@ RLX_BINARY(logical_and) RLX_BINARY(logical_or) RLX_BINARY(make_complex)
 Var where(const Var& c, const Var& a, const Var& b, SrcLoc loc) { return op("where", {c, a, b}, {}, loc); }
 Var cast(const Var& x, DType t, SrcLoc loc) { return op("cast", {x}, {{"dtype", t}}, loc); }
 
-// Operators carry no call site of their own (C++ gives operators no default
-// arguments); their nodes take the enclosing LocationScope when there is one.
-Var operator+(const Var& a, const Var& b) { return add(a, b); }
-Var operator-(const Var& a, const Var& b) { return sub(a, b); }
-Var operator*(const Var& a, const Var& b) { return mul(a, b); }
-Var operator/(const Var& a, const Var& b) { return div(a, b); }
-Var operator-(const Var& a) { return neg(a); }
-Var operator+(const Var& a, double b) { return add(a, scalar_like(a, b)); }
-Var operator-(const Var& a, double b) { return sub(a, scalar_like(a, b)); }
-Var operator*(const Var& a, double b) { return mul(a, scalar_like(a, b)); }
-Var operator/(const Var& a, double b) { return div(a, scalar_like(a, b)); }
-Var operator+(double a, const Var& b) { return add(scalar_like(b, a), b); }
-Var operator-(double a, const Var& b) { return sub(scalar_like(b, a), b); }
-Var operator*(double a, const Var& b) { return mul(scalar_like(b, a), b); }
-Var operator/(double a, const Var& b) { return div(scalar_like(b, a), b); }
+Var operator+(VarAt a, const Var& b) { return add(a.var, b, a.loc); }
+Var operator-(VarAt a, const Var& b) { return sub(a.var, b, a.loc); }
+Var operator*(VarAt a, const Var& b) { return mul(a.var, b, a.loc); }
+Var operator/(VarAt a, const Var& b) { return div(a.var, b, a.loc); }
+Var operator-(VarAt a) { return neg(a.var, a.loc); }
+Var operator+(VarAt a, double b) { return add(a.var, scalar_like(a.var, b, a.loc), a.loc); }
+Var operator-(VarAt a, double b) { return sub(a.var, scalar_like(a.var, b, a.loc), a.loc); }
+Var operator*(VarAt a, double b) { return mul(a.var, scalar_like(a.var, b, a.loc), a.loc); }
+Var operator/(VarAt a, double b) { return div(a.var, scalar_like(a.var, b, a.loc), a.loc); }
+Var operator+(double a, VarAt b) { return add(scalar_like(b.var, a, b.loc), b.var, b.loc); }
+Var operator-(double a, VarAt b) { return sub(scalar_like(b.var, a, b.loc), b.var, b.loc); }
+Var operator*(double a, VarAt b) { return mul(scalar_like(b.var, a, b.loc), b.var, b.loc); }
+Var operator/(double a, VarAt b) { return div(scalar_like(b.var, a, b.loc), b.var, b.loc); }
 
 static ir::Attrs reduce_attrs(std::vector<int64_t> axes, bool keepdims) {
   return {{"axes", std::move(axes)}, {"keepdims", keepdims}};

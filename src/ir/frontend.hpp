@@ -72,19 +72,26 @@ RLX_BINARY(logical_and) RLX_BINARY(logical_or) RLX_BINARY(make_complex)
 Var where(const Var& cond, const Var& a, const Var& b, SrcLoc loc = SrcLoc::current());
 Var cast(const Var& x, DType t, SrcLoc loc = SrcLoc::current());
 
-Var operator+(const Var& a, const Var& b);
-Var operator-(const Var& a, const Var& b);
-Var operator*(const Var& a, const Var& b);
-Var operator/(const Var& a, const Var& b);
-Var operator-(const Var& a);
-Var operator+(const Var& a, double b);
-Var operator-(const Var& a, double b);
-Var operator*(const Var& a, double b);
-Var operator/(const Var& a, double b);
-Var operator+(double a, const Var& b);
-Var operator-(double a, const Var& b);
-Var operator*(double a, const Var& b);
-Var operator/(double a, const Var& b);
+// Operators record the user's line through VarAt: C++ gives operators no default
+// arguments, but the implicit conversion to VarAt captures the call site.
+struct VarAt {
+  const Var& var;
+  SrcLoc loc;
+  VarAt(const Var& v, SrcLoc l = SrcLoc::current()) : var(v), loc(l) {}  // NOLINT: implicit on purpose
+};
+Var operator+(VarAt a, const Var& b);
+Var operator-(VarAt a, const Var& b);
+Var operator*(VarAt a, const Var& b);
+Var operator/(VarAt a, const Var& b);
+Var operator-(VarAt a);
+Var operator+(VarAt a, double b);
+Var operator-(VarAt a, double b);
+Var operator*(VarAt a, double b);
+Var operator/(VarAt a, double b);
+Var operator+(double a, VarAt b);
+Var operator-(double a, VarAt b);
+Var operator*(double a, VarAt b);
+Var operator/(double a, VarAt b);
 
 // ---- L2 reductions and scan (empty axes: all) ----
 Var sum(const Var& x, std::vector<int64_t> axes = {}, bool keepdims = false, SrcLoc loc = SrcLoc::current());

@@ -1,0 +1,273 @@
+// rlx: the command-line program. Sub-commands: devices, ops, compile, run, demo.
+// Exit codes: 0 ok; 2 bad usage or bad input; 3 legalization failure.
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <sstream>
+
+#include "core/error.hpp"
+#include "core/rng.hpp"
+#include "dispatch/coverage.hpp"
+#include "io/npy.hpp"
+#include "ir/frontend.hpp"
+#include "ir/op_registry.hpp"
+#include "ir/text.hpp"
+#include "runtime/executor.hpp"
+#include "runtime/program_text.hpp"
+#include "runtime/runtime.hpp"
+
+namespace {
+
+using namespace rlx;
+
+constexpr int kOk = 0, kBadInput = 2, kLegalize = 3;
+
+struct UsageError : InputError {
+  using InputError::InputError;
+};
+
+const char* kUsage =
+    "usage: rlx <command> [options]\n"
+    "commands:\n"
+    "  devices                          list devices and what runs their kernels\n"
+    "  ops [--json]                     op x dtype x device coverage matrix\n"
+    "  compile FILE [--device D] [--policy P] [--emit l1|l2|l3] [--explain] [--json]\n"
+    "  run FILE [--device D] [--policy P] --input NAME=FILE.npy ... --output DIR\n"
+    "  demo [--device D]                build, explain, compile and run a built-in graph\n"
+    "policies: prefer-native (default), force-common-ir, strict, allow-host\n";
+
+// Minimal option parser: --flag, --key value, --key=value; positional arguments.
+struct Args {
+  std::vector<std::string> pos;
+  std::multimap<std::string, std::string> opt;
+  std::vector<std::string> flags;
+
+  Args(int argc, char** argv, int from, const std::vector<std::string>& valued, const std::vector<std::string>& boolean) {
+    for (int i = from; i < argc; ++i) {
+      std::string a = argv[i];
+      if (a.rfind("--", 0) != 0) {
+        pos.push_back(a);
+        continue;
+      }
+      std::string key = a.substr(2), val;
+      bool has_eq = false;
+      if (auto eq = key.find('='); eq != std::string::npos) {
+        val = key.substr(eq + 1);
+        key = key.substr(0, eq);
+        has_eq = true;
+      }
+      if (std::find(boolean.begin(), boolean.end(), key) != boolean.end()) {
+        if (has_eq) throw UsageError("option --" + key + " takes no value");
+        flags.push_back(key);
+      } else if (std::find(valued.begin(), valued.end(), key) != valued.end()) {
+        if (!has_eq) {
+          if (i + 1 >= argc) throw UsageError("option --" + key + " needs a value");
+          val = argv[++i];
+        }
+        opt.emplace(key, val);
+      } else {
+        throw UsageError("unknown option --" + key);
+      }
+    }
+  }
+  bool flag(const std::string& k) const { return std::find(flags.begin(), flags.end(), k) != flags.end(); }
+  std::string get(const std::string& k, const std::string& def) const {
+    auto it = opt.find(k);
+    return it == opt.end() ? def : it->second;
+  }
+};
+
+std::string read_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw InputError(path + ": cannot open for reading");
+  std::ostringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+CompileOptions options_from(const Args& a) {
+  CompileOptions o;
+  o.policy = policy_from_name(a.get("policy", "prefer-native"));
+  return o;
+}
+
+int cmd_devices() {
+  for (Device* d : DeviceRegistry::get().all()) std::cout << d->name() << "\t" << d->description() << "\n";
+  return kOk;
+}
+
+int cmd_ops(const Args& a) {
+  auto devs = DeviceRegistry::get().all();
+  auto rows = coverage(devs);
+  std::cout << (a.flag("json") ? coverage_json(devs, rows) + "\n" : coverage_table(devs, rows));
+  return kOk;
+}
+
+int cmd_compile(const Args& a) {
+  if (a.pos.size() != 1) throw UsageError("compile takes one FILE");
+  std::string file = a.pos[0];
+  ir::Graph g = ir::parse_graph(read_file(file), file);
+  Device& d = DeviceRegistry::get().at(a.get("device", "cpu"));
+  std::string emit = a.get("emit", "");
+  if (!emit.empty() && emit != "l1" && emit != "l2" && emit != "l3")
+    throw UsageError("--emit must be l1, l2 or l3, got '" + emit + "'");
+  if (emit == "l1") std::cout << ir::print_graph(g);
+  try {
+    Program p = compile(g, d, options_from(a));
+    if (a.flag("explain")) std::cout << (a.flag("json") ? p.report.json() + "\n" : p.report.table());
+    if (emit == "l2") std::cout << ir::print_graph(p.graph);
+    if (emit == "l3") std::cout << print_program(p);
+  } catch (const LegalizeError& e) {
+    if (a.flag("json"))
+      std::cout << e.report().json() << "\n";
+    else
+      std::cout << e.report().table();
+    std::cerr << "rlx: " << file << ": " << e.what() << "\n";
+    return kLegalize;
+  }
+  return kOk;
+}
+
+int cmd_run(const Args& a) {
+  if (a.pos.size() != 1) throw UsageError("run takes one FILE");
+  std::string file = a.pos[0];
+  std::string outdir = a.get("output", "");
+  if (outdir.empty()) throw UsageError("run needs --output DIR");
+  ir::Graph g = ir::parse_graph(read_file(file), file);
+  std::map<std::string, Tensor> given;
+  for (auto [it, end] = a.opt.equal_range("input"); it != end; ++it) {
+    auto eq = it->second.find('=');
+    if (eq == std::string::npos) throw UsageError("--input expects NAME=FILE.npy, got '" + it->second + "'");
+    given[it->second.substr(0, eq)] = io::read_npy(it->second.substr(eq + 1));
+  }
+  std::vector<Tensor> inputs;
+  for (size_t i = 0; i < g.params.size(); ++i) {
+    std::string n = g.param_name(i);
+    auto it = given.find(n);
+    if (it == given.end()) throw InputError(file + ": input '" + n + "' (" + g.type(g.params[i]).str() + ") was not given (--input " + n + "=FILE.npy)");
+    inputs.push_back(it->second);
+    given.erase(it);
+  }
+  if (!given.empty()) throw InputError(file + ": the graph has no input named '" + given.begin()->first + "'");
+  Device& d = DeviceRegistry::get().at(a.get("device", "cpu"));
+  Program p;
+  try {
+    p = compile(g, d, options_from(a));
+  } catch (const LegalizeError& e) {
+    std::cout << e.report().table();
+    std::cerr << "rlx: " << file << ": " << e.what() << "\n";
+    return kLegalize;
+  }
+  auto results = run(p, d, inputs);
+  std::filesystem::create_directories(outdir);
+  for (size_t i = 0; i < results.size(); ++i) {
+    std::string path = (std::filesystem::path(outdir) / ("out" + std::to_string(i) + ".npy")).string();
+    io::write_npy(path, results[i]);
+    std::cout << path << "\t" << results[i].type().str() << "\n";
+  }
+  return kOk;
+}
+
+Tensor random_tensor(DType t, Shape s, uint64_t seed) {
+  Tensor r = Tensor::empty(t, s);
+  for (int64_t i = 0; i < r.numel(); ++i) {
+    double u = rng_unit(seed, uint64_t(i)) * 2 - 1;
+    if (t == DType::F32) r.data<float>()[i] = float(u);
+    else if (t == DType::C64) r.data<c64>()[i] = c64(float(u), float(rng_unit(seed + 1, uint64_t(i)) * 2 - 1));
+  }
+  return r;
+}
+
+double max_rel_error(const Tensor& a, const Tensor& b) {
+  double num = 0, den = 0;
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    std::complex<double> x, y;
+    if (a.dtype() == DType::C64) x = a.data<c64>()[i], y = b.data<c64>()[i];
+    else x = a.data<float>()[i], y = b.data<float>()[i];
+    num = std::max(num, std::abs(x - y));
+    den = std::max(den, std::abs(y));
+  }
+  return num / std::max(den, 1e-30);
+}
+
+// The built-in demo: an MLP block in f32 (linear -> gelu -> softmax) and a complex
+// matmul, so the report shows native, common-ir and rewritten routes together.
+int cmd_demo(const Args& a) {
+  Device& d = DeviceRegistry::get().at(a.get("device", "cpu"));
+  ir::Graph g;
+  auto x = input(g, "x", DType::F32, {256, 512});
+  auto w = input(g, "w", DType::F32, {512, 512});
+  auto b = input(g, "b", DType::F32, {512});
+  auto z = input(g, "z", DType::C64, {128, 128});
+  auto zw = input(g, "zw", DType::C64, {128, 128});
+  auto h = gelu(linear(x, w, b));
+  auto y = softmax(matmul(h, w), -1);
+  auto zz = matmul(z, zw);
+  output(g, {y, zz});
+
+  std::cout << "== L1 graph ==\n" << ir::print_graph(g) << "\n";
+  auto t0 = std::chrono::steady_clock::now();
+  Program p = compile(g, d, options_from(a));
+  auto t1 = std::chrono::steady_clock::now();
+  std::cout << "== dispatch report (" << d.name() << ") ==\n" << p.report.table() << "\n";
+  std::cout << "compiled " << g.nodes.size() << " L1 nodes into " << p.graph.nodes.size() << " L2 nodes and "
+            << p.kernels.size() << " kernels (arena " << p.arena_bytes << " bytes) in "
+            << std::chrono::duration<double, std::milli>(t1 - t0).count() << " ms\n";
+
+  std::vector<Tensor> in = {random_tensor(DType::F32, {256, 512}, 1), random_tensor(DType::F32, {512, 512}, 2),
+                            random_tensor(DType::F32, {512}, 3), random_tensor(DType::C64, {128, 128}, 4),
+                            random_tensor(DType::C64, {128, 128}, 6)};
+  Executor ex(p, d);
+  ex.run(in);  // warm-up
+  auto t2 = std::chrono::steady_clock::now();
+  auto out = ex.run(in);
+  auto t3 = std::chrono::steady_clock::now();
+  std::cout << "ran on " << d.name() << " in " << std::chrono::duration<double, std::milli>(t3 - t2).count() << " ms\n";
+
+  Device& ref = DeviceRegistry::get().at("reference");
+  auto expect = run(compile(g, ref), ref, in);
+  bool ok = true;
+  const double tol[] = {1e-4, 1e-4};
+  for (size_t i = 0; i < out.size(); ++i) {
+    double e = max_rel_error(out[i].is_host() ? out[i] : out[i].to(host_allocator()), expect[i]);
+    std::cout << "result " << i << " " << out[i].type().str() << ": max error vs reference device " << e
+              << (e <= tol[i] ? " (ok)" : " (TOO LARGE)") << "\n";
+    ok = ok && e <= tol[i];
+  }
+  return ok ? kOk : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
+    std::cout << kUsage;
+    return argc < 2 ? kBadInput : kOk;
+  }
+  std::string cmd = argv[1];
+  try {
+    if (cmd == "devices") return cmd_devices();
+    if (cmd == "ops") return cmd_ops(Args(argc, argv, 2, {}, {"json"}));
+    if (cmd == "compile") return cmd_compile(Args(argc, argv, 2, {"device", "policy", "emit"}, {"explain", "json"}));
+    if (cmd == "run") return cmd_run(Args(argc, argv, 2, {"device", "policy", "input", "output"}, {}));
+    if (cmd == "demo") return cmd_demo(Args(argc, argv, 2, {"device", "policy"}, {}));
+    std::cerr << "rlx: unknown command '" << cmd << "'\n" << kUsage;
+    return kBadInput;
+  } catch (const UsageError& e) {
+    std::cerr << "rlx: " << e.what() << "\n" << kUsage;
+    return kBadInput;
+  } catch (const LegalizeError& e) {
+    std::cerr << "rlx: " << e.what() << "\n";
+    return kLegalize;
+  } catch (const InputError& e) {
+    std::cerr << "rlx: " << e.what() << "\n";
+    return kBadInput;
+  } catch (const std::exception& e) {
+    std::cerr << "rlx: internal error: " << e.what() << "\n";
+    return 1;
+  }
+}

@@ -1,0 +1,352 @@
+#include "devices/cpu/fused.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <unordered_map>
+
+#include "core/error.hpp"
+#include "devices/cpu/ew_kernels.hpp"
+#include "devices/cpu/thread_pool.hpp"
+#include "ir/op_registry.hpp"
+
+namespace rlx::cpu {
+
+namespace {
+
+enum class InMode { Direct, Convert, Strided, Scalar };
+
+struct InputPlan {
+  InMode mode = InMode::Direct;
+  DType dtype = DType::F32;
+  CK ck = CK::F32;
+  const char* base = nullptr;
+  std::vector<int64_t> shape, strides;  // collapsed view over the region (Strided)
+  int buf = -1;                         // scratch buffer (Convert, Strided; Scalar when broadcast)
+  alignas(8) unsigned char scalar[8] = {};
+};
+
+struct Step {
+  EwOp op = EwOp::Add;
+  CK in_ck = CK::F32;  // the first operand's kind (where: the value operands')
+  DType out_dtype = DType::F32;
+  CK out_ck = CK::F32;
+  DType cast_to = DType::F32;
+  int args[3] = {-1, -1, -1};
+  bool bcast[3] = {false, false, false};  // a scalar input read from its broadcast buffer
+  int nargs = 0;
+  int form = 0;  // binary: 0 arrays, 1 b scalar, 2 a scalar
+  int buf = -1;         // scratch buffer, or -1: written straight into out[direct_out]
+  int direct_out = -1;
+  std::vector<int> stores;  // outputs converted from the scratch buffer after the step
+};
+
+struct Plan {
+  int64_t numel = 0;
+  std::vector<InputPlan> inputs;
+  std::vector<Step> steps;
+  std::vector<std::pair<int, int>> input_outputs;  // (output, input): outputs that are region inputs
+  int nbuf = 0;
+  std::vector<char*> out_base;
+  std::vector<DType> out_dtype;
+};
+
+// Per-thread scratch, kept across calls.
+struct Scratch {
+  char* p = nullptr;
+  size_t bytes = 0;
+  ~Scratch() { std::free(p); }
+  char* get(size_t n) {
+    if (n > bytes) {
+      std::free(p);
+      p = static_cast<char*>(std::aligned_alloc(64, (n + 63) / 64 * 64));
+      if (!p) throw Error("cpu device: scratch allocation failed");
+      bytes = n;
+    }
+    return p;
+  }
+};
+thread_local Scratch t_scratch;
+
+constexpr size_t kBufBytes = size_t(kChunk) * 8;
+
+// Strides of t seen over `shape` (NumPy alignment: 0 on broadcast dims), collapsed.
+void broadcast_view(const Tensor& t, const Shape& shape, std::vector<int64_t>& cs, std::vector<int64_t>& cst) {
+  int r = int(shape.size()), tr = t.rank();
+  std::vector<int64_t> st(size_t(r), 0);
+  for (int d = 0; d < r; ++d) {
+    int td = d - (r - tr);
+    if (td >= 0 && t.shape()[size_t(td)] != 1) st[size_t(d)] = t.strides()[size_t(td)];
+  }
+  cs.clear();
+  cst.clear();
+  for (int d = 0; d < r; ++d) {
+    if (shape[size_t(d)] == 1) continue;
+    if (!cs.empty() && cst.back() == st[size_t(d)] * shape[size_t(d)]) {
+      cs.back() *= shape[size_t(d)];
+      cst.back() = st[size_t(d)];
+    } else {
+      cs.push_back(shape[size_t(d)]);
+      cst.push_back(st[size_t(d)]);
+    }
+  }
+}
+
+// The bytes a (possibly strided) tensor touches.
+std::pair<const char*, const char*> byte_range(const Tensor& t) {
+  const char* p = static_cast<const char*>(t.raw());
+  int64_t lo = 0, hi = 0;
+  for (int d = 0; d < t.rank(); ++d) {
+    if (t.shape()[size_t(d)] == 0) return {p, p};
+    int64_t span = (t.shape()[size_t(d)] - 1) * t.strides()[size_t(d)];
+    (span < 0 ? lo : hi) += span;
+  }
+  int64_t es = int64_t(dtype_size(t.dtype()));
+  return {p + lo * es, p + (hi + 1) * es};
+}
+
+bool overlaps(std::pair<const char*, const char*> a, std::pair<const char*, const char*> b) {
+  return a.first < b.second && b.first < a.second;
+}
+
+EwOp op_of(const ir::Node& n) {
+  auto op = ew_op_from_name(n.op->name);
+  if (!op) throw InternalError("cpu fused executor: " + n.op->name + " is not an elementwise op");
+  return *op;
+}
+
+void exec_chunks(const Plan& P, int64_t c0, int64_t c1) {
+  const size_t nin = P.inputs.size();
+  char* scratch = t_scratch.get(size_t(P.nbuf) * kBufBytes);
+  auto buf = [&](int b) { return scratch + size_t(b) * kBufBytes; };
+  // Scalars some kernel needs as arrays: broadcast once per call.
+  for (const auto& ip : P.inputs)
+    if (ip.mode == InMode::Scalar && ip.buf >= 0) fill_ck(ip.ck, ip.scalar, buf(ip.buf), kChunk);
+
+  std::vector<const void*> ptr(nin + P.steps.size());
+
+  for (int64_t c = c0; c < c1; ++c) {
+    const int64_t start = c * kChunk, n = std::min<int64_t>(kChunk, P.numel - start);
+    for (size_t i = 0; i < nin; ++i) {
+      const InputPlan& ip = P.inputs[i];
+      switch (ip.mode) {
+        case InMode::Direct: ptr[i] = ip.base + start * int64_t(ck_size(ip.ck)); break;
+        case InMode::Convert:
+          load_convert(ip.dtype, ip.base + start * int64_t(dtype_size(ip.dtype)), buf(ip.buf), n);
+          ptr[i] = buf(ip.buf);
+          break;
+        case InMode::Strided:
+          load_strided(ip.dtype, ip.base, ip.shape.data(), ip.strides.data(), int(ip.shape.size()), start, n,
+                       buf(ip.buf));
+          ptr[i] = buf(ip.buf);
+          break;
+        case InMode::Scalar: ptr[i] = ip.scalar; break;
+      }
+    }
+    for (size_t s = 0; s < P.steps.size(); ++s) {
+      const Step& st = P.steps[s];
+      void* dst = st.buf >= 0 ? static_cast<void*>(buf(st.buf))
+                              : static_cast<void*>(P.out_base[size_t(st.direct_out)] +
+                                                   start * int64_t(ck_size(st.out_ck)));
+      auto arg = [&](int k) -> const void* {
+        int v = st.args[k];
+        return st.bcast[k] ? buf(P.inputs[size_t(v)].buf) : ptr[size_t(v)];
+      };
+      switch (st.nargs) {
+        case 1:
+          if (st.op == EwOp::Cast) ew_cast(st.in_ck, st.cast_to, arg(0), dst, n);
+          else ew_unary(st.op, st.in_ck, arg(0), dst, n);
+          break;
+        case 2: ew_binary(st.op, st.in_ck, st.form, arg(0), arg(1), dst, n); break;
+        case 3: ew_where(st.in_ck, static_cast<const uint8_t*>(arg(0)), arg(1), arg(2), dst, n); break;
+      }
+      ptr[nin + s] = dst;
+      for (int o : st.stores)
+        store_convert(P.out_dtype[size_t(o)], dst, P.out_base[size_t(o)] + start * int64_t(dtype_size(P.out_dtype[size_t(o)])), n);
+    }
+    for (auto [o, i] : P.input_outputs) {
+      const InputPlan& ip = P.inputs[size_t(i)];
+      char* d = P.out_base[size_t(o)] + start * int64_t(dtype_size(P.out_dtype[size_t(o)]));
+      if (ip.mode == InMode::Scalar) {
+        char tmp[kBufBytes];
+        fill_ck(ip.ck, ip.scalar, tmp, n);
+        store_convert(P.out_dtype[size_t(o)], tmp, d, n);
+      } else {
+        store_convert(P.out_dtype[size_t(o)], ptr[size_t(i)], d, n);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+bool elementwise_supported(const ir::Node& n, const std::vector<DType>& in) {
+  auto op = ew_op_from_name(n.op->name);
+  if (!op || in.empty()) return false;
+  if (*op == EwOp::Where) {
+    if (in.size() != 3 || in[0] != DType::Bool) return false;
+    return ew_supported(*op, in[1]);
+  }
+  if (*op == EwOp::Cast) return ew_supported(*op, in[0]) && n.attrs.get_dtype("dtype") != DType::I4;
+  return ew_supported(*op, in[0]);
+}
+
+void run_elementwise(const std::vector<const ir::Node*>& nodes, const std::vector<ir::Value>& inputs,
+                     const std::vector<ir::Value>& outputs, const Shape& shape, std::span<const Tensor> in,
+                     std::span<Tensor> out) {
+  if (in.size() != inputs.size() || out.size() != outputs.size())
+    throw InternalError("cpu fused executor: tensor counts differ from the region's");
+  Plan P;
+  P.numel = numel(shape);
+  if (P.numel == 0) return;
+  const int nin = int(inputs.size());
+
+  // An input may share memory with an output (the planner writes elementwise results
+  // in place over dying inputs). When it is the same elements, reading each chunk into
+  // scratch before the chunk's first write is enough; any other overlap gets a copy.
+  std::vector<Tensor> held(in.begin(), in.end());
+  std::vector<bool> chunk_copy(held.size(), false);
+  for (size_t i = 0; i < held.size(); ++i) {
+    Tensor& t = held[i];
+    if (!t.is_host()) throw InternalError("cpu fused executor: input not in host memory");
+    for (const Tensor& o : out) {
+      if (!overlaps(byte_range(t), byte_range(o))) continue;
+      if (t.raw() == o.raw() && t.is_contiguous() && t.numel() == P.numel && dtype_size(t.dtype()) == dtype_size(o.dtype())) {
+        chunk_copy[i] = true;
+        continue;
+      }
+      t = t.to(host_allocator());
+      chunk_copy[i] = false;
+      break;
+    }
+  }
+  for (const Tensor& o : out) {
+    if (!o.is_contiguous() || o.numel() != P.numel)
+      throw InternalError("cpu fused executor: outputs must be contiguous and region-shaped");
+    P.out_base.push_back(static_cast<char*>(o.raw()));
+    P.out_dtype.push_back(o.dtype());
+  }
+
+  int nbuf = 0;
+  P.inputs.resize(size_t(nin));
+  for (int i = 0; i < nin; ++i) {
+    const Tensor& t = held[size_t(i)];
+    InputPlan& ip = P.inputs[size_t(i)];
+    ip.dtype = t.dtype();
+    ip.ck = ck_of(t.dtype());
+    ip.base = static_cast<const char*>(t.raw());
+    if (t.dtype() == DType::I4) throw InternalError("cpu fused executor: i4 operand");
+    if (t.numel() == 1 && P.numel > 1) {
+      ip.mode = InMode::Scalar;
+      load_convert(t.dtype(), t.raw(), ip.scalar, 1);
+    } else if (t.numel() == P.numel && t.is_contiguous()) {
+      ip.mode = (t.dtype() == DType::F16 || t.dtype() == DType::BF16 || chunk_copy[size_t(i)]) ? InMode::Convert
+                                                                                               : InMode::Direct;
+    } else {
+      ip.mode = InMode::Strided;
+      broadcast_view(t, shape, ip.shape, ip.strides);
+    }
+    if (ip.mode == InMode::Convert || ip.mode == InMode::Strided) ip.buf = nbuf++;
+  }
+
+  // Values: inputs [0, nin), then steps.
+  std::unordered_map<int32_t, int> node_pos;
+  node_pos.reserve(nodes.size() * 2);
+  for (size_t s = 0; s < nodes.size(); ++s) node_pos[nodes[s]->id] = int(s);
+  auto value_id = [&](ir::Value v) -> int {
+    auto it = node_pos.find(v.node);
+    if (it != node_pos.end() && v.index == 0) return nin + it->second;
+    for (int i = 0; i < nin; ++i)
+      if (inputs[size_t(i)] == v) return i;
+    throw InternalError("cpu fused executor: operand %" + std::to_string(v.node) + " is neither a region input nor an earlier region node");
+  };
+  auto ck_of_value = [&](int v) { return v < nin ? P.inputs[size_t(v)].ck : P.steps[size_t(v - nin)].out_ck; };
+
+  P.steps.resize(nodes.size());
+  std::vector<int> last_use(size_t(nin) + nodes.size(), -1);
+  for (size_t s = 0; s < nodes.size(); ++s) {
+    const ir::Node& n = *nodes[s];
+    Step& st = P.steps[s];
+    st.op = op_of(n);
+    st.nargs = int(n.inputs.size());
+    if (st.nargs != ew_arity(st.op) || st.nargs > 3)
+      throw InternalError("cpu fused executor: " + n.op->name + " has " + std::to_string(st.nargs) + " operands");
+    for (int k = 0; k < st.nargs; ++k) {
+      int v = value_id(n.inputs[size_t(k)]);
+      if (v >= nin + int(s)) throw InternalError("cpu fused executor: nodes out of order");
+      st.args[k] = v;
+      last_use[size_t(v)] = int(s);
+    }
+    st.in_ck = ck_of_value(st.args[st.op == EwOp::Where ? 1 : 0]);
+    st.out_dtype = n.out().dtype;
+    st.out_ck = ck_of(st.out_dtype);
+    if (st.op == EwOp::Cast) st.cast_to = n.attrs.get_dtype("dtype");
+    if (n.out().shape != shape && numel(n.out().shape) != P.numel)
+      throw InternalError("cpu fused executor: node %" + std::to_string(n.id) + " is not region-shaped");
+    // Scalar inputs: binary kernels take one scalar operand as is; elsewhere a scalar is
+    // read from a buffer filled once per thread.
+    auto is_scalar = [&](int v) { return v < nin && P.inputs[size_t(v)].mode == InMode::Scalar; };
+    for (int k = 0; k < st.nargs; ++k) {
+      if (!is_scalar(st.args[k])) continue;
+      bool as_array = st.nargs != 2 || (k == 0 && is_scalar(st.args[1]));
+      if (!as_array) {
+        st.form = k == 1 ? 1 : 2;
+        continue;
+      }
+      st.bcast[k] = true;
+      InputPlan& ip = P.inputs[size_t(st.args[k])];
+      if (ip.buf < 0) ip.buf = nbuf++;
+    }
+  }
+  // Outputs: the first output of a node whose storage is its compute type is written in
+  // place; others are converted from scratch after the node runs.
+  for (size_t o = 0; o < outputs.size(); ++o) {
+    int v = value_id(outputs[o]);
+    if (v < nin) {
+      P.input_outputs.push_back({int(o), v});
+      continue;
+    }
+    Step& st = P.steps[size_t(v - nin)];
+    DType od = P.out_dtype[o];
+    if (od != st.out_dtype) throw InternalError("cpu fused executor: output dtype differs from its node's");
+    if (st.direct_out < 0 && ck_size(st.out_ck) == dtype_size(od) && od != DType::F16 && od != DType::BF16)
+      st.direct_out = int(o);
+    else
+      st.stores.push_back(int(o));
+  }
+  // Scratch buffers for the other steps, reused once a value is dead.
+  std::vector<int> free_bufs;
+  for (size_t s = 0; s < P.steps.size(); ++s) {
+    Step& st = P.steps[s];
+    if (st.direct_out < 0) {
+      if (!free_bufs.empty()) {
+        st.buf = free_bufs.back();
+        free_bufs.pop_back();
+      } else {
+        st.buf = nbuf++;
+      }
+    }
+    for (int k = 0; k < st.nargs; ++k) {
+      int v = st.args[k];
+      bool dup = false;
+      for (int j = 0; j < k; ++j) dup |= st.args[j] == v;
+      if (!dup && v >= nin && last_use[size_t(v)] == int(s) && P.steps[size_t(v - nin)].buf >= 0)
+        free_bufs.push_back(P.steps[size_t(v - nin)].buf);
+    }
+    if (last_use[size_t(nin) + s] < 0 && st.buf >= 0) free_bufs.push_back(st.buf);  // unused result
+  }
+  P.nbuf = nbuf;
+
+  const int64_t nchunks = (P.numel + kChunk - 1) / kChunk;
+  // Threads only pay off from a few chunks each.
+  ThreadPool& pool = ThreadPool::instance();
+  int nt = int(std::min<int64_t>(pool.size(), nchunks / 4));
+  if (nt <= 1) {
+    exec_chunks(P, 0, nchunks);
+    return;
+  }
+  pool.run(nt, [&](int t, int ntt) { exec_chunks(P, nchunks * t / ntt, nchunks * (t + 1) / ntt); });
+}
+
+}  // namespace rlx::cpu

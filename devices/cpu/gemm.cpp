@@ -1,0 +1,443 @@
+#include "devices/cpu/gemm.hpp"
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "core/error.hpp"
+#include "devices/cpu/thread_pool.hpp"
+
+namespace rlx::cpu {
+
+// ---------------------------------------------------------------- OpenBLAS at run time
+
+namespace {
+
+enum { kRowMajor = 101, kNoTrans = 111, kTrans = 112 };
+using sgemm_fn = void (*)(int, int, int, int, int, int, float, const float*, int, const float*, int, float, float*,
+                          int);
+using dgemm_fn = void (*)(int, int, int, int, int, int, double, const double*, int, const double*, int, double,
+                          double*, int);
+using corename_fn = char* (*)();
+using set_threads_fn = void (*)(int);
+
+struct Blas {
+  BlasInfo info;
+  sgemm_fn sgemm = nullptr;
+  dgemm_fn dgemm = nullptr;
+};
+
+bool cpu_has(const char* feature) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  __builtin_cpu_init();
+  if (std::strcmp(feature, "avx512f") == 0) return __builtin_cpu_supports("avx512f");
+  if (std::strcmp(feature, "avx2") == 0) return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#endif
+  (void)feature;
+  return false;
+}
+
+Blas load_blas() {
+  Blas b;
+  const char* force = std::getenv("RLX_CPU_GEMM");
+  if (force && std::strcmp(force, "builtin") == 0) {
+    b.info.note = "RLX_CPU_GEMM=builtin";
+    return b;
+  }
+  // OPENBLAS_CORETYPE must be set before the library initialises (at dlopen).
+  std::string core_note;
+  if (const char* ct = std::getenv("OPENBLAS_CORETYPE")) {
+    core_note = std::string("OPENBLAS_CORETYPE=") + ct + " from the environment";
+  } else {
+    const char* want = cpu_has("avx512f") ? "SkylakeX" : cpu_has("avx2") ? "Haswell" : nullptr;
+    if (want) {
+      setenv("OPENBLAS_CORETYPE", want, 0);
+      core_note = std::string("OPENBLAS_CORETYPE=") + want + " set by rlx";
+    }
+  }
+  void* h = nullptr;
+  for (const char* name : {"libopenblas.so.0", "libopenblas.so"}) {
+    h = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+    if (h) {
+      b.info.library = name;
+      break;
+    }
+  }
+  if (!h) {
+    const char* e = dlerror();
+    b.info.note = std::string("OpenBLAS not loadable (") + (e ? e : "dlopen failed") + ")";
+    return b;
+  }
+  b.sgemm = reinterpret_cast<sgemm_fn>(dlsym(h, "cblas_sgemm"));
+  b.dgemm = reinterpret_cast<dgemm_fn>(dlsym(h, "cblas_dgemm"));
+  auto corename = reinterpret_cast<corename_fn>(dlsym(h, "openblas_get_corename"));
+  auto set_threads = reinterpret_cast<set_threads_fn>(dlsym(h, "openblas_set_num_threads"));
+  if (!b.sgemm || !b.dgemm) {
+    b.info.note = b.info.library + " lacks cblas_sgemm/cblas_dgemm";
+    b.sgemm = nullptr;
+    b.dgemm = nullptr;
+    return b;
+  }
+  if (set_threads) set_threads(ThreadPool::instance().size());
+  b.info.loaded = true;
+  b.info.corename = corename ? corename() : "unknown";
+  b.info.note = core_note;
+  return b;
+}
+
+const Blas& blas() {
+  static const Blas b = load_blas();
+  return b;
+}
+
+bool fits_int(int64_t v) { return v >= 0 && v <= INT_MAX; }
+
+// ---------------------------------------------------------------- built-in GEMM
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define RLX_X86_TARGETS 1
+#endif
+
+// An MR x (NV*VL) tile: Ct = Ap^T Bp over kc steps. Ap holds MR values per k, Bp NR.
+template <class T, int MR, int NV, int VL>
+inline __attribute__((always_inline)) void micro(int64_t kc, const T* __restrict Ap, const T* __restrict Bp,
+                                                 T* __restrict Ct) {
+  typedef T V __attribute__((vector_size(VL * sizeof(T))));
+  constexpr int NR = NV * VL;
+  V c[MR][NV];
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+    for (int j = 0; j < NV; ++j) c[i][j] = V{};
+  for (int64_t k = 0; k < kc; ++k) {
+    V b[NV];
+#pragma GCC unroll 4
+    for (int j = 0; j < NV; ++j) __builtin_memcpy(&b[j], Bp + k * NR + j * VL, sizeof(V));
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i) {
+      V a = V{} + Ap[k * MR + i];
+#pragma GCC unroll 4
+      for (int j = 0; j < NV; ++j) c[i][j] += a * b[j];
+    }
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+    for (int j = 0; j < NV; ++j) __builtin_memcpy(Ct + i * NR + j * VL, &c[i][j], sizeof(V));
+}
+
+template <class T>
+using micro_fn = void (*)(int64_t, const T*, const T*, T*);
+
+template <class T>
+struct Kernel {
+  int mr, nr;
+  micro_fn<T> fn;
+  const char* name;
+};
+
+#ifdef RLX_X86_TARGETS
+__attribute__((target("arch=x86-64-v4"))) void micro_f32_v4(int64_t kc, const float* a, const float* b, float* c) {
+  micro<float, 8, 2, 16>(kc, a, b, c);
+}
+__attribute__((target("arch=x86-64-v3"))) void micro_f32_v3(int64_t kc, const float* a, const float* b, float* c) {
+  micro<float, 6, 2, 8>(kc, a, b, c);
+}
+__attribute__((target("arch=x86-64-v4"))) void micro_f64_v4(int64_t kc, const double* a, const double* b, double* c) {
+  micro<double, 8, 2, 8>(kc, a, b, c);
+}
+__attribute__((target("arch=x86-64-v3"))) void micro_f64_v3(int64_t kc, const double* a, const double* b, double* c) {
+  micro<double, 6, 2, 4>(kc, a, b, c);
+}
+#endif
+void micro_f32_base(int64_t kc, const float* a, const float* b, float* c) { micro<float, 4, 2, 4>(kc, a, b, c); }
+void micro_f64_base(int64_t kc, const double* a, const double* b, double* c) { micro<double, 4, 2, 2>(kc, a, b, c); }
+
+enum class Isa { V4, V3, Base };
+Isa gemm_isa() {
+#ifdef RLX_X86_TARGETS
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("x86-64-v4")) return Isa::V4;
+  if (__builtin_cpu_supports("x86-64-v3")) return Isa::V3;
+#endif
+  return Isa::Base;
+}
+
+Kernel<float> pick(float) {
+  switch (gemm_isa()) {
+#ifdef RLX_X86_TARGETS
+    case Isa::V4: return {8, 32, micro_f32_v4, "x86-64-v4 (AVX-512) 8x32"};
+    case Isa::V3: return {6, 16, micro_f32_v3, "x86-64-v3 (AVX2+FMA) 6x16"};
+#endif
+    default: return {4, 8, micro_f32_base, "baseline 4x8"};
+  }
+}
+Kernel<double> pick(double) {
+  switch (gemm_isa()) {
+#ifdef RLX_X86_TARGETS
+    case Isa::V4: return {8, 16, micro_f64_v4, "x86-64-v4 (AVX-512) 8x16"};
+    case Isa::V3: return {6, 8, micro_f64_v3, "x86-64-v3 (AVX2+FMA) 6x8"};
+#endif
+    default: return {4, 4, micro_f64_base, "baseline 4x4"};
+  }
+}
+
+struct AlignedBuf {
+  void* p = nullptr;
+  size_t bytes = 0;
+  ~AlignedBuf() { std::free(p); }
+  template <class T>
+  T* get(size_t n) {
+    size_t need = (n * sizeof(T) + 63) / 64 * 64;
+    if (need > bytes) {
+      std::free(p);
+      p = std::aligned_alloc(64, need);
+      if (!p) throw Error("cpu gemm: allocation failed");
+      bytes = need;
+    }
+    return static_cast<T*>(p);
+  }
+};
+thread_local AlignedBuf t_apack;
+
+template <class T>
+void gemm_builtin_t(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A, int64_t lda, const T* B,
+                    int64_t ldb, T* C, int64_t ldc) {
+  if (M <= 0 || N <= 0) return;
+  if (K <= 0) {
+    for (int64_t i = 0; i < M; ++i) std::fill(C + i * ldc, C + i * ldc + N, T(0));
+    return;
+  }
+  static const Kernel<T> kr = pick(T{});
+  const int MR = kr.mr, NR = kr.nr;
+  const int64_t ars = ta ? 1 : lda, acs = ta ? lda : 1;  // A(i, k) = A[i * ars + k * acs]
+  const int64_t brs = tb ? 1 : ldb, bcs = tb ? ldb : 1;  // B(k, j) = B[k * brs + j * bcs]
+  constexpr int64_t KC = 256;
+  const int64_t MC = sizeof(T) == 4 ? 128 : 96;
+  const int64_t npan = (N + NR - 1) / NR;
+  const int64_t mblocks = (M + MC - 1) / MC;
+  AlignedBuf bbuf;
+  T* Bp = bbuf.get<T>(size_t(std::min(KC, K) * npan * NR));
+  const int nthreads = ThreadPool::in_task() ? 1 : ThreadPool::instance().size();
+  const bool split_m = mblocks >= nthreads || npan < nthreads;
+
+  for (int64_t pc = 0; pc < K; pc += KC) {
+    const int64_t kc = std::min(KC, K - pc);
+    const bool acc = pc > 0;
+    parallel_for(npan, 8, [&](int64_t p0, int64_t p1) {
+      for (int64_t p = p0; p < p1; ++p) {
+        T* dst = Bp + p * kc * NR;
+        const int64_t j0 = p * NR, nj = std::min<int64_t>(NR, N - j0);
+        for (int64_t k = 0; k < kc; ++k) {
+          const T* src = B + (pc + k) * brs + j0 * bcs;
+          T* d = dst + k * NR;
+          if (bcs == 1)
+            for (int64_t j = 0; j < nj; ++j) d[j] = src[j];
+          else
+            for (int64_t j = 0; j < nj; ++j) d[j] = src[j * bcs];
+          for (int64_t j = nj; j < NR; ++j) d[j] = T(0);
+        }
+      }
+    });
+    auto work = [&](int64_t mb0, int64_t mb1, int64_t p0, int64_t p1) {
+      T* Ap = t_apack.get<T>(size_t(MC + MR) * size_t(kc));
+      alignas(64) T tile[16 * 32];
+      for (int64_t mb = mb0; mb < mb1; ++mb) {
+        const int64_t ic = mb * MC, mc = std::min(MC, M - ic);
+        const int64_t mpan = (mc + MR - 1) / MR;
+        for (int64_t q = 0; q < mpan; ++q) {
+          T* dst = Ap + q * kc * MR;
+          const int64_t i0 = ic + q * MR, ni = std::min<int64_t>(MR, M - i0);
+          for (int64_t k = 0; k < kc; ++k) {
+            const T* src = A + i0 * ars + (pc + k) * acs;
+            T* d = dst + k * MR;
+            for (int64_t i = 0; i < ni; ++i) d[i] = src[i * ars];
+            for (int64_t i = ni; i < MR; ++i) d[i] = T(0);
+          }
+        }
+        for (int64_t p = p0; p < p1; ++p) {
+          const int64_t j0 = p * NR, nj = std::min<int64_t>(NR, N - j0);
+          for (int64_t q = 0; q < mpan; ++q) {
+            const int64_t i0 = ic + q * MR, ni = std::min<int64_t>(MR, M - i0);
+            kr.fn(kc, Ap + q * kc * MR, Bp + p * kc * NR, tile);
+            for (int64_t i = 0; i < ni; ++i) {
+              T* c = C + (i0 + i) * ldc + j0;
+              const T* t = tile + i * NR;
+              if (acc)
+                for (int64_t j = 0; j < nj; ++j) c[j] += t[j];
+              else
+                for (int64_t j = 0; j < nj; ++j) c[j] = t[j];
+            }
+          }
+        }
+      }
+    };
+    if (split_m)
+      parallel_for(mblocks, 1, [&](int64_t b0, int64_t b1) { work(b0, b1, 0, npan); });
+    else
+      parallel_for(npan, 1, [&](int64_t p0, int64_t p1) { work(0, mblocks, p0, p1); });
+  }
+}
+
+template <class T>
+void gemm_t(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A, int64_t lda, const T* B, int64_t ldb,
+            T* C, int64_t ldc) {
+  if (M <= 0 || N <= 0) return;
+  if (K <= 0) {
+    for (int64_t i = 0; i < M; ++i) std::fill(C + i * ldc, C + i * ldc + N, T(0));
+    return;
+  }
+  const Blas& b = blas();
+  bool ok = b.info.loaded && fits_int(M) && fits_int(N) && fits_int(K) && fits_int(lda) && fits_int(ldb) &&
+            fits_int(ldc);
+  if (ok) {
+    int ta_ = ta ? kTrans : kNoTrans, tb_ = tb ? kTrans : kNoTrans;
+    if constexpr (sizeof(T) == 4)
+      b.sgemm(kRowMajor, ta_, tb_, int(M), int(N), int(K), 1.0f, A, int(lda), B, int(ldb), 0.0f, C, int(ldc));
+    else
+      b.dgemm(kRowMajor, ta_, tb_, int(M), int(N), int(K), 1.0, A, int(lda), B, int(ldb), 0.0, C, int(ldc));
+    return;
+  }
+  gemm_builtin_t(ta, tb, M, N, K, A, lda, B, ldb, C, ldc);
+}
+
+// One operand's last two dims as a BLAS matrix: element (r, c) at r * rs + c * cs.
+// Returns false when neither dim is unit-stride (the caller copies).
+bool blas_layout(int64_t rows, int64_t cols, int64_t rs, int64_t cs, bool& transposed, int64_t& ld) {
+  if (rows <= 1) rs = std::max<int64_t>(cols, 1);
+  if (cols <= 1) cs = 1;
+  if (cs == 1 && rs >= std::max<int64_t>(cols, 1)) {
+    transposed = false;
+    ld = rs;
+    return true;
+  }
+  if (rows <= 1 && cols > 1) {  // a single row with strided columns: read it as a column
+    if (cs >= 1) {
+      transposed = true;
+      ld = cs;
+      return true;
+    }
+  }
+  if (rs == 1 && cs >= std::max<int64_t>(rows, 1)) {
+    transposed = true;
+    ld = cs;
+    return true;
+  }
+  return false;
+}
+
+template <class T>
+void matmul_t(const Tensor& a_in, const Tensor& b_in, bool ta, bool tb, Tensor& out) {
+  Tensor a = a_in, b = b_in;
+  const int ra = a.rank(), rb = b.rank(), ro = out.rank();
+  const int64_t M = out.shape()[size_t(ro - 2)], N = out.shape()[size_t(ro - 1)];
+  const int64_t K = a.shape()[size_t(ta ? ra - 2 : ra - 1)];
+  auto layout = [](Tensor& t, bool& tr, int64_t& ld) {
+    int r = t.rank();
+    int64_t rows = t.shape()[size_t(r - 2)], cols = t.shape()[size_t(r - 1)];
+    if (!blas_layout(rows, cols, t.strides()[size_t(r - 2)], t.strides()[size_t(r - 1)], tr, ld)) {
+      t = t.contiguous();
+      blas_layout(rows, cols, t.strides()[size_t(r - 2)], t.strides()[size_t(r - 1)], tr, ld);
+    }
+  };
+  bool a_tr = false, b_tr = false;
+  int64_t lda = 0, ldb = 0;
+  layout(a, a_tr, lda);
+  layout(b, b_tr, ldb);
+  const bool fa = ta != a_tr, fb = tb != b_tr;  // flags for the stored row-major matrices
+  const T* A = a.data<T>();
+  const T* B = b.data<T>();
+  T* C = out.data<T>();
+
+  // Batch dims of out, with each operand's strides (0 where broadcast).
+  const int nb = ro - 2;
+  Shape bshape(out.shape().begin(), out.shape().begin() + nb);
+  std::vector<int64_t> sa(size_t(nb), 0), sb(size_t(nb), 0);
+  for (int d = 0; d < nb; ++d) {
+    int da = d - (nb - (ra - 2)), db = d - (nb - (rb - 2));
+    if (da >= 0 && a.shape()[size_t(da)] != 1) sa[size_t(d)] = a.strides()[size_t(da)];
+    if (db >= 0 && b.shape()[size_t(db)] != 1) sb[size_t(d)] = b.strides()[size_t(db)];
+  }
+  const int64_t batch = numel(bshape);
+  if (batch == 0 || M == 0 || N == 0) return;
+
+  // b shared by every batch and a's rows stacked evenly: one GEMM with batch * M rows.
+  bool b_shared = std::all_of(sb.begin(), sb.end(), [](int64_t s) { return s == 0; });
+  if (batch > 1 && b_shared && !fa && a_in.is_contiguous() && a.raw() == a_in.raw() &&
+      std::all_of(sa.begin(), sa.end(), [](int64_t s) { return s != 0; })) {
+    gemm_t<T>(false, fb, batch * M, N, K, A, lda, B, ldb, C, N);
+    return;
+  }
+  auto offsets = [&](int64_t i, int64_t& oa, int64_t& ob) {
+    oa = ob = 0;
+    for (int d = nb - 1; d >= 0; --d) {
+      int64_t ix = i % bshape[size_t(d)];
+      i /= bshape[size_t(d)];
+      oa += ix * sa[size_t(d)];
+      ob += ix * sb[size_t(d)];
+    }
+  };
+  // Many small products: one per thread at a time with the built-in kernel; large ones
+  // in sequence, each threaded inside.
+  const double flops = 2.0 * double(M) * double(N) * double(K);
+  if (batch > 1 && flops < 2.0 * 96 * 96 * 96) {
+    parallel_for(batch, 1, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) {
+        int64_t oa, ob;
+        offsets(i, oa, ob);
+        gemm_builtin_t<T>(fa, fb, M, N, K, A + oa, lda, B + ob, ldb, C + i * M * N, N);
+      }
+    });
+    return;
+  }
+  for (int64_t i = 0; i < batch; ++i) {
+    int64_t oa, ob;
+    offsets(i, oa, ob);
+    gemm_t<T>(fa, fb, M, N, K, A + oa, lda, B + ob, ldb, C + i * M * N, N);
+  }
+}
+
+}  // namespace
+
+const BlasInfo& blas_info() { return blas().info; }
+
+std::string gemm_builtin_isa() { return std::string(pick(float{}).name) + " f32, " + pick(double{}).name + " f64"; }
+
+std::string gemm_description() {
+  const BlasInfo& i = blas_info();
+  if (i.loaded)
+    return "GEMM: OpenBLAS " + i.library + " core " + i.corename + (i.note.empty() ? "" : " (" + i.note + ")");
+  return "GEMM: built-in " + gemm_builtin_isa() + " (" + i.note + ")";
+}
+
+void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb,
+          float* C, int64_t ldc) {
+  gemm_t<float>(ta, tb, M, N, K, A, lda, B, ldb, C, ldc);
+}
+void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const double* A, int64_t lda, const double* B,
+          int64_t ldb, double* C, int64_t ldc) {
+  gemm_t<double>(ta, tb, M, N, K, A, lda, B, ldb, C, ldc);
+}
+void gemm_builtin(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
+                  int64_t ldb, float* C, int64_t ldc) {
+  gemm_builtin_t<float>(ta, tb, M, N, K, A, lda, B, ldb, C, ldc);
+}
+void gemm_builtin(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const double* A, int64_t lda, const double* B,
+                  int64_t ldb, double* C, int64_t ldc) {
+  gemm_builtin_t<double>(ta, tb, M, N, K, A, lda, B, ldb, C, ldc);
+}
+
+void matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose_b, Tensor& out) {
+  if (a.dtype() != b.dtype() || a.dtype() != out.dtype()) throw InternalError("cpu matmul: dtypes differ");
+  if (a.dtype() == DType::F32) return matmul_t<float>(a, b, transpose_a, transpose_b, out);
+  if (a.dtype() == DType::F64) return matmul_t<double>(a, b, transpose_a, transpose_b, out);
+  throw InternalError(std::string("cpu matmul: no ") + dtype_name(a.dtype()) + " kernel");
+}
+
+}  // namespace rlx::cpu

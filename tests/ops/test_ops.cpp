@@ -1,0 +1,535 @@
+// The op suite. L2: every primitive x every dtype it declares x every registered device,
+// on fresh random inputs, against the reference device. L1: every semantic op, compiled
+// through its lowering on every device, against a direct double-precision computation
+// written here. Adding an op means adding one row to l2_cases() or l1_cases().
+#define BOOST_TEST_MODULE ops
+#include <boost/test/unit_test.hpp>
+#include <cmath>
+#include <functional>
+#include <numbers>
+
+#include "core/error.hpp"
+#include "harness.hpp"
+#include "ir/op_registry.hpp"
+
+namespace rlx::test {
+namespace {
+
+namespace utf = boost::unit_test;
+
+// ---------------------------------------------------------------- L2 table
+
+using Make = std::function<std::vector<Var>(Build&, DType)>;
+struct Variant {
+  std::string label;
+  Make make;
+};
+struct OpCase {
+  std::string op;
+  std::vector<Variant> variants;
+};
+
+const Range kPositive{.lo = 0.1, .hi = 4, .ilo = 1, .ihi = 9};
+const Range kNonzero{.nonzero = true};
+const Range kCoarse{.ilo = -3, .ihi = 3, .quantum = 0.5};             // many ties and equal pairs
+const Range kQuarters{.lo = -4, .hi = 4, .quantum = 0.25};            // exact halves for round/floor/ceil
+const Range kWide{.lo = -300, .hi = 300, .ilo = -1000, .ihi = 1000};  // saturating and wrapping casts
+
+std::vector<Var> one(Var v) { return {v}; }
+
+std::vector<Variant> unary(const std::string& op, Range r = {}) {
+  return {{"[2,3,4]", [op, r](Build& b, DType t) { return one(rlx::op(op, {b.in(t, {2, 3, 4}, r)})); }}};
+}
+
+std::vector<Variant> binary(const std::string& op, Range ra = {}, Range rb = {}) {
+  auto v = [op, ra, rb](Shape sa, Shape sb) {
+    return [op, ra, rb, sa, sb](Build& b, DType t) { return one(rlx::op(op, {b.in(t, sa, ra), b.in(t, sb, rb)})); };
+  };
+  return {{"[3,4]+[3,4]", v({3, 4}, {3, 4})},
+          {"[2,3,4]+[4]", v({2, 3, 4}, {4})},
+          {"[3,1]+[1,4]", v({3, 1}, {1, 4})},
+          {"[]+[3,4]", v({}, {3, 4})}};
+}
+
+std::vector<Variant> reduction(const std::string& op, Range r = {}) {
+  auto v = [op, r](std::vector<int64_t> axes, bool keep) {
+    return [op, r, axes, keep](Build& b, DType t) {
+      return one(rlx::op(op, {b.in(t, {2, 3, 4}, r)}, {{"axes", axes}, {"keepdims", keep}}));
+    };
+  };
+  return {{"all", v({}, false)},
+          {"axes=[1]", v({1}, false)},
+          {"axes=[0,2],keepdims", v({0, 2}, true)},
+          {"axes=[-1]", v({-1}, false)}};
+}
+
+const std::vector<OpCase>& l2_cases() {
+  static const std::vector<OpCase> cases = [] {
+    std::vector<OpCase> c;
+    for (const char* op : {"neg", "abs", "sin", "cos", "tanh", "erf", "logical_not", "real", "imag", "conj"})
+      c.push_back({op, unary(op)});
+    c.push_back({"exp", unary("exp", {.lo = -3, .hi = 3})});
+    for (const char* op : {"log", "sqrt", "rsqrt"}) c.push_back({op, unary(op, kPositive)});
+    c.push_back({"recip", unary("recip", kNonzero)});
+    for (const char* op : {"floor", "ceil", "round", "sign"}) c.push_back({op, unary(op, kQuarters)});
+
+    for (const char* op : {"add", "sub", "mul", "logical_and", "logical_or", "make_complex"})
+      c.push_back({op, binary(op)});
+    c.push_back({"div", binary("div", {}, kNonzero)});
+    c.push_back({"pow", binary("pow", {.lo = 0.1, .hi = 3}, {})});
+    for (const char* op : {"maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge"})
+      c.push_back({op, binary(op, kCoarse, kCoarse)});
+    c.push_back({"where",
+                 {{"[3,1],[3,4],[4]",
+                   [](Build& b, DType t) {
+                     return one(where(b.in(DType::Bool, {3, 1}), b.in(t, {3, 4}), b.in(t, {4})));
+                   }},
+                  {"[2,3],[2,3],[]", [](Build& b, DType t) {
+                     return one(where(b.in(DType::Bool, {2, 3}), b.in(t, {2, 3}), b.in(t, {})));
+                   }}}});
+    std::vector<Variant> casts;
+    for (DType to : kAllDTypes)
+      casts.push_back({std::string("to ") + dtype_name(to), [to](Build& b, DType t) {
+                         return one(cast(b.in(t, {3, 5}, kWide), to));
+                       }});
+    c.push_back({"cast", casts});
+
+    c.push_back({"sum", reduction("sum")});
+    c.push_back({"prod", reduction("prod", {.lo = 0.5, .hi = 1.5, .ilo = -2, .ihi = 2})});
+    c.push_back({"max", reduction("max")});
+    c.push_back({"min", reduction("min")});
+    auto arg = [](int64_t axis, bool keep) {
+      return [axis, keep](Build& b, DType t) { return one(argmax(b.in(t, {3, 4, 5}, kCoarse), axis, keep)); };
+    };
+    c.push_back(
+        {"argmax", {{"axis=0", arg(0, false)}, {"axis=1", arg(1, false)}, {"axis=-1,keepdims", arg(-1, true)}}});
+    auto scan = [](int64_t axis, bool excl, bool rev) {
+      return [axis, excl, rev](Build& b, DType t) { return one(cumsum(b.in(t, {3, 4, 2}), axis, excl, rev)); };
+    };
+    c.push_back({"cumsum",
+                 {{"axis=1", scan(1, false, false)},
+                  {"axis=0,exclusive", scan(0, true, false)},
+                  {"axis=-1,reverse", scan(-1, false, true)},
+                  {"axis=1,exclusive,reverse", scan(1, true, true)}}});
+
+    auto mm = [](Shape sa, Shape sb, bool ta, bool tb) {
+      return [sa, sb, ta, tb](Build& b, DType t) { return one(matmul(b.in(t, sa), b.in(t, sb), ta, tb)); };
+    };
+    c.push_back({"matmul",
+                 {{"[3,4]@[4,5]", mm({3, 4}, {4, 5}, false, false)},
+                  {"[4,3]^T@[4,5]", mm({4, 3}, {4, 5}, true, false)},
+                  {"[3,4]@[5,4]^T", mm({3, 4}, {5, 4}, false, true)},
+                  {"[4,3]^T@[5,4]^T", mm({4, 3}, {5, 4}, true, true)},
+                  {"[2,3,4]@[4,5]", mm({2, 3, 4}, {4, 5}, false, false)},
+                  {"[2,1,3,4]@[3,4,2]", mm({2, 1, 3, 4}, {3, 4, 2}, false, false)},
+                  {"[1,6]@[6,1]", mm({1, 6}, {6, 1}, false, false)}}});
+
+    c.push_back({"reshape",
+                 {{"[2,3,4]->[4,6]",
+                   [](Build& b, DType t) {
+                     return one(reshape(b.in(t, {2, 3, 4}), {4, 6}));
+                   }},
+                  {"[2,3]->[6]", [](Build& b, DType t) {
+                     return one(reshape(b.in(t, {2, 3}), {6}));
+                   }}}});
+    c.push_back({"permute",
+                 {{"[2,3,4] perm=[2,0,1]",
+                   [](Build& b, DType t) {
+                     return one(permute(b.in(t, {2, 3, 4}), {2, 0, 1}));
+                   }},
+                  {"[3,4] perm=[1,0]", [](Build& b, DType t) {
+                     return one(permute(b.in(t, {3, 4}), {1, 0}));
+                   }}}});
+    c.push_back({"broadcast_to",
+                 {{"[3,1]->[2,3,4]",
+                   [](Build& b, DType t) {
+                     return one(broadcast_to(b.in(t, {3, 1}), {2, 3, 4}));
+                   }},
+                  {"[]->[2,2]", [](Build& b, DType t) {
+                     return one(broadcast_to(b.in(t, {}), {2, 2}));
+                   }}}});
+    c.push_back({"slice",
+                 {{"[5,6][1:5:2,0:6:3]",
+                   [](Build& b, DType t) {
+                     return one(slice(b.in(t, {5, 6}), {1, 0}, {5, 6}, {2, 3}));
+                   }},
+                  {"[4,5][:,1:4]", [](Build& b, DType t) {
+                     return one(slice(b.in(t, {4, 5}), {0, 1}, {4, 4}));
+                   }}}});
+    c.push_back({"concat",
+                 {{"axis=1",
+                   [](Build& b, DType t) {
+                     return one(concat({b.in(t, {2, 1, 3}), b.in(t, {2, 2, 3}), b.in(t, {2, 3, 3})}, 1));
+                   }},
+                  {"axis=0", [](Build& b, DType t) {
+                     return one(concat({b.in(t, {1, 4}), b.in(t, {2, 4})}, 0));
+                   }}}});
+    c.push_back({"pad",
+                 {{"[2,3] value=1.5",
+                   [](Build& b, DType t) {
+                     return one(pad(b.in(t, {2, 3}), {1, 0}, {2, 1}, 1.5));
+                   }},
+                  {"[3] value=-2", [](Build& b, DType t) { return one(pad(b.in(t, {3}), {0}, {2}, -2.0)); }}}});
+    c.push_back({"gather",
+                 {{"axis=0 idx=i32[3]",
+                   [](Build& b, DType t) {
+                     return one(gather(b.in(t, {4, 5}), b.index(DType::I32, {3}, 4), 0));
+                   }},
+                  {"axis=1 idx=i64[2,2]",
+                   [](Build& b, DType t) {
+                     return one(gather(b.in(t, {4, 5}), b.index(DType::I64, {2, 2}, 5), 1));
+                   }},
+                  {"axis=0 idx=i32[]",
+                   [](Build& b, DType t) { return one(gather(b.in(t, {6}), b.index(DType::I32, {}, 6), 0)); }}}});
+    c.push_back({"scatter_add",
+                 {{"axis=0 idx=i64[5]",
+                   [](Build& b, DType t) {
+                     return one(scatter_add(b.in(t, {4, 3}), b.index(DType::I64, {5}, 4), b.in(t, {5, 3}), 0));
+                   }},
+                  {"axis=1 idx=i32[2,2]", [](Build& b, DType t) {
+                     return one(scatter_add(b.in(t, {3, 4}), b.index(DType::I32, {2, 2}, 4), b.in(t, {3, 2, 2}), 1));
+                   }}}});
+
+    c.push_back({"iota",
+                 {{"[3,4] axis=1",
+                   [](Build& b, DType t) {
+                     return one(iota(b.g, {3, 4}, 1, t));
+                   }},
+                  {"[3,4] axis=0", [](Build& b, DType t) {
+                     return one(iota(b.g, {3, 4}, 0, t));
+                   }}}});
+    c.push_back({"rng_uniform", {{"[64] low=-1 high=3", [](Build& b, DType t) {
+                                    return one(rng_uniform(b.g, {64}, t, b.rng(), -1.0, 3.0));
+                                  }}}});
+    c.push_back({"rng_normal", {{"[64] mean=0.5 stddev=2", [](Build& b, DType t) {
+                                   return one(rng_normal(b.g, {64}, t, b.rng(), 0.5, 2.0));
+                                 }}}});
+    // The runtime owns these; every device still runs them through compile() and run().
+    c.push_back({"param", {{"identity", [](Build& b, DType t) { return one(b.in(t, {3, 4})); }}}});
+    c.push_back({"constant", {{"[3,4]", [](Build& b, DType t) {
+                                 return one(constant(b.g, random_tensor(b.rng, t, {3, 4}, {})));
+                               }}}});
+    c.push_back(
+        {"while", {{"swap x,y 3 times", [](Build& b, DType t) {
+                      Var n = b.fixed(make_tensor(DType::I64, {}, {0.0}));
+                      return while_loop(
+                          {n, b.in(t, {3, 4}), b.in(t, {3, 4})},
+                          [](const std::vector<Var>& v) { return one(lt(v[0], scalar(*v[0].graph(), 3, DType::I64))); },
+                          [](const std::vector<Var>& v) {
+                            return std::vector<Var>{v[0] + scalar(*v[0].graph(), 1, DType::I64), v[2], v[1]};
+                          });
+                    }}}});
+    auto branch = [](bool pred) {
+      return [pred](Build& b, DType t) {
+        Var p = b.fixed(make_tensor(DType::Bool, {}, {double(pred)}));
+        return if_then_else(
+            p, {b.in(t, {3, 4}), b.in(t, {3, 4})}, [](const std::vector<Var>& v) { return one(v[0]); },
+            [](const std::vector<Var>& v) { return one(v[1]); });
+      };
+    };
+    c.push_back({"if", {{"then", branch(true)}, {"else", branch(false)}}});
+    return c;
+  }();
+  return cases;
+}
+
+// Runs every variant of one L2 op for every declared dtype on every device.
+void check_l2(const OpCase& c) {
+  const ir::OpDef& def = ir::OpRegistry::get().at(c.op);
+  Device& ref = DeviceRegistry::get().at("reference");
+  for (DType t : def.dtypes)
+    for (const Variant& v : c.variants) {
+      const std::string name = c.op + " dtype=" + dtype_name(t) + " variant=" + v.label;
+      Build b(case_seed(name));
+      std::optional<std::vector<Tensor>> want;
+      try {
+        rlx::output(b.g, v.make(b, t));
+        std::string why;
+        want = compile_and_run(ref, b.g, b.inputs, &why);
+        if (!want) {
+          BOOST_ERROR(name << ": the reference device refuses a declared dtype: " << why << "; " << seed_note());
+          continue;
+        }
+      } catch (const std::exception& e) {
+        BOOST_ERROR(name << " on reference: " << e.what() << "; " << seed_note());
+        continue;
+      }
+      for (Device* d : DeviceRegistry::get().all())
+        for (bool strided : {false, true}) {
+          if (d == &ref && !strided) continue;  // that run is `want`
+          const std::string ctx = name + " device=" + d->name() + (strided ? " (strided inputs)" : "");
+          try {
+            std::string why;
+            auto got = compile_and_run(*d, b.g, b.inputs, &why, strided);
+            if (!got) {
+              BOOST_TEST_MESSAGE("skip " << ctx << ": " << why);
+              if (!strided) count(*d, true);
+              break;
+            }
+            if (!strided || d == &ref) count(*d, false);
+            BOOST_REQUIRE_EQUAL(got->size(), want->size());
+            for (size_t r = 0; r < want->size(); ++r) {
+              std::string m = mismatch((*got)[r], (*want)[r], tolerance((*want)[r].dtype()));
+              BOOST_CHECK_MESSAGE(m.empty(), ctx << " result " << r << ": " << m << "; " << seed_note());
+            }
+          } catch (const std::exception& e) {
+            BOOST_ERROR(ctx << ": " << e.what() << "; " << seed_note());
+          }
+        }
+    }
+}
+
+// ---------------------------------------------------------------- L1 table
+
+// An L1 test graph and its expected result, computed directly from the input values.
+struct L1Built {
+  Var out;
+  std::vector<cd> want;
+};
+using L1Make = std::function<L1Built(Build&, DType)>;
+struct L1Case {
+  std::string op;
+  std::vector<std::pair<std::string, L1Make>> variants;
+};
+
+// L1 results pass through several ops that each round to the dtype. On the reference
+// over several random seeds the worst normalized errors were bf16 6.1e-3, f16 7.4e-4,
+// f32 1.2e-7, f64 3.3e-16; these bounds leave about 5x for half precision and room
+// for a device's own f32 math functions.
+double l1_tolerance(DType t) {
+  switch (t) {
+    case DType::F64:
+      return 1e-12;
+    case DType::F32:
+    case DType::C64:
+      return 1e-5;
+    case DType::F16:
+      return 4e-3;
+    case DType::BF16:
+      return 3e-2;
+    default:
+      return 0;
+  }
+}
+
+std::vector<cd> as_complex(const std::vector<double>& v) { return {v.begin(), v.end()}; }
+double sigmoid_of(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+
+// Softmax (or log-softmax) of a row-major [rows, cols] matrix along axis 0 or 1.
+std::vector<double> softmax_of(const std::vector<double>& x, int64_t rows, int64_t cols, int axis, bool log) {
+  std::vector<double> y(x.size());
+  int64_t lines = axis == 1 ? rows : cols, len = axis == 1 ? cols : rows;
+  for (int64_t l = 0; l < lines; ++l) {
+    auto at = [&](int64_t k) { return size_t(axis == 1 ? l * cols + k : k * cols + l); };
+    double m = -INFINITY, s = 0;
+    for (int64_t k = 0; k < len; ++k) m = std::max(m, x[at(k)]);
+    for (int64_t k = 0; k < len; ++k) s += std::exp(x[at(k)] - m);
+    for (int64_t k = 0; k < len; ++k) y[at(k)] = log ? x[at(k)] - m - std::log(s) : std::exp(x[at(k)] - m) / s;
+  }
+  return y;
+}
+
+L1Make pointwise(Var (*f)(const Var&, SrcLoc), double (*ref)(double), Range r = {.lo = -4, .hi = 4}) {
+  return [f, ref, r](Build& b, DType t) {
+    Var x = b.in(t, {3, 5}, r);
+    std::vector<double> v = reals(b.inputs.back());
+    for (double& e : v) e = ref(e);
+    return L1Built{f(x, SrcLoc::current()), as_complex(v)};
+  };
+}
+
+L1Make linear_case(Shape xs, bool bias) {
+  return [xs, bias](Build& b, DType t) {
+    const int64_t in = xs.back(), out = 5, rows = numel(xs) / in;
+    Var x = b.in(t, xs), w = b.in(t, {out, in});
+    std::optional<Var> bv;
+    if (bias) bv = b.in(t, {out});
+    auto X = complexes(b.inputs[0]), W = complexes(b.inputs[1]);
+    std::vector<cd> y(size_t(rows * out));
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t o = 0; o < out; ++o) {
+        cd s = bias ? complexes(b.inputs[2])[size_t(o)] : cd(0);
+        for (int64_t i = 0; i < in; ++i) s += X[size_t(r * in + i)] * W[size_t(o * in + i)];
+        y[size_t(r * out + o)] = s;
+      }
+    return L1Built{linear(x, w, bv), y};
+  };
+}
+
+L1Make softmax_case(int64_t rows, int64_t cols, int64_t axis, bool log) {
+  return [=](Build& b, DType t) {
+    Var x = b.in(t, {rows, cols}, {.lo = -3, .hi = 3});
+    auto y = softmax_of(reals(b.inputs.back()), rows, cols, int(axis < 0 ? axis + 2 : axis), log);
+    return L1Built{log ? log_softmax(x, axis) : softmax(x, axis), as_complex(y)};
+  };
+}
+
+L1Make norm_case(bool layer) {
+  return [layer](Build& b, DType t) {
+    const int64_t rows = 3, d = 8;
+    const double eps = layer ? 1e-5 : 1e-6;
+    Var x = b.in(t, {rows, d}), g = b.in(t, {d}, {.lo = 0.5, .hi = 1.5});
+    std::optional<Var> beta;
+    if (layer) beta = b.in(t, {d});
+    auto X = reals(b.inputs[0]), G = reals(b.inputs[1]);
+    std::vector<double> y(X.size());
+    for (int64_t r = 0; r < rows; ++r) {
+      double mean = 0, sq = 0;
+      for (int64_t k = 0; k < d; ++k) mean += X[size_t(r * d + k)] / double(d);
+      double c = layer ? mean : 0;
+      for (int64_t k = 0; k < d; ++k) sq += (X[size_t(r * d + k)] - c) * (X[size_t(r * d + k)] - c) / double(d);
+      for (int64_t k = 0; k < d; ++k) {
+        size_t i = size_t(r * d + k);
+        y[i] = (X[i] - c) / std::sqrt(sq + eps) * G[size_t(k)] + (layer ? reals(b.inputs[2])[size_t(k)] : 0.0);
+      }
+    }
+    return L1Built{layer ? layer_norm(x, g, *beta, eps) : rms_norm(x, g, eps), as_complex(y)};
+  };
+}
+
+L1Make cross_entropy_case(DType label_type) {
+  return [label_type](Build& b, DType t) {
+    const int64_t n = 4, c = 5;
+    Var logits = b.in(t, {n, c}, {.lo = -3, .hi = 3});
+    Var labels = b.index(label_type, {n}, c);
+    auto L = reals(b.inputs[0]), Y = reals(b.inputs[1]);
+    auto ls = softmax_of(L, n, c, 1, true);
+    double loss = 0;
+    for (int64_t i = 0; i < n; ++i) loss -= ls[size_t(i * c + int64_t(Y[size_t(i)]))] / double(n);
+    return L1Built{cross_entropy(logits, labels), {loss}};
+  };
+}
+
+// q [B, L, D], k [B, L, D], v [B, L, Dv]: softmax(q k^T / sqrt(D) + bias, causal: key j <= query i) v.
+L1Make attention_case(const std::string& mask, bool bias) {
+  return [mask, bias](Build& b, DType t) {
+    const int64_t B = 2, L = 3, D = 4, Dv = 5;
+    Var q = b.in(t, {B, L, D}), k = b.in(t, {B, L, D}), v = b.in(t, {B, L, Dv});
+    std::optional<Var> bv;
+    if (bias) bv = b.in(t, {B, L, L});
+    auto Q = reals(b.inputs[0]), K = reals(b.inputs[1]), V = reals(b.inputs[2]);
+    std::vector<double> y(size_t(B * L * Dv));
+    for (int64_t n = 0; n < B; ++n)
+      for (int64_t i = 0; i < L; ++i) {
+        std::vector<double> s(size_t(L), -INFINITY);
+        for (int64_t j = 0; j < L; ++j) {
+          if (mask == "causal" && j > i) continue;
+          double dot = 0;
+          for (int64_t e = 0; e < D; ++e) dot += Q[size_t((n * L + i) * D + e)] * K[size_t((n * L + j) * D + e)];
+          s[size_t(j)] = dot / std::sqrt(double(D)) + (bias ? reals(b.inputs[3])[size_t((n * L + i) * L + j)] : 0.0);
+        }
+        auto p = softmax_of(s, 1, L, 1, false);
+        for (int64_t e = 0; e < Dv; ++e) {
+          double acc = 0;
+          for (int64_t j = 0; j < L; ++j) acc += p[size_t(j)] * V[size_t((n * L + j) * Dv + e)];
+          y[size_t((n * L + i) * Dv + e)] = acc;
+        }
+      }
+    return L1Built{attention(q, k, v, mask, bv), as_complex(y)};
+  };
+}
+
+double gelu_erf(double x) { return 0.5 * x * (1 + std::erf(x / std::numbers::sqrt2)); }
+double gelu_tanh(double x) {
+  return 0.5 * x * (1 + std::tanh(std::sqrt(2 / std::numbers::pi) * (x + 0.044715 * x * x * x)));
+}
+
+const std::vector<L1Case>& l1_cases() {
+  static const std::vector<L1Case> cases = {
+      {"linear",
+       {{"x[3,4] w[5,4] b[5]", linear_case({3, 4}, true)}, {"x[2,3,4] w[5,4]", linear_case({2, 3, 4}, false)}}},
+      {"relu", {{"[3,5]", pointwise(&relu, [](double x) { return std::max(x, 0.0); })}}},
+      {"gelu",
+       {{"approximate=none", pointwise([](const Var& x, SrcLoc l) { return gelu(x, "none", l); }, gelu_erf)},
+        {"approximate=tanh", pointwise([](const Var& x, SrcLoc l) { return gelu(x, "tanh", l); }, gelu_tanh)}}},
+      {"silu", {{"[3,5]", pointwise(&silu, [](double x) { return x * sigmoid_of(x); })}}},
+      {"sigmoid", {{"[3,5]", pointwise(&sigmoid, sigmoid_of)}}},
+      {"softmax", {{"[3,5] axis=-1", softmax_case(3, 5, -1, false)}, {"[4,3] axis=0", softmax_case(4, 3, 0, false)}}},
+      {"log_softmax", {{"[3,5] axis=-1", softmax_case(3, 5, -1, true)}, {"[4,3] axis=0", softmax_case(4, 3, 0, true)}}},
+      {"layer_norm", {{"[3,8]", norm_case(true)}}},
+      {"rms_norm", {{"[3,8]", norm_case(false)}}},
+      {"mse",
+       {{"[3,4]",
+         [](Build& b, DType t) {
+           Var p = b.in(t, {3, 4}), q = b.in(t, {3, 4});
+           auto P = reals(b.inputs[0]), Q = reals(b.inputs[1]);
+           double s = 0;
+           for (size_t i = 0; i < P.size(); ++i) s += (P[i] - Q[i]) * (P[i] - Q[i]) / double(P.size());
+           return L1Built{mse(p, q), {s}};
+         }}}},
+      {"cross_entropy",
+       {{"labels=i32", cross_entropy_case(DType::I32)}, {"labels=i64", cross_entropy_case(DType::I64)}}},
+      {"attention",
+       {{"mask=none", attention_case("none", false)},
+        {"mask=causal", attention_case("causal", false)},
+        {"mask=none bias", attention_case("none", true)},
+        {"mask=causal bias", attention_case("causal", true)}}},
+  };
+  return cases;
+}
+
+void check_l1(const L1Case& c) {
+  const ir::OpDef& def = ir::OpRegistry::get().at(c.op);
+  for (DType t : def.dtypes)
+    for (const auto& [label, make] : c.variants) {
+      const std::string name = c.op + " dtype=" + dtype_name(t) + " variant=" + label;
+      Build b(case_seed(name));
+      L1Built built;
+      try {
+        built = make(b, t);
+        rlx::output(b.g, {built.out});
+      } catch (const std::exception& e) {
+        BOOST_ERROR(name << ": building the graph failed: " << e.what());
+        continue;
+      }
+      for (Device* d : DeviceRegistry::get().all()) {
+        const std::string ctx = name + " device=" + d->name();
+        try {
+          std::string why;
+          auto got = compile_and_run(*d, b.g, b.inputs, &why);
+          if (!got) {
+            BOOST_TEST_MESSAGE("skip " << ctx << ": " << why);
+            count(*d, true);
+            continue;
+          }
+          count(*d, false);
+          BOOST_REQUIRE_EQUAL(got->size(), 1u);
+          std::string m = mismatch((*got)[0], built.want, l1_tolerance(t));
+          BOOST_CHECK_MESSAGE(m.empty(), ctx << ": " << m << "; " << seed_note());
+        } catch (const std::exception& e) {
+          BOOST_ERROR(ctx << ": " << e.what() << "; " << seed_note());
+        }
+      }
+    }
+}
+
+// One named test case per op: l2/<op> and l1/<op>.
+struct RegisterCases {
+  RegisterCases() {
+    utf::test_suite* l2 = BOOST_TEST_SUITE("l2");
+    for (const OpCase& c : l2_cases()) l2->add(utf::make_test_case([&c] { check_l2(c); }, c.op, __FILE__, __LINE__));
+    utf::framework::master_test_suite().add(l2);
+    utf::test_suite* l1 = BOOST_TEST_SUITE("l1");
+    for (const L1Case& c : l1_cases()) l1->add(utf::make_test_case([&c] { check_l1(c); }, c.op, __FILE__, __LINE__));
+    utf::framework::master_test_suite().add(l1);
+  }
+} register_cases;
+
+}  // namespace
+
+// Every op in the registry has a row above, so a new op cannot go untested.
+BOOST_AUTO_TEST_CASE(every_op_has_a_table_row) {
+  for (const ir::OpDef* def : ir::OpRegistry::get().all()) {
+    if (def->level == ir::Level::L2) {
+      bool found = false;
+      for (const OpCase& c : l2_cases()) found |= c.op == def->name;
+      BOOST_CHECK_MESSAGE(found, "L2 op " << def->name << " has no row in l2_cases()");
+    } else if (def->level == ir::Level::L1) {
+      bool found = false;
+      for (const L1Case& c : l1_cases()) found |= c.op == def->name;
+      BOOST_CHECK_MESSAGE(found, "L1 op " << def->name << " has no row in l1_cases()");
+    }
+  }
+}
+
+}  // namespace rlx::test
