@@ -35,10 +35,11 @@ const char* kUsage =
     "commands:\n"
     "  devices                          list devices and what runs their kernels\n"
     "  ops [--json]                     op x dtype x device coverage matrix\n"
-    "  compile FILE [--device D] [--policy P] [--emit l1|l2|l3] [--explain] [--json]\n"
+    "  compile FILE [--device D] [--policy P] [--deny OP,...] [--emit l1|l2|l3] [--explain] [--json]\n"
     "  run FILE [--device D] [--policy P] --input NAME=FILE.npy ... --output DIR\n"
     "  demo [--device D]                build, explain, compile and run a built-in graph\n"
-    "policies: prefer-native (default), force-common-ir, strict, allow-host\n";
+    "policies: prefer-native (default), force-common-ir, strict, allow-host\n"
+    "--deny OP,...: treat these ops as having no native kernel (exercises lowerings, rewrites, staging)\n";
 
 // Minimal option parser: --flag, --key value, --key=value; positional arguments.
 struct Args {
@@ -92,6 +93,17 @@ std::string read_file(const std::string& path) {
 CompileOptions options_from(const Args& a) {
   CompileOptions o;
   o.policy = policy_from_name(a.get("policy", "prefer-native"));
+  std::string deny = a.get("deny", "");
+  for (size_t i = 0; i < deny.size();) {
+    size_t j = deny.find(',', i);
+    if (j == std::string::npos) j = deny.size();
+    std::string op = deny.substr(i, j - i);
+    if (!op.empty()) {
+      ir::OpRegistry::get().at(op);  // unknown names are an error, not silently ignored
+      o.deny_native.push_back(op);
+    }
+    i = j + 1;
+  }
   return o;
 }
 
@@ -252,8 +264,8 @@ int main(int argc, char** argv) {
   try {
     if (cmd == "devices") return cmd_devices();
     if (cmd == "ops") return cmd_ops(Args(argc, argv, 2, {}, {"json"}));
-    if (cmd == "compile") return cmd_compile(Args(argc, argv, 2, {"device", "policy", "emit"}, {"explain", "json"}));
-    if (cmd == "run") return cmd_run(Args(argc, argv, 2, {"device", "policy", "input", "output"}, {}));
+    if (cmd == "compile") return cmd_compile(Args(argc, argv, 2, {"device", "policy", "emit", "deny"}, {"explain", "json"}));
+    if (cmd == "run") return cmd_run(Args(argc, argv, 2, {"device", "policy", "deny", "input", "output"}, {}));
     if (cmd == "demo") return cmd_demo(Args(argc, argv, 2, {"device", "policy"}, {}));
     std::cerr << "rlx: unknown command '" << cmd << "'\n" << kUsage;
     return kBadInput;

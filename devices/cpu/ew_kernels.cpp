@@ -405,6 +405,13 @@ RLX_CLONES void f32_to_bf16(const float* __restrict s, uint16_t* __restrict d, i
   for (int64_t i = 0; i < n; ++i) d[i] = float_to_bf16_bits(s[i]);
 }
 
+RLX_CLONES void round_f16(float* __restrict p, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) p[i] = f16_bits_to_float(float_to_f16_bits(p[i]));
+}
+RLX_CLONES void round_bf16(float* __restrict p, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) p[i] = bf16_bits_to_float(float_to_bf16_bits(p[i]));
+}
+
 struct F16In {
   static float conv(uint16_t h) { return f16_bits_to_float(h); }
 };
@@ -568,6 +575,12 @@ void ew_cast(CK from, DType to, const void* a, void* o, int64_t n) {
     case CK::F64: return cast_from(static_cast<const double*>(a), to, o, n);
     case CK::C64: return cast_from(static_cast<const c64f*>(a), to, o, n);
   }
+}
+
+void round_to_storage(DType t, float* p, int64_t n) {
+  if (n <= 0) return;
+  if (t == DType::F16) round_f16(p, n);
+  if (t == DType::BF16) round_bf16(p, n);
 }
 
 void load_convert(DType storage, const void* src, void* dst, int64_t n) {

@@ -51,6 +51,9 @@ void ew_where(CK k, const uint8_t* c, const void* a, const void* b, void* o, int
 // the target's precision, held as f32). Semantics as docs/ir.md.
 void ew_cast(CK from, DType to, const void* a, void* o, int64_t n);
 
+// Rounds f32 values in place to the precision of t (f16 or bf16; others: no-op).
+void round_to_storage(DType t, float* p, int64_t n);
+
 // Storage <-> compute conversions, contiguous.
 void load_convert(DType storage, const void* src, void* dst, int64_t n);
 void store_convert(DType storage, const void* src, void* dst, int64_t n);

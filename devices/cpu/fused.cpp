@@ -39,6 +39,7 @@ struct Step {
   int form = 0;  // binary: 0 arrays, 1 b scalar, 2 a scalar
   int buf = -1;         // scratch buffer, or -1: written straight into out[direct_out]
   int direct_out = -1;
+  bool narrow = false;  // f16/bf16 result: round the f32 values to the type
   std::vector<int> stores;  // outputs converted from the scratch buffer after the step
 };
 
@@ -161,6 +162,8 @@ void exec_chunks(const Plan& P, int64_t c0, int64_t c1) {
         case 2: ew_binary(st.op, st.in_ck, st.form, arg(0), arg(1), dst, n); break;
         case 3: ew_where(st.in_ck, static_cast<const uint8_t*>(arg(0)), arg(1), arg(2), dst, n); break;
       }
+      // f16/bf16 results are rounded as if stored, so fusion never changes a result.
+      if (st.narrow) round_to_storage(st.out_dtype, static_cast<float*>(dst), n);
       ptr[nin + s] = dst;
       for (int o : st.stores)
         store_convert(P.out_dtype[size_t(o)], dst, P.out_base[size_t(o)] + start * int64_t(dtype_size(P.out_dtype[size_t(o)])), n);
@@ -281,6 +284,7 @@ void run_elementwise(const std::vector<const ir::Node*>& nodes, const std::vecto
     st.in_ck = ck_of_value(st.args[st.op == EwOp::Where ? 1 : 0]);
     st.out_dtype = n.out().dtype;
     st.out_ck = ck_of(st.out_dtype);
+    st.narrow = st.out_dtype == DType::F16 || st.out_dtype == DType::BF16;
     if (st.op == EwOp::Cast) st.cast_to = n.attrs.get_dtype("dtype");
     if (n.out().shape != shape && numel(n.out().shape) != P.numel)
       throw InternalError("cpu fused executor: node %" + std::to_string(n.id) + " is not region-shaped");

@@ -5,7 +5,9 @@
 // vectorized kernel call (ew_kernels.hpp) over small per-thread scratch buffers that stay
 // in L1/L2; only the region's outputs are written to memory. Inputs are read in place
 // when they have the region's layout and compute type, converted (f16/bf16) or gathered
-// through their strides otherwise; scalar inputs are passed as scalars.
+// through their strides otherwise; scalar inputs are passed as scalars. f16/bf16 values
+// are computed in f32 and rounded to their type after every node, exactly as if each
+// node had stored its result, so a fused region gives the node-by-node result.
 #pragma once
 #include <span>
 #include <vector>

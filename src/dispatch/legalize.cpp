@@ -1,5 +1,7 @@
 #include "dispatch/legalize.hpp"
 
+#include <algorithm>
+
 #include "dispatch/rewrites.hpp"
 #include "ir/frontend.hpp"
 #include "ir/op_registry.hpp"
@@ -28,7 +30,8 @@ struct Outcome {
 
 class Emitter {
  public:
-  Emitter(Device& d, Device* host, Policy p) : dev_(d), host_(host), policy_(p) {}
+  Emitter(Device& d, Device* host, Policy p, const std::vector<std::string>& deny)
+      : dev_(d), host_(host), policy_(p), deny_(deny) {}
 
   // Legalizes the whole graph `src` into `out` (whose params are created here).
   // Returns per-node outcomes for the top-level report.
@@ -128,6 +131,8 @@ class Emitter {
     bool l1 = n.op->level == ir::Level::L1;
     if (l1 && policy_ == Policy::ForceCommonIR) {
       why_native = "skipped (policy force-common-ir)";
+    } else if (std::find(deny_.begin(), deny_.end(), n.op->name) != deny_.end()) {
+      why_native = "denied by the caller (deny_native)";
     } else {
       Capability c = dev_.supports(n, src);
       if (c.ok) {
@@ -244,14 +249,15 @@ class Emitter {
   Device& dev_;
   Device* host_;
   Policy policy_;
+  const std::vector<std::string>& deny_;
 };
 
 }  // namespace
 
-Legalized legalize(const ir::Graph& g, Device& d, Policy p) {
+Legalized legalize(const ir::Graph& g, Device& d, Policy p, const std::vector<std::string>& deny) {
   Legalized L;
   Device* host = DeviceRegistry::get().find("reference");
-  Emitter em(d, host, p);
+  Emitter em(d, host, p, deny);
   auto rep = em.graph(g, L.graph);
   L.report.device = d.name();
   L.report.policy = policy_name(p);

@@ -1,6 +1,9 @@
 // Legalization: resolve every node of a graph to one route on a device (the dispatch
 // contract, docs/dispatch.md) and produce the L2 graph that will run there.
 #pragma once
+#include <string>
+#include <vector>
+
 #include "dispatch/report.hpp"
 #include "ir/graph.hpp"
 
@@ -14,6 +17,7 @@ struct Legalized {
 };
 
 // Never throws LegalizeError itself: the report says whether it is compile-ready.
-Legalized legalize(const ir::Graph& g, Device& d, Policy p);
+// Ops in `deny_native` are treated as having no kernel on d.
+Legalized legalize(const ir::Graph& g, Device& d, Policy p, const std::vector<std::string>& deny_native = {});
 
 }  // namespace rlx

@@ -15,7 +15,11 @@ namespace {
 
 // An identifier as it is, anything else quoted.
 std::string name_or_quoted(std::string_view s) { return is_identifier(s) ? std::string(s) : quote(s); }
-std::string sigil_name(char sigil, std::string_view s) { return sigil + name_or_quoted(s); }
+std::string sigil_name(char sigil, std::string_view s) {
+  std::string r(1, sigil);
+  r += name_or_quoted(s);
+  return r;
+}
 
 template <class F>
 std::string shortest(F v) {
@@ -57,7 +61,11 @@ std::string print_elements(const Tensor& t) {
       if constexpr (std::is_same_v<T, bool>) {
         out += p[i] ? "true" : "false";
       } else if constexpr (std::is_same_v<T, c64>) {
-        out += "(" + format_float32(p[i].real()) + ", " + format_float32(p[i].imag()) + ")";
+        out += '(';
+        out += format_float32(p[i].real());
+        out += ", ";
+        out += format_float32(p[i].imag());
+        out += ')';
       } else if constexpr (std::is_same_v<T, double>) {
         out += format_float(p[i]);
       } else if constexpr (std::is_same_v<T, float> || std::is_same_v<T, f16> || std::is_same_v<T, bf16>) {
@@ -209,7 +217,7 @@ ValueNames::ValueNames(const Graph& g) : g_(g), names_(g.nodes.size()), param_in
     names_[id] = sigil_name('%', name);
   }
   for (const Node& n : g.nodes)
-    if (param_index_[size_t(n.id)] < 0) names_[size_t(n.id)] = "%" + std::to_string(n.id);
+    if (param_index_[size_t(n.id)] < 0) names_[size_t(n.id)].append("%").append(std::to_string(n.id));
 }
 
 std::string ValueNames::ref(Value v) const {

@@ -34,7 +34,7 @@ void finish_program(Program& p, Device& d, const CompileOptions& opts) {
 
 Program compile(const ir::Graph& g, Device& d, const CompileOptions& opts) {
   passes::verify(g);
-  Legalized L = legalize(g, d, opts.policy);
+  Legalized L = legalize(g, d, opts.policy, opts.deny_native);
   if (!L.report.compile_ready) throw LegalizeError(std::move(L.report));
   Program p;
   p.device = d.name();

@@ -17,6 +17,9 @@ struct CompileOptions {
   bool fold_constants = true;
   bool cse = true;
   bool fuse = true;
+  // Ops treated as having no native kernel on the device (to exercise lowerings,
+  // rewrites and host staging; `rlx compile --deny OP,...`).
+  std::vector<std::string> deny_native;
 };
 
 // Where a value lives at run time.

@@ -3,6 +3,7 @@
 // order, and control kernels nest their compiled regions as programs.
 #include "runtime/program_text.hpp"
 
+#include <algorithm>
 #include <map>
 #include <optional>
 
@@ -100,27 +101,37 @@ void print_program_into(std::string& out, const Program& p, int indent) {
       ir::text::print_node(out, g, names, n, at, note);
   };
   // Parameters, constants and views belong to no kernel: each is printed before the
-  // first kernel that comes after it in node order.
-  size_t next = 0;
-  auto define_outside_until = [&](size_t limit) {
-    for (; next < g.nodes.size() && next < limit; ++next)
-      if (kernel_of[next] < 0) define(g.nodes[next], indent + 2);
+  // first kernel that reaches past its id, once what it reads has been printed.
+  std::vector<char> printed(g.nodes.size(), 0);
+  auto define_outside_below = [&](size_t limit) {
+    for (size_t id = 0; id < g.nodes.size() && id < limit; ++id) {
+      const ir::Node& n = g.nodes[id];
+      if (printed[id] || kernel_of[id] >= 0) continue;
+      bool ready = true;
+      for (ir::Value v : n.inputs) ready = ready && printed.at(size_t(v.node));
+      if (!ready) continue;
+      define(n, indent + 2);
+      printed[id] = 1;
+    }
   };
   for (size_t k = 0; k < p.kernels.size(); ++k) {
     const Kernel& kn = p.kernels[k];
-    size_t first = next;
-    if (!kn.nodes.empty()) first = size_t(*std::min_element(kn.nodes.begin(), kn.nodes.end()));
-    define_outside_until(first);
+    if (!kn.nodes.empty()) define_outside_below(size_t(*std::max_element(kn.nodes.begin(), kn.nodes.end())));
     out += pad + "  kernel " + std::to_string(k) + " " + kernel_kind_name(kn.kind) + print_refs(names, kn.inputs) +
            " -> " + print_refs(names, kn.outputs) + " {\n";
-    for (int32_t id : kn.nodes) define(g.nodes.at(size_t(id)), indent + 4);
+    for (int32_t id : kn.nodes) {
+      define(g.nodes.at(size_t(id)), indent + 4);
+      printed[size_t(id)] = 1;
+    }
     for (const auto& sub : kn.sub) {
       if (!sub) throw InternalError("print_program: kernel " + std::to_string(k) + " has an empty sub-program");
       print_program_into(out, *sub, indent + 4);
     }
     out += pad + "  }\n";
   }
-  define_outside_until(g.nodes.size());
+  // What is left (in id order, so a view follows what it views).
+  for (size_t id = 0; id < g.nodes.size(); ++id)
+    if (!printed[id] && kernel_of[id] < 0) define(g.nodes[id], indent + 2);
   out += pad + "  return";
   for (size_t i = 0; i < g.results.size(); ++i) out += (i ? ", " : " ") + names.ref(g.results[i]);
   out += "\n" + pad + "}\n";

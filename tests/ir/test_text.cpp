@@ -699,6 +699,17 @@ BOOST_AUTO_TEST_CASE(unfolded_program) {
   program_round_trip("reference", opts);
 }
 
+BOOST_AUTO_TEST_CASE(host_staged_program) {
+  CompileOptions opts;
+  opts.policy = Policy::AllowHost;
+  opts.deny_native = {"matmul"};
+  Program p = compile(model(), DeviceRegistry::get().at("cpu"), opts);
+  std::string s = print_program(p);
+  BOOST_CHECK(contains(s, " host_staged(%x, %w) -> (%3) {"));
+  BOOST_CHECK(contains(s, "%3 = host matmul(%x, %w) {transpose_b=true}"));
+  program_round_trip("cpu", opts);
+}
+
 BOOST_AUTO_TEST_CASE(fused_program) {
   // Fusion happens on devices that fuse elementwise chains.
   for (Device* d : DeviceRegistry::get().all()) {

@@ -37,8 +37,11 @@ const Range kWide{.lo = -300, .hi = 300, .ilo = -1000, .ihi = 1000};  // saturat
 
 std::vector<Var> one(Var v) { return {v}; }
 
+// Each family has tiny cases and one larger, odd-sized case, big enough to reach a
+// device's vectorized and multi-threaded paths (with their remainders).
 std::vector<Variant> unary(const std::string& op, Range r = {}) {
-  return {{"[2,3,4]", [op, r](Build& b, DType t) { return one(rlx::op(op, {b.in(t, {2, 3, 4}, r)})); }}};
+  auto v = [op, r](Shape s) { return [op, r, s](Build& b, DType t) { return one(rlx::op(op, {b.in(t, s, r)})); }; };
+  return {{"[2,3,4]", v({2, 3, 4})}, {"[37,259]", v({37, 259})}};
 }
 
 std::vector<Variant> binary(const std::string& op, Range ra = {}, Range rb = {}) {
@@ -48,19 +51,26 @@ std::vector<Variant> binary(const std::string& op, Range ra = {}, Range rb = {})
   return {{"[3,4]+[3,4]", v({3, 4}, {3, 4})},
           {"[2,3,4]+[4]", v({2, 3, 4}, {4})},
           {"[3,1]+[1,4]", v({3, 1}, {1, 4})},
-          {"[]+[3,4]", v({}, {3, 4})}};
+          {"[]+[3,4]", v({}, {3, 4})},
+          {"[45,257]+[257]", v({45, 257}, {257})}};
 }
 
-std::vector<Variant> reduction(const std::string& op, Range r = {}) {
-  auto v = [op, r](std::vector<int64_t> axes, bool keep) {
-    return [op, r, axes, keep](Build& b, DType t) {
-      return one(rlx::op(op, {b.in(t, {2, 3, 4}, r)}, {{"axes", axes}, {"keepdims", keep}}));
+// long_rows: also reduce 531 elements at a time (not for prod, which would under- or
+// overflow).
+std::vector<Variant> reduction(const std::string& op, Range r = {}, bool long_rows = true) {
+  auto v = [op, r](Shape s, std::vector<int64_t> axes, bool keep) {
+    return [op, r, s, axes, keep](Build& b, DType t) {
+      return one(rlx::op(op, {b.in(t, s, r)}, {{"axes", axes}, {"keepdims", keep}}));
     };
   };
-  return {{"all", v({}, false)},
-          {"axes=[1]", v({1}, false)},
-          {"axes=[0,2],keepdims", v({0, 2}, true)},
-          {"axes=[-1]", v({-1}, false)}};
+  std::vector<Variant> vs = {{"all", v({2, 3, 4}, {}, false)},
+                             {"axes=[1]", v({2, 3, 4}, {1}, false)},
+                             {"axes=[0,2],keepdims", v({2, 3, 4}, {0, 2}, true)},
+                             {"axes=[-1]", v({2, 3, 4}, {-1}, false)},
+                             {"[517,5] axes=[1]", v({517, 5}, {1}, false)},
+                             {"[5,517] axes=[0]", v({5, 517}, {0}, false)}};
+  if (long_rows) vs.push_back({"[29,531] axes=[1]", v({29, 531}, {1}, false)});
+  return vs;
 }
 
 const std::vector<OpCase>& l2_cases() {
@@ -84,33 +94,47 @@ const std::vector<OpCase>& l2_cases() {
                    [](Build& b, DType t) {
                      return one(where(b.in(DType::Bool, {3, 1}), b.in(t, {3, 4}), b.in(t, {4})));
                    }},
-                  {"[2,3],[2,3],[]", [](Build& b, DType t) {
+                  {"[2,3],[2,3],[]",
+                   [](Build& b, DType t) {
                      return one(where(b.in(DType::Bool, {2, 3}), b.in(t, {2, 3}), b.in(t, {})));
+                   }},
+                  {"[61,1],[61,257],[257]", [](Build& b, DType t) {
+                     return one(where(b.in(DType::Bool, {61, 1}), b.in(t, {61, 257}), b.in(t, {257})));
                    }}}});
     std::vector<Variant> casts;
     for (DType to : kAllDTypes)
       casts.push_back({std::string("to ") + dtype_name(to), [to](Build& b, DType t) {
                          return one(cast(b.in(t, {3, 5}, kWide), to));
                        }});
+    for (DType to : {DType::F32, DType::I8})
+      casts.push_back({std::string("[61,257] to ") + dtype_name(to), [to](Build& b, DType t) {
+                         return one(cast(b.in(t, {61, 257}, kWide), to));
+                       }});
     c.push_back({"cast", casts});
 
     c.push_back({"sum", reduction("sum")});
-    c.push_back({"prod", reduction("prod", {.lo = 0.5, .hi = 1.5, .ilo = -2, .ihi = 2})});
+    c.push_back({"prod", reduction("prod", {.lo = 0.5, .hi = 1.5, .ilo = -2, .ihi = 2}, false)});
     c.push_back({"max", reduction("max")});
     c.push_back({"min", reduction("min")});
-    auto arg = [](int64_t axis, bool keep) {
-      return [axis, keep](Build& b, DType t) { return one(argmax(b.in(t, {3, 4, 5}, kCoarse), axis, keep)); };
+    auto arg = [](Shape s, int64_t axis, bool keep) {
+      return [s, axis, keep](Build& b, DType t) { return one(argmax(b.in(t, s, kCoarse), axis, keep)); };
     };
-    c.push_back(
-        {"argmax", {{"axis=0", arg(0, false)}, {"axis=1", arg(1, false)}, {"axis=-1,keepdims", arg(-1, true)}}});
-    auto scan = [](int64_t axis, bool excl, bool rev) {
-      return [axis, excl, rev](Build& b, DType t) { return one(cumsum(b.in(t, {3, 4, 2}), axis, excl, rev)); };
+    c.push_back({"argmax",
+                 {{"axis=0", arg({3, 4, 5}, 0, false)},
+                  {"axis=1", arg({3, 4, 5}, 1, false)},
+                  {"axis=-1,keepdims", arg({3, 4, 5}, -1, true)},
+                  {"[37,601] axis=1", arg({37, 601}, 1, false)},
+                  {"[601,37] axis=0", arg({601, 37}, 0, false)}}});
+    auto scan = [](Shape s, int64_t axis, bool excl, bool rev) {
+      return [s, axis, excl, rev](Build& b, DType t) { return one(cumsum(b.in(t, s), axis, excl, rev)); };
     };
     c.push_back({"cumsum",
-                 {{"axis=1", scan(1, false, false)},
-                  {"axis=0,exclusive", scan(0, true, false)},
-                  {"axis=-1,reverse", scan(-1, false, true)},
-                  {"axis=1,exclusive,reverse", scan(1, true, true)}}});
+                 {{"axis=1", scan({3, 4, 2}, 1, false, false)},
+                  {"axis=0,exclusive", scan({3, 4, 2}, 0, true, false)},
+                  {"axis=-1,reverse", scan({3, 4, 2}, -1, false, true)},
+                  {"axis=1,exclusive,reverse", scan({3, 4, 2}, 1, true, true)},
+                  {"[7,2053] axis=1", scan({7, 2053}, 1, false, false)},
+                  {"[2053,7] axis=0,exclusive", scan({2053, 7}, 0, true, false)}}});
 
     auto mm = [](Shape sa, Shape sb, bool ta, bool tb) {
       return [sa, sb, ta, tb](Build& b, DType t) { return one(matmul(b.in(t, sa), b.in(t, sb), ta, tb)); };
@@ -122,88 +146,72 @@ const std::vector<OpCase>& l2_cases() {
                   {"[4,3]^T@[5,4]^T", mm({4, 3}, {5, 4}, true, true)},
                   {"[2,3,4]@[4,5]", mm({2, 3, 4}, {4, 5}, false, false)},
                   {"[2,1,3,4]@[3,4,2]", mm({2, 1, 3, 4}, {3, 4, 2}, false, false)},
-                  {"[1,6]@[6,1]", mm({1, 6}, {6, 1}, false, false)}}});
+                  {"[1,6]@[6,1]", mm({1, 6}, {6, 1}, false, false)},
+                  {"[67,129]@[129,71]", mm({67, 129}, {129, 71}, false, false)},
+                  {"[129,67]^T@[71,129]^T", mm({129, 67}, {71, 129}, true, true)},
+                  {"[3,37,45]@[45,33]", mm({3, 37, 45}, {45, 33}, false, false)}}});
 
+    using B = Build&;
     c.push_back({"reshape",
-                 {{"[2,3,4]->[4,6]",
-                   [](Build& b, DType t) {
-                     return one(reshape(b.in(t, {2, 3, 4}), {4, 6}));
-                   }},
-                  {"[2,3]->[6]", [](Build& b, DType t) {
-                     return one(reshape(b.in(t, {2, 3}), {6}));
-                   }}}});
+                 {{"[2,3,4]->[4,6]", [](B b, DType t) { return one(reshape(b.in(t, {2, 3, 4}), {4, 6})); }},
+                  {"[2,3]->[6]", [](B b, DType t) { return one(reshape(b.in(t, {2, 3}), {6})); }}}});
     c.push_back({"permute",
-                 {{"[2,3,4] perm=[2,0,1]",
-                   [](Build& b, DType t) {
-                     return one(permute(b.in(t, {2, 3, 4}), {2, 0, 1}));
-                   }},
-                  {"[3,4] perm=[1,0]", [](Build& b, DType t) {
-                     return one(permute(b.in(t, {3, 4}), {1, 0}));
-                   }}}});
+                 {{"[2,3,4] perm=[2,0,1]", [](B b, DType t) { return one(permute(b.in(t, {2, 3, 4}), {2, 0, 1})); }},
+                  {"[3,4] perm=[1,0]", [](B b, DType t) { return one(permute(b.in(t, {3, 4}), {1, 0})); }},
+                  {"[67,131] perm=[1,0]", [](B b, DType t) { return one(permute(b.in(t, {67, 131}), {1, 0})); }}}});
     c.push_back({"broadcast_to",
-                 {{"[3,1]->[2,3,4]",
-                   [](Build& b, DType t) {
-                     return one(broadcast_to(b.in(t, {3, 1}), {2, 3, 4}));
-                   }},
-                  {"[]->[2,2]", [](Build& b, DType t) {
-                     return one(broadcast_to(b.in(t, {}), {2, 2}));
-                   }}}});
-    c.push_back({"slice",
-                 {{"[5,6][1:5:2,0:6:3]",
-                   [](Build& b, DType t) {
-                     return one(slice(b.in(t, {5, 6}), {1, 0}, {5, 6}, {2, 3}));
-                   }},
-                  {"[4,5][:,1:4]", [](Build& b, DType t) {
-                     return one(slice(b.in(t, {4, 5}), {0, 1}, {4, 4}));
-                   }}}});
+                 {{"[3,1]->[2,3,4]", [](B b, DType t) { return one(broadcast_to(b.in(t, {3, 1}), {2, 3, 4})); }},
+                  {"[]->[2,2]", [](B b, DType t) { return one(broadcast_to(b.in(t, {}), {2, 2})); }},
+                  {"[67,1]->[67,131]", [](B b, DType t) { return one(broadcast_to(b.in(t, {67, 1}), {67, 131})); }}}});
+    c.push_back(
+        {"slice",
+         {{"[5,6][1:5:2,0:6:3]", [](B b, DType t) { return one(slice(b.in(t, {5, 6}), {1, 0}, {5, 6}, {2, 3})); }},
+          {"[4,5][:,1:4]", [](B b, DType t) { return one(slice(b.in(t, {4, 5}), {0, 1}, {4, 4})); }},
+          {"[131,67][3::2,1:]", [](B b, DType t) { return one(slice(b.in(t, {131, 67}), {3, 1}, {131, 67}, {2, 1})); }}}});
     c.push_back({"concat",
                  {{"axis=1",
-                   [](Build& b, DType t) {
+                   [](B b, DType t) {
                      return one(concat({b.in(t, {2, 1, 3}), b.in(t, {2, 2, 3}), b.in(t, {2, 3, 3})}, 1));
                    }},
-                  {"axis=0", [](Build& b, DType t) {
-                     return one(concat({b.in(t, {1, 4}), b.in(t, {2, 4})}, 0));
-                   }}}});
+                  {"axis=0", [](B b, DType t) { return one(concat({b.in(t, {1, 4}), b.in(t, {2, 4})}, 0)); }},
+                  {"[67,61]+[67,70] axis=1",
+                   [](B b, DType t) { return one(concat({b.in(t, {67, 61}), b.in(t, {67, 70})}, 1)); }}}});
     c.push_back({"pad",
-                 {{"[2,3] value=1.5",
-                   [](Build& b, DType t) {
-                     return one(pad(b.in(t, {2, 3}), {1, 0}, {2, 1}, 1.5));
-                   }},
-                  {"[3] value=-2", [](Build& b, DType t) { return one(pad(b.in(t, {3}), {0}, {2}, -2.0)); }}}});
-    c.push_back({"gather",
-                 {{"axis=0 idx=i32[3]",
-                   [](Build& b, DType t) {
-                     return one(gather(b.in(t, {4, 5}), b.index(DType::I32, {3}, 4), 0));
-                   }},
-                  {"axis=1 idx=i64[2,2]",
-                   [](Build& b, DType t) {
-                     return one(gather(b.in(t, {4, 5}), b.index(DType::I64, {2, 2}, 5), 1));
-                   }},
-                  {"axis=0 idx=i32[]",
-                   [](Build& b, DType t) { return one(gather(b.in(t, {6}), b.index(DType::I32, {}, 6), 0)); }}}});
+                 {{"[2,3] value=1.5", [](B b, DType t) { return one(pad(b.in(t, {2, 3}), {1, 0}, {2, 1}, 1.5)); }},
+                  {"[3] value=-2", [](B b, DType t) { return one(pad(b.in(t, {3}), {0}, {2}, -2.0)); }},
+                  {"[67,129] value=0", [](B b, DType t) { return one(pad(b.in(t, {67, 129}), {2, 3}, {1, 5})); }}}});
+    c.push_back(
+        {"gather",
+         {{"axis=0 idx=i32[3]", [](B b, DType t) { return one(gather(b.in(t, {4, 5}), b.index(DType::I32, {3}, 4), 0)); }},
+          {"axis=1 idx=i64[2,2]",
+           [](B b, DType t) { return one(gather(b.in(t, {4, 5}), b.index(DType::I64, {2, 2}, 5), 1)); }},
+          {"axis=0 idx=i32[]", [](B b, DType t) { return one(gather(b.in(t, {6}), b.index(DType::I32, {}, 6), 0)); }},
+          {"[300,41] axis=0 idx=i64[2003]",
+           [](B b, DType t) { return one(gather(b.in(t, {300, 41}), b.index(DType::I64, {2003}, 300), 0)); }}}});
     c.push_back({"scatter_add",
                  {{"axis=0 idx=i64[5]",
-                   [](Build& b, DType t) {
+                   [](B b, DType t) {
                      return one(scatter_add(b.in(t, {4, 3}), b.index(DType::I64, {5}, 4), b.in(t, {5, 3}), 0));
                    }},
-                  {"axis=1 idx=i32[2,2]", [](Build& b, DType t) {
+                  {"axis=1 idx=i32[2,2]",
+                   [](B b, DType t) {
                      return one(scatter_add(b.in(t, {3, 4}), b.index(DType::I32, {2, 2}, 4), b.in(t, {3, 2, 2}), 1));
+                   }},
+                  {"[50,31] axis=0 idx=i32[1001]", [](B b, DType t) {
+                     Var x = b.in(t, {50, 31}), idx = b.index(DType::I32, {1001}, 50);
+                     return one(scatter_add(x, idx, b.in(t, {1001, 31}), 0));
                    }}}});
 
     c.push_back({"iota",
-                 {{"[3,4] axis=1",
-                   [](Build& b, DType t) {
-                     return one(iota(b.g, {3, 4}, 1, t));
-                   }},
-                  {"[3,4] axis=0", [](Build& b, DType t) {
-                     return one(iota(b.g, {3, 4}, 0, t));
-                   }}}});
-    c.push_back({"rng_uniform", {{"[64] low=-1 high=3", [](Build& b, DType t) {
-                                    return one(rng_uniform(b.g, {64}, t, b.rng(), -1.0, 3.0));
-                                  }}}});
-    c.push_back({"rng_normal", {{"[64] mean=0.5 stddev=2", [](Build& b, DType t) {
-                                   return one(rng_normal(b.g, {64}, t, b.rng(), 0.5, 2.0));
-                                 }}}});
+                 {{"[3,4] axis=1", [](B b, DType t) { return one(iota(b.g, {3, 4}, 1, t)); }},
+                  {"[3,4] axis=0", [](B b, DType t) { return one(iota(b.g, {3, 4}, 0, t)); }},
+                  {"[150,151] axis=1", [](B b, DType t) { return one(iota(b.g, {150, 151}, 1, t)); }}}});
+    c.push_back({"rng_uniform",
+                 {{"[64] low=-1 high=3", [](B b, DType t) { return one(rng_uniform(b.g, {64}, t, b.rng(), -1.0, 3.0)); }},
+                  {"[20011]", [](B b, DType t) { return one(rng_uniform(b.g, {20011}, t, b.rng())); }}}});
+    c.push_back({"rng_normal",
+                 {{"[64] mean=0.5 stddev=2", [](B b, DType t) { return one(rng_normal(b.g, {64}, t, b.rng(), 0.5, 2.0)); }},
+                  {"[20011]", [](B b, DType t) { return one(rng_normal(b.g, {20011}, t, b.rng())); }}}});
     // The runtime owns these; every device still runs them through compile() and run().
     c.push_back({"param", {{"identity", [](Build& b, DType t) { return one(b.in(t, {3, 4})); }}}});
     c.push_back({"constant", {{"[3,4]", [](Build& b, DType t) {

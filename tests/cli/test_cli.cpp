@@ -1,0 +1,197 @@
+// The rlx program end to end: outputs, files and exit codes (0 ok, 2 bad usage or input,
+// 3 legalization failure), and never a crash on bad input.
+#define BOOST_TEST_MODULE cli
+#include <sys/wait.h>
+
+#include <boost/test/unit_test.hpp>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "core/rng.hpp"
+#include "io/npy.hpp"
+#include "ir/text.hpp"
+#include "runtime/runtime.hpp"
+
+using namespace rlx;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Result {
+  int code = -1;
+  std::string out, err;
+};
+
+fs::path scratch() {
+  static fs::path dir = [] {
+    fs::path d = fs::temp_directory_path() / ("rlx_cli_test_" + std::to_string(::getpid()));
+    fs::create_directories(d);
+    return d;
+  }();
+  return dir;
+}
+
+std::string slurp(const fs::path& p) {
+  std::ifstream f(p);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+Result rlx_cli(const std::string& args) {
+  fs::path o = scratch() / "stdout.txt", e = scratch() / "stderr.txt";
+  std::string cmd = std::string(RLX_CLI) + " " + args + " >" + o.string() + " 2>" + e.string();
+  int st = std::system(cmd.c_str());
+  Result r;
+  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  r.out = slurp(o);
+  r.err = slurp(e);
+  return r;
+}
+
+std::string write_text(const std::string& name, const std::string& text) {
+  fs::path p = scratch() / name;
+  std::ofstream(p, std::ios::binary) << text;
+  return p.string();
+}
+
+const std::string demo = std::string(RLX_DATA) + "/demo.rlx";
+
+bool has(const std::string& hay, const std::string& needle) { return hay.find(needle) != std::string::npos; }
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(usage_errors_exit_2) {
+  BOOST_TEST(rlx_cli("").code == 2);
+  auto r = rlx_cli("frobnicate");
+  BOOST_TEST(r.code == 2);
+  BOOST_TEST(has(r.err, "unknown command 'frobnicate'"));
+  r = rlx_cli("compile " + demo + " --bogus");
+  BOOST_TEST(r.code == 2);
+  BOOST_TEST(has(r.err, "unknown option --bogus"));
+  BOOST_TEST(rlx_cli("compile " + demo + " --device nonesuch").code == 2);
+  BOOST_TEST(has(rlx_cli("compile " + demo + " --policy fastest").err, "unknown policy 'fastest'"));
+  BOOST_TEST(rlx_cli("compile " + demo + " --emit l9").code == 2);
+  BOOST_TEST(has(rlx_cli("compile " + demo + " --deny nosuchop").err, "unknown op 'nosuchop'"));
+  BOOST_TEST(rlx_cli("compile").code == 2);
+}
+
+BOOST_AUTO_TEST_CASE(explain_shows_all_three_routes) {
+  auto r = rlx_cli("compile " + demo + " --device cpu --explain");
+  BOOST_TEST(r.code == 0);
+  BOOST_TEST(has(r.out, "native"));
+  BOOST_TEST(has(r.out, "common-ir"));
+  BOOST_TEST(has(r.out, "rewritten:complex-as-real-pairs"));
+  auto j = nlohmann::json::parse(rlx_cli("compile " + demo + " --device cpu --explain --json").out);
+  BOOST_TEST(j["device"] == "cpu");
+  BOOST_TEST(j["compile_ready"] == true);
+  BOOST_TEST(j["summary"]["native"].get<int>() >= 1);
+  BOOST_TEST(j["summary"]["common-ir"].get<int>() >= 1);
+  BOOST_TEST(j["summary"]["rewritten"].get<int>() == 1);
+}
+
+BOOST_AUTO_TEST_CASE(no_route_exits_3_with_the_report) {
+  auto r = rlx_cli("compile " + demo + " --device cpu --deny cumsum --explain");
+  BOOST_TEST(r.code == 3);
+  BOOST_TEST(has(r.out, "unsupported"));
+  BOOST_TEST(has(r.err, "demo.rlx"));
+  BOOST_TEST(has(r.err, "cumsum"));
+  auto j = nlohmann::json::parse(rlx_cli("compile " + demo + " --device cpu --deny cumsum --json").out);
+  BOOST_TEST(j["compile_ready"] == false);
+  BOOST_TEST(j["summary"]["unsupported"] == 1);
+  // Opting in to host staging makes it compile, and says how many bytes move.
+  j = nlohmann::json::parse(
+      rlx_cli("compile " + demo + " --device cpu --deny cumsum --policy allow-host --explain --json").out);
+  BOOST_TEST(j["compile_ready"] == true);
+  BOOST_TEST(j["summary"]["host-staged"] == 1);
+}
+
+BOOST_AUTO_TEST_CASE(emit_round_trips_through_files) {
+  for (const char* level : {"l1", "l2", "l3"}) {
+    auto r = rlx_cli("compile " + demo + " --device cpu --emit " + level);
+    BOOST_TEST(r.code == 0, level << ": " << r.err);
+    BOOST_TEST(!r.out.empty());
+  }
+  auto l1 = rlx_cli("compile " + demo + " --emit l1").out;
+  auto again = rlx_cli("compile " + write_text("l1.rlx", l1) + " --emit l1").out;
+  BOOST_TEST(l1 == again);
+}
+
+BOOST_AUTO_TEST_CASE(bad_ir_files_exit_2_naming_file_and_line) {
+  struct Case {
+    const char* name;
+    std::string text;
+    const char* expect;
+    int line;
+  };
+  std::string head = "graph @g(%x: f32[4,8]) {\n";
+  std::vector<Case> cases = {
+      {"truncated.rlx", head + "  %1 = exp(%x) : f32[4,", "", 2},
+      {"unknown_op.rlx", head + "  %1 = frobnicate(%x) : f32[4,8]\n  return %1\n}\n", "unknown op 'frobnicate'", 2},
+      {"shape.rlx", head + "  %1 = exp(%x) : f32[4,9]\n  return %1\n}\n", "", 2},
+      {"attr.rlx", head + "  %1 = sum(%x) {axes=\"rows\"} : f32[]\n  return %1\n}\n", "axes", 2},
+      {"missing_input.rlx", head + "  %1 = add(%x, %y) : f32[4,8]\n  return %1\n}\n", "%y", 2},
+      {"junk.rlx", std::string("\x7f\x45\x4c\x46\x02\x01\x01\x00\xff\xfe", 10), "", 1},
+      {"empty.rlx", "", "", 1},
+  };
+  for (auto& c : cases) {
+    std::string path = write_text(c.name, c.text);
+    auto r = rlx_cli("compile " + path + " --device cpu");
+    BOOST_TEST(r.code == 2, c.name << " exited " << r.code << ": " << r.err);
+    BOOST_TEST(has(r.err, std::string(c.name) + ":" + std::to_string(c.line)), c.name << ": " << r.err);
+    BOOST_TEST(has(r.err, c.expect), c.name << ": " << r.err);
+  }
+  auto r = rlx_cli("compile " + (scratch() / "does_not_exist.rlx").string());
+  BOOST_TEST(r.code == 2);
+  BOOST_TEST(has(r.err, "does_not_exist.rlx"));
+}
+
+BOOST_AUTO_TEST_CASE(run_reads_and_writes_npy) {
+  std::string g = write_text("axpy.rlx",
+                             "graph @axpy(%a: f32[], %x: f32[5], %y: f32[5]) {\n"
+                             "  %3 = mul(%a, %x) : f32[5]\n"
+                             "  %4 = add(%3, %y) : f32[5]\n"
+                             "  return %4\n}\n");
+  Tensor a = Tensor::empty(DType::F32, {}), x = Tensor::empty(DType::F32, {5}), y = Tensor::empty(DType::F32, {5});
+  uint64_t seed = uint64_t(std::time(nullptr));
+  *a.data<float>() = float(rng_unit(seed, 0) * 4 - 2);
+  for (int i = 0; i < 5; ++i) {
+    x.data<float>()[i] = float(rng_unit(seed, uint64_t(1 + i)) * 2 - 1);
+    y.data<float>()[i] = float(rng_unit(seed, uint64_t(10 + i)) * 2 - 1);
+  }
+  io::write_npy((scratch() / "a.npy").string(), a);
+  io::write_npy((scratch() / "x.npy").string(), x);
+  io::write_npy((scratch() / "y.npy").string(), y);
+  std::string ins = " --input a=" + (scratch() / "a.npy").string() + " --input x=" + (scratch() / "x.npy").string() +
+                    " --input y=" + (scratch() / "y.npy").string();
+  fs::path out = scratch() / "out";
+  for (const char* dev : {"cpu", "reference"}) {
+    fs::remove_all(out);
+    auto r = rlx_cli("run " + g + " --device " + dev + ins + " --output " + out.string());
+    BOOST_TEST(r.code == 0, r.err);
+    Tensor z = io::read_npy((out / "out0.npy").string());
+    BOOST_TEST(z.type().str() == "f32[5]");
+    for (int i = 0; i < 5; ++i)
+      BOOST_TEST(z.data<float>()[i] == *a.data<float>() * x.data<float>()[i] + y.data<float>()[i],
+                 boost::test_tools::tolerance(1e-6f));
+  }
+  // A missing input, a wrong shape, a corrupt file, an unknown name: exit 2, named.
+  auto r = rlx_cli("run " + g + " --input a=" + (scratch() / "a.npy").string() + " --output " + out.string());
+  BOOST_TEST(r.code == 2);
+  BOOST_TEST(has(r.err, "input 'x'"));
+  r = rlx_cli("run " + g + " --input a=" + (scratch() / "x.npy").string() + " --input x=" + (scratch() / "x.npy").string() +
+              " --input y=" + (scratch() / "y.npy").string() + " --output " + out.string());
+  BOOST_TEST(r.code == 2);
+  BOOST_TEST(has(r.err, "input 'a' must be f32[]"));
+  std::string corrupt = write_text("corrupt.npy", std::string("\x93NUMPY\x01\x00\x10\x00{'descr': '<f4'", 24));
+  r = rlx_cli("run " + g + " --input a=" + corrupt + " --input x=" + (scratch() / "x.npy").string() + " --input y=" +
+              (scratch() / "y.npy").string() + " --output " + out.string());
+  BOOST_TEST(r.code == 2);
+  BOOST_TEST(has(r.err, "corrupt.npy"));
+  r = rlx_cli("run " + g + ins + " --input q=" + (scratch() / "a.npy").string() + " --output " + out.string());
+  BOOST_TEST(r.code == 2);
+  BOOST_TEST(has(r.err, "'q'"));
+}

@@ -1,0 +1,688 @@
+// Unit tests of the cpu device's own machinery: the vectorized f32 approximations
+// against libm, the f16/bf16 conversions, the chunked fused executor against
+// node-by-node evaluation on the reference device, GEMM against a naive loop, the
+// threaded reduction/movement/source paths at sizes the op suite does not reach, and
+// the thread pool.
+#define BOOST_TEST_MODULE cpu_kernels
+#include <boost/test/unit_test.hpp>
+
+#include <atomic>
+#include <cmath>
+#include <complex>
+#include <cstring>
+#include <limits>
+#include <random>
+
+#include "core/half.hpp"
+#include "devices/cpu/ew_kernels.hpp"
+#include "devices/cpu/fused.hpp"
+#include "devices/cpu/gemm.hpp"
+#include "devices/cpu/kernels.hpp"
+#include "devices/cpu/thread_pool.hpp"
+#include "ir/frontend.hpp"
+#include "ir/op_registry.hpp"
+#include "runtime/device.hpp"
+#include "runtime/runtime.hpp"
+
+using namespace rlx;
+using namespace rlx::cpu;
+
+namespace {
+
+Device& cpu_dev() { return DeviceRegistry::get().at("cpu"); }
+Device& ref_dev() { return DeviceRegistry::get().at("reference"); }
+
+float bits_f(uint32_t u) { float f; std::memcpy(&f, &u, 4); return f; }
+uint32_t f_bits(float f) { uint32_t u; std::memcpy(&u, &f, 4); return u; }
+
+// |got - want| in units of the f32 spacing at want (2^-149 in the subnormal range).
+double ulp_error(float got, double want) {
+  if (std::isnan(want)) return std::isnan(got) ? 0.0 : 1e30;
+  if (std::isinf(want)) return got == float(want) ? 0.0 : 1e30;
+  if (std::isnan(got) || std::isinf(got)) return std::fabs(want) > 3.4028234e38 ? 0.0 : 1e30;
+  int e;
+  std::frexp(want, &e);  // want = m 2^e, m in [0.5, 1)
+  double spacing = std::ldexp(1.0, std::max(e - 24, -149));
+  return std::fabs(double(got) - want) / spacing;
+}
+
+struct ErrStats {
+  double max_ulp = 0, max_rel = 0;
+  float worst_x = 0;
+};
+
+ErrStats measure(EwOp op, const std::vector<float>& xs, double (*ref)(double)) {
+  std::vector<float> ys(xs.size());
+  ew_unary(op, CK::F32, xs.data(), ys.data(), int64_t(xs.size()));
+  ErrStats s;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    double want = ref(double(xs[i]));
+    double u = ulp_error(ys[i], want);
+    if (u > s.max_ulp) {
+      s.max_ulp = u;
+      s.worst_x = xs[i];
+    }
+    if (std::isfinite(want) && std::fabs(want) >= 1.1754944e-38 && std::fabs(want) < 3.4e38)
+      s.max_rel = std::max(s.max_rel, std::fabs(double(ys[i]) - want) / std::fabs(want));
+  }
+  return s;
+}
+
+std::vector<float> sweep(float lo, float hi, int n) {
+  std::vector<float> v(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) v[size_t(i)] = lo + (hi - lo) * float(double(i) / (n - 1));
+  return v;
+}
+
+// Random finite floats with |x| in [2^elo, 2^ehi), both signs.
+std::vector<float> random_floats(int n, int elo, int ehi, bool positive, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (auto& x : v) {
+    int e = elo + int(rng() % uint64_t(ehi - elo));
+    float m = 1.0f + float(rng() >> 40) * 0x1.0p-24f;
+    x = std::ldexp(m, e);
+    if (!positive && (rng() & 1)) x = -x;
+  }
+  return v;
+}
+
+float apply1(EwOp op, float x) {
+  float y;
+  ew_unary(op, CK::F32, &x, &y, 1);
+  return y;
+}
+
+void report(const char* name, const ErrStats& s) {
+  BOOST_TEST_MESSAGE(name << ": max " << s.max_ulp << " ulp at x=" << s.worst_x << ", max rel " << s.max_rel);
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- approximations
+
+BOOST_AUTO_TEST_SUITE(approximations)
+
+BOOST_AUTO_TEST_CASE(exp_f32) {
+  auto xs = sweep(-104.0f, 89.0f, 1 << 21);
+  auto r = random_floats(1 << 20, -30, 7, false, 1);
+  xs.insert(xs.end(), r.begin(), r.end());
+  ErrStats s = measure(EwOp::Exp, xs, [](double x) { return std::exp(x); });
+  report("exp", s);
+  BOOST_TEST(s.max_ulp <= 2.0);
+  BOOST_TEST(s.max_rel <= 1e-6);
+  BOOST_TEST(apply1(EwOp::Exp, 0.0f) == 1.0f);
+  BOOST_TEST(apply1(EwOp::Exp, -INFINITY) == 0.0f);
+  BOOST_TEST(std::isinf(apply1(EwOp::Exp, INFINITY)));
+  BOOST_TEST(std::isnan(apply1(EwOp::Exp, NAN)));
+  BOOST_TEST(std::isinf(apply1(EwOp::Exp, 88.8f)));
+  BOOST_TEST(std::isfinite(apply1(EwOp::Exp, 88.72f)));
+  BOOST_TEST(apply1(EwOp::Exp, -104.0f) == 0.0f);
+  BOOST_TEST(apply1(EwOp::Exp, -100.0f) > 0.0f);  // subnormal result
+}
+
+BOOST_AUTO_TEST_CASE(log_f32) {
+  std::vector<float> xs;
+  for (uint32_t u = 1; u < 0x7f800000u; u += 997) xs.push_back(bits_f(u));  // every binade, subnormals too
+  auto near1 = sweep(0.5f, 2.0f, 1 << 20);
+  xs.insert(xs.end(), near1.begin(), near1.end());
+  ErrStats s = measure(EwOp::Log, xs, [](double x) { return std::log(x); });
+  report("log", s);
+  BOOST_TEST(s.max_ulp <= 2.0);
+  BOOST_TEST(s.max_rel <= 1e-6);
+  BOOST_TEST(apply1(EwOp::Log, 1.0f) == 0.0f);
+  BOOST_TEST(apply1(EwOp::Log, 0.0f) == -INFINITY);
+  BOOST_TEST(apply1(EwOp::Log, -0.0f) == -INFINITY);
+  BOOST_TEST(std::isnan(apply1(EwOp::Log, -1.0f)));
+  BOOST_TEST(std::isnan(apply1(EwOp::Log, -INFINITY)));
+  BOOST_TEST(apply1(EwOp::Log, INFINITY) == INFINITY);
+  BOOST_TEST(std::isnan(apply1(EwOp::Log, NAN)));
+}
+
+BOOST_AUTO_TEST_CASE(erf_f32) {
+  auto xs = sweep(-6.0f, 6.0f, 1 << 21);
+  auto r = random_floats(1 << 20, -40, 3, false, 2);
+  xs.insert(xs.end(), r.begin(), r.end());
+  ErrStats s = measure(EwOp::Erf, xs, [](double x) { return std::erf(x); });
+  report("erf", s);
+  BOOST_TEST(s.max_ulp <= 3.0);
+  BOOST_TEST(s.max_rel <= 1e-6);
+  BOOST_TEST(apply1(EwOp::Erf, INFINITY) == 1.0f);
+  BOOST_TEST(apply1(EwOp::Erf, -INFINITY) == -1.0f);
+  BOOST_TEST(apply1(EwOp::Erf, 5.0f) == 1.0f);
+  BOOST_TEST(apply1(EwOp::Erf, 0.0f) == 0.0f);
+  BOOST_TEST(std::isnan(apply1(EwOp::Erf, NAN)));
+  for (float x : {0.3f, 0.95f, 2.5f, 3.9f}) BOOST_TEST(apply1(EwOp::Erf, -x) == -apply1(EwOp::Erf, x));
+}
+
+BOOST_AUTO_TEST_CASE(tanh_f32) {
+  auto xs = sweep(-12.0f, 12.0f, 1 << 21);
+  auto r = random_floats(1 << 20, -40, 6, false, 3);
+  xs.insert(xs.end(), r.begin(), r.end());
+  ErrStats s = measure(EwOp::Tanh, xs, [](double x) { return std::tanh(x); });
+  report("tanh", s);
+  BOOST_TEST(s.max_ulp <= 2.0);
+  BOOST_TEST(s.max_rel <= 1e-6);
+  BOOST_TEST(apply1(EwOp::Tanh, INFINITY) == 1.0f);
+  BOOST_TEST(apply1(EwOp::Tanh, -INFINITY) == -1.0f);
+  BOOST_TEST(apply1(EwOp::Tanh, 1e30f) == 1.0f);
+  BOOST_TEST(std::isnan(apply1(EwOp::Tanh, NAN)));
+}
+
+BOOST_AUTO_TEST_CASE(sin_cos_f32) {
+  auto xs = sweep(-100.0f, 100.0f, 1 << 20);
+  auto r = random_floats(1 << 20, -30, 30, false, 4);  // up to 2^30: the libm path too
+  xs.insert(xs.end(), r.begin(), r.end());
+  ErrStats s = measure(EwOp::Sin, xs, [](double x) { return std::sin(x); });
+  ErrStats c = measure(EwOp::Cos, xs, [](double x) { return std::cos(x); });
+  report("sin", s);
+  report("cos", c);
+  BOOST_TEST(s.max_ulp <= 1.0);
+  BOOST_TEST(c.max_ulp <= 1.0);
+  BOOST_TEST(std::isnan(apply1(EwOp::Sin, INFINITY)));
+  BOOST_TEST(std::isnan(apply1(EwOp::Cos, NAN)));
+}
+
+BOOST_AUTO_TEST_CASE(f64_functions_use_libm) {
+  std::vector<double> xs = {-3.5, -0.25, 0.0, 0.7, 2.0, 20.0}, ys(xs.size());
+  for (auto [op, fn] : {std::pair{EwOp::Exp, +[](double x) { return std::exp(x); }},
+                        std::pair{EwOp::Erf, +[](double x) { return std::erf(x); }},
+                        std::pair{EwOp::Tanh, +[](double x) { return std::tanh(x); }}}) {
+    ew_unary(op, CK::F64, xs.data(), ys.data(), int64_t(xs.size()));
+    for (size_t i = 0; i < xs.size(); ++i) BOOST_TEST(ys[i] == fn(xs[i]));
+  }
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// ---------------------------------------------------------------- conversions
+
+BOOST_AUTO_TEST_SUITE(conversions)
+
+BOOST_AUTO_TEST_CASE(f16_exhaustive) {
+  for (uint32_t h = 0; h < 0x10000u; ++h) {
+    float want = f16::to_float(uint16_t(h));
+    float got = f16_bits_to_float(uint16_t(h));
+    if (std::isnan(want)) {
+      BOOST_REQUIRE(std::isnan(got));
+    } else {
+      BOOST_REQUIRE_MESSAGE(f_bits(got) == f_bits(want), "f16 bits " << h);
+    }
+  }
+  // float -> f16 against core/half.hpp over a dense sample of bit patterns.
+  for (uint64_t u = 0; u <= 0xffffffffull; u += 4093) {
+    float f = bits_f(uint32_t(u));
+    BOOST_REQUIRE_MESSAGE(float_to_f16_bits(f) == f16::from_float(f), "float bits " << u);
+    BOOST_REQUIRE(float_to_bf16_bits(f) == bf16::from_float(f));
+  }
+  // Every tie and neighbour around every f16 value.
+  for (uint32_t h = 0; h < 0x7c00u; ++h) {
+    uint32_t b = f_bits(f16::to_float(uint16_t(h)));
+    for (int d = -2; d <= 2; ++d) {
+      float f = bits_f(b + uint32_t(d * 4096));
+      BOOST_REQUIRE(float_to_f16_bits(f) == f16::from_float(f));
+      BOOST_REQUIRE(float_to_f16_bits(-f) == f16::from_float(-f));
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(f64_to_f16_rounds_once) {
+  // f16 values a and next(a); a double just above their midpoint must round up, one just
+  // below down: plain double -> float -> f16 gets some of these wrong.
+  std::mt19937_64 rng(5);
+  for (int i = 0; i < 100000; ++i) {
+    uint16_t h = uint16_t(rng() % 0x7bffu);
+    double a = f16::to_float(h), b = f16::to_float(uint16_t(h + 1));
+    double mid = (a + b) / 2;
+    double up = std::nextafter(mid, INFINITY), down = std::nextafter(mid, -INFINITY);
+    BOOST_REQUIRE(f16::from_float(f64_to_f32_odd(up)) == uint16_t(h + 1));
+    BOOST_REQUIRE(f16::from_float(f64_to_f32_odd(down)) == h);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(cast_semantics) {
+  std::vector<float> x = {-1e10f, -129.7f, -1.5f, -0.5f, 0.0f, 0.7f, 127.9f, 300.0f, NAN, INFINITY};
+  std::vector<int8_t> i8(x.size());
+  ew_cast(CK::F32, DType::I8, x.data(), i8.data(), int64_t(x.size()));
+  std::vector<int8_t> want8 = {-128, -128, -1, 0, 0, 0, 127, 127, 0, 127};
+  for (size_t i = 0; i < x.size(); ++i) BOOST_TEST(int(i8[i]) == int(want8[i]));
+  std::vector<uint8_t> b(x.size());
+  ew_cast(CK::F32, DType::Bool, x.data(), b.data(), int64_t(x.size()));
+  for (size_t i = 0; i < x.size(); ++i) BOOST_TEST(int(b[i]) == int(x[i] != 0.0f));
+  std::vector<int64_t> big = {int64_t(1) << 40, -300, 255, 256};
+  std::vector<uint8_t> u8(big.size());
+  ew_cast(CK::I64, DType::U8, big.data(), u8.data(), int64_t(big.size()));  // wraps
+  BOOST_TEST(int(u8[0]) == 0);
+  BOOST_TEST(int(u8[1]) == 212);
+  BOOST_TEST(int(u8[2]) == 255);
+  BOOST_TEST(int(u8[3]) == 0);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// ---------------------------------------------------------------- fused executor
+
+namespace {
+
+std::mt19937_64 g_rng(12345);
+
+Tensor random_tensor(DType t, Shape s, double lo = -2, double hi = 2) {
+  Tensor r = Tensor::empty(t, s);
+  std::uniform_real_distribution<double> u(lo, hi);
+  visit_dtype(t, [&](auto tag) {
+    using T = decltype(tag);
+    T* p = r.data<T>();
+    for (int64_t i = 0; i < r.numel(); ++i) {
+      if constexpr (std::is_same_v<T, bool>) p[i] = (g_rng() & 1) != 0;
+      else if constexpr (std::is_same_v<T, c64>) p[i] = c64(float(u(g_rng)), float(u(g_rng)));
+      else if constexpr (std::is_same_v<T, f16> || std::is_same_v<T, bf16>) p[i] = T(float(u(g_rng)));
+      else if constexpr (std::is_integral_v<T>) p[i] = T(int64_t(std::floor(u(g_rng) * 20)));
+      else p[i] = T(u(g_rng));
+    }
+  });
+  return r;
+}
+
+std::vector<std::complex<double>> values(const Tensor& t_in) {
+  Tensor t = t_in.contiguous();
+  std::vector<std::complex<double>> v(static_cast<size_t>(t.numel()));
+  visit_dtype(t.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* p = t.data<T>();
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      if constexpr (std::is_same_v<T, c64>) v[size_t(i)] = {p[i].real(), p[i].imag()};
+      else if constexpr (std::is_same_v<T, f16> || std::is_same_v<T, bf16>) v[size_t(i)] = double(float(p[i]));
+      else v[size_t(i)] = double(p[i]);
+    }
+  });
+  return v;
+}
+
+// Max |got - want| / max(|want|, 1); NaN must match NaN, integers and bools exactly.
+void expect_close(const Tensor& got, const Tensor& want, double tol, const std::string& what) {
+  BOOST_REQUIRE_MESSAGE(got.type() == want.type(), what << ": " << got.type().str() << " vs " << want.type().str());
+  auto g = values(got), w = values(want);
+  bool exact = !is_inexact(want.dtype());
+  double worst = 0;
+  int64_t at = -1;
+  for (size_t i = 0; i < g.size(); ++i) {
+    bool gn = std::isnan(g[i].real()) || std::isnan(g[i].imag());
+    bool wn = std::isnan(w[i].real()) || std::isnan(w[i].imag());
+    double e = (gn || wn) ? (gn == wn ? 0.0 : 1e30) : std::abs(g[i] - w[i]) / std::max(std::abs(w[i]), 1.0);
+    if (std::isinf(w[i].real()) || std::isinf(g[i].real())) e = g[i] == w[i] ? 0.0 : 1e30;
+    if (exact && g[i] != w[i]) e = 1e30;
+    if (e > worst) {
+      worst = e;
+      at = int64_t(i);
+    }
+  }
+  BOOST_CHECK_MESSAGE(worst <= tol, what << ": error " << worst << " at element " << at << " (got "
+                                         << (at >= 0 ? g[size_t(at)] : 0.0) << ", want "
+                                         << (at >= 0 ? w[size_t(at)] : 0.0) << ")");
+}
+
+// Runs a region (every node after the params, in order) on cpu (one chunked pass) and on
+// the reference device (node by node) and compares the outputs.
+void check_region(const ir::Graph& g, const std::vector<Var>& outs, const std::vector<Tensor>& inputs, double tol,
+                  const std::string& what, bool in_place = false) {
+  FusedRegion r;
+  r.graph = &g;
+  r.inputs = g.params;
+  std::vector<Tensor> all_in = inputs;
+  for (auto& n : g.nodes) {
+    if (n.op->name == "constant") {  // constants are region inputs, as in a compiled program
+      r.inputs.push_back({n.id, 0});
+      all_in.push_back(n.attrs.get_tensor("value"));
+    } else if (n.op->name != "param") {
+      r.nodes.push_back(n.id);
+    }
+  }
+  for (auto& v : outs) r.outputs.push_back(v.value());
+  r.shape = outs[0].shape();
+  std::vector<Tensor> got, want;
+  for (auto& v : outs) {
+    got.push_back(Tensor::empty(v.dtype(), v.shape()));
+    want.push_back(Tensor::empty(v.dtype(), v.shape()));
+  }
+  std::vector<Tensor> cin = all_in;
+  if (in_place) {
+    // The first output takes the memory of the first input (same shape, element size).
+    Tensor copy = all_in[0].to(host_allocator());
+    cin[0] = copy;
+    got[0] = Tensor::view_of(copy.raw(), host_allocator(), outs[0].dtype(), outs[0].shape());
+  }
+  cpu_dev().run_fused(r, cin, got);
+  ref_dev().run_fused(r, all_in, want);
+  for (size_t i = 0; i < outs.size(); ++i) expect_close(got[i], want[i], tol, what + " output " + std::to_string(i));
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(fused_executor)
+
+BOOST_AUTO_TEST_CASE(float_chain_with_broadcasts) {
+  for (Shape s : {Shape{3, 1037}, Shape{37, 4099}, Shape{1, 1}, Shape{5, 1}}) {
+    const int64_t R = s[0], C = s[1];
+    ir::Graph g;
+    Var x = input(g, "x", DType::F32, s);
+    Var bias = input(g, "bias", DType::F32, {C});
+    Var scale = input(g, "scale", DType::F32, {R, 1});
+    Var k = input(g, "k", DType::F32, {});
+    Var xt = input(g, "xt", DType::F32, s);
+    Var y = erf(x * scale + bias) * xt - k;
+    Var z = where(gt(y, k), exp(y), tanh(y));
+    Var w = cast(z, DType::F16);
+    Var m = maximum(log(abs(z) + k), sqrt(abs(y) + k));
+    // xt as a transposed view: the strided (gather) input path.
+    Tensor base = random_tensor(DType::F32, {C, R});
+    Tensor xt_view = base.with_strides(s, {1, R}, 0);
+    std::vector<Tensor> in = {random_tensor(DType::F32, s), random_tensor(DType::F32, {C}),
+                              random_tensor(DType::F32, {R, 1}), random_tensor(DType::F32, {}, 0.5, 1.0), xt_view};
+    check_region(g, {z, y, m}, in, 2e-6, "f32 chain " + shape_str(s));
+    check_region(g, {w}, in, 1e-3, "f32 chain to f16 " + shape_str(s));  // one f16 ulp
+  }
+}
+
+BOOST_AUTO_TEST_CASE(f64_half_and_bf16) {
+  Shape s{7, 3001};
+  for (DType t : {DType::F64, DType::F16, DType::BF16}) {
+    ir::Graph g;
+    Var x = input(g, "x", t, s);
+    Var b = input(g, "b", t, {3001});
+    Var c = input(g, "c", t, {});
+    Var y = tanh(x * c + b) + exp(x) / (abs(x) + c);
+    Var z = round(y * c) - floor(x) + ceil(x - b) + sign(x) - rsqrt(abs(x) + c) + recip(c + abs(y));
+    std::vector<Tensor> in = {random_tensor(t, s), random_tensor(t, {3001}), random_tensor(t, {}, 0.5, 1.5)};
+    // f16/bf16 nodes compute in f32 and round like the reference; the f32 approximations
+    // may still land one unit of the narrow type away.
+    double tol = t == DType::F64 ? 1e-12 : t == DType::F16 ? 2e-3 : 1.6e-2;
+    check_region(g, {y, z}, in, tol, std::string("chain ") + dtype_name(t));
+  }
+}
+
+BOOST_AUTO_TEST_CASE(integers_bools_compare_where) {
+  Shape s{9, 2053};
+  for (DType t : {DType::I8, DType::U8, DType::I32, DType::I64}) {
+    ir::Graph g;
+    Var a = input(g, "a", t, s);
+    Var b = input(g, "b", t, {2053});
+    Var c = input(g, "c", t, {9, 1});
+    Var q = a * b + c - a / b;  // wraps; x/0 = 0
+    Var mx = maximum(q, minimum(a, c));
+    Var flag = logical_or(logical_and(lt(a, b), ge(q, c)), logical_not(eq(a, c)));
+    Var sel = where(flag, mx, neg(abs(q)));
+    Var f = cast(sel, DType::F32) + cast(sign(a), DType::F32);
+    Var back = cast(f * 100.0, t);  // saturating float -> int
+    std::vector<Tensor> in = {random_tensor(t, s, -7, 7), random_tensor(t, {2053}, -3, 3),
+                              random_tensor(t, {9, 1}, -5, 5)};
+    check_region(g, {sel, flag, f, back, ne(sel, a)}, in, 0.0, std::string("ints ") + dtype_name(t));
+  }
+}
+
+BOOST_AUTO_TEST_CASE(complex) {
+  Shape s{4, 2500};
+  ir::Graph g;
+  Var re = input(g, "re", DType::F32, s);
+  Var im = input(g, "im", DType::F32, {2500});
+  Var z = make_complex(re, im);
+  Var w = exp(z) * conj(z) / (z + z) - neg(z);
+  Var r = real(w) + imag(w) + abs(z);
+  check_region(g, {w, r, cast(w, DType::F32), eq(w, z)},
+               {random_tensor(DType::F32, s, 0.5, 1), random_tensor(DType::F32, {2500}, 0.5, 1)}, 1e-6, "c64");
+}
+
+BOOST_AUTO_TEST_CASE(in_place_over_an_input) {
+  Shape s{33, 4100};
+  ir::Graph g;
+  Var x = input(g, "x", DType::F32, s);
+  Var b = input(g, "b", DType::F32, {4100});
+  Var y = exp(x) * b + x;  // x is read by two nodes; the output overwrites it chunk by chunk
+  Var z = x - y;
+  check_region(g, {y, z}, {random_tensor(DType::F32, s), random_tensor(DType::F32, {4100})}, 2e-6, "in place", true);
+}
+
+BOOST_AUTO_TEST_CASE(compile_and_run_fuses_gelu_chain) {
+  const int64_t n = 300007;
+  ir::Graph g;
+  Var x = input(g, "x", DType::F32, {n});
+  Var a = input(g, "a", DType::F32, {});
+  Var b = input(g, "b", DType::F32, {});
+  output(g, {gelu(x * a + b)});
+  Program p = compile(g, cpu_dev());
+  bool fused = false;
+  for (auto& k : p.kernels) fused |= k.kind == Kernel::Fused && k.nodes.size() >= 5;
+  BOOST_TEST(fused);
+  Tensor xt = random_tensor(DType::F32, {n}, -6, 6), at = random_tensor(DType::F32, {}), bt = random_tensor(DType::F32, {});
+  auto out = run(p, cpu_dev(), {xt, at, bt});
+  const float *xp = xt.data<float>(), *op = out[0].data<float>();
+  double av = at.data<float>()[0], bv = bt.data<float>()[0], worst = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    double v = double(float(double(float(double(xp[i]) * av)) + bv));  // the f32 intermediates
+    double want = 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0)));
+    // Absolute near zero: 1 + erf(x) cancels for x << 0 in any f32 evaluation.
+    worst = std::max(worst, std::fabs(op[i] - want) / std::max(std::fabs(want), 1.0));
+  }
+  BOOST_TEST(worst < 1e-6);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// ---------------------------------------------------------------- GEMM
+
+namespace {
+
+template <class T>
+double gemm_error(bool ta, bool tb, int64_t M, int64_t N, int64_t K, bool builtin, int64_t pad) {
+  // Leading dimensions larger than the matrices (pad) exercise lda/ldb/ldc.
+  const int64_t ar = ta ? K : M, ac = ta ? M : K, br = tb ? N : K, bc = tb ? K : N;
+  const int64_t lda = ac + pad, ldb = bc + pad, ldc = N + pad;
+  std::uniform_real_distribution<double> u(-1, 1);
+  std::vector<T> A(size_t(std::max<int64_t>(ar * lda, 1))), B(size_t(std::max<int64_t>(br * ldb, 1))),
+      C(size_t(std::max<int64_t>(M * ldc, 1)), T(777));
+  for (auto& v : A) v = T(u(g_rng));
+  for (auto& v : B) v = T(u(g_rng));
+  if (builtin) gemm_builtin(ta, tb, M, N, K, A.data(), lda, B.data(), ldb, C.data(), ldc);
+  else gemm(ta, tb, M, N, K, A.data(), lda, B.data(), ldb, C.data(), ldc);
+  double worst = 0;
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) {
+      double s = 0, mag = 0;
+      for (int64_t k = 0; k < K; ++k) {
+        double a = ta ? A[size_t(k * lda + i)] : A[size_t(i * lda + k)];
+        double b = tb ? B[size_t(j * ldb + k)] : B[size_t(k * ldb + j)];
+        s += a * b;
+        mag += std::fabs(a * b);
+      }
+      worst = std::max(worst, std::fabs(double(C[size_t(i * ldc + j)]) - s) / std::max(mag, 1e-300));
+      if (K == 0) worst = std::max(worst, std::fabs(double(C[size_t(i * ldc + j)])));
+    }
+  // Padding columns of C stay untouched.
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = N; j < ldc; ++j)
+      if (C[size_t(i * ldc + j)] != T(777)) worst = 1e30;
+  return worst;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(gemm_kernels)
+
+BOOST_AUTO_TEST_CASE(against_naive_loop) {
+  BOOST_TEST_MESSAGE(gemm_description());
+  const int64_t sizes[][3] = {{1, 1, 1}, {7, 5, 3}, {33, 65, 17}, {130, 257, 129}, {300, 1, 40},
+                              {1, 300, 40}, {9, 17, 600}, {64, 64, 0}, {0, 5, 5}, {263, 131, 300}};
+  for (bool builtin : {false, true})
+    for (auto& sz : sizes)
+      for (int t = 0; t < 4; ++t)
+        for (int64_t pad : {0, 3}) {
+          bool ta = t & 1, tb = t & 2;
+          double e32 = gemm_error<float>(ta, tb, sz[0], sz[1], sz[2], builtin, pad);
+          double e64 = gemm_error<double>(ta, tb, sz[0], sz[1], sz[2], builtin, pad);
+          BOOST_CHECK_MESSAGE(e32 < 2e-6 && e64 < 1e-14, (builtin ? "builtin" : "gemm")
+                                                             << " M,N,K=" << sz[0] << "," << sz[1] << "," << sz[2]
+                                                             << " ta=" << ta << " tb=" << tb << " pad=" << pad
+                                                             << ": f32 " << e32 << ", f64 " << e64);
+        }
+}
+
+BOOST_AUTO_TEST_CASE(matmul_batches_views_and_transposes) {
+  struct Case {
+    Shape a, b;
+    bool ta, tb;
+  };
+  std::vector<Case> cases = {
+      {{2, 3, 17, 9}, {3, 9, 11}, false, false},  // b broadcast over the leading batch dim
+      {{4, 1, 5, 7}, {1, 6, 5, 8}, true, false},  // both broadcast
+      {{3, 50, 40}, {40, 30}, false, false},      // folded into one GEMM
+      {{3, 50, 40}, {30, 40}, false, true},
+      {{64, 8, 8}, {64, 8, 8}, false, true},      // many small products in parallel
+      {{1, 1}, {1, 1}, false, false},
+      {{6, 0, 4}, {6, 4, 3}, false, false},
+  };
+  for (DType t : {DType::F32, DType::F64})
+    for (auto& c : cases)
+      for (bool strided : {false, true}) {
+        ir::Graph g;
+        Var a = input(g, "a", t, c.a);
+        Var b = input(g, "b", t, c.b);
+        Var y = matmul(a, b, c.ta, c.tb);
+        const ir::Node& n = g.node(y.value());
+        Tensor at = random_tensor(t, c.a), bt = random_tensor(t, c.b);
+        if (strided && at.rank() >= 2 && at.numel() > 0) {
+          // Same values through a transposed-storage view: the Trans flag path.
+          Shape st = c.a;
+          std::swap(st[st.size() - 1], st[st.size() - 2]);
+          Tensor tr = Tensor::empty(t, st);
+          std::vector<int64_t> perm(st.size());
+          for (size_t i = 0; i < perm.size(); ++i) perm[i] = int64_t(i);
+          std::swap(perm[perm.size() - 1], perm[perm.size() - 2]);
+          rlx::cpu::permute(at, perm, tr);  // tr = a^T (contiguous)
+          auto s = tr.strides();
+          std::swap(s[s.size() - 1], s[s.size() - 2]);
+          at = tr.with_strides(c.a, s, 0);  // a view with a's shape over a^T's storage
+        }
+        Tensor got = Tensor::empty(t, y.shape()), want = Tensor::empty(t, y.shape());
+        std::vector<Tensor> in = {at, bt};
+        std::vector<Tensor> o1 = {got}, o2 = {want};
+        cpu_dev().run_node(n, in, o1);
+        ref_dev().run_node(n, in, o2);
+        expect_close(got, want, t == DType::F32 ? 1e-5 : 1e-13,
+                     "matmul " + shape_str(c.a) + " x " + shape_str(c.b) + (strided ? " strided" : ""));
+      }
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// ---------------------------------------------------------------- other kernels at size
+
+namespace {
+
+// Runs the node that produced y on cpu and on the reference device.
+void check_node(const Var& y, const std::vector<Tensor>& in, double tol, const std::string& what) {
+  const ir::Node& n = y.graph()->node(y.value());
+  Tensor got = Tensor::empty(y.dtype(), y.shape()), want = Tensor::empty(y.dtype(), y.shape());
+  std::vector<Tensor> o1 = {got}, o2 = {want};
+  cpu_dev().run_node(n, in, o1);
+  ref_dev().run_node(n, in, o2);
+  expect_close(got, want, tol, what);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(threaded_kernels)
+
+BOOST_AUTO_TEST_CASE(reductions_large) {
+  for (DType t : {DType::F32, DType::F16, DType::F64, DType::I32, DType::C64}) {
+    Shape s{37, 129, 61};
+    Tensor x = random_tensor(t, s, -1, 1);
+    for (std::vector<int64_t> axes : std::vector<std::vector<int64_t>>{{}, {0}, {1}, {2}, {0, 2}, {1, 2}, {0, 1}}) {
+      ir::Graph g;
+      Var v = input(g, "x", t, s);
+      std::string ax = shape_str(axes);
+      double tol = t == DType::F16 ? 1e-3 : t == DType::F64 ? 1e-12 : 1e-6;
+      check_node(sum(v, axes, true), {x}, tol, std::string("sum ") + dtype_name(t) + ax);
+      if (t != DType::C64) {
+        check_node(max(v, axes), {x}, 0, std::string("max ") + dtype_name(t) + ax);
+        check_node(min(v, axes), {x}, 0, std::string("min ") + dtype_name(t) + ax);
+      }
+    }
+    if (t != DType::C64)
+      for (int64_t axis : {0, 1, 2}) {
+        ir::Graph g;
+        Var v = input(g, "x", t, s);
+        check_node(argmax(v, axis), {x}, 0, std::string("argmax ") + dtype_name(t));
+      }
+    for (int64_t axis : {0, 2})
+      for (bool excl : {false, true}) {
+        ir::Graph g;
+        Var v = input(g, "x", t, s);
+        check_node(cumsum(v, axis, excl, !excl), {x}, t == DType::F16 ? 2e-3 : 1e-6, std::string("cumsum ") + dtype_name(t));
+      }
+  }
+  // NaN propagates through max and wins argmax; prod of a large run.
+  Tensor x = random_tensor(DType::F32, {1000, 300}, 0.9, 1.1);
+  x.data<float>()[12345] = NAN;
+  ir::Graph g;
+  Var v = input(g, "x", DType::F32, {1000, 300});
+  check_node(max(v, {0}), {x}, 0, "max with NaN");
+  check_node(argmax(v, 1), {x}, 0, "argmax with NaN");
+  check_node(prod(v, {1}), {x}, 1e-5, "prod");
+}
+
+BOOST_AUTO_TEST_CASE(movement_large) {
+  Tensor x = random_tensor(DType::F32, {300, 517});
+  Tensor x3 = random_tensor(DType::F16, {17, 300, 65});
+  ir::Graph g;
+  Var v = input(g, "x", DType::F32, {300, 517});
+  Var v3 = input(g, "x3", DType::F16, {17, 300, 65});
+  check_node(permute(v, {1, 0}), {x}, 0, "transpose (tiled)");
+  check_node(permute(v3, {2, 0, 1}), {x3}, 0, "permute 3d");
+  check_node(permute(v3, {1, 0, 2}), {x3}, 0, "permute 3d rows");
+  check_node(slice(v, {3, 5}, {299, 511}, {2, 3}), {x}, 0, "slice with steps");
+  check_node(broadcast_to(input(g, "r", DType::F32, {517}), {400, 517}), {random_tensor(DType::F32, {517})}, 0,
+             "broadcast_to");
+  check_node(concat({v, v, v}, 1), {x, x, x}, 0, "concat");
+  check_node(pad(v3, {1, 0, 2}, {0, 3, 1}, -1.5), {x3}, 0, "pad");
+  Var idx = input(g, "i", DType::I64, {5000});
+  Tensor it = Tensor::empty(DType::I64, {5000});
+  for (int64_t i = 0; i < 5000; ++i) it.data<int64_t>()[i] = int64_t(g_rng() % 600) - 300;  // negatives count from the end
+  check_node(gather(v, idx, 0), {x, it}, 0, "gather");
+  Var upd = input(g, "u", DType::F32, {5000, 517});
+  check_node(scatter_add(v, idx, upd, 0), {x, it, random_tensor(DType::F32, {5000, 517})}, 1e-6, "scatter_add");
+  // An index out of range is an error.
+  it.data<int64_t>()[77] = 300;
+  Tensor o = Tensor::empty(DType::F32, {5000, 517});
+  std::vector<Tensor> in = {x, it}, out = {o};
+  BOOST_CHECK_THROW(cpu_dev().run_node(g.node(gather(v, idx, 0).value()), in, out), InputError);
+}
+
+BOOST_AUTO_TEST_CASE(rng_is_bit_exact) {
+  for (DType t : {DType::F64, DType::F32, DType::F16, DType::BF16}) {
+    ir::Graph g;
+    check_node(rng_uniform(g, {1000, 257}, t, 42, -3.0, 5.0), {}, 0, std::string("rng_uniform ") + dtype_name(t));
+    check_node(rng_normal(g, {1000, 257}, t, 7, 1.0, 2.0), {}, 0, std::string("rng_normal ") + dtype_name(t));
+    check_node(iota(g, {300, 700}, 1, t), {}, 0, std::string("iota ") + dtype_name(t));
+  }
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// ---------------------------------------------------------------- thread pool
+
+BOOST_AUTO_TEST_CASE(thread_pool_covers_ranges_and_rethrows) {
+  ThreadPool& pool = ThreadPool::instance();
+  BOOST_TEST(pool.size() >= 1);
+  for (int64_t n : {1, 7, 1000, 100003}) {
+    std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+    parallel_for(n, 10, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) hits[size_t(i)]++;
+      parallel_for(4, 1, [](int64_t, int64_t) {});  // nested: inline
+    });
+    for (auto& h : hits) BOOST_REQUIRE(h.load() == 1);
+  }
+  BOOST_CHECK_THROW(parallel_for(1000, 1, [](int64_t b, int64_t) {
+                      if (b > 0) throw InputError("task failed");
+                      if (ThreadPool::instance().size() == 1) throw InputError("task failed");
+                    }),
+                    InputError);
+}
