@@ -57,6 +57,7 @@ struct Location {
   std::string file;
   int line = 0;
   std::string name;  // an imported model's node name, or the user's function
+  bool implicit = false;  // the text line a node was parsed from (no loc(...) written); not printed
   bool known() const { return !file.empty() || !name.empty(); }
   std::string str() const;  // "file:line" or name or "?"
 };

@@ -181,6 +181,7 @@ class GraphBuilder {
     int results = 0;
   };
   [[noreturn]] void fail(int line, const std::string& msg) const;
+  Location at_line(const Location& written, int line) const;
   std::string file_;
   const GraphBuilder* outer_ = nullptr;  // the graph whose node owns this region
   std::map<std::string, Defined> scope_;

@@ -748,6 +748,17 @@ int32_t GraphBuilder::node_id(const std::string& name) const {
   return it->second.node;
 }
 
+// Where no loc(...) is written, a node is located at its own line of the text, so
+// reports and errors point into the file the user wrote.
+Location GraphBuilder::at_line(const Location& written, int line) const {
+  if (written.known()) return written;
+  Location l;
+  l.file = file_;
+  l.line = line;
+  l.implicit = true;
+  return l;
+}
+
 Graph GraphBuilder::build(const GraphSyntax& s, Order order) {
   scope_.clear();
   lines_.clear();
@@ -814,7 +825,7 @@ Graph GraphBuilder::build(const GraphSyntax& s, Order order) {
     if (is_param) {
       const ParamSyntax& p = s.params[i];
       try {
-        Value v = g.add_param(p.param_name, p.type, p.loc);
+        Value v = g.add_param(p.param_name, p.type, at_line(p.loc, p.line));
         scope_[p.name] = {v.node, 1};
       } catch (const ParseError&) {
         throw;
@@ -833,7 +844,7 @@ Graph GraphBuilder::build(const GraphSyntax& s, Order order) {
       regions.push_back(std::make_shared<Graph>(sub.build(r)));
     }
     try {
-      g.add_multi(n.op, std::move(inputs), n.attrs, n.loc, std::move(regions));
+      g.add_multi(n.op, std::move(inputs), n.attrs, at_line(n.loc, n.line), std::move(regions));
     } catch (const ParseError&) {
       throw;
     } catch (const InputError& e) {

@@ -127,7 +127,7 @@ bool is_default(const OpDef& op, const std::string& name, const AttrValue& v) {
 }
 
 std::string print_loc(const Location& l) {
-  if (!l.known()) return {};
+  if (!l.known() || l.implicit) return {};
   std::string s = " loc(";
   if (!l.file.empty()) s += quote(l.file) + ":" + std::to_string(l.line);
   if (!l.name.empty()) s += (l.file.empty() ? "" : ", ") + quote(l.name);

@@ -167,7 +167,8 @@ const std::vector<OpCase>& l2_cases() {
         {"slice",
          {{"[5,6][1:5:2,0:6:3]", [](B b, DType t) { return one(slice(b.in(t, {5, 6}), {1, 0}, {5, 6}, {2, 3})); }},
           {"[4,5][:,1:4]", [](B b, DType t) { return one(slice(b.in(t, {4, 5}), {0, 1}, {4, 4})); }},
-          {"[131,67][3::2,1:]", [](B b, DType t) { return one(slice(b.in(t, {131, 67}), {3, 1}, {131, 67}, {2, 1})); }}}});
+          {"[131,67][3::2,1:]",
+           [](B b, DType t) { return one(slice(b.in(t, {131, 67}), {3, 1}, {131, 67}, {2, 1})); }}}});
     c.push_back({"concat",
                  {{"axis=1",
                    [](B b, DType t) {
@@ -182,7 +183,8 @@ const std::vector<OpCase>& l2_cases() {
                   {"[67,129] value=0", [](B b, DType t) { return one(pad(b.in(t, {67, 129}), {2, 3}, {1, 5})); }}}});
     c.push_back(
         {"gather",
-         {{"axis=0 idx=i32[3]", [](B b, DType t) { return one(gather(b.in(t, {4, 5}), b.index(DType::I32, {3}, 4), 0)); }},
+         {{"axis=0 idx=i32[3]",
+           [](B b, DType t) { return one(gather(b.in(t, {4, 5}), b.index(DType::I32, {3}, 4), 0)); }},
           {"axis=1 idx=i64[2,2]",
            [](B b, DType t) { return one(gather(b.in(t, {4, 5}), b.index(DType::I64, {2, 2}, 5), 1)); }},
           {"axis=0 idx=i32[]", [](B b, DType t) { return one(gather(b.in(t, {6}), b.index(DType::I32, {}, 6), 0)); }},
@@ -207,10 +209,12 @@ const std::vector<OpCase>& l2_cases() {
                   {"[3,4] axis=0", [](B b, DType t) { return one(iota(b.g, {3, 4}, 0, t)); }},
                   {"[150,151] axis=1", [](B b, DType t) { return one(iota(b.g, {150, 151}, 1, t)); }}}});
     c.push_back({"rng_uniform",
-                 {{"[64] low=-1 high=3", [](B b, DType t) { return one(rng_uniform(b.g, {64}, t, b.rng(), -1.0, 3.0)); }},
+                 {{"[64] low=-1 high=3",
+                   [](B b, DType t) { return one(rng_uniform(b.g, {64}, t, b.rng(), -1.0, 3.0)); }},
                   {"[20011]", [](B b, DType t) { return one(rng_uniform(b.g, {20011}, t, b.rng())); }}}});
     c.push_back({"rng_normal",
-                 {{"[64] mean=0.5 stddev=2", [](B b, DType t) { return one(rng_normal(b.g, {64}, t, b.rng(), 0.5, 2.0)); }},
+                 {{"[64] mean=0.5 stddev=2",
+                   [](B b, DType t) { return one(rng_normal(b.g, {64}, t, b.rng(), 0.5, 2.0)); }},
                   {"[20011]", [](B b, DType t) { return one(rng_normal(b.g, {20011}, t, b.rng())); }}}});
     // The runtime owns these; every device still runs them through compile() and run().
     c.push_back({"param", {{"identity", [](Build& b, DType t) { return one(b.in(t, {3, 4})); }}}});
@@ -337,26 +341,27 @@ std::vector<double> softmax_of(const std::vector<double>& x, int64_t rows, int64
   return y;
 }
 
-L1Make pointwise(Var (*f)(const Var&, SrcLoc), double (*ref)(double), Range r = {.lo = -4, .hi = 4}) {
-  return [f, ref, r](Build& b, DType t) {
-    Var x = b.in(t, {3, 5}, r);
+L1Make pointwise(Var (*f)(const Var&, SrcLoc), double (*ref)(double), Shape s = {3, 5}) {
+  return [f, ref, s](Build& b, DType t) {
+    Var x = b.in(t, s, {.lo = -4, .hi = 4});
     std::vector<double> v = reals(b.inputs.back());
     for (double& e : v) e = ref(e);
     return L1Built{f(x, SrcLoc::current()), as_complex(v)};
   };
 }
 
-L1Make linear_case(Shape xs, bool bias) {
-  return [xs, bias](Build& b, DType t) {
-    const int64_t in = xs.back(), out = 5, rows = numel(xs) / in;
+L1Make linear_case(Shape xs, int64_t out, bool bias) {
+  return [xs, out, bias](Build& b, DType t) {
+    const int64_t in = xs.back(), rows = numel(xs) / in;
     Var x = b.in(t, xs), w = b.in(t, {out, in});
     std::optional<Var> bv;
     if (bias) bv = b.in(t, {out});
     auto X = complexes(b.inputs[0]), W = complexes(b.inputs[1]);
+    auto Bias = bias ? complexes(b.inputs[2]) : std::vector<cd>(size_t(out), 0.0);
     std::vector<cd> y(size_t(rows * out));
     for (int64_t r = 0; r < rows; ++r)
       for (int64_t o = 0; o < out; ++o) {
-        cd s = bias ? complexes(b.inputs[2])[size_t(o)] : cd(0);
+        cd s = Bias[size_t(o)];
         for (int64_t i = 0; i < in; ++i) s += X[size_t(r * in + i)] * W[size_t(o * in + i)];
         y[size_t(r * out + o)] = s;
       }
@@ -372,14 +377,14 @@ L1Make softmax_case(int64_t rows, int64_t cols, int64_t axis, bool log) {
   };
 }
 
-L1Make norm_case(bool layer) {
-  return [layer](Build& b, DType t) {
-    const int64_t rows = 3, d = 8;
+L1Make norm_case(bool layer, int64_t rows, int64_t d) {
+  return [layer, rows, d](Build& b, DType t) {
     const double eps = layer ? 1e-5 : 1e-6;
     Var x = b.in(t, {rows, d}), g = b.in(t, {d}, {.lo = 0.5, .hi = 1.5});
     std::optional<Var> beta;
     if (layer) beta = b.in(t, {d});
     auto X = reals(b.inputs[0]), G = reals(b.inputs[1]);
+    auto Beta = layer ? reals(b.inputs[2]) : std::vector<double>(size_t(d), 0.0);
     std::vector<double> y(X.size());
     for (int64_t r = 0; r < rows; ++r) {
       double mean = 0, sq = 0;
@@ -388,7 +393,7 @@ L1Make norm_case(bool layer) {
       for (int64_t k = 0; k < d; ++k) sq += (X[size_t(r * d + k)] - c) * (X[size_t(r * d + k)] - c) / double(d);
       for (int64_t k = 0; k < d; ++k) {
         size_t i = size_t(r * d + k);
-        y[i] = (X[i] - c) / std::sqrt(sq + eps) * G[size_t(k)] + (layer ? reals(b.inputs[2])[size_t(k)] : 0.0);
+        y[i] = (X[i] - c) / std::sqrt(sq + eps) * G[size_t(k)] + Beta[size_t(k)];
       }
     }
     return L1Built{layer ? layer_norm(x, g, *beta, eps) : rms_norm(x, g, eps), as_complex(y)};
@@ -409,13 +414,14 @@ L1Make cross_entropy_case(DType label_type) {
 }
 
 // q [B, L, D], k [B, L, D], v [B, L, Dv]: softmax(q k^T / sqrt(D) + bias, causal: key j <= query i) v.
-L1Make attention_case(const std::string& mask, bool bias) {
-  return [mask, bias](Build& b, DType t) {
-    const int64_t B = 2, L = 3, D = 4, Dv = 5;
+L1Make attention_case(const std::string& mask, bool bias, int64_t B = 2, int64_t L = 3, int64_t D = 4,
+                      int64_t Dv = 5) {
+  return [=](Build& b, DType t) {
     Var q = b.in(t, {B, L, D}), k = b.in(t, {B, L, D}), v = b.in(t, {B, L, Dv});
     std::optional<Var> bv;
     if (bias) bv = b.in(t, {B, L, L});
     auto Q = reals(b.inputs[0]), K = reals(b.inputs[1]), V = reals(b.inputs[2]);
+    auto Bias = bias ? reals(b.inputs[3]) : std::vector<double>(size_t(B * L * L), 0.0);
     std::vector<double> y(size_t(B * L * Dv));
     for (int64_t n = 0; n < B; ++n)
       for (int64_t i = 0; i < L; ++i) {
@@ -424,7 +430,7 @@ L1Make attention_case(const std::string& mask, bool bias) {
           if (mask == "causal" && j > i) continue;
           double dot = 0;
           for (int64_t e = 0; e < D; ++e) dot += Q[size_t((n * L + i) * D + e)] * K[size_t((n * L + j) * D + e)];
-          s[size_t(j)] = dot / std::sqrt(double(D)) + (bias ? reals(b.inputs[3])[size_t((n * L + i) * L + j)] : 0.0);
+          s[size_t(j)] = dot / std::sqrt(double(D)) + Bias[size_t((n * L + i) * L + j)];
         }
         auto p = softmax_of(s, 1, L, 1, false);
         for (int64_t e = 0; e < Dv; ++e) {
@@ -443,19 +449,37 @@ double gelu_tanh(double x) {
 }
 
 const std::vector<L1Case>& l1_cases() {
+  using Fn = Var (*)(const Var&, SrcLoc);
+  const Fn gelu_none = [](const Var& x, SrcLoc l) { return gelu(x, "none", l); };
+  const Fn gelu_approx = [](const Var& x, SrcLoc l) { return gelu(x, "tanh", l); };
   static const std::vector<L1Case> cases = {
       {"linear",
-       {{"x[3,4] w[5,4] b[5]", linear_case({3, 4}, true)}, {"x[2,3,4] w[5,4]", linear_case({2, 3, 4}, false)}}},
-      {"relu", {{"[3,5]", pointwise(&relu, [](double x) { return std::max(x, 0.0); })}}},
+       {{"x[3,4] w[5,4] b[5]", linear_case({3, 4}, 5, true)},
+        {"x[2,3,4] w[5,4]", linear_case({2, 3, 4}, 5, false)},
+        {"x[67,129] w[71,129] b[71]", linear_case({67, 129}, 71, true)}}},
+      {"relu",
+       {{"[3,5]", pointwise(&relu, [](double x) { return std::max(x, 0.0); })},
+        {"[37,259]", pointwise(&relu, [](double x) { return std::max(x, 0.0); }, {37, 259})}}},
       {"gelu",
-       {{"approximate=none", pointwise([](const Var& x, SrcLoc l) { return gelu(x, "none", l); }, gelu_erf)},
-        {"approximate=tanh", pointwise([](const Var& x, SrcLoc l) { return gelu(x, "tanh", l); }, gelu_tanh)}}},
-      {"silu", {{"[3,5]", pointwise(&silu, [](double x) { return x * sigmoid_of(x); })}}},
-      {"sigmoid", {{"[3,5]", pointwise(&sigmoid, sigmoid_of)}}},
-      {"softmax", {{"[3,5] axis=-1", softmax_case(3, 5, -1, false)}, {"[4,3] axis=0", softmax_case(4, 3, 0, false)}}},
-      {"log_softmax", {{"[3,5] axis=-1", softmax_case(3, 5, -1, true)}, {"[4,3] axis=0", softmax_case(4, 3, 0, true)}}},
-      {"layer_norm", {{"[3,8]", norm_case(true)}}},
-      {"rms_norm", {{"[3,8]", norm_case(false)}}},
+       {{"approximate=none", pointwise(gelu_none, gelu_erf)},
+        {"approximate=tanh", pointwise(gelu_approx, gelu_tanh)},
+        {"[37,259] approximate=none", pointwise(gelu_none, gelu_erf, {37, 259})},
+        {"[37,259] approximate=tanh", pointwise(gelu_approx, gelu_tanh, {37, 259})}}},
+      {"silu",
+       {{"[3,5]", pointwise(&silu, [](double x) { return x * sigmoid_of(x); })},
+        {"[37,259]", pointwise(&silu, [](double x) { return x * sigmoid_of(x); }, {37, 259})}}},
+      {"sigmoid",
+       {{"[3,5]", pointwise(&sigmoid, sigmoid_of)}, {"[37,259]", pointwise(&sigmoid, sigmoid_of, {37, 259})}}},
+      {"softmax",
+       {{"[3,5] axis=-1", softmax_case(3, 5, -1, false)},
+        {"[4,3] axis=0", softmax_case(4, 3, 0, false)},
+        {"[37,300] axis=-1", softmax_case(37, 300, -1, false)}}},
+      {"log_softmax",
+       {{"[3,5] axis=-1", softmax_case(3, 5, -1, true)},
+        {"[4,3] axis=0", softmax_case(4, 3, 0, true)},
+        {"[37,300] axis=-1", softmax_case(37, 300, -1, true)}}},
+      {"layer_norm", {{"[3,8]", norm_case(true, 3, 8)}, {"[37,300]", norm_case(true, 37, 300)}}},
+      {"rms_norm", {{"[3,8]", norm_case(false, 3, 8)}, {"[37,300]", norm_case(false, 37, 300)}}},
       {"mse",
        {{"[3,4]",
          [](Build& b, DType t) {
@@ -471,7 +495,8 @@ const std::vector<L1Case>& l1_cases() {
        {{"mask=none", attention_case("none", false)},
         {"mask=causal", attention_case("causal", false)},
         {"mask=none bias", attention_case("none", true)},
-        {"mask=causal bias", attention_case("causal", true)}}},
+        {"mask=causal bias", attention_case("causal", true)},
+        {"[2,67,32] mask=causal", attention_case("causal", false, 2, 67, 32, 16)}}},
   };
   return cases;
 }

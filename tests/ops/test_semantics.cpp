@@ -103,6 +103,14 @@ BOOST_AUTO_TEST_CASE(integer_arithmetic_wraps) {
     Build b(1);
     Var y = add(b.fixed(ints(DType::I64, {2}, {big, small})), b.fixed(ints(DType::I64, {2}, {1, -1})));
     expect_ints("add i64", b, y, {small, big});
+    Build c(1);
+    Var q = div(c.fixed(ints(DType::I64, {1}, {small})), c.fixed(ints(DType::I64, {1}, {-1})));
+    expect_ints("div i64 min / -1", c, q, {small});
+  }
+  {
+    Build b(1);
+    Var y = cast(b.fixed(ints(DType::I32, {4}, {300, -200, 255, 128})), DType::I8);
+    expect_ints("cast i32->i8 wraps", b, y, {44, 56, -1, -128});
   }
 }
 
@@ -168,6 +176,21 @@ BOOST_AUTO_TEST_CASE(nan_propagates_through_max_and_min) {
       BOOST_CHECK_MESSAGE(m.empty(), ctx << " result " << r << ": " << m);
     }
   });
+}
+
+BOOST_AUTO_TEST_CASE(sign_keeps_nan) {
+  Build b(1);
+  expect_values("sign", b, sign(b.fixed(make_tensor(DType::F32, {4}, {kNaN, -3, 0, 0.5}))), {kNaN, -1, 0, 1});
+}
+
+// max/min of nothing has no value: the IR's shape rule refuses it (docs/ir.md), so no
+// device ever sees it.
+BOOST_AUTO_TEST_CASE(max_over_an_empty_axis_is_an_error) {
+  Build b(1);
+  Var x = b.fixed(Tensor::zeros(DType::F32, {0, 3}));
+  BOOST_CHECK_THROW(max(x, {0}), ShapeError);
+  BOOST_CHECK_THROW(min(x, {0}), ShapeError);
+  BOOST_CHECK_NO_THROW(max(x, {1}));  // an empty result is fine
 }
 
 BOOST_AUTO_TEST_CASE(argmax_takes_the_first_tie_and_nan_is_the_max) {

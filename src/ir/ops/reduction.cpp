@@ -29,21 +29,26 @@ Shape rules::reduced_shape(const Shape& s, const std::vector<int>& axes, bool ke
 }
 
 void register_reduction_ops(OpRegistry& r) {
-  auto reduce = [&](const char* name, std::vector<DType> ok) {
+  auto reduce = [&](const char* name, std::vector<DType> ok, bool needs_elements) {
     r.add({.name = name, .level = Level::L2, .cls = OpClass::Reduction, .min_inputs = 1, .max_inputs = 1,
            .attrs = {{"axes", AttrKind::Ints, false, std::vector<int64_t>{}},
                      {"keepdims", AttrKind::Bool, false, false}},
-           .infer = [ok](const std::vector<TensorType>& in, const Attrs& a, auto&) {
+           .infer = [ok, needs_elements, name](const std::vector<TensorType>& in, const Attrs& a, auto&) {
              require_dtype(in[0], ok);
              auto axes = reduce_axes(a, int(in[0].shape.size()));
+             // max/min of nothing has no value (sum and prod have identities).
+             if (needs_elements)
+               for (int ax : axes)
+                 if (in[0].shape[size_t(ax)] == 0)
+                   throw InputError(std::string(name) + " over the empty axis " + std::to_string(ax));
              return std::vector<TensorType>{{in[0].dtype, reduced_shape(in[0].shape, axes, a.get_bool("keepdims"))}};
            },
            .dtypes = ok});
   };
-  reduce("sum", kNumeric);
-  reduce("prod", kNumeric);
-  reduce("max", kRealNumeric);
-  reduce("min", kRealNumeric);
+  reduce("sum", kNumeric, false);
+  reduce("prod", kNumeric, false);
+  reduce("max", kRealNumeric, true);
+  reduce("min", kRealNumeric, true);
   r.add({.name = "argmax", .level = Level::L2, .cls = OpClass::Reduction, .min_inputs = 1, .max_inputs = 1,
          .attrs = {{"axis", AttrKind::Int, true}, {"keepdims", AttrKind::Bool, false, false}},
          .infer = [](const std::vector<TensorType>& in, const Attrs& a, auto&) {

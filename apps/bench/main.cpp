@@ -1,0 +1,265 @@
+// rlx-bench: the cpu device's benchmarks.
+//   fused    gelu(x*a + b) (erf form) over 2^k f32 elements, GB/s at 8 bytes/element,
+//            next to memcpy bandwidth measured in the same run
+//   gemm     SGEMM/DGEMM n x n through compile/run, GFLOP/s
+//   compile  compile() time of a 10,000-node graph (elementwise chains + matmuls)
+// Every figure is the median of --reps runs (after warm-up runs).
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "devices/cpu/thread_pool.hpp"
+#include "ir/frontend.hpp"
+#include "ir/op_registry.hpp"
+#include "runtime/executor.hpp"
+#include "runtime/runtime.hpp"
+
+using namespace rlx;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+struct Options {
+  std::vector<std::string> only;  // empty: all
+  int reps = 0;                   // 0: per-benchmark default
+  std::vector<int> fused_log2 = {26, 20};
+  std::vector<int64_t> gemm_sizes = {512, 1024, 2048, 4096};
+  int nodes = 10000;
+  std::string device = "cpu";
+};
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+void fill_random(Tensor& t, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> u(-3, 3);
+  int64_t n = t.numel();
+  if (t.dtype() == DType::F32) {
+    float* p = t.data<float>();
+    for (int64_t i = 0; i < n; ++i) p[i] = float(u(rng));
+  } else {
+    double* p = t.data<double>();
+    for (int64_t i = 0; i < n; ++i) p[i] = u(rng);
+  }
+}
+
+// memcpy of `bytes` from src to dst on nt threads (each a contiguous share).
+void copy_threads(char* dst, const char* src, size_t bytes, int nt) {
+  cpu::ThreadPool::instance().run(nt, [&](int t, int n) {
+    size_t b = bytes * size_t(t) / size_t(n), e = bytes * size_t(t + 1) / size_t(n);
+    std::memcpy(dst + b, src + b, e - b);
+  });
+}
+
+void bench_fused(Device& d, const Options& o) {
+  for (int lg : o.fused_log2) {
+    const int64_t n = int64_t(1) << lg;
+    ir::Graph g;
+    Var x = input(g, "x", DType::F32, {n});
+    Var a = input(g, "a", DType::F32, {});
+    Var b = input(g, "b", DType::F32, {});
+    output(g, {gelu(x * a + b)});
+    Program p = compile(g, d);
+    int fused_nodes = 0, kernels = int(p.kernels.size());
+    for (auto& k : p.kernels)
+      if (k.kind == Kernel::Fused) fused_nodes = std::max(fused_nodes, int(k.nodes.size()));
+    Executor ex(p, d);
+    Tensor xt = Tensor::empty(DType::F32, {n}), at = Tensor::empty(DType::F32, {}), bt = Tensor::empty(DType::F32, {});
+    fill_random(xt, 1);
+    at.data<float>()[0] = 0.75f;
+    bt.data<float>()[0] = 0.125f;
+    std::vector<Tensor> res = {Tensor::empty(DType::F32, {n})};
+    std::memset(res[0].raw(), 0, res[0].nbytes());  // fault the pages in before timing
+    Tensor copy_dst = Tensor::empty(DType::F32, {n});
+    std::memset(copy_dst.raw(), 0, copy_dst.nbytes());
+    const size_t bytes = size_t(n) * 4;
+    const int reps = o.reps ? o.reps : (lg >= 24 ? 15 : 200);
+    const int nt = cpu::ThreadPool::instance().size();
+    std::vector<double> tf, tc1, tcn;
+    for (int r = 0; r < reps + 2; ++r) {  // interleaved, so drift hits all three alike
+      auto t0 = Clock::now();
+      ex.run_into({xt, at, bt}, res);
+      double f = seconds_since(t0);
+      t0 = Clock::now();
+      std::memcpy(copy_dst.raw(), xt.raw(), bytes);
+      double c1 = seconds_since(t0);
+      t0 = Clock::now();
+      copy_threads(static_cast<char*>(copy_dst.raw()), static_cast<const char*>(xt.raw()), bytes, nt);
+      double cn = seconds_since(t0);
+      if (r >= 2) {
+        tf.push_back(f);
+        tc1.push_back(c1);
+        tcn.push_back(cn);
+      }
+    }
+    // 8 bytes per element for every variant: one read, one write.
+    double gf = 8.0 * double(n) / median(tf) / 1e9;
+    double g1 = 8.0 * double(n) / median(tc1) / 1e9;
+    double gn = 8.0 * double(n) / median(tcn) / 1e9;
+    double best_copy = std::max(g1, gn);
+    std::printf("fused gelu(x*a+b) erf form, n=2^%d f32 (%.0f MiB in + out), %d kernel(s), largest fused region %d nodes\n",
+                lg, 2.0 * double(bytes) / (1 << 20), kernels, fused_nodes);
+    std::printf("  rlx fused         %8.3f ms  %7.2f GB/s\n", median(tf) * 1e3, gf);
+    std::printf("  memcpy 1 thread   %8.3f ms  %7.2f GB/s\n", median(tc1) * 1e3, g1);
+    std::printf("  memcpy %d threads  %8.3f ms  %7.2f GB/s\n", nt, median(tcn) * 1e3, gn);
+    std::printf("  rlx / best copy   %7.1f %%\n", 100.0 * gf / best_copy);
+    std::printf("RESULT fused log2n=%d ms=%.3f gbps=%.2f copy1_gbps=%.2f copyN_gbps=%.2f ratio=%.3f\n", lg,
+                median(tf) * 1e3, gf, g1, gn, gf / best_copy);
+    std::fflush(stdout);
+  }
+}
+
+void bench_gemm(Device& d, const Options& o) {
+  for (DType t : {DType::F32, DType::F64})
+    for (int64_t n : o.gemm_sizes) {
+      ir::Graph g;
+      Var a = input(g, "a", t, {n, n});
+      Var b = input(g, "b", t, {n, n});
+      output(g, {matmul(a, b)});
+      Program p = compile(g, d);
+      Executor ex(p, d);
+      Tensor at = Tensor::empty(t, {n, n}), bt = Tensor::empty(t, {n, n});
+      fill_random(at, 2);
+      fill_random(bt, 3);
+      std::vector<Tensor> res = {Tensor::empty(t, {n, n})};
+      std::memset(res[0].raw(), 0, res[0].nbytes());
+      const int reps = o.reps ? o.reps : (n >= 4096 ? 5 : n >= 2048 ? 7 : 15);
+      std::vector<double> ts;
+      for (int r = 0; r < reps + 1; ++r) {
+        auto t0 = Clock::now();
+        ex.run_into({at, bt}, res);
+        if (r >= 1) ts.push_back(seconds_since(t0));
+      }
+      double gflops = 2.0 * double(n) * double(n) * double(n) / median(ts) / 1e9;
+      std::printf("%s n=%-5lld %9.3f ms  %7.1f GFLOP/s\n", t == DType::F32 ? "sgemm" : "dgemm", (long long)n,
+                  median(ts) * 1e3, gflops);
+      std::printf("RESULT gemm dtype=%s n=%lld ms=%.3f gflops=%.1f\n", dtype_name(t), (long long)n, median(ts) * 1e3,
+                  gflops);
+      std::fflush(stdout);
+    }
+}
+
+// A graph of `count` nodes: 8 interleaved chains over [64, 64] values; every 10th node
+// is a matmul, the others elementwise ops that also read a neighbouring chain.
+ir::Graph big_graph(int count) {
+  ir::Graph g;
+  const int64_t s = 64;
+  Var x = input(g, "x", DType::F32, {s, s});
+  Var w = input(g, "w", DType::F32, {s, s});
+  std::vector<Var> chains;
+  for (int c = 0; c < 8; ++c) chains.push_back(x + scalar(g, double(c), DType::F32));
+  while (int(g.nodes.size()) < count) {
+    int i = int(g.nodes.size());
+    Var& v = chains[size_t(i % 8)];
+    const Var& u = chains[size_t((i + 3) % 8)];
+    switch (i % 10) {
+      case 0: v = matmul(v, w); break;
+      case 1: v = v + u; break;
+      case 2: v = tanh(v); break;
+      case 3: v = v * u; break;
+      case 4: v = exp(neg(abs(v))); break;
+      case 5: v = maximum(v, u); break;
+      case 6: v = v - u * 0.5; break;
+      case 7: v = erf(v); break;
+      case 8: v = where(gt(v, u), v, u); break;
+      default: v = sqrt(abs(v) + 1.0); break;
+    }
+  }
+  Var total = chains[0];
+  for (int c = 1; c < 8; ++c) total = total + chains[size_t(c)];
+  output(g, {total});
+  return g;
+}
+
+void bench_compile(Device& d, const Options& o) {
+  auto t0 = Clock::now();
+  ir::Graph g = big_graph(o.nodes);
+  double build = seconds_since(t0);
+  int matmuls = 0;
+  for (auto& n : g.nodes) matmuls += n.op->name == "matmul";
+  const int reps = o.reps ? o.reps : 7;
+  std::vector<double> ts;
+  size_t kernels = 0, l2_nodes = 0;
+  for (int r = 0; r < reps + 1; ++r) {
+    t0 = Clock::now();
+    Program p = compile(g, d);
+    double t = seconds_since(t0);
+    if (r >= 1) ts.push_back(t);
+    kernels = p.kernels.size();
+    l2_nodes = p.graph.nodes.size();
+  }
+  std::printf("compile: %zu-node graph (%d matmuls) built in %.1f ms; compile() to %zu nodes, %zu kernels: median %.1f ms (min %.1f, max %.1f)\n",
+              g.nodes.size(), matmuls, build * 1e3, l2_nodes, kernels, median(ts) * 1e3,
+              *std::min_element(ts.begin(), ts.end()) * 1e3, *std::max_element(ts.begin(), ts.end()) * 1e3);
+  std::printf("RESULT compile nodes=%zu ms=%.2f\n", g.nodes.size(), median(ts) * 1e3);
+}
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> r;
+  size_t b = 0;
+  while (b <= s.size()) {
+    size_t e = s.find(',', b);
+    if (e == std::string::npos) e = s.size();
+    if (e > b) r.push_back(s.substr(b, e - b));
+    b = e + 1;
+  }
+  return r;
+}
+
+[[noreturn]] void usage(int code) {
+  std::printf(
+      "usage: rlx-bench [--only fused,gemm,compile] [--reps N] [--fused-log2 26,20]\n"
+      "                 [--gemm-sizes 512,1024,2048,4096] [--nodes 10000] [--device cpu]\n"
+      "Threads: RLX_NUM_THREADS (default: all cores). GEMM: OpenBLAS loaded at run time, or\n"
+      "RLX_CPU_GEMM=builtin for the device's own kernels.\n");
+  std::exit(code);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) usage(2);
+      return argv[++i];
+    };
+    if (a == "--only") o.only = split(next());
+    else if (a == "--reps") o.reps = std::stoi(next());
+    else if (a == "--fused-log2") {
+      o.fused_log2.clear();
+      for (auto& s : split(next())) o.fused_log2.push_back(std::stoi(s));
+    } else if (a == "--gemm-sizes") {
+      o.gemm_sizes.clear();
+      for (auto& s : split(next())) o.gemm_sizes.push_back(std::stoll(s));
+    } else if (a == "--nodes") o.nodes = std::stoi(next());
+    else if (a == "--device") o.device = next();
+    else if (a == "-h" || a == "--help") usage(0);
+    else usage(2);
+  }
+  auto want = [&](const char* name) { return o.only.empty() || std::find(o.only.begin(), o.only.end(), name) != o.only.end(); };
+  try {
+    Device& d = DeviceRegistry::get().at(o.device);
+    std::printf("device %s: %s\n", d.name().c_str(), d.description().c_str());
+    std::fflush(stdout);
+    if (want("fused")) bench_fused(d, o);
+    if (want("gemm")) bench_gemm(d, o);
+    if (want("compile")) bench_compile(d, o);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "rlx-bench: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
