@@ -195,3 +195,16 @@ BOOST_AUTO_TEST_CASE(run_reads_and_writes_npy) {
   BOOST_TEST(r.code == 2);
   BOOST_TEST(has(r.err, "'q'"));
 }
+
+BOOST_AUTO_TEST_CASE(docs_ops_md_is_the_current_coverage) {
+  auto r = rlx_cli("ops");
+  BOOST_TEST(r.code == 0);
+  std::string doc = slurp(std::string(RLX_DATA) + "/../docs/ops.md");
+  auto table = doc.substr(std::min(doc.size(), doc.find("| op |")));
+  BOOST_TEST(table == r.out, "docs/ops.md differs from `rlx ops`: regenerate it (see its header)");
+  auto j = nlohmann::json::parse(rlx_cli("ops --json").out);
+  BOOST_TEST(j["devices"].size() >= 2u);
+  BOOST_TEST(j["ops"].size() > 100u);
+  for (auto& row : j["ops"])
+    for (auto& [dev, route] : row["routes"].items()) BOOST_TEST(route.get<std::string>() != "", row["op"]);
+}
