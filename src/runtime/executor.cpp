@@ -109,7 +109,8 @@ void Executor::execute(const std::vector<Tensor>& inputs, std::vector<Tensor>& r
   // are copied, so the caller never holds memory the next run overwrites.
   for (size_t r = 0; r < g.results.size(); ++r) {
     ir::Value v = g.results[r];
-    if (p_.slot(v).kind == BufferSlot::Result) continue;
+    // (A value returned twice has one result buffer; the second copy is made here.)
+    if (p_.slot(v).kind == BufferSlot::Result && p_.slot(v).index == int32_t(r)) continue;
     const Tensor& src = vals[size_t(v.node)][size_t(v.index)];
     if (have_results) {
       Tensor c = src.to(host_allocator());
@@ -132,10 +133,18 @@ void Executor::run_control(const Kernel& k, std::vector<std::vector<Tensor>>& va
   };
   if (n.op->name == "while") {
     Executor cond(*k.sub[0], d_), body(*k.sub[1], d_);
-    // Carried values are cloned so that the body never writes into its own inputs.
-    std::vector<Tensor> cur;
-    for (auto& a : args) cur.push_back(a.to(d_.allocator()));
-    while (read_bool(cond.run(cur)[0])) cur = body.run(cur);
+    // Two sets of carried values on the device, swapped each trip: the body reads one
+    // set and writes the other, so a loop allocates nothing after its first iteration.
+    // Only the condition's one bool crosses to the host per iteration.
+    std::vector<Tensor> cur, next;
+    for (auto& a : args) {
+      cur.push_back(a.to(d_.allocator()));
+      next.push_back(Tensor::empty(a.dtype(), a.shape(), d_.allocator()));
+    }
+    while (read_bool(cond.run(cur)[0])) {
+      body.run_into(cur, next);
+      std::swap(cur, next);
+    }
     res = cur;
   } else {
     bool pred = read_bool(args[0]);

@@ -189,3 +189,21 @@ BOOST_AUTO_TEST_CASE(executor_rejects_wrong_inputs) {
   BOOST_CHECK_THROW(run(p, ref(), {}), InputError);
   BOOST_CHECK_THROW(run(p, ref(), {random_f32({5}, 1)}), InputError);
 }
+
+BOOST_AUTO_TEST_CASE(a_value_returned_twice_comes_back_twice) {
+  ir::Graph g;
+  auto x = input(g, "x", DType::F32, {3});
+  auto y = exp(x);
+  output(g, {y, y, x});
+  for (Device* d : DeviceRegistry::get().all()) {
+    Tensor xin = random_f32({3}, 9);
+    auto r = run(compile(g, *d), *d, {xin});
+    BOOST_TEST_REQUIRE(r.size() == 3u);
+    for (int i = 0; i < 3; ++i) {
+      BOOST_TEST(r[0].data<float>()[i] == std::exp(xin.data<float>()[i]), boost::test_tools::tolerance(1e-6f));
+      BOOST_TEST(r[1].data<float>()[i] == r[0].data<float>()[i]);
+      BOOST_TEST(r[2].data<float>()[i] == xin.data<float>()[i]);
+    }
+    BOOST_TEST(r[0].raw() != r[1].raw());  // two results, two buffers
+  }
+}
