@@ -10,6 +10,7 @@
 #include "devices/cpu/fused.hpp"
 #include "devices/cpu/gemm.hpp"
 #include "devices/cpu/kernels.hpp"
+#include "devices/cpu/library.hpp"
 #include "devices/cpu/thread_pool.hpp"
 #include "ir/op_registry.hpp"
 #include "runtime/device.hpp"
@@ -122,6 +123,7 @@ class CpuDevice final : public Device {
 
   Capability supports(const ir::Node& n, const ir::Graph& g) const override {
     if (n.op->level == ir::Level::L1) return Capability::no("L1 op: runs through its lowering");
+    if (const LibraryKernel* lib = find_library_kernel(n.op->name)) return lib->supports(n, g);
     auto it = kinds().find(n.op->name);
     if (it == kinds().end()) return Capability::no("no cpu kernel for " + n.op->name);
     auto in = [&](size_t i) { return g.type(n.inputs.at(i)).dtype; };
@@ -156,6 +158,7 @@ class CpuDevice final : public Device {
   }
 
   void run_node(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> out) override {
+    if (const LibraryKernel* lib = find_library_kernel(n.op->name)) return lib->run(n, in, out);
     auto it = kinds().find(n.op->name);
     if (it == kinds().end()) throw InternalError("cpu: asked to run " + n.op->name + ", which it has no kernel for");
     for (const Tensor& t : out)

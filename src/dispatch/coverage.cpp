@@ -69,6 +69,16 @@ std::optional<ir::Graph> sample_graph(const std::string& name, DType t) {
     outs = {cross_entropy(in("x", t, s), in("y", idx, {4}))};
   } else if (name == "attention") {
     outs = {attention(in("q", t, {2, 4, 8}), in("k", t, {2, 6, 8}), in("v", t, {2, 6, 8}))};
+  } else if (name == "spmv_csr" || name == "spmm_csr" || name == "sptrsv_csr") {
+    std::vector<Var> csr = {in("row_ptr", DType::I32, {5}), in("col_idx", DType::I32, {8}), in("values", t, {8})};
+    csr.push_back(name == "spmm_csr" ? in("B", t, {4, 3}) : in("x", t, {4}));
+    outs = {op(name, csr, {{"cols", int64_t(4)}})};
+  } else if (def.cls == ir::OpClass::Library && def.max_inputs == 1) {
+    outs = op_multi(name, {in("A", t, {4, 4})});
+  } else if (name == "lu_solve") {
+    outs = {op(name, {in("lu", t, {4, 4}), in("piv", DType::I32, {4}), in("B", t, {4, 2})})};
+  } else if (def.cls == ir::OpClass::Library && def.max_inputs == 2) {
+    outs = {op(name, {in("A", t, {4, 4}), in("B", t, {4, 2})})};
   } else if (def.level == ir::Level::L1 && def.min_inputs == 1) {
     outs = {op(name, {in("x", t, s)})};
   } else {

@@ -1,0 +1,7 @@
+#include "devices/cpu/library.hpp"
+
+namespace rlx::cpu {
+
+void add_sparse_kernels(std::vector<LibraryKernel>& t) { (void)t; }
+
+}  // namespace rlx::cpu
