@@ -228,7 +228,10 @@ std::vector<std::string> split(const std::string& s) {
 
 }  // namespace
 
+int bench_spmv(int argc, char** argv);  // sparse.cpp: rlx-bench spmv [--help]
+
 int main(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]) == "spmv") return bench_spmv(argc - 1, argv + 1);
   Options o;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];

@@ -19,16 +19,12 @@
 #include "runtime/executor.hpp"
 #include "runtime/program_text.hpp"
 #include "runtime/runtime.hpp"
+#include "args.hpp"
 
 namespace {
 
 using namespace rlx;
-
-constexpr int kOk = 0, kBadInput = 2, kLegalize = 3;
-
-struct UsageError : InputError {
-  using InputError::InputError;
-};
+using namespace rlx::cli;
 
 const char* kUsage =
     "usage: rlx <command> [options]\n"
@@ -38,49 +34,12 @@ const char* kUsage =
     "  compile FILE [--device D] [--policy P] [--deny OP,...] [--emit l1|l2|l3] [--explain] [--json]\n"
     "  run FILE [--device D] [--policy P] --input NAME=FILE.npy ... --output DIR\n"
     "  demo [--device D]                build, explain, compile and run a built-in graph\n"
+    "  gen poisson --dim 2|3 --n N -o FILE.mtx\n"
+    "  solve FILE.mtx|poisson3d:N [--rhs b.mtx|ones|random] [--method cg|pcg|bicgstab|gmres|minres]\n"
+    "        [--pc none|jacobi|ilu0|ic0|ssor] [--rtol R] [--atol A] [--max-it N] [--restart M] [--omega W]\n"
+    "        [--monitor] [--device D] [--explain] [--out x.h5]   (exit 4 when it does not converge)\n"
     "policies: prefer-native (default), force-common-ir, strict, allow-host\n"
     "--deny OP,...: treat these ops as having no native kernel (exercises lowerings, rewrites, staging)\n";
-
-// Minimal option parser: --flag, --key value, --key=value; positional arguments.
-struct Args {
-  std::vector<std::string> pos;
-  std::multimap<std::string, std::string> opt;
-  std::vector<std::string> flags;
-
-  Args(int argc, char** argv, int from, const std::vector<std::string>& valued, const std::vector<std::string>& boolean) {
-    for (int i = from; i < argc; ++i) {
-      std::string a = argv[i];
-      if (a.rfind("--", 0) != 0) {
-        pos.push_back(a);
-        continue;
-      }
-      std::string key = a.substr(2), val;
-      bool has_eq = false;
-      if (auto eq = key.find('='); eq != std::string::npos) {
-        val = key.substr(eq + 1);
-        key = key.substr(0, eq);
-        has_eq = true;
-      }
-      if (std::find(boolean.begin(), boolean.end(), key) != boolean.end()) {
-        if (has_eq) throw UsageError("option --" + key + " takes no value");
-        flags.push_back(key);
-      } else if (std::find(valued.begin(), valued.end(), key) != valued.end()) {
-        if (!has_eq) {
-          if (i + 1 >= argc) throw UsageError("option --" + key + " needs a value");
-          val = argv[++i];
-        }
-        opt.emplace(key, val);
-      } else {
-        throw UsageError("unknown option --" + key);
-      }
-    }
-  }
-  bool flag(const std::string& k) const { return std::find(flags.begin(), flags.end(), k) != flags.end(); }
-  std::string get(const std::string& k, const std::string& def) const {
-    auto it = opt.find(k);
-    return it == opt.end() ? def : it->second;
-  }
-};
 
 std::string read_file(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
@@ -267,6 +226,12 @@ int main(int argc, char** argv) {
     if (cmd == "compile") return cmd_compile(Args(argc, argv, 2, {"device", "policy", "emit", "deny"}, {"explain", "json"}));
     if (cmd == "run") return cmd_run(Args(argc, argv, 2, {"device", "policy", "deny", "input", "output"}, {}));
     if (cmd == "demo") return cmd_demo(Args(argc, argv, 2, {"device", "policy"}, {}));
+    if (cmd == "gen") return cmd_gen(Args(argc, argv, 2, {"dim", "n", "out"}, {}));
+    if (cmd == "solve")
+      return cmd_solve(Args(argc, argv, 2,
+                            {"rhs", "method", "pc", "rtol", "atol", "max-it", "restart", "omega", "device", "policy",
+                             "out", "seed"},
+                            {"monitor", "explain"}));
     std::cerr << "rlx: unknown command '" << cmd << "'\n" << kUsage;
     return kBadInput;
   } catch (const UsageError& e) {

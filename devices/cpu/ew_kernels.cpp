@@ -10,6 +10,10 @@
 #include "core/error.hpp"
 #include "devices/cpu/vmath.hpp"
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
+
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
 #define RLX_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
@@ -183,6 +187,107 @@ void unary_c64(EwOp op, const c64f* a, void* out, int64_t n) {
     default: unsupported(op, CK::C64);
   }
 }
+
+// f32 kernels with folded scalar steps: x = a[i] * pm + pa before the op, y * qm + qa
+// after it. The file is compiled without FP contraction, so each product and sum rounds
+// as the node it stands for did.
+// Loops run in blocks of 256 elements; before each, a proportional slice of the
+// background work is done.
+void background_part(const Background* bg, int64_t b0, int64_t b1, int64_t n);
+
+#define RLX_AFF1(EXPR)                                       \
+  for (int64_t b0 = 0; b0 < n; b0 += 256) {                   \
+    const int64_t b1 = b0 + 256 < n ? b0 + 256 : n;           \
+    if (bg) background_part(bg, b0, b1, n);                             \
+    for (int64_t i = b0; i < b1; ++i) {                       \
+      float x = a[i];                                         \
+      if constexpr (PRE) {                                    \
+        x = x * pm;                                           \
+        x = x + pa;                                           \
+      }                                                       \
+      float y = EXPR;                                         \
+      if constexpr (POST) {                                   \
+        y = y * qm;                                           \
+        y = y + qa;                                           \
+      }                                                       \
+      o[i] = y;                                               \
+    }                                                         \
+  }
+
+template <bool PRE, bool POST>
+RLX_CLONES void unary_f32_aff(EwOp op, const float* __restrict a, float* __restrict o, int64_t n, float pm, float pa,
+                              float qm, float qa, const Background* bg) {
+  switch (op) {
+    case EwOp::Neg: RLX_AFF1(-x); return;
+    case EwOp::Abs: RLX_AFF1(std::fabs(x)); return;
+    case EwOp::Exp: RLX_AFF1(vm::exp_f32(x)); return;
+    case EwOp::Log: RLX_AFF1(vm::log_f32(x)); return;
+    case EwOp::Tanh: RLX_AFF1(vm::tanh_f32(x)); return;
+    case EwOp::Erf: RLX_AFF1(vm::erf_f32(x)); return;
+    case EwOp::Sqrt: RLX_AFF1(std::sqrt(x)); return;
+    case EwOp::Rsqrt: RLX_AFF1(1.0f / std::sqrt(x)); return;
+    case EwOp::Recip: RLX_AFF1(1.0f / x); return;
+    case EwOp::Floor: RLX_AFF1(std::floor(x)); return;
+    case EwOp::Ceil: RLX_AFF1(std::ceil(x)); return;
+    case EwOp::Round: RLX_AFF1(__builtin_roundevenf(x)); return;
+    case EwOp::Sign: RLX_AFF1(x > 0.0f ? 1.0f : (x < 0.0f ? -1.0f : x)); return;
+    default: break;
+  }
+  unsupported(op, CK::F32);
+}
+#undef RLX_AFF1
+
+#define RLX_AFF2(EXPR)                                      \
+  do {                                                      \
+    auto pre = [&](float v) {                               \
+      if constexpr (PRE) {                                  \
+        v = v * pm;                                         \
+        v = v + pa;                                         \
+      }                                                     \
+      return v;                                             \
+    };                                                      \
+    auto post = [&](float v) {                              \
+      if constexpr (POST) {                                 \
+        v = v * qm;                                         \
+        v = v + qa;                                         \
+      }                                                     \
+      return v;                                             \
+    };                                                      \
+    if (form == 0) {                                        \
+      for (int64_t i = 0; i < n; ++i) {                     \
+        float x = pre(a[i]), y = b[i];                      \
+        o[i] = post(EXPR);                                  \
+      }                                                     \
+    } else if (form == 1) {                                 \
+      const float y = b[0];                                 \
+      for (int64_t i = 0; i < n; ++i) {                     \
+        float x = pre(a[i]);                                \
+        o[i] = post(EXPR);                                  \
+      }                                                     \
+    } else {                                                \
+      const float x = pre(a[0]);                            \
+      for (int64_t i = 0; i < n; ++i) {                     \
+        float y = b[i];                                     \
+        o[i] = post(EXPR);                                  \
+      }                                                     \
+    }                                                       \
+  } while (0)
+
+template <bool PRE, bool POST>
+RLX_CLONES void binary_f32_aff(EwOp op, int form, const float* __restrict a, const float* __restrict b,
+                               float* __restrict o, int64_t n, float pm, float pa, float qm, float qa) {
+  switch (op) {
+    case EwOp::Add: RLX_AFF2(x + y); return;
+    case EwOp::Sub: RLX_AFF2(x - y); return;
+    case EwOp::Mul: RLX_AFF2(x * y); return;
+    case EwOp::Div: RLX_AFF2(x / y); return;
+    case EwOp::Maximum: RLX_AFF2((x != x || y != y) ? x + y : (x < y ? y : x)); return;
+    case EwOp::Minimum: RLX_AFF2((x != x || y != y) ? x + y : (y < x ? y : x)); return;
+    default: break;
+  }
+  unsupported(op, CK::F32);
+}
+#undef RLX_AFF2
 
 // ---------------------------------------------------------------- binary
 
@@ -548,6 +653,41 @@ void ew_binary(EwOp op, CK k, int form, const void* a, const void* b, void* o, i
   }
 }
 
+bool ew_affine_ok(EwOp op) {
+  switch (op) {
+    case EwOp::Neg: case EwOp::Abs: case EwOp::Exp: case EwOp::Log: case EwOp::Tanh: case EwOp::Erf:
+    case EwOp::Sqrt: case EwOp::Rsqrt: case EwOp::Recip: case EwOp::Floor: case EwOp::Ceil: case EwOp::Round:
+    case EwOp::Sign: case EwOp::Add: case EwOp::Sub: case EwOp::Mul: case EwOp::Div: case EwOp::Maximum:
+    case EwOp::Minimum:
+      return true;
+    default: return false;
+  }
+}
+
+void ew_unary_f32_affine(EwOp op, const float* a, float* o, int64_t n, const Affine* pre, const Affine* post,
+                         const Background* bg) {
+  if (n <= 0) return;
+  const Affine id;
+  const Affine &p = pre ? *pre : id, &q = post ? *post : id;
+  if (bg && bg->empty()) bg = nullptr;
+  if (pre && post) return unary_f32_aff<true, true>(op, a, o, n, p.mul, p.add, q.mul, q.add, bg);
+  if (pre) return unary_f32_aff<true, false>(op, a, o, n, p.mul, p.add, q.mul, q.add, bg);
+  if (post) return unary_f32_aff<false, true>(op, a, o, n, p.mul, p.add, q.mul, q.add, bg);
+  if (bg) return unary_f32_aff<false, false>(op, a, o, n, p.mul, p.add, q.mul, q.add, bg);
+  unary_fp<float>(op, a, o, n);
+}
+
+void ew_binary_f32_affine(EwOp op, int form, const float* a, const float* b, float* o, int64_t n, const Affine* pre,
+                          const Affine* post) {
+  if (n <= 0) return;
+  const Affine id;
+  const Affine &p = pre ? *pre : id, &q = post ? *post : id;
+  if (pre && post) return binary_f32_aff<true, true>(op, form, a, b, o, n, p.mul, p.add, q.mul, q.add);
+  if (pre) return binary_f32_aff<true, false>(op, form, a, b, o, n, p.mul, p.add, q.mul, q.add);
+  if (post) return binary_f32_aff<false, true>(op, form, a, b, o, n, p.mul, p.add, q.mul, q.add);
+  binary_fp<float>(op, form, a, b, o, n);
+}
+
 void ew_where(CK k, const uint8_t* c, const void* a, const void* b, void* o, int64_t n) {
   if (n <= 0) return;
   switch (ck_size(k)) {
@@ -575,6 +715,67 @@ void ew_cast(CK from, DType to, const void* a, void* o, int64_t n) {
     case CK::F64: return cast_from(static_cast<const double*>(a), to, o, n);
     case CK::C64: return cast_from(static_cast<const c64f*>(a), to, o, n);
   }
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+namespace {
+__attribute__((target("avx512f"))) void stream_avx512(char* d, const char* s, size_t n) {
+  for (size_t i = 0; i < n; i += 64)
+    _mm512_stream_si512(reinterpret_cast<__m512i*>(d + i), _mm512_loadu_si512(reinterpret_cast<const void*>(s + i)));
+}
+__attribute__((target("avx2"))) void stream_avx2(char* d, const char* s, size_t n) {
+  for (size_t i = 0; i < n; i += 32)
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(d + i), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i)));
+}
+void stream_sse2(char* d, const char* s, size_t n) {
+  for (size_t i = 0; i < n; i += 16)
+    _mm_stream_si128(reinterpret_cast<__m128i*>(d + i), _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i)));
+}
+using stream_fn = void (*)(char*, const char*, size_t);
+stream_fn pick_stream() {
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f")) return stream_avx512;
+  if (__builtin_cpu_supports("avx2")) return stream_avx2;
+  return stream_sse2;
+}
+}  // namespace
+#endif
+
+void stream_store(void* dst, const void* src, size_t bytes) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  static const stream_fn fn = pick_stream();
+  char* d = static_cast<char*>(dst);
+  const char* s = static_cast<const char*>(src);
+  // Unaligned head and tail by memcpy; the 64-byte-aligned body streamed.
+  size_t head = std::min(bytes, size_t((64 - (reinterpret_cast<uintptr_t>(d) & 63)) & 63));
+  std::memcpy(d, s, head);
+  size_t body = (bytes - head) & ~size_t(63);
+  if (body) fn(d + head, s + head, body);
+  std::memcpy(d + head + body, s + head + body, bytes - head - body);
+#else
+  std::memcpy(dst, src, bytes);
+#endif
+}
+
+namespace {
+void background_part(const Background* bg, int64_t b0, int64_t b1, int64_t n) {
+  for (int r = 0; r < bg->nprefetch; ++r) {
+    const int64_t lines = (bg->prefetch_bytes[r] + 63) / 64;
+    for (int64_t l = lines * b0 / n; l < lines * b1 / n; ++l) __builtin_prefetch(bg->prefetch[r] + l * 64, 0, 3);
+  }
+  for (int r = 0; r < bg->ncopy; ++r) {
+    const int64_t total = bg->copy_bytes[r];
+    const int64_t from = b0 == 0 ? 0 : (total * b0 / n) & ~int64_t(63);
+    const int64_t to = b1 == n ? total : (total * b1 / n) & ~int64_t(63);
+    if (to > from) stream_store(bg->copy_dst[r] + from, bg->copy_src[r] + from, size_t(to - from));
+  }
+}
+}  // namespace
+
+void stream_fence() {
+#if defined(__x86_64__) && defined(__GNUC__)
+  _mm_sfence();
+#endif
 }
 
 void round_to_storage(DType t, float* p, int64_t n) {

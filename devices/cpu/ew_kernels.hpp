@@ -45,11 +45,46 @@ void ew_unary(EwOp op, CK k, const void* a, void* o, int64_t n);
 // Binary forms: 0 = both arrays, 1 = b is one scalar, 2 = a is one scalar.
 // Result kind: k, except comparisons -> B and make_complex -> C64.
 void ew_binary(EwOp op, CK k, int form, const void* a, const void* b, void* o, int64_t n);
+// Folded scalar steps (f32): pre and post transforms x * mul + add, with the product and
+// the sum each rounded, exactly as the separate mul/add/sub nodes they replace
+// (identity: mul = 1, add = -0). nullptr: none.
+struct Affine {
+  float mul = 1.0f;
+  float add = -0.0f;
+};
+// Ops whose f32 kernels take a pre transform on operand a and a post transform.
+bool ew_affine_ok(EwOp op);
+// Memory work done in the background of a unary f32 kernel, spread evenly over its
+// loop so that it overlaps the arithmetic: prefetches of the next chunk's inputs, and
+// streaming copies of the previous chunk's outputs to memory.
+struct Background {
+  const char* prefetch[6] = {};
+  int64_t prefetch_bytes[6] = {};
+  int nprefetch = 0;
+  char* copy_dst[4] = {};
+  const char* copy_src[4] = {};
+  int64_t copy_bytes[4] = {};
+  int ncopy = 0;
+  bool empty() const { return nprefetch == 0 && ncopy == 0; }
+};
+// o[i] = post(op(pre(a[i]))).
+void ew_unary_f32_affine(EwOp op, const float* a, float* o, int64_t n, const Affine* pre, const Affine* post,
+                         const Background* bg = nullptr);
+// o[i] = post(op(pre(a[i]), b[i])), forms as ew_binary.
+void ew_binary_f32_affine(EwOp op, int form, const float* a, const float* b, float* o, int64_t n,
+                          const Affine* pre, const Affine* post);
+
 // o[i] = c[i] ? a[i] : b[i], all arrays.
 void ew_where(CK k, const uint8_t* c, const void* a, const void* b, void* o, int64_t n);
 // o[i] = cast<to>(a[i]) held in compute kind ck_of(to) (f16/bf16 targets: rounded to
 // the target's precision, held as f32). Semantics as docs/ir.md.
 void ew_cast(CK from, DType to, const void* a, void* o, int64_t n);
+
+// Copies `bytes` to dst with non-temporal (cache-bypassing) stores where the CPU has
+// them; stream_fence() orders those stores before later ones (call before a thread
+// publishes its results).
+void stream_store(void* dst, const void* src, size_t bytes);
+void stream_fence();
 
 // Rounds f32 values in place to the precision of t (f16 or bf16; others: no-op).
 void round_to_storage(DType t, float* p, int64_t n);

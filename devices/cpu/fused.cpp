@@ -1,10 +1,13 @@
 #include "devices/cpu/fused.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <unordered_map>
+
+#include <unistd.h>
 
 #include "core/error.hpp"
 #include "devices/cpu/ew_kernels.hpp"
@@ -27,6 +30,13 @@ struct InputPlan {
   alignas(8) unsigned char scalar[8] = {};
 };
 
+// x * mul + add: at most one product (m) then one sum (a), each rounded.
+struct Transform {
+  bool m = false, a = false;
+  Affine f;  // identity where absent (mul 1, add -0)
+  bool any() const { return m || a; }
+};
+
 struct Step {
   EwOp op = EwOp::Add;
   CK in_ck = CK::F32;  // the first operand's kind (where: the value operands')
@@ -41,6 +51,8 @@ struct Step {
   int direct_out = -1;
   bool narrow = false;  // f16/bf16 result: round the f32 values to the type
   std::vector<int> stores;  // outputs converted from the scratch buffer after the step
+  bool deleted = false;     // folded into a later step
+  Transform pre, post;      // folded scalar steps (f32), see fold_scalar_steps
 };
 
 struct Plan {
@@ -49,6 +61,9 @@ struct Plan {
   std::vector<Step> steps;
   std::vector<std::pair<int, int>> input_outputs;  // (output, input): outputs that are region inputs
   int nbuf = 0;
+  int pf_step = -1;     // the step whose loop does the background memory work (-1: none)
+  bool stream = false;  // outputs written with non-temporal stores
+  bool defer = false;   // ... from pending buffers, in the background of the next chunk
   std::vector<char*> out_base;
   std::vector<DType> out_dtype;
 };
@@ -118,17 +133,47 @@ EwOp op_of(const ir::Node& n) {
 }
 
 void exec_chunks(const Plan& P, int64_t c0, int64_t c1) {
-  const size_t nin = P.inputs.size();
-  char* scratch = t_scratch.get(size_t(P.nbuf) * kBufBytes);
+  const size_t nin = P.inputs.size(), nout = P.out_base.size();
+  // Deferred streaming: streamed outputs are computed into one of two pending buffers
+  // and copied out (non-temporal) in the background of the next chunk's heavy step.
+  const bool defer = P.defer;
+  char* scratch = t_scratch.get((size_t(P.nbuf) + (defer ? 2 * nout : 0)) * kBufBytes);
   auto buf = [&](int b) { return scratch + size_t(b) * kBufBytes; };
+  auto pending = [&](size_t o, int64_t c) { return buf(P.nbuf + int(2 * o + size_t(c & 1))); };
   // Scalars some kernel needs as arrays: broadcast once per call.
   for (const auto& ip : P.inputs)
     if (ip.mode == InMode::Scalar && ip.buf >= 0) fill_ck(ip.ck, ip.scalar, buf(ip.buf), kChunk);
 
   std::vector<const void*> ptr(nin + P.steps.size());
+  Background prev_copies;  // the previous chunk's deferred outputs
 
   for (int64_t c = c0; c < c1; ++c) {
     const int64_t start = c * kChunk, n = std::min<int64_t>(kChunk, P.numel - start);
+    // The next chunk of each contiguous input is prefetched while this one computes:
+    // spread over the loop of the region's heaviest unary f32 step when it has one (the
+    // loads then overlap its arithmetic), else in slices between the steps.
+    const bool prefetch = c + 1 < c1;
+    const int64_t pf_start = start + kChunk, pf_n = prefetch ? std::min<int64_t>(kChunk, P.numel - pf_start) : 0;
+    Background bg = prev_copies;
+    prev_copies = Background{};
+    if (prefetch)
+      for (const auto& ip : P.inputs)
+        if ((ip.mode == InMode::Direct || ip.mode == InMode::Convert) && bg.nprefetch < 6) {
+          const int64_t es = int64_t(dtype_size(ip.dtype));
+          bg.prefetch[bg.nprefetch] = ip.base + pf_start * es;
+          bg.prefetch_bytes[bg.nprefetch++] = pf_n * es;
+        }
+    const bool in_kernel = P.pf_step >= 0;
+    const size_t nslices = P.steps.size() + 1;
+    auto prefetch_slice = [&](size_t k) {
+      if (in_kernel) return;
+      for (int r = 0; r < bg.nprefetch; ++r) {
+        const int64_t b0 = bg.prefetch_bytes[r] * int64_t(k) / int64_t(nslices) & ~int64_t(63);
+        const int64_t b1 = bg.prefetch_bytes[r] * int64_t(k + 1) / int64_t(nslices);
+        for (int64_t off = b0; off < b1; off += 64) __builtin_prefetch(bg.prefetch[r] + off, 0, 3);
+      }
+    };
+    prefetch_slice(0);
     for (size_t i = 0; i < nin; ++i) {
       const InputPlan& ip = P.inputs[i];
       switch (ip.mode) {
@@ -147,14 +192,27 @@ void exec_chunks(const Plan& P, int64_t c0, int64_t c1) {
     }
     for (size_t s = 0; s < P.steps.size(); ++s) {
       const Step& st = P.steps[s];
-      void* dst = st.buf >= 0 ? static_cast<void*>(buf(st.buf))
-                              : static_cast<void*>(P.out_base[size_t(st.direct_out)] +
-                                                   start * int64_t(ck_size(st.out_ck)));
+      prefetch_slice(s + 1);
+      if (st.deleted) continue;
+      void* dst = st.buf >= 0            ? static_cast<void*>(buf(st.buf))
+                  : st.direct_out >= 0 && defer ? static_cast<void*>(pending(size_t(st.direct_out), c))
+                                         : static_cast<void*>(P.out_base[size_t(st.direct_out)] +
+                                                              start * int64_t(ck_size(st.out_ck)));
       auto arg = [&](int k) -> const void* {
         int v = st.args[k];
         return st.bcast[k] ? buf(P.inputs[size_t(v)].buf) : ptr[size_t(v)];
       };
-      switch (st.nargs) {
+      const bool carries = int(s) == P.pf_step;
+      if (st.pre.any() || st.post.any() || carries) {
+        const Affine* pre = st.pre.any() ? &st.pre.f : nullptr;
+        const Affine* post = st.post.any() ? &st.post.f : nullptr;
+        if (st.nargs == 1)
+          ew_unary_f32_affine(st.op, static_cast<const float*>(arg(0)), static_cast<float*>(dst), n, pre, post,
+                              carries ? &bg : nullptr);
+        else
+          ew_binary_f32_affine(st.op, st.form, static_cast<const float*>(arg(0)), static_cast<const float*>(arg(1)),
+                               static_cast<float*>(dst), n, pre, post);
+      } else switch (st.nargs) {
         case 1:
           if (st.op == EwOp::Cast) ew_cast(st.in_ck, st.cast_to, arg(0), dst, n);
           else ew_unary(st.op, st.in_ck, arg(0), dst, n);
@@ -165,8 +223,22 @@ void exec_chunks(const Plan& P, int64_t c0, int64_t c1) {
       // f16/bf16 results are rounded as if stored, so fusion never changes a result.
       if (st.narrow) round_to_storage(st.out_dtype, static_cast<float*>(dst), n);
       ptr[nin + s] = dst;
-      for (int o : st.stores)
-        store_convert(P.out_dtype[size_t(o)], dst, P.out_base[size_t(o)] + start * int64_t(dtype_size(P.out_dtype[size_t(o)])), n);
+      if (st.direct_out >= 0 && defer) {
+        const size_t o = size_t(st.direct_out);
+        const int64_t es = int64_t(dtype_size(P.out_dtype[o]));
+        int r = prev_copies.ncopy++;
+        prev_copies.copy_dst[r] = P.out_base[o] + start * es;
+        prev_copies.copy_src[r] = static_cast<const char*>(dst);
+        prev_copies.copy_bytes[r] = n * es;
+      }
+      for (int o : st.stores) {
+        const DType od = P.out_dtype[size_t(o)];
+        char* d = P.out_base[size_t(o)] + start * int64_t(dtype_size(od));
+        if (P.stream && od != DType::F16 && od != DType::BF16)
+          stream_store(d, dst, size_t(n) * dtype_size(od));
+        else
+          store_convert(od, dst, d, n);
+      }
     }
     for (auto [o, i] : P.input_outputs) {
       const InputPlan& ip = P.inputs[size_t(i)];
@@ -178,6 +250,134 @@ void exec_chunks(const Plan& P, int64_t c0, int64_t c1) {
       } else {
         store_convert(P.out_dtype[size_t(o)], ptr[size_t(i)], d, n);
       }
+    }
+  }
+  for (int r = 0; r < prev_copies.ncopy; ++r)  // the last chunk's deferred outputs
+    stream_store(prev_copies.copy_dst[r], prev_copies.copy_src[r], size_t(prev_copies.copy_bytes[r]));
+  if (P.stream) stream_fence();
+}
+
+// Bytes of last-level cache; regions that move more than a quarter of it stream their
+// outputs (the cache is shared: on this class of machine streaming already pays at
+// 128 MiB moved against a 480 MiB L3).
+int64_t llc_bytes() {
+  static const int64_t b = [] {
+    long v = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    if (v <= 0) v = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    return int64_t(v > 0 ? v : 32 << 20);
+  }();
+  return b;
+}
+
+// RLX_CPU_FOLD=0 turns folding of scalar steps off (for measurements).
+bool fold_enabled() {
+  const char* s = std::getenv("RLX_CPU_FOLD");
+  return !(s && std::atoi(s) == 0);
+}
+
+// RLX_CPU_STREAM=0 or 1 forces streaming stores off or on; unset: by size.
+int stream_override() {
+  const char* s = std::getenv("RLX_CPU_STREAM");
+  return s ? (std::atoi(s) != 0 ? 1 : 0) : -1;
+}
+
+
+// Folds mul/add/sub steps with one f32 scalar operand into a neighbouring f32 step:
+// into the step that produces their operand (a post transform), or into the step that
+// consumes their result (a pre transform), when that value has no other use. A transform
+// is at most one product followed by one sum, each rounded as the node it replaces, so
+// results do not change; passes over the chunk do (gelu(x*a+b): 7 passes become 3).
+void fold_scalar_steps(Plan& P, int nin, const std::vector<bool>& is_output) {
+  const int total = nin + int(P.steps.size());
+  std::vector<int> uses(size_t(total), 0);
+  for (const Step& st : P.steps)
+    for (int k = 0; k < st.nargs; ++k) uses[size_t(st.args[k])]++;
+  auto dtype_of = [&](int v) { return v < nin ? P.inputs[size_t(v)].dtype : P.steps[size_t(v - nin)].out_dtype; };
+  auto scalar_value = [&](int v) {
+    float f;
+    std::memcpy(&f, P.inputs[size_t(v)].scalar, 4);
+    return f;
+  };
+  // Steps whose f32 kernel can carry transforms.
+  auto plain_f32 = [&](const Step& st) {
+    if (st.deleted || st.out_dtype != DType::F32 || st.nargs > 2 || !ew_affine_ok(st.op)) return false;
+    for (int k = 0; k < st.nargs; ++k)
+      if (st.bcast[k] || dtype_of(st.args[k]) != DType::F32) return false;
+    return true;
+  };
+  // A step computing op(v, scalar) (with, possibly, a folded sum after a product):
+  // its operand v and transform.
+  auto affine_of = [&](const Step& st, int& src, Transform& t) {
+    if (!plain_f32(st) || st.nargs != 2 || st.form == 0 || st.pre.any()) return false;
+    if (st.op != EwOp::Mul && st.op != EwOp::Add && st.op != EwOp::Sub) return false;
+    const bool scalar_b = st.form == 1;
+    src = st.args[scalar_b ? 0 : 1];
+    const float c = scalar_value(st.args[scalar_b ? 1 : 0]);
+    t = Transform{};
+    if (st.op == EwOp::Mul) {
+      t.m = true;
+      t.f.mul = c;
+    } else if (st.op == EwOp::Add) {  // c + v == v + c
+      t.a = true;
+      t.f.add = c;
+    } else if (scalar_b) {  // v - c == v + (-c)
+      t.a = true;
+      t.f.add = -c;
+    } else {  // c - v == (-v) + c
+      t.m = t.a = true;
+      t.f.mul = -1.0f;
+      t.f.add = c;
+    }
+    if (st.post.any()) {  // then the folded transform: only a product then a sum composes
+      if (t.a || st.post.m) return false;
+      t.a = true;
+      t.f.add = st.post.f.add;
+    }
+    return true;
+  };
+  auto single_use = [&](int v) { return v >= nin && uses[size_t(v)] == 1 && !is_output[size_t(v)]; };
+
+  for (size_t s = 0; s < P.steps.size(); ++s) {
+    Step& st = P.steps[s];
+    if (st.deleted) continue;
+    int src;
+    Transform t;
+    // Post: the producer of this step's operand moves here and applies this step after.
+    if (affine_of(st, src, t) && single_use(src)) {
+      Step& p = P.steps[size_t(src - nin)];
+      const bool composes = !p.post.any() || (!p.post.a && !t.m);
+      if (plain_f32(p) && composes) {
+        Step moved = p;
+        p.deleted = true;
+        if (t.m) {
+          moved.post.m = true;
+          moved.post.f.mul = t.f.mul;
+        }
+        if (t.a) {
+          moved.post.a = true;
+          moved.post.f.add = t.f.add;
+        }
+        st = moved;
+        continue;
+      }
+    }
+    // Pre: a transform step feeding operand 0 (or operand 1 of add/mul, swapped) is
+    // applied on the way in.
+    if (!plain_f32(st) || st.pre.any()) continue;
+    for (int k = 0; k < st.nargs; ++k) {
+      const int v = st.args[k];
+      if (!single_use(v)) continue;
+      if (k == 1 && ((st.op != EwOp::Add && st.op != EwOp::Mul) || st.form == 1)) continue;
+      Step& a = P.steps[size_t(v - nin)];
+      if (!affine_of(a, src, t)) continue;
+      if (k == 1) {  // commutative: the transformed operand goes first
+        std::swap(st.args[0], st.args[1]);
+        if (st.form == 2) st.form = 1;
+      }
+      st.args[0] = src;
+      st.pre = t;
+      a.deleted = true;
+      break;
     }
   }
 }
@@ -303,8 +503,34 @@ void run_elementwise(const std::vector<const ir::Node*>& nodes, const std::vecto
       if (ip.buf < 0) ip.buf = nbuf++;
     }
   }
+  {
+    std::vector<bool> is_output(size_t(nin) + P.steps.size(), false);
+    for (const auto& v : outputs) is_output[size_t(value_id(v))] = true;
+    if (fold_enabled()) fold_scalar_steps(P, nin, is_output);
+    std::fill(last_use.begin(), last_use.end(), -1);
+    for (size_t s = 0; s < P.steps.size(); ++s)
+      if (!P.steps[s].deleted)
+        for (int k = 0; k < P.steps[s].nargs; ++k) last_use[size_t(P.steps[s].args[k])] = int(s);
+  }
+  // The first transcendental f32 step carries the prefetching of the next chunk.
+  for (size_t s = 0; s < P.steps.size() && P.pf_step < 0; ++s) {
+    const Step& st = P.steps[s];
+    bool heavy = st.op == EwOp::Exp || st.op == EwOp::Log || st.op == EwOp::Erf || st.op == EwOp::Tanh;
+    if (!st.deleted && heavy && st.nargs == 1 && st.in_ck == CK::F32 && st.out_ck == CK::F32 && !st.bcast[0])
+      P.pf_step = int(s);
+  }
+  // Regions that move more bytes than the last-level cache can keep write their outputs
+  // with streaming stores (no read-for-ownership, no eviction of useful lines).
+  {
+    int64_t moved = 0;
+    for (const Tensor& t : held) moved += int64_t(t.nbytes());
+    for (const Tensor& o : out) moved += int64_t(o.nbytes());
+    int ov = stream_override();
+    P.stream = ov >= 0 ? ov == 1 : moved > llc_bytes() / 4;
+    P.defer = P.stream && P.pf_step >= 0 && outputs.size() <= 4;
+  }
   // Outputs: the first output of a node whose storage is its compute type is written in
-  // place; others are converted from scratch after the node runs.
+  // place (unless streaming); others are converted from scratch after the node runs.
   for (size_t o = 0; o < outputs.size(); ++o) {
     int v = value_id(outputs[o]);
     if (v < nin) {
@@ -314,7 +540,8 @@ void run_elementwise(const std::vector<const ir::Node*>& nodes, const std::vecto
     Step& st = P.steps[size_t(v - nin)];
     DType od = P.out_dtype[o];
     if (od != st.out_dtype) throw InternalError("cpu fused executor: output dtype differs from its node's");
-    if (st.direct_out < 0 && ck_size(st.out_ck) == dtype_size(od) && od != DType::F16 && od != DType::BF16)
+    if ((!P.stream || P.defer) && st.direct_out < 0 && ck_size(st.out_ck) == dtype_size(od) && od != DType::F16 &&
+        od != DType::BF16)
       st.direct_out = int(o);
     else
       st.stores.push_back(int(o));
@@ -323,6 +550,7 @@ void run_elementwise(const std::vector<const ir::Node*>& nodes, const std::vecto
   std::vector<int> free_bufs;
   for (size_t s = 0; s < P.steps.size(); ++s) {
     Step& st = P.steps[s];
+    if (st.deleted) continue;
     if (st.direct_out < 0) {
       if (!free_bufs.empty()) {
         st.buf = free_bufs.back();
@@ -350,7 +578,17 @@ void run_elementwise(const std::vector<const ir::Node*>& nodes, const std::vecto
     exec_chunks(P, 0, nchunks);
     return;
   }
-  pool.run(nt, [&](int t, int ntt) { exec_chunks(P, nchunks * t / ntt, nchunks * (t + 1) / ntt); });
+  // Threads take runs of chunks from a shared counter, so a thread slowed down by other
+  // work on its core does not hold the others up.
+  const int64_t batch = std::clamp<int64_t>(nchunks / (int64_t(nt) * 8), 1, 32);
+  std::atomic<int64_t> next{0};
+  pool.run(nt, [&](int, int) {
+    for (;;) {
+      int64_t c0 = next.fetch_add(batch, std::memory_order_relaxed);
+      if (c0 >= nchunks) break;
+      exec_chunks(P, c0, std::min(nchunks, c0 + batch));
+    }
+  });
 }
 
 }  // namespace rlx::cpu

@@ -29,6 +29,7 @@ using set_threads_fn = void (*)(int);
 
 struct Blas {
   BlasInfo info;
+  void* handle = nullptr;  // the dlopen'ed library, when loaded
   sgemm_fn sgemm = nullptr;
   dgemm_fn dgemm = nullptr;
 };
@@ -86,6 +87,7 @@ Blas load_blas() {
   }
   if (set_threads) set_threads(ThreadPool::instance().size());
   b.info.loaded = true;
+  b.handle = h;
   b.info.corename = corename ? corename() : "unknown";
   b.info.note = core_note;
   return b;
@@ -406,6 +408,11 @@ void matmul_t(const Tensor& a_in, const Tensor& b_in, bool ta, bool tb, Tensor& 
 }  // namespace
 
 const BlasInfo& blas_info() { return blas().info; }
+
+void* blas_symbol(const char* name) {
+  const Blas& b = blas();
+  return b.handle ? dlsym(b.handle, name) : nullptr;
+}
 
 std::string gemm_builtin_isa() { return std::string(pick(float{}).name) + " f32, " + pick(double{}).name + " f64"; }
 

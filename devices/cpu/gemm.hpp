@@ -20,6 +20,9 @@ struct BlasInfo {
   std::string note;      // why the built-in kernels run, or how the core type was chosen
 };
 const BlasInfo& blas_info();  // loads on first call
+// A symbol of the loaded OpenBLAS (its Fortran LAPACK routines: "dgetrf_", ...); nullptr
+// when OpenBLAS is not loaded or lacks the symbol.
+void* blas_symbol(const char* name);
 std::string gemm_description();
 
 // C[M,N] = op(A)[M,K] op(B)[K,N], row-major, leading dimensions in elements.

@@ -130,5 +130,7 @@ void add_reduce_kernels(KernelTable& t);
 void add_movement_kernels(KernelTable& t);
 void add_linalg_kernels(KernelTable& t);
 void add_source_kernels(KernelTable& t);
+void add_dense_la_kernels(KernelTable& t);
+void add_sparse_kernels(KernelTable& t);
 
 }  // namespace rlx::reference

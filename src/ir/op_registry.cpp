@@ -31,6 +31,8 @@ OpRegistry& OpRegistry::get() {
     register_linalg_ops(*reg);
     register_control_ops(*reg);
     register_nn_ops(*reg);
+    register_sparse_ops(*reg);
+    register_dense_la_ops(*reg);
     return reg;
   }();
   return *r;

@@ -73,5 +73,7 @@ void register_source_ops(OpRegistry& r);
 void register_linalg_ops(OpRegistry& r);
 void register_control_ops(OpRegistry& r);
 void register_nn_ops(OpRegistry& r);
+void register_sparse_ops(OpRegistry& r);
+void register_dense_la_ops(OpRegistry& r);
 
 }  // namespace rlx::ir

@@ -36,6 +36,18 @@ void Executor::execute(const std::vector<Tensor>& inputs, std::vector<Tensor>& r
   if (have_results && results.size() != g.results.size())
     throw InputError("program has " + std::to_string(g.results.size()) + " results, got " +
                      std::to_string(results.size()) + " result tensors");
+  if (have_results) {
+    // Result buffers are written while inputs are still being read: they must not overlap
+    // each other or any input.
+    for (size_t i = 0; i < results.size(); ++i) {
+      for (size_t j = 0; j < i; ++j)
+        if (results[i].defined() && results[i].raw() == results[j].raw())
+          throw InputError("result tensors " + std::to_string(j) + " and " + std::to_string(i) + " share a buffer");
+      for (size_t j = 0; j < inputs.size(); ++j)
+        if (results[i].defined() && results[i].raw() == inputs[j].raw())
+          throw InputError("result tensor " + std::to_string(i) + " is also input " + std::to_string(j));
+    }
+  }
   Allocator* dev_alloc = d_.allocator();
   std::vector<std::vector<Tensor>> vals(g.nodes.size());
   for (auto& n : g.nodes) vals[size_t(n.id)].resize(n.outputs.size());

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "core/rng.hpp"
+#include "io/hdf5.hpp"
 #include "io/npy.hpp"
 #include "ir/text.hpp"
 #include "runtime/runtime.hpp"
@@ -207,4 +208,43 @@ BOOST_AUTO_TEST_CASE(docs_ops_md_is_the_current_coverage) {
   BOOST_TEST(j["ops"].size() > 100u);
   for (auto& row : j["ops"])
     for (auto& [dev, route] : row["routes"].items()) BOOST_TEST(route.get<std::string>() != "", row["op"]);
+}
+
+BOOST_AUTO_TEST_CASE(gen_and_solve_write_hdf5_with_the_stop_reason) {
+  if (!io::hdf5_available()) {
+    BOOST_TEST_MESSAGE("skipped: built without HDF5");
+    return;
+  }
+  std::string A = (scratch() / "poisson.mtx").string(), x = (scratch() / "x.h5").string();
+  auto r = rlx_cli("gen poisson --dim 2 --n 12 -o " + A);
+  BOOST_TEST(r.code == 0, r.err);
+  BOOST_TEST(has(r.out, "144 x 144"));
+  for (const char* method : {"cg", "bicgstab", "gmres", "minres"}) {
+    fs::remove(x);
+    r = rlx_cli("solve " + A + " --method " + method + " --pc jacobi --rtol 1e-10 --rhs random --monitor --explain --out " + x);
+    BOOST_TEST(r.code == 0, method << ": " << r.err);
+    BOOST_TEST(has(r.out, "reason: converged-rtol"), r.out);
+    BOOST_TEST(has(r.out, "spmv_csr"));       // --explain printed the dispatch report
+    BOOST_TEST(has(r.out, "residual norm"));  // --monitor printed the iterations
+    io::H5Reader h(x);
+    BOOST_TEST(std::get<int64_t>(h.attr("/", "converged")) == 1);
+    BOOST_TEST(std::get<std::string>(h.attr("/", "reason")) == "converged-rtol");
+    BOOST_TEST(std::get<double>(h.attr("/", "residual")) < 1e-9);
+    BOOST_TEST(h.read("x").type().str() == "f64[144]");
+    BOOST_TEST(h.read("b").type().str() == "f64[144]");
+  }
+  // Not converged: exit 4, and the file says so.
+  r = rlx_cli("solve " + A + " --method cg --max-it 2 --out " + x);
+  BOOST_TEST(r.code == 4);
+  BOOST_TEST(has(r.out, "diverged-max-it"));
+  BOOST_TEST(std::get<int64_t>(io::H5Reader(x).attr("/", "converged")) == 0);
+  // Bad input: exit 2, named.
+  BOOST_TEST(rlx_cli("solve " + A + " --method qmr").code == 2);
+  BOOST_TEST(has(rlx_cli("solve " + A + " --pc amg").err, "unknown preconditioner 'amg'"));
+  BOOST_TEST(has(rlx_cli("solve " + A + " --rtol abc").err, "--rtol expects a number"));
+  std::string bad = write_text("bad.mtx", "%%MatrixMarket matrix coordinate real general\n3 3 2\n1 1 1.0\n4 1 2.0\n");
+  r = rlx_cli("solve " + bad);
+  BOOST_TEST(r.code == 2);
+  BOOST_TEST(has(r.err, "bad.mtx:4"), r.err);
+  BOOST_TEST(rlx_cli("gen poisson --dim 4 --n 3 -o " + A).code == 2);
 }

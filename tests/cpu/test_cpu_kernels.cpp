@@ -150,6 +150,8 @@ BOOST_AUTO_TEST_CASE(erf_f32) {
   BOOST_TEST(apply1(EwOp::Erf, INFINITY) == 1.0f);
   BOOST_TEST(apply1(EwOp::Erf, -INFINITY) == -1.0f);
   BOOST_TEST(apply1(EwOp::Erf, 5.0f) == 1.0f);
+  BOOST_TEST(apply1(EwOp::Erf, 3.9375f) == 1.0f);
+  BOOST_TEST(apply1(EwOp::Erf, -1e30f) == -1.0f);
   BOOST_TEST(apply1(EwOp::Erf, 0.0f) == 0.0f);
   BOOST_TEST(std::isnan(apply1(EwOp::Erf, NAN)));
   for (float x : {0.3f, 0.95f, 2.5f, 3.9f}) BOOST_TEST(apply1(EwOp::Erf, -x) == -apply1(EwOp::Erf, x));
@@ -429,6 +431,55 @@ BOOST_AUTO_TEST_CASE(complex) {
   Var r = real(w) + imag(w) + abs(z);
   check_region(g, {w, r, cast(w, DType::F32), eq(w, z)},
                {random_tensor(DType::F32, s, 0.5, 1), random_tensor(DType::F32, {2500}, 0.5, 1)}, 1e-6, "c64");
+}
+
+BOOST_AUTO_TEST_CASE(folded_scalar_steps_round_like_nodes) {
+  // Chains of mul/add/sub by scalars are folded into neighbouring kernels; every product
+  // and sum must still round on its own, so the results equal the reference exactly,
+  // through discontinuous ops too.
+  Shape s{5, 4111};
+  ir::Graph g;
+  Var x = input(g, "x", DType::F32, s);
+  Var q = input(g, "q", DType::F32, s);
+  Var a = input(g, "a", DType::F32, {});
+  Var b = input(g, "b", DType::F32, {});
+  Var c = input(g, "c", DType::F32, {});
+  Var y = floor((x * a + b) * c);         // product+sum, then another product
+  Var z = round(c - y * a);               // (-v) + c
+  Var u = (x + b) * a - c;                // sum, then product, then difference
+  Var w = maximum(x * a, q) + sqrt(abs(q - b));
+  Var v = a * x + b * q;                  // a transformed second operand (swapped)
+  Var e = exp(x * a - b) * c;             // pre and post around exp
+  Var k = (q - x) / c + (b - q);          // c - v form
+  std::vector<Tensor> in = {random_tensor(DType::F32, s, -50, 50), random_tensor(DType::F32, s, -50, 50),
+                            random_tensor(DType::F32, {}, 0.1, 3), random_tensor(DType::F32, {}, -5, 5),
+                            random_tensor(DType::F32, {}, 0.3, 7)};
+  check_region(g, {y, z, u, w, v, k}, in, 0.0, "folded chains");
+  check_region(g, {e}, in, 2e-6, "folded around exp");
+}
+
+BOOST_AUTO_TEST_CASE(streaming_stores_and_deferred_outputs) {
+  // Large regions write their outputs with non-temporal stores; with a transcendental
+  // step the stores of one chunk are deferred into the next chunk's heavy loop.
+  // RLX_CPU_STREAM forces the path at test sizes.
+  for (const char* mode : {"1", "0"}) {
+    setenv("RLX_CPU_STREAM", mode, 1);
+    Shape s{19, 4097};
+    ir::Graph g;
+    Var x = input(g, "x", DType::F32, s);
+    Var a = input(g, "a", DType::F32, {});
+    Var b = input(g, "b", DType::F32, {4097});
+    Var early = x * a + b;                  // an output made before the heavy step
+    Var h = tanh(early) * a;                // the heavy step, with folded neighbours
+    Var late = h - x;                       // and one made after it
+    Var half = cast(late, DType::F16);      // a converted output
+    std::vector<Tensor> in = {random_tensor(DType::F32, s), random_tensor(DType::F32, {}, 0.5, 1.5),
+                              random_tensor(DType::F32, {4097})};
+    check_region(g, {early, h, late, half}, in, 1e-3, std::string("stream=") + mode);
+    check_region(g, {late}, in, 2e-6, std::string("stream=") + mode + " one output");
+    check_region(g, {h, early}, in, 2e-6, std::string("stream=") + mode + " in place", true);
+  }
+  unsetenv("RLX_CPU_STREAM");
 }
 
 BOOST_AUTO_TEST_CASE(in_place_over_an_input) {

@@ -4,6 +4,7 @@
 // written here. Adding an op means adding one row to l2_cases() or l1_cases().
 #define BOOST_TEST_MODULE ops
 #include <boost/test/unit_test.hpp>
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <numbers>
@@ -71,6 +72,115 @@ std::vector<Variant> reduction(const std::string& op, Range r = {}, bool long_ro
                              {"[5,517] axes=[0]", v({5, 517}, {0}, false)}};
   if (long_rows) vs.push_back({"[29,531] axes=[1]", v({29, 531}, {1}, false)});
   return vs;
+}
+
+// ---- sparse library primitives: fresh random CSR structures every run
+
+// A random rows x cols CSR structure: each row holds 0..max_per_row distinct columns
+// (about one row in five is empty), in increasing order or shuffled. With `diagonal`
+// the matrix is square and every row also stores its diagonal.
+struct RandomCsr {
+  Tensor row_ptr, col_idx;
+  std::vector<int64_t> row_of;  // per entry
+  int64_t nnz() const { return col_idx.numel(); }
+};
+RandomCsr random_csr(std::mt19937_64& rng, DType index, int64_t rows, int64_t cols, int64_t max_per_row,
+                     bool shuffled, bool diagonal = false) {
+  std::vector<int64_t> ptr = {0}, col, row_of;
+  std::vector<int64_t> pool(static_cast<size_t>(cols));
+  for (int64_t j = 0; j < cols; ++j) pool[size_t(j)] = j;
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t most = std::min(max_per_row, cols);
+    int64_t count = rng() % 5 == 0 ? 0 : int64_t(rng() % uint64_t(most + 1));
+    std::vector<int64_t> picked;
+    if (diagonal) picked.push_back(r);
+    for (int64_t k = 0; k < count; ++k) {  // partial Fisher-Yates: distinct columns
+      std::swap(pool[size_t(k)], pool[size_t(k + int64_t(rng() % uint64_t(cols - k)))]);
+      if (!diagonal || pool[size_t(k)] != r) picked.push_back(pool[size_t(k)]);
+    }
+    if (shuffled)
+      std::shuffle(picked.begin(), picked.end(), rng);
+    else
+      std::sort(picked.begin(), picked.end());
+    for (int64_t c : picked) col.push_back(c), row_of.push_back(r);
+    ptr.push_back(int64_t(col.size()));
+  }
+  std::vector<cd> p(ptr.begin(), ptr.end()), c(col.begin(), col.end());
+  return {make_tensor(index, {rows + 1}, p), make_tensor(index, {int64_t(col.size())}, c), row_of};
+}
+
+// spmv_csr: A [rows, cols] x; with y0: alpha*A*x + beta*y0.
+Make spmv_case(int64_t rows, int64_t cols, int64_t per_row, DType index, bool shuffled, double alpha,
+               std::optional<double> beta) {
+  return [=](Build& b, DType t) {
+    RandomCsr a = random_csr(b.rng, index, rows, cols, per_row, shuffled);
+    std::vector<Var> in = {b.fixed(a.row_ptr), b.fixed(a.col_idx), b.in(t, {a.nnz()}), b.in(t, {cols})};
+    ir::Attrs at = {{"cols", cols}, {"alpha", alpha}};
+    if (beta) {
+      in.push_back(b.in(t, {rows}));
+      at.set("beta", *beta);
+    }
+    return one(rlx::op("spmv_csr", in, at));
+  };
+}
+
+Make spmm_case(int64_t rows, int64_t cols, int64_t width, int64_t per_row, DType index, bool shuffled) {
+  return [=](Build& b, DType t) {
+    RandomCsr a = random_csr(b.rng, index, rows, cols, per_row, shuffled);
+    return one(rlx::op("spmm_csr", {b.fixed(a.row_ptr), b.fixed(a.col_idx), b.in(t, {a.nnz()}), b.in(t, {cols, width})},
+                       {{"cols", cols}}));
+  };
+}
+
+// sptrsv_csr on a square matrix with entries in both triangles (only one is read). A
+// non-unit diagonal dominates its row (|d| in [8, 10], at most 5 off-diagonal entries of
+// size <= 1.5); for unit_diagonal the stored diagonal is 0 (it must not be read) and
+// the off-diagonal entries are small, so the solution stays bounded.
+Make sptrsv_case(int64_t n, int64_t per_row, DType index, bool lower, bool unit) {
+  return [=](Build& b, DType t) {
+    RandomCsr a = random_csr(b.rng, index, n, n, per_row, true, true);
+    std::uniform_real_distribution<double> off(unit ? -0.1 : -1.0, unit ? 0.1 : 1.0), mag(8, 10), phase(0, 6.283);
+    std::vector<cd> v(size_t(a.nnz()));
+    for (int64_t k = 0; k < a.nnz(); ++k) {
+      const bool diag = int_at(a.col_idx, k) == a.row_of[size_t(k)];
+      if (diag)
+        v[size_t(k)] = unit ? cd(0) : t == DType::C64 ? std::polar(mag(b.rng), phase(b.rng)) : cd(mag(b.rng) * (b.rng() % 2 ? 1 : -1));
+      else
+        v[size_t(k)] = cd(off(b.rng), t == DType::C64 ? off(b.rng) : 0.0);
+    }
+    Var vals = b.fixed(make_tensor(t, {a.nnz()}, v));
+    return one(rlx::op("sptrsv_csr", {b.fixed(a.row_ptr), b.fixed(a.col_idx), vals, b.in(t, {n})},
+                       {{"cols", n}, {"lower", lower}, {"unit_diagonal", unit}}));
+  };
+}
+
+// The larger cases have more work than the cpu device's threading threshold and rows
+// longer than one vector step.
+std::vector<OpCase> sparse_cases() {
+  const DType I32 = DType::I32, I64 = DType::I64;
+  std::optional<double> none;
+  return {
+      {"spmv_csr",
+       {{"[7x5] i32", spmv_case(7, 5, 4, I32, false, 1.0, none)},
+        {"[6x9] i64 shuffled alpha=-1.5", spmv_case(6, 9, 9, I64, true, -1.5, none)},
+        {"[5x5] i32 y0 alpha=2 beta=-0.5", spmv_case(5, 5, 3, I32, false, 2.0, -0.5)},
+        {"[4x6] i64 y0 beta=0", spmv_case(4, 6, 6, I64, false, 1.0, 0.0)},
+        {"[0x3] i32", spmv_case(0, 3, 2, I32, false, 1.0, none)},
+        {"[3001x2003] i32 shuffled", spmv_case(3001, 2003, 37, I32, true, 1.0, none)},
+        {"[2999x1501] i64 y0 alpha=0.75 beta=1.25", spmv_case(2999, 1501, 41, I64, false, 0.75, 1.25)}}},
+      {"spmm_csr",
+       {{"[7x5]@[5,3] i32", spmm_case(7, 5, 3, 4, I32, false)},
+        {"[6x4]@[4,1] i64 shuffled", spmm_case(6, 4, 1, 4, I64, true)},
+        {"[2001x1003]@[1003,7] i64 shuffled", spmm_case(2001, 1003, 7, 37, I64, true)},
+        {"[1999x999]@[999,33] i32", spmm_case(1999, 999, 33, 29, I32, false)}}},
+      {"sptrsv_csr",
+       {{"[9] lower i32", sptrsv_case(9, 6, I32, true, false)},
+        {"[9] upper i64", sptrsv_case(9, 6, I64, false, false)},
+        {"[8] lower unit i64", sptrsv_case(8, 6, I64, true, true)},
+        {"[8] upper unit i32", sptrsv_case(8, 6, I32, false, true)},
+        {"[2503] lower i64", sptrsv_case(2503, 10, I64, true, false)},
+        {"[2503] upper unit i32", sptrsv_case(2503, 10, I32, false, true)}}},
+  };
 }
 
 const std::vector<OpCase>& l2_cases() {
@@ -240,6 +350,7 @@ const std::vector<OpCase>& l2_cases() {
       };
     };
     c.push_back({"if", {{"then", branch(true)}, {"else", branch(false)}}});
+    for (OpCase& s : sparse_cases()) c.push_back(std::move(s));
     return c;
   }();
   return cases;
@@ -553,10 +664,10 @@ struct RegisterCases {
 // Every op in the registry has a row above, so a new op cannot go untested.
 BOOST_AUTO_TEST_CASE(every_op_has_a_table_row) {
   for (const ir::OpDef* def : ir::OpRegistry::get().all()) {
-    if (def->level == ir::Level::L2) {
+    if (def->level == ir::Level::L2 || def->level == ir::Level::Lib) {  // library primitives run like L2 ops
       bool found = false;
       for (const OpCase& c : l2_cases()) found |= c.op == def->name;
-      BOOST_CHECK_MESSAGE(found, "L2 op " << def->name << " has no row in l2_cases()");
+      BOOST_CHECK_MESSAGE(found, ir::level_name(def->level) << " op " << def->name << " has no row in l2_cases()");
     } else if (def->level == ir::Level::L1) {
       bool found = false;
       for (const L1Case& c : l1_cases()) found |= c.op == def->name;

@@ -1,0 +1,229 @@
+// rlx-bench spmv: y = A x in f64 on 3D 7-point Poisson matrices (n^3 rows), through
+// compile()/Executor on a device, next to (in the same process, interleaved run by run):
+//   - memcpy bandwidth: one copy moving as many bytes (read + write) as the SpMV does
+//     ("same footprint": in cache when the matrix is), and one DRAM-sized copy of 1 GiB;
+//     both on the cpu device's thread pool, one contiguous share per thread;
+//   - Eigen 3 SparseMatrix<double, RowMajor> * VectorXd over the same arrays (mapped, not
+//     copied), threaded by Eigen's OpenMP with as many threads as the pool (when this file
+//     is built with OpenMP; otherwise one thread, and the output says so).
+// Bytes are counted once each: values (8/nnz) + col_idx (4 or 8/nnz) + row_ptr
+// ((rows+1) x 4 or 8) + x (8/col) + y (8/row). Every figure is the median of about --reps
+// warm runs: the contenders take turns in bursts of 4 back-to-back runs whose first is
+// dropped; between bursts the benchmark sleeps 1 ms so that threads still spinning from
+// the previous library do not compete with the next.
+// apps/bench/peers_sparse.py times SciPy on the same matrices.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "devices/cpu/thread_pool.hpp"
+#include "ir/frontend.hpp"
+#include "runtime/executor.hpp"
+#include "runtime/runtime.hpp"
+#include "solvers/sparse/ops.hpp"
+#include "solvers/sparse/poisson.hpp"
+
+#ifdef RLX_BENCH_HAVE_EIGEN
+#include <Eigen/SparseCore>
+#endif
+
+using namespace rlx;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+void pause() { std::this_thread::sleep_for(std::chrono::milliseconds(1)); }
+
+// memcpy of `bytes` on every pool thread, one contiguous share each.
+void copy_threads(char* dst, const char* src, size_t bytes) {
+  cpu::ThreadPool::instance().run(cpu::num_threads(), [&](int t, int n) {
+    const size_t b = bytes * size_t(t) / size_t(n), e = bytes * size_t(t + 1) / size_t(n);
+    std::memcpy(dst + b, src + b, e - b);
+  });
+}
+
+struct Buffers {  // a copy source and destination, pages touched
+  std::vector<char> src, dst;
+  explicit Buffers(size_t bytes) : src(bytes, 1), dst(bytes, 0) {}
+  void time() { copy_threads(dst.data(), src.data(), src.size()); }
+};
+
+struct Options {
+  std::vector<int64_t> sizes = {100, 200};
+  int reps = 0;  // 0: 60 for the in-cache size, 20 above 50M nonzeros
+  std::string device = "cpu";
+  DType index = DType::I32;
+};
+
+[[noreturn]] void usage(int code) {
+  std::printf(
+      "usage: rlx-bench spmv [--sizes 100,200] [--reps N] [--device cpu] [--index i32|i64]\n"
+      "SpMV y = A x, f64, on the 3D 7-point Poisson matrix with n^3 rows for each n.\n"
+      "Threads: RLX_NUM_THREADS (default: all cores); Eigen uses as many OpenMP threads.\n");
+  std::exit(code);
+}
+
+std::vector<int64_t> split_ints(const std::string& s) {
+  std::vector<int64_t> r;
+  size_t b = 0;
+  while (b < s.size()) {
+    size_t e = s.find(',', b);
+    if (e == std::string::npos) e = s.size();
+    if (e > b) r.push_back(std::stoll(s.substr(b, e - b)));
+    b = e + 1;
+  }
+  return r;
+}
+
+void run_size(Device& dev, int64_t n, const Options& o) {
+  auto tg = Clock::now();
+  sparse::CsrMatrix A = sparse::poisson3d(n, DType::F64, o.index);
+  const double gen_s = seconds_since(tg);
+  const int64_t rows = A.rows(), nnz = A.nnz();
+  const size_t isz = dtype_size(A.index_type());
+  const double bytes = double(nnz) * (8.0 + double(isz)) + double(rows + 1) * double(isz) + double(A.cols()) * 8.0 +
+                       double(rows) * 8.0;
+  const int reps = o.reps ? o.reps : (nnz > 50'000'000 ? 20 : 60);
+
+  // rlx: the matrix arrays and x are graph inputs.
+  ir::Graph g;
+  sparse::CsrVars V = A.ir_inputs(g, "A");
+  Var xv = input(g, "x", DType::F64, {A.cols()});
+  output(g, {sparse::spmv(V, xv)});
+  Program p = compile(g, dev);
+  Executor ex(p, dev);
+  Tensor x = Tensor::empty(DType::F64, {A.cols()});
+  for (int64_t i = 0; i < A.cols(); ++i) x.data<double>()[i] = 1.0 + double(i % 7) * 0.125;
+  std::vector<Tensor> inputs = A.arrays();
+  inputs.push_back(x);
+  std::vector<Tensor> res = {Tensor::zeros(DType::F64, {rows})};
+
+  Buffers same(size_t(bytes / 2)), dram(size_t(1) << 29);  // traffic = read + write = 2 x buffer
+
+#ifdef RLX_BENCH_HAVE_EIGEN
+  const int eigen_threads = cpu::num_threads();
+  Eigen::setNbThreads(eigen_threads);
+  std::vector<double> ye(size_t(rows), 0.0);
+  Eigen::Map<const Eigen::VectorXd> xe(x.data<double>(), A.cols());
+  Eigen::Map<Eigen::VectorXd> yem(ye.data(), rows);
+  auto eigen_run = [&] {
+    if (o.index == DType::I32) {
+      Eigen::Map<const Eigen::SparseMatrix<double, Eigen::RowMajor, int32_t>> Ae(
+          rows, A.cols(), nnz, A.row_ptr().data<int32_t>(), A.col_idx().data<int32_t>(), A.values().data<double>());
+      yem.noalias() = Ae * xe;
+    } else {
+      Eigen::Map<const Eigen::SparseMatrix<double, Eigen::RowMajor, int64_t>> Ae(
+          rows, A.cols(), nnz, A.row_ptr().data<int64_t>(), A.col_idx().data<int64_t>(), A.values().data<double>());
+      yem.noalias() = Ae * xe;
+    }
+  };
+#endif
+
+  // Rounds of bursts: each contender runs kBurst times back to back and the first run
+  // of each burst is dropped, so every figure is a warm run (the matrix stays in L3 when
+  // it fits, as it would across the iterations of a solver) while the contenders still
+  // alternate, so that drift on a shared machine hits them alike.
+  constexpr int kBurst = 4;
+  std::vector<double> t_rlx, t_eigen, t_same, t_dram;
+  auto burst = [&](std::vector<double>& out, auto&& fn) {
+    for (int b = 0; b < kBurst; ++b) {
+      auto t0 = Clock::now();
+      fn();
+      const double t = seconds_since(t0);
+      if (b > 0) out.push_back(t);
+    }
+    pause();
+  };
+  const int rounds = (reps + kBurst - 2) / (kBurst - 1);
+  for (int r = 0; r < rounds; ++r) {
+    burst(t_rlx, [&] { ex.run_into(inputs, res); });
+#ifdef RLX_BENCH_HAVE_EIGEN
+    burst(t_eigen, eigen_run);
+#endif
+    burst(t_same, [&] { same.time(); });
+    burst(t_dram, [&] { dram.time(); });
+  }
+
+  double checksum = 0;
+  for (int64_t i = 0; i < rows; ++i) checksum += res[0].data<double>()[i];
+  const double ms = median(t_rlx) * 1e3, gbps = bytes / median(t_rlx) / 1e9;
+  const double same_gbps = double(same.src.size()) * 2 / median(t_same) / 1e9;
+  const double dram_gbps = double(dram.src.size()) * 2 / median(t_dram) / 1e9;
+  std::printf("spmv f64 3D Poisson n=%lld: %lld rows, %lld nnz, %s indices, %.1f MB moved per product "
+              "(generated in %.2f s), %d warm runs each\n",
+              (long long)n, (long long)rows, (long long)nnz, dtype_name(A.index_type()), bytes / 1e6, gen_s,
+              int(t_rlx.size()));
+  std::printf("  rlx %-14s %9.3f ms  %7.2f GB/s  (sum y = %.10g)\n", dev.name().c_str(), ms, gbps, checksum);
+#ifdef RLX_BENCH_HAVE_EIGEN
+  double diff = 0, scale = 0;
+  for (int64_t i = 0; i < rows; ++i) {
+    diff = std::max(diff, std::fabs(ye[size_t(i)] - res[0].data<double>()[i]));
+    scale = std::max(scale, std::fabs(ye[size_t(i)]));
+  }
+  const int eigen_shown = Eigen::nbThreads();  // 1 without OpenMP
+  const double ems = median(t_eigen) * 1e3, egbps = bytes / median(t_eigen) / 1e9;
+  std::printf("  Eigen %d.%d.%d (%d thr) %8.3f ms  %7.2f GB/s  (max |y_rlx - y_eigen| / max |y| = %.1e)\n",
+              EIGEN_WORLD_VERSION, EIGEN_MAJOR_VERSION, EIGEN_MINOR_VERSION, eigen_shown, ems, egbps,
+              diff / std::max(scale, 1e-300));
+#else
+  const double ems = 0;
+  std::printf("  Eigen              (not built: Eigen 3 was not found at configure time)\n");
+#endif
+  std::printf("  copy, same bytes   %9.3f ms  %7.2f GB/s  (%d threads)\n", median(t_same) * 1e3, same_gbps,
+              cpu::num_threads());
+  std::printf("  copy, 1 GiB        %9.3f ms  %7.2f GB/s  (%d threads)\n", median(t_dram) * 1e3, dram_gbps,
+              cpu::num_threads());
+  std::printf("  rlx / same-bytes copy %6.1f %%, rlx / 1 GiB copy %6.1f %%, Eigen / rlx time %.2fx\n",
+              100 * gbps / same_gbps, 100 * gbps / dram_gbps, ems / ms);
+  std::printf("RESULT spmv n=%lld rows=%lld nnz=%lld index=%s ms=%.3f gbps=%.2f eigen_ms=%.3f copy_same_gbps=%.2f "
+              "copy_dram_gbps=%.2f ratio_same=%.3f ratio_dram=%.3f checksum=%.10g\n",
+              (long long)n, (long long)rows, (long long)nnz, dtype_name(A.index_type()), ms, gbps, ems, same_gbps,
+              dram_gbps, gbps / same_gbps, gbps / dram_gbps, checksum);
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+int bench_spmv(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) usage(2);
+      return argv[++i];
+    };
+    if (a == "--sizes") o.sizes = split_ints(next());
+    else if (a == "--reps") o.reps = std::stoi(next());
+    else if (a == "--device") o.device = next();
+    else if (a == "--index") {
+      std::string s = next();
+      if (s != "i32" && s != "i64") usage(2);
+      o.index = s == "i32" ? DType::I32 : DType::I64;
+    } else if (a == "-h" || a == "--help") usage(0);
+    else usage(2);
+  }
+  try {
+    Device& d = DeviceRegistry::get().at(o.device);
+    std::printf("device %s: %s\n", d.name().c_str(), d.description().c_str());
+    for (int64_t n : o.sizes) run_size(d, n, o);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "rlx-bench spmv: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,82 @@
+// Command-line plumbing shared by the rlx sub-commands.
+#pragma once
+#include <algorithm>
+#include <cstdlib>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/error.hpp"
+
+namespace rlx::cli {
+
+constexpr int kOk = 0, kBadInput = 2, kLegalize = 3, kNotConverged = 4;
+
+struct UsageError : InputError {
+  using InputError::InputError;
+};
+
+// Minimal option parser: --flag, --key value, --key=value; positional arguments.
+struct Args {
+  std::vector<std::string> pos;
+  std::multimap<std::string, std::string> opt;
+  std::vector<std::string> flags;
+
+  Args(int argc, char** argv, int from, const std::vector<std::string>& valued, const std::vector<std::string>& boolean) {
+    for (int i = from; i < argc; ++i) {
+      std::string a = argv[i];
+      if (a == "-o") a = "--out";
+      if (a.rfind("--", 0) != 0) {
+        pos.push_back(a);
+        continue;
+      }
+      std::string key = a.substr(2), val;
+      bool has_eq = false;
+      if (auto eq = key.find('='); eq != std::string::npos) {
+        val = key.substr(eq + 1);
+        key = key.substr(0, eq);
+        has_eq = true;
+      }
+      if (std::find(boolean.begin(), boolean.end(), key) != boolean.end()) {
+        if (has_eq) throw UsageError("option --" + key + " takes no value");
+        flags.push_back(key);
+      } else if (std::find(valued.begin(), valued.end(), key) != valued.end()) {
+        if (!has_eq) {
+          if (i + 1 >= argc) throw UsageError("option --" + key + " needs a value");
+          val = argv[++i];
+        }
+        opt.emplace(key, val);
+      } else {
+        throw UsageError("unknown option --" + key);
+      }
+    }
+  }
+  bool flag(const std::string& k) const { return std::find(flags.begin(), flags.end(), k) != flags.end(); }
+  std::string get(const std::string& k, const std::string& def) const {
+    auto it = opt.find(k);
+    return it == opt.end() ? def : it->second;
+  }
+  bool has(const std::string& k) const { return opt.count(k) > 0; }
+  double number(const std::string& k, double def) const {
+    if (!has(k)) return def;
+    std::string v = get(k, "");
+    char* end = nullptr;
+    double d = std::strtod(v.c_str(), &end);
+    if (v.empty() || *end != '\0') throw UsageError("--" + k + " expects a number, got '" + v + "'");
+    return d;
+  }
+  int64_t integer(const std::string& k, int64_t def) const {
+    if (!has(k)) return def;
+    std::string v = get(k, "");
+    char* end = nullptr;
+    long long d = std::strtoll(v.c_str(), &end, 10);
+    if (v.empty() || *end != '\0') throw UsageError("--" + k + " expects an integer, got '" + v + "'");
+    return d;
+  }
+};
+
+
+int cmd_gen(const Args& a);
+int cmd_solve(const Args& a);
+
+}  // namespace rlx::cli

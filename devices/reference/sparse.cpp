@@ -1,0 +1,124 @@
+// Sparse CSR kernels (spmv_csr, spmm_csr, sptrsv_csr): row by row, accumulating in
+// double or complex<double>, rounding once on store. Unlike the fast devices, the oracle
+// checks the structure it is given (row_ptr monotone from 0 to nnz, columns in range)
+// and throws instead of reading out of bounds.
+#include <string>
+
+#include "core/error.hpp"
+#include "devices/reference/access.hpp"
+
+namespace rlx::reference {
+namespace {
+
+// CSR arrays read through their strides.
+struct Csr {
+  const Tensor &rp, &ci, &v;
+  int64_t rows, cols, nnz;
+  int64_t ptr(int64_t r) const { return load_int(rp, r * rp.strides()[0]); }
+  int64_t col(int64_t k) const { return load_int(ci, k * ci.strides()[0]); }
+  template <class C>
+  C val(int64_t k) const {
+    return load<C>(v, k * v.strides()[0]);
+  }
+};
+
+Csr csr_of(const ir::Node& n, std::span<const Tensor> in) {
+  Csr a{in[0], in[1], in[2], in[0].shape()[0] - 1, n.attrs.get_int("cols"), in[2].shape()[0]};
+  const std::string op = n.op->name + ": ";
+  if (a.ptr(0) != 0) throw InputError(op + "row_ptr[0] is " + std::to_string(a.ptr(0)) + ", not 0");
+  for (int64_t r = 0; r < a.rows; ++r) {
+    const int64_t b = a.ptr(r), e = a.ptr(r + 1);
+    if (e < b || e > a.nnz)
+      throw InputError(op + "row " + std::to_string(r) + ": row_ptr runs from " + std::to_string(b) + " to " +
+                       std::to_string(e) + " (nnz " + std::to_string(a.nnz) + ")");
+    for (int64_t k = b; k < e; ++k)
+      if (a.col(k) < 0 || a.col(k) >= a.cols)
+        throw InputError(op + "row " + std::to_string(r) + ": column index " + std::to_string(a.col(k)) +
+                         " out of range [0, " + std::to_string(a.cols) + ")");
+  }
+  if (a.ptr(a.rows) != a.nnz)
+    throw InputError(op + "row_ptr ends at " + std::to_string(a.ptr(a.rows)) + ", not at nnz " + std::to_string(a.nnz));
+  return a;
+}
+
+void spmv_kernel(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
+  const Csr a = csr_of(n, in);
+  const Tensor& x = in[3];
+  const bool has_y0 = in.size() == 5;
+  const double alpha = n.attrs.get_float("alpha"), beta = n.attrs.get_float("beta");
+  visit_domain(a.v.dtype(), [&](auto zero) {
+    using C = decltype(zero);
+    if constexpr (std::is_same_v<C, int64_t>) {
+      throw InternalError("reference: integer spmv_csr");
+    } else {
+      for (int64_t r = 0; r < a.rows; ++r) {
+        C acc(0);
+        for (int64_t k = a.ptr(r); k < a.ptr(r + 1); ++k) acc += a.val<C>(k) * load<C>(x, a.col(k) * x.strides()[0]);
+        C y = alpha * acc;
+        if (has_y0) y += beta * load<C>(in[4], r * in[4].strides()[0]);
+        store(out[0], r, y);
+      }
+    }
+  });
+}
+
+void spmm_kernel(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
+  const Csr a = csr_of(n, in);
+  const Tensor& b = in[3];
+  const int64_t width = b.shape()[1];
+  visit_domain(a.v.dtype(), [&](auto zero) {
+    using C = decltype(zero);
+    if constexpr (std::is_same_v<C, int64_t>) {
+      throw InternalError("reference: integer spmm_csr");
+    } else {
+      for (int64_t r = 0; r < a.rows; ++r)
+        for (int64_t j = 0; j < width; ++j) {
+          C acc(0);
+          for (int64_t k = a.ptr(r); k < a.ptr(r + 1); ++k)
+            acc += a.val<C>(k) * load<C>(b, a.col(k) * b.strides()[0] + j * b.strides()[1]);
+          store(out[0], r * width + j, acc);
+        }
+    }
+  });
+}
+
+// Forward (lower) or backward (upper) substitution; entries outside the triangle are
+// skipped. The diagonal is the sum of the stored (i, i) entries (0 when none).
+void sptrsv_kernel(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
+  const Csr a = csr_of(n, in);
+  const Tensor& b = in[3];
+  const bool lower = n.attrs.get_bool("lower"), unit = n.attrs.get_bool("unit_diagonal");
+  visit_domain(a.v.dtype(), [&](auto zero) {
+    using C = decltype(zero);
+    if constexpr (std::is_same_v<C, int64_t>) {
+      throw InternalError("reference: integer sptrsv_csr");
+    } else {
+      std::vector<C> x(size_t(a.rows));
+      for (int64_t step = 0; step < a.rows; ++step) {
+        const int64_t r = lower ? step : a.rows - 1 - step;
+        C s = load<C>(b, r * b.strides()[0]), d(0);
+        for (int64_t k = a.ptr(r); k < a.ptr(r + 1); ++k) {
+          const int64_t c = a.col(k);
+          if (c == r)
+            d += a.val<C>(k);
+          else if (lower ? c < r : c > r)
+            s -= a.val<C>(k) * x[size_t(c)];
+        }
+        x[size_t(r)] = unit ? s : s / d;
+      }
+      for (int64_t r = 0; r < a.rows; ++r) store(out[0], r, x[size_t(r)]);
+    }
+  });
+}
+
+constexpr DTypeSet kSparseValues = bit(DType::F32) | bit(DType::F64) | bit(DType::C64);
+
+}  // namespace
+
+void add_sparse_kernels(KernelTable& t) {
+  t.push_back({"spmv_csr", kSparseValues, 2, spmv_kernel, {}});
+  t.push_back({"spmm_csr", kSparseValues, 2, spmm_kernel, {}});
+  t.push_back({"sptrsv_csr", kSparseValues, 2, sptrsv_kernel, {}});
+}
+
+}  // namespace rlx::reference

@@ -1,0 +1,540 @@
+#include "solvers/sparse/krylov.hpp"
+
+#include <cmath>
+#include <complex>
+#include <limits>
+#include <map>
+#include <memory>
+
+#include "runtime/executor.hpp"
+#include "runtime/runtime.hpp"
+
+namespace rlx::sparse {
+
+const char* stop_reason_name(StopReason r) {
+  switch (r) {
+    case StopReason::ConvergedRtol: return "converged-rtol";
+    case StopReason::ConvergedAtol: return "converged-atol";
+    case StopReason::DivergedMaxIt: return "diverged-max-it";
+    case StopReason::DivergedBreakdown: return "diverged-breakdown";
+    case StopReason::DivergedIndefinite: return "diverged-indefinite";
+    case StopReason::DivergedNan: return "diverged-nan";
+  }
+  return "?";
+}
+
+namespace {
+
+using cd = std::complex<double>;
+
+// One compiled program of a method: graph + bound tensors + executor on the device.
+class Step {
+ public:
+  BoundGraph g;
+  void finish(const std::vector<Var>& outs, Device& d, const KrylovOptions& o) {
+    output(g.graph, outs);
+    CompileOptions co;
+    co.policy = o.policy;
+    prog_ = std::make_unique<Program>(compile(g.graph, d, co));
+    g.move_bound_to(d.allocator());
+    ex_ = std::make_unique<Executor>(*prog_, d);
+  }
+  std::vector<Tensor> run(const std::vector<Tensor>& free) { return ex_->run(g.inputs(free)); }
+  void run_into(const std::vector<Tensor>& free, std::vector<Tensor>& out) { ex_->run_into(g.inputs(free), out); }
+  const DispatchReport& report() const { return prog_->report; }
+
+ private:
+  std::unique_ptr<Program> prog_;
+  std::unique_ptr<Executor> ex_;
+};
+
+// conj(a) . b as a rank-0 value of a's dtype.
+Var dot(const Var& a, const Var& b) { return a.dtype() == DType::C64 ? sum(conj(a) * b) : sum(a * b); }
+Var as1(const Var& s) { return reshape(s, {1}); }
+Var pack(const std::vector<Var>& scalars) {
+  std::vector<Var> v;
+  for (auto& s : scalars) v.push_back(as1(s));
+  return concat(v, 0);
+}
+
+// Reads a small device tensor into complex<double> values on the host.
+std::vector<cd> host_values(const Tensor& t) {
+  Tensor h = t.is_host() ? t : t.to(host_allocator());
+  std::vector<cd> r(size_t(h.numel()));
+  for (int64_t i = 0; i < h.numel(); ++i) {
+    switch (h.dtype()) {
+      case DType::F32: r[size_t(i)] = h.data<float>()[i]; break;
+      case DType::F64: r[size_t(i)] = h.data<double>()[i]; break;
+      case DType::C64: r[size_t(i)] = cd(h.data<c64>()[i].real(), h.data<c64>()[i].imag()); break;
+      default: throw InternalError("krylov: unexpected scalar dtype");
+    }
+  }
+  return r;
+}
+
+Tensor scalar_tensor(DType t, cd v, Allocator* a) {
+  Tensor h = Tensor::empty(t, {});
+  if (t == DType::F32) *h.data<float>() = float(v.real());
+  else if (t == DType::F64) *h.data<double>() = v.real();
+  else *h.data<c64>() = c64(float(v.real()), float(v.imag()));
+  return a == host_allocator() ? h : h.to(a);
+}
+
+Tensor zeros_on(DType t, Shape s, Allocator* a) {
+  Tensor z = Tensor::zeros(t, std::move(s));
+  return a == host_allocator() ? z : z.to(a);
+}
+
+bool finite(double x) { return std::isfinite(x); }
+// sqrt of a computed squared norm: tiny negative rounding becomes 0, but NaN stays NaN
+// (std::max(0.0, NaN) would hide it).
+double norm_of(double sq) { return std::isnan(sq) ? sq : std::sqrt(std::max(0.0, sq)); }
+
+// Shared stop test: history, monitor, thresholds.
+class Monitor {
+ public:
+  Monitor(const KrylovOptions& o, double bnorm, KrylovResult& r) : o_(o), tol_(std::max(o.rtol * bnorm, o.atol)), r_(r) {}
+  // Records ||r|| after an iteration; returns true when the solve should stop.
+  bool record(double rnorm) {
+    r_.history.push_back(rnorm);
+    r_.residual = rnorm;
+    if (o_.monitor) o_.monitor(r_.iterations, rnorm);
+    if (!finite(rnorm)) return stop(StopReason::DivergedNan);
+    if (rnorm <= o_.atol) return stop(StopReason::ConvergedAtol);
+    if (rnorm <= tol_) return stop(StopReason::ConvergedRtol);
+    if (r_.iterations >= o_.max_it) return stop(StopReason::DivergedMaxIt);
+    return false;
+  }
+  bool stop(StopReason why) {
+    r_.reason = why;
+    return true;
+  }
+  double tol() const { return tol_; }
+
+ private:
+  const KrylovOptions& o_;
+  double tol_;
+  KrylovResult& r_;
+};
+
+void cg(const LinearOperator& A, const Tensor& b, const Preconditioner& M, const KrylovOptions& o, Device& d,
+        Tensor x, KrylovResult& res, double bnorm) {
+  DType t = b.dtype();
+  int64_t n = A.rows();
+  Step init, step;
+  {
+    Var bb = init.g.input("b", t, {n}), x0 = init.g.input("x0", t, {n});
+    Var r = bb - A.apply(init.g, x0);
+    Var z = M.apply(init.g, r);
+    init.finish({r, z, dot(r, z), pack({dot(r, r)})}, d, o);
+  }
+  {
+    Var x = step.g.input("x", t, {n}), r = step.g.input("r", t, {n}), p = step.g.input("p", t, {n});
+    Var rz = step.g.input("rz", t, {});
+    Var q = A.apply(step.g, p);
+    Var pq = dot(p, q);
+    Var alpha = rz / pq;
+    Var x1 = x + alpha * p;
+    Var r1 = r - alpha * q;
+    Var z1 = M.apply(step.g, r1);
+    Var rz1 = dot(r1, z1);
+    Var p1 = z1 + (rz1 / rz) * p;
+    step.finish({x1, r1, p1, rz1, pack({dot(r1, r1), pq})}, d, o);
+  }
+  res.report = step.report();
+  auto s0 = init.run({b, x});
+  Monitor mon(o, bnorm, res);
+  if (mon.record(norm_of(host_values(s0[3])[0].real()))) {
+    res.x = x;
+    return;
+  }
+  std::vector<Tensor> cur = {x, s0[0], s0[1], s0[2]};
+  std::vector<Tensor> next = {Tensor::empty(t, {n}, d.allocator()), Tensor::empty(t, {n}, d.allocator()),
+                              Tensor::empty(t, {n}, d.allocator()), Tensor::empty(t, {}, d.allocator()),
+                              Tensor::empty(t, {2}, d.allocator())};
+  while (true) {
+    step.run_into(cur, next);
+    auto sc = host_values(next[4]);
+    double pq = sc[1].real();
+    if (std::abs(sc[1]) == 0.0) {  // p^H A p = 0: no step can be taken
+      mon.stop(StopReason::DivergedBreakdown);
+      break;
+    }
+    if (!finite(pq) || !finite(sc[0].real())) {
+      mon.stop(StopReason::DivergedNan);
+      break;
+    }
+    if (pq < 0) {
+      mon.stop(StopReason::DivergedIndefinite);
+      break;
+    }
+    for (size_t i = 0; i < 4; ++i) std::swap(cur[i], next[i]);
+    ++res.iterations;
+    if (mon.record(norm_of(sc[0].real()))) break;
+  }
+  res.x = cur[0];
+}
+
+void bicgstab(const LinearOperator& A, const Tensor& b, const Preconditioner& M, const KrylovOptions& o, Device& d,
+              Tensor x, KrylovResult& res, double bnorm) {
+  DType t = b.dtype();
+  int64_t n = A.rows();
+  Step init, step;
+  {
+    Var bb = init.g.input("b", t, {n}), x0 = init.g.input("x0", t, {n});
+    Var r = bb - A.apply(init.g, x0);
+    init.finish({r, pack({dot(r, r)})}, d, o);
+  }
+  {
+    auto& g = step.g;
+    Var x = g.input("x", t, {n}), r = g.input("r", t, {n}), p = g.input("p", t, {n}), v = g.input("v", t, {n});
+    Var rho = g.input("rho", t, {}), alpha = g.input("alpha", t, {}), omega = g.input("omega", t, {});
+    Var rhat = g.input("rhat", t, {n});
+    Var rho1 = dot(rhat, r);
+    Var beta = (rho1 / rho) * (alpha / omega);
+    Var p1 = r + beta * (p - omega * v);
+    Var ph = M.apply(g, p1);
+    Var v1 = A.apply(g, ph);
+    Var rv = dot(rhat, v1);
+    Var alpha1 = rho1 / rv;
+    Var s = r - alpha1 * v1;
+    Var sh = M.apply(g, s);
+    Var tv = A.apply(g, sh);
+    Var tt = dot(tv, tv), ts = dot(tv, s);
+    // omega = (t, s) / (t, t); when s is already zero, t is too: take omega = 0.
+    Var nonzero = t == DType::C64 ? gt(abs(tt), scalar(g.graph, 0.0, DType::F32)) : gt(tt, scalar_like(tt, 0.0));
+    Var omega1 = where(nonzero, ts / where(nonzero, tt, scalar_like(tt, 1.0)), scalar_like(tt, 0.0));
+    Var x1 = x + alpha1 * ph + omega1 * sh;
+    Var r1 = s - omega1 * tv;
+    step.finish({x1, r1, p1, v1, rho1, alpha1, omega1, pack({dot(r1, r1), rho1, rv, omega1})}, d, o);
+  }
+  res.report = step.report();
+  auto s0 = init.run({b, x});
+  Monitor mon(o, bnorm, res);
+  if (mon.record(norm_of(host_values(s0[1])[0].real()))) {
+    res.x = x;
+    return;
+  }
+  Allocator* a = d.allocator();
+  // Every state tensor gets its own buffer: the iteration recycles them as outputs.
+  Tensor rhat = s0[0].clone();
+  std::vector<Tensor> cur = {x, s0[0], zeros_on(t, {n}, a), zeros_on(t, {n}, a), scalar_tensor(t, 1.0, a),
+                             scalar_tensor(t, 1.0, a), scalar_tensor(t, 1.0, a), rhat};
+  std::vector<Tensor> next;
+  for (int i = 0; i < 4; ++i) next.push_back(Tensor::empty(t, {n}, a));
+  for (int i = 0; i < 3; ++i) next.push_back(Tensor::empty(t, {}, a));
+  next.push_back(Tensor::empty(t, {4}, a));
+  while (true) {
+    step.run_into(cur, next);
+    auto sc = host_values(next[7]);
+    if (std::abs(sc[1]) == 0.0 || std::abs(sc[2]) == 0.0) {  // rho or (rhat, v) vanished
+      mon.stop(StopReason::DivergedBreakdown);
+      break;
+    }
+    if (!finite(std::abs(sc[0])) || !finite(std::abs(sc[2]))) {
+      mon.stop(StopReason::DivergedNan);
+      break;
+    }
+    for (size_t i = 0; i < 7; ++i) std::swap(cur[i], next[i]);
+    ++res.iterations;
+    if (mon.record(norm_of(sc[0].real()))) break;
+    if (std::abs(sc[3]) == 0.0) {  // omega = 0 with a nonzero residual: cannot continue
+      mon.stop(StopReason::DivergedBreakdown);
+      break;
+    }
+  }
+  res.x = cur[0];
+}
+
+// Restarted GMRES(m) with right preconditioning (so the residual it tracks is the true
+// one) and classical Gram-Schmidt applied twice. The Hessenberg least-squares problem
+// (at most m+1 numbers per step) is solved on the host with Givens rotations.
+void gmres(const LinearOperator& A, const Tensor& b, const Preconditioner& M, const KrylovOptions& o, Device& d,
+           Tensor x, KrylovResult& res, double bnorm) {
+  DType t = b.dtype();
+  int64_t n = A.rows();
+  int m = std::max(1, o.restart);
+  Allocator* a = d.allocator();
+  Step resid;
+  {
+    Var bb = resid.g.input("b", t, {n}), x0 = resid.g.input("x", t, {n});
+    Var r = bb - A.apply(resid.g, x0);
+    resid.finish({r, pack({dot(r, r)})}, d, o);
+  }
+  res.report = resid.report();
+  std::map<int, std::unique_ptr<Step>> arnoldi, update;
+  auto basis = [&](BoundGraph& g, int count) {
+    std::vector<Var> vs;
+    for (int i = 0; i < count; ++i) vs.push_back(reshape(g.input("v" + std::to_string(i), t, {n}), {1, n}));
+    return vs;
+  };
+  // Arnoldi step j: w = A M v_j orthogonalized against v_0..v_j.
+  auto arnoldi_step = [&](int j) -> Step& {
+    auto& s = arnoldi[j];
+    if (!s) {
+      s = std::make_unique<Step>();
+      auto vs = basis(s->g, j + 1);
+      Var V = j == 0 ? vs[0] : concat(vs, 0);  // [j+1, n]
+      Var Vc = t == DType::C64 ? conj(V) : V;
+      Var vj = reshape(vs[size_t(j)], {n});
+      Var w = reshape(A.apply(s->g, M.apply(s->g, vj)), {n, 1});
+      Var h1 = matmul(Vc, w);  // [j+1, 1]
+      w = w - matmul(V, h1, true, false);
+      Var h2 = matmul(Vc, w);
+      w = w - matmul(V, h2, true, false);
+      Var h = reshape(h1 + h2, {j + 1});
+      Var hn2 = dot(w, w);
+      Var hn = sqrt(t == DType::C64 ? real(hn2) : hn2);
+      Var inv = where(gt(hn, scalar_like(hn, 0.0)), 1.0 / where(gt(hn, scalar_like(hn, 0.0)), hn, scalar_like(hn, 1.0)),
+                      scalar_like(hn, 0.0));
+      Var vnext = reshape(w, {n}) * (t == DType::C64 ? make_complex(inv, scalar_like(inv, 0.0)) : inv);
+      s->finish({vnext, concat({h, as1(hn2)}, 0)}, d, o);
+    }
+    return *s;
+  };
+  // x + M (V_k^T y)
+  auto update_step = [&](int k) -> Step& {
+    auto& s = update[k];
+    if (!s) {
+      s = std::make_unique<Step>();
+      Var xin = s->g.input("x", t, {n});
+      auto vs = basis(s->g, k);
+      Var y = s->g.input("y", t, {1, k});
+      Var V = k == 1 ? vs[0] : concat(vs, 0);
+      Var dx = reshape(matmul(y, V), {n});
+      s->finish({xin + M.apply(s->g, dx)}, d, o);
+    }
+    return *s;
+  };
+
+  Monitor mon(o, bnorm, res);
+  bool first = true;
+  while (true) {
+    auto r0 = resid.run({b, x});
+    double beta = norm_of(host_values(r0[1])[0].real());
+    if (first) {
+      first = false;
+      if (mon.record(beta)) break;
+    } else if (!finite(beta)) {
+      mon.stop(StopReason::DivergedNan);
+      break;
+    } else if (beta <= mon.tol()) {
+      // The true residual after a restart confirms convergence.
+      res.residual = beta;
+      res.reason = beta <= o.atol ? StopReason::ConvergedAtol : StopReason::ConvergedRtol;
+      break;
+    }
+    std::vector<Tensor> V = {Tensor{}};
+    {
+      Tensor h = r0[0].is_host() ? r0[0] : r0[0].to(host_allocator());
+      Tensor v0 = Tensor::empty(t, {n});
+      for (int64_t i = 0; i < n; ++i) {
+        if (t == DType::F32) v0.data<float>()[i] = float(h.data<float>()[i] / beta);
+        else if (t == DType::F64) v0.data<double>()[i] = h.data<double>()[i] / beta;
+        else v0.data<c64>()[i] = h.data<c64>()[i] / float(beta);
+      }
+      V[0] = v0.to(a);
+    }
+    std::vector<std::vector<cd>> H;  // columns, rotated
+    std::vector<cd> cs, sn, g = {beta};
+    int k = 0;
+    bool stop = false, lucky = false;
+    for (int j = 0; j < m; ++j) {
+      auto out = arnoldi_step(j).run(V);
+      auto hv = host_values(out[1]);
+      double hn = norm_of(hv.back().real());
+      std::vector<cd> col(hv.begin(), hv.end() - 1);
+      col.push_back(hn);
+      for (int i = 0; i < j; ++i) {  // apply previous rotations
+        cd t1 = std::conj(cs[size_t(i)]) * col[size_t(i)] + std::conj(sn[size_t(i)]) * col[size_t(i) + 1];
+        cd t2 = -sn[size_t(i)] * col[size_t(i)] + cs[size_t(i)] * col[size_t(i) + 1];
+        col[size_t(i)] = t1;
+        col[size_t(i) + 1] = t2;
+      }
+      double den = std::sqrt(std::norm(col[size_t(j)]) + hn * hn);
+      cd c = den == 0 ? 1.0 : col[size_t(j)] / den, s = den == 0 ? 0.0 : cd(hn / den);
+      cs.push_back(c);
+      sn.push_back(s);
+      col[size_t(j)] = std::conj(c) * col[size_t(j)] + std::conj(s) * col[size_t(j) + 1];
+      col.pop_back();
+      g.push_back(-s * g[size_t(j)]);
+      g[size_t(j)] = std::conj(c) * g[size_t(j)];
+      H.push_back(col);
+      V.push_back(out[0]);
+      k = j + 1;
+      ++res.iterations;
+      double est = std::abs(g[size_t(j) + 1]);
+      if (!finite(est) || !finite(hn)) {
+        mon.stop(StopReason::DivergedNan);
+        stop = true;
+        break;
+      }
+      if (den == 0) {
+        mon.stop(StopReason::DivergedBreakdown);
+        stop = true;
+        break;
+      }
+      if (mon.record(est)) {
+        stop = true;
+        break;
+      }
+      if (hn == 0) {  // the Krylov space is invariant: the solution is in it
+        lucky = true;
+        break;
+      }
+    }
+    if (res.reason == StopReason::DivergedNan || res.reason == StopReason::DivergedBreakdown) {
+      if (stop) break;
+    }
+    // y = R^{-1} g on the host; x += M V y.
+    std::vector<cd> y(static_cast<size_t>(k));
+    for (int i = k - 1; i >= 0; --i) {
+      cd acc = g[size_t(i)];
+      for (int l = i + 1; l < k; ++l) acc -= H[size_t(l)][size_t(i)] * y[size_t(l)];
+      y[size_t(i)] = acc / H[size_t(i)][size_t(i)];
+    }
+    Tensor yt = Tensor::empty(t, {1, k});
+    for (int i = 0; i < k; ++i) {
+      if (t == DType::F32) yt.data<float>()[i] = float(y[size_t(i)].real());
+      else if (t == DType::F64) yt.data<double>()[i] = y[size_t(i)].real();
+      else yt.data<c64>()[i] = c64(float(y[size_t(i)].real()), float(y[size_t(i)].imag()));
+    }
+    std::vector<Tensor> ins = {x};
+    ins.insert(ins.end(), V.begin(), V.begin() + k);
+    ins.push_back(a == host_allocator() ? yt : yt.to(a));
+    x = update_step(k).run(ins)[0];
+    if (stop) break;
+    (void)lucky;  // the restart's true residual decides
+  }
+  res.x = x;
+}
+
+// MINRES (Paige and Saunders) for symmetric, possibly indefinite A, with a symmetric
+// positive definite preconditioner. Real dtypes only.
+void minres(const LinearOperator& A, const Tensor& b, const Preconditioner& M, const KrylovOptions& o, Device& d,
+            Tensor x, KrylovResult& res, double bnorm) {
+  DType t = b.dtype();
+  if (t == DType::C64) throw InputError("minres supports f32 and f64 (use gmres for complex systems)");
+  int64_t n = A.rows();
+  Allocator* a = d.allocator();
+  Step init, lanczos, upd;
+  {
+    Var bb = init.g.input("b", t, {n}), x0 = init.g.input("x0", t, {n});
+    Var r = bb - A.apply(init.g, x0);
+    Var y = M.apply(init.g, r);
+    init.finish({r, y, pack({dot(r, y)})}, d, o);
+  }
+  {
+    auto& g = lanczos.g;
+    Var y = g.input("y", t, {n}), r1 = g.input("r1", t, {n}), r2 = g.input("r2", t, {n});
+    Var s = g.input("s", t, {}), c1 = g.input("c1", t, {});
+    Var v = s * y;
+    Var y1 = A.apply(g, v) - c1 * r1;
+    Var alfa = dot(v, y1);
+    Var y2 = y1 - (alfa * s) * r2;
+    Var ynew = M.apply(g, y2);
+    lanczos.finish({v, y2, ynew, pack({alfa, dot(y2, ynew)})}, d, o);
+  }
+  {
+    auto& g = upd.g;
+    Var v = g.input("v", t, {n}), w1 = g.input("w1", t, {n}), w2 = g.input("w2", t, {n}), x0 = g.input("x", t, {n});
+    Var oldeps = g.input("oldeps", t, {}), delta = g.input("delta", t, {}), denom = g.input("denom", t, {});
+    Var phi = g.input("phi", t, {});
+    Var w = (v - oldeps * w1 - delta * w2) * denom;
+    upd.finish({w, x0 + phi * w}, d, o);
+  }
+  res.report = lanczos.report();
+  auto s0 = init.run({b, x});
+  double beta1sq = host_values(s0[2])[0].real();
+  Monitor mon(o, bnorm, res);
+  if (beta1sq < 0) {
+    mon.stop(StopReason::DivergedIndefinite);  // the preconditioner is not positive definite
+    res.x = x;
+    return;
+  }
+  double beta1 = std::sqrt(beta1sq);
+  // MINRES tracks the preconditioned residual norm; with M = I it is ||r||.
+  if (mon.record(beta1) || beta1 == 0) {
+    res.x = x;
+    return;
+  }
+  Tensor r1 = s0[0], r2 = s0[0], y = s0[1];
+  Tensor w = zeros_on(t, {n}, a), w2 = zeros_on(t, {n}, a);
+  double oldb = 0, beta = beta1, dbar = 0, epsln = 0, phibar = beta1, cs = -1, sn = 0;
+  auto sc = [&](double v) { return scalar_tensor(t, v, a); };
+  while (true) {
+    auto out = lanczos.run({y, r1, r2, sc(1.0 / beta), sc(oldb == 0 ? 0.0 : beta / oldb)});
+    auto s = host_values(out[3]);
+    double alfa = s[0].real(), bnew2 = s[1].real();
+    if (!finite(alfa) || !finite(bnew2)) {
+      mon.stop(StopReason::DivergedNan);
+      break;
+    }
+    if (bnew2 < 0) {
+      mon.stop(StopReason::DivergedIndefinite);
+      break;
+    }
+    r1 = r2;
+    r2 = out[1];
+    y = out[2];
+    oldb = beta;
+    beta = std::sqrt(bnew2);
+    double oldeps = epsln;
+    double delta = cs * dbar + sn * alfa;
+    double gbar = sn * dbar - cs * alfa;
+    epsln = sn * beta;
+    dbar = -cs * beta;
+    double gamma = std::max(std::hypot(gbar, beta), std::numeric_limits<double>::min());
+    cs = gbar / gamma;
+    sn = beta / gamma;
+    double phi = cs * phibar;
+    phibar = sn * phibar;
+    auto u = upd.run({out[0], w2, w, x, sc(oldeps), sc(delta), sc(1.0 / gamma), sc(phi)});
+    w2 = w;
+    w = u[0];
+    x = u[1];
+    ++res.iterations;
+    if (mon.record(phibar)) break;
+    if (beta == 0) {  // invariant subspace: x is exact up to rounding
+      mon.stop(phibar <= mon.tol() ? StopReason::ConvergedRtol : StopReason::DivergedBreakdown);
+      break;
+    }
+  }
+  res.x = x;
+}
+
+}  // namespace
+
+KrylovResult krylov_solve(const LinearOperator& A, const Tensor& b0, const Preconditioner& M, const KrylovOptions& o,
+                          const Tensor& x0) {
+  if (A.rows() != A.cols()) throw InputError("krylov solvers need a square operator, got " + std::to_string(A.rows()) + "x" + std::to_string(A.cols()));
+  if (b0.type() != TensorType{A.dtype(), {A.rows()}})
+    throw InputError("right-hand side must be " + TensorType{A.dtype(), {A.rows()}}.str() + ", got " + b0.type().str());
+  if (x0.defined() && x0.type() != b0.type())
+    throw InputError("initial guess must be " + b0.type().str() + ", got " + x0.type().str());
+  if (!(o.rtol >= 0) || !(o.atol >= 0)) throw InputError("rtol and atol must be >= 0");
+  if (o.max_it < 0) throw InputError("max_it must be >= 0");
+  Device& d = DeviceRegistry::get().at(o.device);
+  Allocator* a = d.allocator();
+  Tensor b = b0.allocator() == a ? b0 : b0.to(a);
+  Tensor x = x0.defined() ? x0.to(a) : zeros_on(b0.dtype(), b0.shape(), a);
+  double bnorm = 0;
+  for (cd v : host_values(b0)) bnorm += std::norm(v);
+  bnorm = std::sqrt(bnorm);
+
+  KrylovResult res;
+  std::string m = o.method;
+  if (m == "cg" || m == "pcg") cg(A, b, M, o, d, x, res, bnorm);
+  else if (m == "bicgstab") bicgstab(A, b, M, o, d, x, res, bnorm);
+  else if (m == "gmres") gmres(A, b, M, o, d, x, res, bnorm);
+  else if (m == "minres") minres(A, b, M, o, d, x, res, bnorm);
+  else throw InputError("unknown method '" + m + "' (expected cg, pcg, bicgstab, gmres or minres)");
+  if (!res.x.is_host()) res.x = res.x.to(host_allocator());
+  if (o.error_if_not_converged && !converged(res.reason))
+    throw SolveError(o.method + " did not converge: " + stop_reason_name(res.reason) + " after " +
+                         std::to_string(res.iterations) + " iterations (residual " + std::to_string(res.residual) + ")",
+                     res);
+  return res;
+}
+
+}  // namespace rlx::sparse

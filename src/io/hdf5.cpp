@@ -1,0 +1,326 @@
+#include "io/hdf5.hpp"
+
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <unistd.h>
+
+#include "core/error.hpp"
+
+#ifdef RLX_HAVE_HDF5
+#include <hdf5.h>
+#endif
+
+namespace rlx::io {
+
+#ifndef RLX_HAVE_HDF5
+
+bool hdf5_available() { return false; }
+struct H5Writer::Impl {};
+struct H5Reader::Impl {};
+static void no_hdf5() { throw Error("rlx was built without HDF5 (install libhdf5-dev and reconfigure)"); }
+H5Writer::H5Writer(const std::string&) { no_hdf5(); }
+H5Writer::~H5Writer() = default;
+void H5Writer::write(const std::string&, const Tensor&) { no_hdf5(); }
+void H5Writer::attr(const std::string&, const std::string&, const H5Attr&) { no_hdf5(); }
+void H5Writer::write_csr(const std::string&, const CsrArrays&) { no_hdf5(); }
+void H5Writer::commit() { no_hdf5(); }
+H5Reader::H5Reader(const std::string&) { no_hdf5(); }
+H5Reader::~H5Reader() = default;
+bool H5Reader::has(const std::string&) const { return false; }
+Tensor H5Reader::read(const std::string&) const { no_hdf5(); return {}; }
+H5Attr H5Reader::attr(const std::string&, const std::string&) const { no_hdf5(); return int64_t(0); }
+CsrArrays H5Reader::read_csr(const std::string&) const { no_hdf5(); return {}; }
+
+#else
+
+bool hdf5_available() { return true; }
+
+namespace {
+
+// HDF5's own error stack printing is off: every failure becomes an rlx::Error here.
+struct QuietErrors {
+  QuietErrors() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
+};
+const QuietErrors quiet;
+
+// An owned HDF5 handle.
+class Handle {
+ public:
+  Handle() = default;
+  Handle(hid_t id, herr_t (*close)(hid_t)) : id_(id), close_(close) {}
+  Handle(Handle&& o) noexcept : id_(o.id_), close_(o.close_) { o.id_ = -1; }
+  Handle& operator=(Handle&& o) noexcept {
+    reset();
+    id_ = o.id_;
+    close_ = o.close_;
+    o.id_ = -1;
+    return *this;
+  }
+  ~Handle() { reset(); }
+  void reset() {
+    if (id_ >= 0 && close_) close_(id_);
+    id_ = -1;
+  }
+  hid_t get() const { return id_; }
+  bool ok() const { return id_ >= 0; }
+
+ private:
+  hid_t id_ = -1;
+  herr_t (*close_)(hid_t) = nullptr;
+};
+
+// h5py's bool: an 8-bit enum {FALSE = 0, TRUE = 1}.
+Handle bool_type() {
+  Handle t(H5Tenum_create(H5T_NATIVE_INT8), H5Tclose);
+  int8_t f = 0, tr = 1;
+  H5Tenum_insert(t.get(), "FALSE", &f);
+  H5Tenum_insert(t.get(), "TRUE", &tr);
+  return t;
+}
+
+Handle complex_type() {
+  Handle t(H5Tcreate(H5T_COMPOUND, 8), H5Tclose);
+  H5Tinsert(t.get(), "r", 0, H5T_NATIVE_FLOAT);
+  H5Tinsert(t.get(), "i", 4, H5T_NATIVE_FLOAT);
+  return t;
+}
+
+// The memory type for a dtype (bool is stored as u8).
+Handle mem_type(DType t, const std::string& where) {
+  switch (t) {
+    case DType::F32: return Handle(H5Tcopy(H5T_NATIVE_FLOAT), H5Tclose);
+    case DType::F64: return Handle(H5Tcopy(H5T_NATIVE_DOUBLE), H5Tclose);
+    case DType::I8: return Handle(H5Tcopy(H5T_NATIVE_INT8), H5Tclose);
+    case DType::U8: return Handle(H5Tcopy(H5T_NATIVE_UINT8), H5Tclose);
+    case DType::Bool: return bool_type();
+    case DType::I32: return Handle(H5Tcopy(H5T_NATIVE_INT32), H5Tclose);
+    case DType::I64: return Handle(H5Tcopy(H5T_NATIVE_INT64), H5Tclose);
+    case DType::C64: return complex_type();
+    default: throw InputError(where + ": dtype " + dtype_name(t) + " cannot be stored in HDF5 by rlx (cast it first)");
+  }
+}
+
+// The dtype a stored dataset reads as.
+DType dtype_of(hid_t file_type, const std::string& where) {
+  H5T_class_t c = H5Tget_class(file_type);
+  size_t sz = H5Tget_size(file_type);
+  if (c == H5T_FLOAT) {
+    if (sz == 4) return DType::F32;
+    if (sz == 8) return DType::F64;
+  } else if (c == H5T_INTEGER) {
+    bool sign = H5Tget_sign(file_type) == H5T_SGN_2;
+    if (sz == 1) return sign ? DType::I8 : DType::U8;
+    if (sz == 4 && sign) return DType::I32;
+    if (sz == 8 && sign) return DType::I64;
+    if (sz == 4 && !sign) return DType::I64;  // u32 widens exactly
+  } else if (c == H5T_COMPOUND && H5Tget_nmembers(file_type) == 2 && sz == 8) {
+    return DType::C64;
+  } else if (c == H5T_ENUM && sz == 1) {
+    return DType::Bool;  // h5py's bool
+  }
+  throw InputError(where + ": unsupported HDF5 element type (class " + std::to_string(int(c)) + ", " +
+                   std::to_string(sz) + " bytes)");
+}
+
+std::string parent_of(const std::string& name) {
+  auto p = name.rfind('/');
+  return p == std::string::npos || p == 0 ? "/" : name.substr(0, p);
+}
+
+}  // namespace
+
+struct H5Writer::Impl {
+  std::string path, tmp;
+  Handle file;
+  bool committed = false;
+
+  void ensure_groups(const std::string& name) {
+    std::string acc;
+    size_t start = name[0] == '/' ? 1 : 0;
+    for (size_t i = start; i < name.size(); ++i) {
+      if (name[i] != '/') continue;
+      acc = name.substr(0, i);
+      if (acc.empty()) continue;
+      if (H5Lexists(file.get(), acc.c_str(), H5P_DEFAULT) <= 0) {
+        Handle g(H5Gcreate2(file.get(), acc.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
+        if (!g.ok()) throw Error(path + ": cannot create group " + acc);
+      }
+    }
+  }
+};
+
+H5Writer::H5Writer(const std::string& path) : impl_(std::make_unique<Impl>()) {
+  impl_->path = path;
+  impl_->tmp = path + ".tmp." + std::to_string(::getpid());
+  impl_->file = Handle(H5Fcreate(impl_->tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
+  if (!impl_->file.ok()) throw InputError(path + ": cannot create HDF5 file (is the folder writable?)");
+}
+
+H5Writer::~H5Writer() {
+  if (impl_ && !impl_->committed) {
+    impl_->file.reset();
+    std::remove(impl_->tmp.c_str());
+  }
+}
+
+void H5Writer::write(const std::string& name, const Tensor& t0) {
+  Tensor t = t0.is_host() ? t0.contiguous() : t0.to(host_allocator());
+  std::string where = impl_->path + ":" + name;
+  Handle mt = mem_type(t.dtype(), where);
+  impl_->ensure_groups(name);
+  std::vector<hsize_t> dims(t.shape().begin(), t.shape().end());
+  Handle space(t.rank() ? H5Screate_simple(t.rank(), dims.data(), nullptr) : H5Screate(H5S_SCALAR), H5Sclose);
+  Handle ds(H5Dcreate2(impl_->file.get(), name.c_str(), mt.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+            H5Dclose);
+  if (!ds.ok()) throw Error(where + ": cannot create dataset (does it exist already?)");
+  if (t.numel() > 0 && H5Dwrite(ds.get(), mt.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, t.raw()) < 0)
+    throw Error(where + ": write failed");
+}
+
+void H5Writer::attr(const std::string& object, const std::string& name, const H5Attr& v) {
+  std::string where = impl_->path + ":" + object + "@" + name;
+  Handle obj(H5Oopen(impl_->file.get(), object.c_str(), H5P_DEFAULT), H5Oclose);
+  if (!obj.ok()) throw Error(where + ": no such object");
+  Handle space(H5Screate(H5S_SCALAR), H5Sclose);
+  Handle type;
+  const void* data = nullptr;
+  std::string s;
+  if (auto* i = std::get_if<int64_t>(&v)) {
+    type = Handle(H5Tcopy(H5T_NATIVE_INT64), H5Tclose);
+    data = i;
+  } else if (auto* d = std::get_if<double>(&v)) {
+    type = Handle(H5Tcopy(H5T_NATIVE_DOUBLE), H5Tclose);
+    data = d;
+  } else {
+    s = std::get<std::string>(v);
+    type = Handle(H5Tcopy(H5T_C_S1), H5Tclose);
+    H5Tset_size(type.get(), std::max<size_t>(1, s.size()));
+    H5Tset_strpad(type.get(), H5T_STR_NULLPAD);
+    data = s.data();
+    if (s.empty()) {
+      s.assign(1, '\0');
+      data = s.data();
+    }
+  }
+  Handle a(H5Acreate2(obj.get(), name.c_str(), type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
+  if (!a.ok() || H5Awrite(a.get(), type.get(), data) < 0) throw Error(where + ": cannot write attribute");
+}
+
+void H5Writer::write_csr(const std::string& group, const CsrArrays& a) {
+  std::string g = group.empty() || group.back() == '/' ? group : group + "/";
+  write(g + "row_ptr", a.row_ptr);
+  write(g + "col_idx", a.col_idx);
+  write(g + "values", a.values);
+  std::string obj = group.empty() ? "/" : group;
+  attr(obj, "format", std::string("csr"));
+  attr(obj, "rows", a.rows);
+  attr(obj, "cols", a.cols);
+}
+
+void H5Writer::commit() {
+  if (H5Fflush(impl_->file.get(), H5F_SCOPE_GLOBAL) < 0) throw Error(impl_->path + ": flush failed");
+  impl_->file.reset();
+  std::error_code ec;
+  std::filesystem::rename(impl_->tmp, impl_->path, ec);
+  if (ec) {
+    std::remove(impl_->tmp.c_str());
+    throw Error(impl_->path + ": cannot move the written file into place: " + ec.message());
+  }
+  impl_->committed = true;
+}
+
+struct H5Reader::Impl {
+  std::string path;
+  Handle file;
+};
+
+H5Reader::H5Reader(const std::string& path) : impl_(std::make_unique<Impl>()) {
+  impl_->path = path;
+  if (!std::filesystem::exists(path)) throw InputError(path + ": no such file");
+  if (H5Fis_hdf5(path.c_str()) <= 0) throw InputError(path + ": not an HDF5 file");
+  impl_->file = Handle(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
+  if (!impl_->file.ok()) throw InputError(path + ": cannot open HDF5 file");
+}
+
+H5Reader::~H5Reader() = default;
+
+bool H5Reader::has(const std::string& name) const {
+  // Every prefix must exist for H5Lexists to answer safely.
+  for (size_t i = 1; i <= name.size(); ++i)
+    if (i == name.size() || name[i] == '/') {
+      std::string p = name.substr(0, i);
+      if (p == "/" ) continue;
+      if (H5Lexists(impl_->file.get(), p.c_str(), H5P_DEFAULT) <= 0) return false;
+    }
+  return true;
+}
+
+Tensor H5Reader::read(const std::string& name) const {
+  std::string where = impl_->path + ":" + name;
+  if (!has(name)) throw InputError(where + ": no such dataset");
+  Handle ds(H5Dopen2(impl_->file.get(), name.c_str(), H5P_DEFAULT), H5Dclose);
+  if (!ds.ok()) throw InputError(where + ": not a dataset");
+  Handle ft(H5Dget_type(ds.get()), H5Tclose);
+  DType t = dtype_of(ft.get(), where);
+  Handle space(H5Dget_space(ds.get()), H5Sclose);
+  int rank = H5Sget_simple_extent_ndims(space.get());
+  if (rank < 0) throw InputError(where + ": unreadable dataspace");
+  std::vector<hsize_t> dims(static_cast<size_t>(rank));
+  H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
+  Tensor r = Tensor::empty(t, Shape(dims.begin(), dims.end()));
+  Handle mt = mem_type(t, where);
+  if (r.numel() > 0 && H5Dread(ds.get(), mt.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, r.raw()) < 0)
+    throw InputError(where + ": read failed (corrupt file or unsupported layout)");
+  return r;
+}
+
+H5Attr H5Reader::attr(const std::string& object, const std::string& name) const {
+  std::string where = impl_->path + ":" + object + "@" + name;
+  if (H5Aexists_by_name(impl_->file.get(), object.c_str(), name.c_str(), H5P_DEFAULT) <= 0)
+    throw InputError(where + ": no such attribute");
+  Handle a(H5Aopen_by_name(impl_->file.get(), object.c_str(), name.c_str(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
+  Handle t(H5Aget_type(a.get()), H5Tclose);
+  H5T_class_t c = H5Tget_class(t.get());
+  if (c == H5T_INTEGER) {
+    int64_t v = 0;
+    H5Aread(a.get(), H5T_NATIVE_INT64, &v);
+    return v;
+  }
+  if (c == H5T_FLOAT) {
+    double v = 0;
+    H5Aread(a.get(), H5T_NATIVE_DOUBLE, &v);
+    return v;
+  }
+  if (c == H5T_STRING && !H5Tis_variable_str(t.get())) {
+    std::string s(H5Tget_size(t.get()), '\0');
+    H5Aread(a.get(), t.get(), s.data());
+    s.erase(s.find_last_not_of('\0') + 1);
+    return s;
+  }
+  throw InputError(where + ": unsupported attribute type");
+}
+
+CsrArrays H5Reader::read_csr(const std::string& group) const {
+  std::string g = group.empty() || group.back() == '/' ? group : group + "/";
+  std::string obj = group.empty() ? "/" : group;
+  auto fmt = attr(obj, "format");
+  if (!std::holds_alternative<std::string>(fmt) || std::get<std::string>(fmt) != "csr")
+    throw InputError(impl_->path + ":" + obj + ": not a CSR group (attribute format != \"csr\")");
+  CsrArrays a;
+  a.row_ptr = read(g + "row_ptr");
+  a.col_idx = read(g + "col_idx");
+  a.values = read(g + "values");
+  auto geti = [&](const char* n) {
+    auto v = attr(obj, n);
+    if (!std::holds_alternative<int64_t>(v)) throw InputError(impl_->path + ":" + obj + "@" + n + ": not an integer");
+    return std::get<int64_t>(v);
+  };
+  a.rows = geti("rows");
+  a.cols = geti("cols");
+  return a;
+}
+
+#endif
+
+}  // namespace rlx::io

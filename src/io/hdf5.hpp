@@ -1,0 +1,61 @@
+// HDF5 files: tensors as datasets, scalar attributes, and CSR matrices as groups.
+//
+// Layout (docs/io.md): a dataset per tensor (row-major, its dtype: f32, f64, i8, u8, i32,
+// i64, bool as h5py's 8-bit enum, c64 as the compound {r: f32, i: f32} that h5py and NumPy read as
+// complex64). A CSR matrix is a group with datasets row_ptr, col_idx, values and the
+// attributes format="csr", rows, cols.
+//
+// Writes go to a temporary file in the same folder, renamed over the target on commit():
+// a crash or an error never leaves a half-written file under the final name.
+// Built only when HDF5 is found (RLX_HAVE_HDF5); otherwise every call throws an Error
+// saying rlx was built without HDF5.
+#pragma once
+#include <memory>
+#include <string>
+#include <variant>
+
+#include "core/tensor.hpp"
+
+namespace rlx::io {
+
+bool hdf5_available();
+
+using H5Attr = std::variant<int64_t, double, std::string>;
+
+struct CsrArrays {
+  Tensor row_ptr, col_idx, values;
+  int64_t rows = 0, cols = 0;
+};
+
+class H5Writer {
+ public:
+  explicit H5Writer(const std::string& path);
+  ~H5Writer();  // removes the temporary file unless committed
+  H5Writer(const H5Writer&) = delete;
+  H5Writer& operator=(const H5Writer&) = delete;
+  // `name` may contain '/': intermediate groups are created.
+  void write(const std::string& name, const Tensor& t);
+  void attr(const std::string& object, const std::string& name, const H5Attr& v);  // object "/" for the file
+  void write_csr(const std::string& group, const CsrArrays& a);
+  void commit();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+class H5Reader {
+ public:
+  explicit H5Reader(const std::string& path);
+  ~H5Reader();
+  bool has(const std::string& name) const;
+  Tensor read(const std::string& name) const;
+  H5Attr attr(const std::string& object, const std::string& name) const;
+  CsrArrays read_csr(const std::string& group) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace rlx::io

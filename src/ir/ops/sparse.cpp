@@ -1,0 +1,75 @@
+// Sparse library primitives over CSR matrices given as three tensors: row_ptr [rows+1]
+// and col_idx [nnz] (both i32 or both i64) and values [nnz]. The column count is an
+// attribute (it cannot be read off the arrays). Kernels trust the structure: building
+// a CsrMatrix (solvers/sparse) validates it once.
+#include "ir/ops/rules.hpp"
+
+namespace rlx::ir {
+using namespace rules;
+
+namespace {
+
+const std::vector<DType> kSparseValues = {DType::F32, DType::F64, DType::C64};
+
+// Checks the CSR triple (inputs 0..2) and returns the row count.
+int64_t check_csr(const std::vector<TensorType>& in, const Attrs& a) {
+  const TensorType &rp = in[0], &ci = in[1], &v = in[2];
+  if (rp.dtype != DType::I32 && rp.dtype != DType::I64)
+    throw InputError(std::string("row_ptr must be i32 or i64, got ") + dtype_name(rp.dtype));
+  if (ci.dtype != rp.dtype)
+    throw InputError(std::string("col_idx dtype ") + dtype_name(ci.dtype) + " differs from row_ptr's " +
+                     dtype_name(rp.dtype));
+  if (rp.shape.size() != 1 || rp.shape[0] < 1) throw InputError("row_ptr must be [rows+1], got " + shape_str(rp.shape));
+  if (ci.shape.size() != 1 || v.shape != ci.shape)
+    throw InputError("col_idx and values must both be [nnz], got " + shape_str(ci.shape) + " and " + shape_str(v.shape));
+  require_dtype(v, kSparseValues, "values");
+  if (a.get_int("cols") < 0) throw InputError("cols must be >= 0");
+  return rp.shape[0] - 1;
+}
+
+}  // namespace
+
+void register_sparse_ops(OpRegistry& r) {
+  // y = alpha * A x + beta * y0   (y0 only when given; beta is ignored without it)
+  r.add({.name = "spmv_csr", .level = Level::Lib, .cls = OpClass::Library, .min_inputs = 4, .max_inputs = 5,
+         .attrs = {{"cols", AttrKind::Int, true}, {"alpha", AttrKind::Float, false, 1.0}, {"beta", AttrKind::Float, false, 0.0}},
+         .infer = [](const std::vector<TensorType>& in, const Attrs& a, auto&) {
+           int64_t rows = check_csr(in, a);
+           const TensorType& x = in[3];
+           if (x.dtype != in[2].dtype) throw InputError("x dtype differs from the matrix values'");
+           if (x.shape != Shape{a.get_int("cols")})
+             throw InputError("x must be [" + std::to_string(a.get_int("cols")) + "], got " + shape_str(x.shape));
+           if (in.size() == 5 && in[4] != TensorType{x.dtype, {rows}})
+             throw InputError("y0 must be " + TensorType{x.dtype, {rows}}.str() + ", got " + in[4].str());
+           return std::vector<TensorType>{{x.dtype, {rows}}};
+         },
+         .dtypes = kSparseValues, .doc = "CSR sparse matrix times vector: alpha*A*x (+ beta*y0)"});
+  // C = A B with B dense [cols, k]
+  r.add({.name = "spmm_csr", .level = Level::Lib, .cls = OpClass::Library, .min_inputs = 4, .max_inputs = 4,
+         .attrs = {{"cols", AttrKind::Int, true}},
+         .infer = [](const std::vector<TensorType>& in, const Attrs& a, auto&) {
+           int64_t rows = check_csr(in, a);
+           const TensorType& b = in[3];
+           if (b.dtype != in[2].dtype) throw InputError("B dtype differs from the matrix values'");
+           if (b.shape.size() != 2 || b.shape[0] != a.get_int("cols"))
+             throw InputError("B must be [" + std::to_string(a.get_int("cols")) + ", k], got " + shape_str(b.shape));
+           return std::vector<TensorType>{{b.dtype, {rows, b.shape[1]}}};
+         },
+         .dtypes = kSparseValues, .doc = "CSR sparse matrix times dense matrix"});
+  // Solves T x = b for a triangular CSR matrix T (square). Only the triangle named by
+  // `lower` is read; with unit_diagonal the diagonal is taken as 1 and not read.
+  r.add({.name = "sptrsv_csr", .level = Level::Lib, .cls = OpClass::Library, .min_inputs = 4, .max_inputs = 4,
+         .attrs = {{"cols", AttrKind::Int, true}, {"lower", AttrKind::Bool, false, true},
+                   {"unit_diagonal", AttrKind::Bool, false, false}},
+         .infer = [](const std::vector<TensorType>& in, const Attrs& a, auto&) {
+           int64_t rows = check_csr(in, a);
+           if (rows != a.get_int("cols")) throw InputError("a triangular solve needs a square matrix");
+           const TensorType& b = in[3];
+           if (b != TensorType{in[2].dtype, {rows}})
+             throw InputError("b must be " + TensorType{in[2].dtype, {rows}}.str() + ", got " + b.str());
+           return std::vector<TensorType>{b};
+         },
+         .dtypes = kSparseValues, .doc = "sparse triangular solve"});
+}
+
+}  // namespace rlx::ir

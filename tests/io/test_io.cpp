@@ -1,0 +1,186 @@
+// File formats: .npy and HDF5 round trips for every dtype they carry, atomic writes, and
+// a clear error (never a crash) for bad files.
+#define BOOST_TEST_MODULE io
+#include <unistd.h>
+
+#include <boost/test/unit_test.hpp>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "core/error.hpp"
+#include "core/rng.hpp"
+#include "io/hdf5.hpp"
+#include "io/npy.hpp"
+
+using namespace rlx;
+namespace fs = std::filesystem;
+
+namespace {
+
+fs::path scratch() {
+  static fs::path d = [] {
+    fs::path p = fs::temp_directory_path() / ("rlx_io_test_" + std::to_string(::getpid()));
+    fs::create_directories(p);
+    return p;
+  }();
+  return d;
+}
+
+Tensor random_tensor(DType t, Shape s, uint64_t seed) {
+  Tensor r = Tensor::empty(t, std::move(s));
+  auto* bytes = static_cast<uint8_t*>(r.raw());
+  for (size_t i = 0; i < r.nbytes(); ++i) bytes[i] = uint8_t(rng_bits(seed, i));
+  if (t == DType::Bool)
+    for (size_t i = 0; i < r.nbytes(); ++i) bytes[i] &= 1;
+  if (t == DType::F32 || t == DType::C64)  // keep values finite and comparable
+    for (int64_t i = 0; i < r.numel() * (t == DType::C64 ? 2 : 1); ++i)
+      static_cast<float*>(r.raw())[i] = float(rng_unit(seed, uint64_t(i)) * 2 - 1);
+  if (t == DType::F64)
+    for (int64_t i = 0; i < r.numel(); ++i) r.data<double>()[i] = rng_unit(seed, uint64_t(i)) * 2 - 1;
+  if (t == DType::F16)
+    for (int64_t i = 0; i < r.numel(); ++i) r.data<f16>()[i] = f16(float(rng_unit(seed, uint64_t(i))));
+  return r;
+}
+
+bool same_bytes(const Tensor& a, const Tensor& b) {
+  return a.type() == b.type() && std::memcmp(a.raw(), b.raw(), a.nbytes()) == 0;
+}
+
+void write_bytes(const fs::path& p, const std::string& s) { std::ofstream(p, std::ios::binary) << s; }
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(npy_round_trip_every_dtype) {
+  for (DType t : {DType::Bool, DType::I8, DType::U8, DType::I32, DType::I64, DType::F16, DType::F32, DType::F64, DType::C64})
+    for (Shape s : {Shape{}, Shape{7}, Shape{3, 5}, Shape{2, 0, 4}}) {
+      Tensor a = random_tensor(t, s, 17);
+      fs::path p = scratch() / "a.npy";
+      io::write_npy(p.string(), a);
+      Tensor b = io::read_npy(p.string());
+      BOOST_TEST(same_bytes(a, b), dtype_name(t) << shape_str(s));
+    }
+  BOOST_CHECK_THROW(io::write_npy((scratch() / "b.npy").string(), Tensor::zeros(DType::BF16, {2})), InputError);
+}
+
+BOOST_AUTO_TEST_CASE(npy_bad_files_are_named) {
+  Tensor a = random_tensor(DType::F32, {4, 4}, 3);
+  fs::path good = scratch() / "good.npy";
+  io::write_npy(good.string(), a);
+  std::ifstream f(good, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  struct Case {
+    const char* name;
+    std::string content;
+    const char* expect;
+  };
+  std::string fortran = bytes;
+  fortran.replace(fortran.find("False"), 5, "True ");
+  std::string big_endian = bytes;
+  big_endian.replace(big_endian.find("<f4"), 3, ">f4");
+  std::vector<Case> cases = {{"empty.npy", "", "bad magic"},
+                             {"junk.npy", "\x7f" "ELF\x02\x01\x01\x00\x00\x00\x00", "bad magic"},
+                             {"short_header.npy", bytes.substr(0, 20), "truncated"},
+                             {"short_data.npy", bytes.substr(0, bytes.size() - 5), "truncated data"},
+                             {"fortran.npy", fortran, "Fortran"},
+                             {"big_endian.npy", big_endian, "unsupported .npy dtype"}};
+  for (auto& c : cases) {
+    fs::path p = scratch() / c.name;
+    write_bytes(p, c.content);
+    try {
+      io::read_npy(p.string());
+      BOOST_ERROR(c.name << ": no error");
+    } catch (const InputError& e) {
+      std::string m = e.what();
+      BOOST_TEST(m.find(c.name) != std::string::npos, m);
+      BOOST_TEST(m.find(c.expect) != std::string::npos, m);
+    }
+  }
+  BOOST_CHECK_THROW(io::read_npy((scratch() / "missing.npy").string()), InputError);
+}
+
+BOOST_AUTO_TEST_CASE(hdf5_round_trip_datasets_attributes_csr) {
+  if (!io::hdf5_available()) {
+    BOOST_TEST_MESSAGE("skipped: built without HDF5");
+    return;
+  }
+  fs::path p = scratch() / "round.h5";
+  std::vector<Tensor> ts;
+  std::vector<std::string> names;
+  int k = 0;
+  for (DType t : {DType::Bool, DType::I8, DType::U8, DType::I32, DType::I64, DType::F32, DType::F64, DType::C64}) {
+    ts.push_back(random_tensor(t, {3, 4}, uint64_t(40 + k)));
+    names.push_back("group/sub/d" + std::to_string(k++));
+  }
+  Tensor scalar = random_tensor(DType::F64, {}, 9);
+  io::CsrArrays csr;
+  csr.rows = 3;
+  csr.cols = 4;
+  csr.row_ptr = Tensor::empty(DType::I32, {4});
+  csr.col_idx = Tensor::empty(DType::I32, {3});
+  int32_t rp[] = {0, 1, 1, 3}, ci[] = {2, 0, 3};
+  std::memcpy(csr.row_ptr.raw(), rp, sizeof rp);
+  std::memcpy(csr.col_idx.raw(), ci, sizeof ci);
+  csr.values = random_tensor(DType::F64, {3}, 5);
+  {
+    io::H5Writer w(p.string());
+    for (size_t i = 0; i < ts.size(); ++i) w.write(names[i], ts[i]);
+    w.write("scalar", scalar);
+    w.attr("/", "iterations", int64_t(42));
+    w.attr("/", "residual", 1.25e-9);
+    w.attr("/", "reason", std::string("converged-rtol"));
+    w.write_csr("A", csr);
+    BOOST_TEST(!fs::exists(p));  // nothing under the final name until commit
+    w.commit();
+  }
+  io::H5Reader r(p.string());
+  for (size_t i = 0; i < ts.size(); ++i) BOOST_TEST(same_bytes(ts[i], r.read(names[i])), names[i]);
+  BOOST_TEST(same_bytes(scalar, r.read("scalar")));
+  BOOST_TEST(std::get<int64_t>(r.attr("/", "iterations")) == 42);
+  BOOST_TEST(std::get<double>(r.attr("/", "residual")) == 1.25e-9);
+  BOOST_TEST(std::get<std::string>(r.attr("/", "reason")) == "converged-rtol");
+  io::CsrArrays back = r.read_csr("A");
+  BOOST_TEST(back.rows == 3);
+  BOOST_TEST(back.cols == 4);
+  BOOST_TEST(same_bytes(back.row_ptr, csr.row_ptr));
+  BOOST_TEST(same_bytes(back.col_idx, csr.col_idx));
+  BOOST_TEST(same_bytes(back.values, csr.values));
+  BOOST_TEST(!r.has("nope"));
+  BOOST_CHECK_THROW(r.read("nope"), InputError);
+  BOOST_CHECK_THROW(r.read_csr("group"), InputError);
+  BOOST_CHECK_THROW(r.attr("/", "nope"), InputError);
+}
+
+BOOST_AUTO_TEST_CASE(hdf5_writes_are_atomic_and_bad_files_named) {
+  if (!io::hdf5_available()) {
+    BOOST_TEST_MESSAGE("skipped: built without HDF5");
+    return;
+  }
+  fs::path p = scratch() / "atomic.h5";
+  {
+    io::H5Writer w(p.string());
+    w.write("x", random_tensor(DType::F64, {5}, 1));
+    w.commit();
+  }
+  auto before = fs::file_size(p);
+  try {
+    io::H5Writer w(p.string());
+    w.write("x", random_tensor(DType::F64, {500}, 2));
+    w.write("x", random_tensor(DType::F64, {5}, 3));  // a second "x" fails: the write is abandoned
+    BOOST_ERROR("duplicate dataset accepted");
+  } catch (const Error&) {
+  }
+  BOOST_TEST(fs::file_size(p) == before);  // the old file is untouched
+  for (auto& e : fs::directory_iterator(scratch()))
+    BOOST_TEST(e.path().filename().string().find(".tmp.") == std::string::npos, "left behind: " << e.path());
+  fs::path junk = scratch() / "junk.h5";
+  write_bytes(junk, "this is not an HDF5 file");
+  try {
+    io::H5Reader r(junk.string());
+    BOOST_ERROR("junk accepted");
+  } catch (const InputError& e) {
+    BOOST_TEST(std::string(e.what()).find("junk.h5") != std::string::npos);
+  }
+  BOOST_CHECK_THROW(io::H5Reader((scratch() / "missing.h5").string()), InputError);
+  BOOST_CHECK_THROW(io::H5Writer((scratch() / "no_such_dir" / "x.h5").string()), InputError);
+}

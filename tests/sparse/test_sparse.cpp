@@ -1,0 +1,732 @@
+// solvers/sparse: CSR validation and COO assembly, Matrix Market read/write (every
+// banner combination round trips; every kind of bad file fails naming its line), the
+// Poisson generators against the stencil formula, and the front-end functions
+// (spmv/spmm/sptrsv) compiled on every device against dense arithmetic done here.
+#define BOOST_TEST_MODULE sparse
+#include <boost/test/unit_test.hpp>
+
+#include <unistd.h>
+
+#include <climits>
+#include <cmath>
+#include <complex>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "core/error.hpp"
+#include "runtime/device.hpp"
+#include "runtime/runtime.hpp"
+#include "solvers/sparse/csr.hpp"
+#include "solvers/sparse/matrix_market.hpp"
+#include "solvers/sparse/ops.hpp"
+#include "solvers/sparse/poisson.hpp"
+
+// Printers for BOOST_TEST.
+namespace rlx {
+std::ostream& operator<<(std::ostream& o, DType t) { return o << dtype_name(t); }
+namespace sparse {
+std::ostream& operator<<(std::ostream& o, MmFormat f) { return o << mm_name(f); }
+std::ostream& operator<<(std::ostream& o, MmField f) { return o << mm_name(f); }
+std::ostream& operator<<(std::ostream& o, MmSymmetry s) { return o << mm_name(s); }
+}  // namespace sparse
+}  // namespace rlx
+
+using namespace rlx;
+using namespace rlx::sparse;
+namespace fs = std::filesystem;
+using cd = std::complex<double>;
+
+namespace {
+
+uint64_t seed() {
+  static const uint64_t s = [] {
+    const char* e = std::getenv("RLX_TEST_SEED");
+    uint64_t v = e ? std::strtoull(e, nullptr, 10) : uint64_t(std::random_device{}());
+    std::printf("test_sparse: seed=%llu (RLX_TEST_SEED=%llu repeats this run)\n", (unsigned long long)v,
+                (unsigned long long)v);
+    return v;
+  }();
+  return s;
+}
+
+Tensor ints(DType t, const std::vector<int64_t>& v) {
+  Tensor r = Tensor::empty(t, {int64_t(v.size())});
+  for (size_t k = 0; k < v.size(); ++k) {
+    if (t == DType::I32) r.data<int32_t>()[k] = int32_t(v[k]);
+    else r.data<int64_t>()[k] = v[k];
+  }
+  return r;
+}
+
+Tensor f64s(const std::vector<double>& v) {
+  Tensor r = Tensor::empty(DType::F64, {int64_t(v.size())});
+  std::copy(v.begin(), v.end(), r.data<double>());
+  return r;
+}
+
+int64_t idx(const Tensor& t, int64_t k) {
+  return t.dtype() == DType::I32 ? int64_t(t.data<int32_t>()[k]) : t.data<int64_t>()[k];
+}
+
+cd at(const Tensor& dense, int64_t k) {
+  switch (dense.dtype()) {
+    case DType::F32: return double(dense.data<float>()[k]);
+    case DType::F64: return dense.data<double>()[k];
+    default: return cd(dense.data<c64>()[k].real(), dense.data<c64>()[k].imag());
+  }
+}
+
+std::vector<cd> dense_of(const CsrMatrix& A) {
+  Tensor d = A.to_dense();
+  std::vector<cd> r(size_t(d.numel()));
+  for (int64_t k = 0; k < d.numel(); ++k) r[size_t(k)] = at(d, k);
+  return r;
+}
+
+// Expects f() to throw E whose message contains every one of `parts`.
+template <class E = InputError, class F>
+void expect_error(F&& f, std::vector<std::string> parts) {
+  try {
+    f();
+  } catch (const E& e) {
+    std::string m = e.what();
+    for (auto& p : parts) BOOST_CHECK_MESSAGE(m.find(p) != std::string::npos, "message '" << m << "' lacks '" << p << "'");
+    return;
+  } catch (const std::exception& e) {
+    BOOST_ERROR("wrong exception type: " << e.what());
+    return;
+  }
+  BOOST_ERROR("no exception; expected one mentioning " << parts.at(0));
+}
+
+fs::path scratch() {
+  static fs::path p = [] {
+    fs::path d = fs::temp_directory_path() / ("rlx_test_sparse_" + std::to_string(::getpid()));
+    fs::create_directories(d);
+    return d;
+  }();
+  return p;
+}
+
+struct Cleanup {
+  ~Cleanup() {
+    std::error_code ec;
+    fs::remove_all(scratch(), ec);
+  }
+};
+BOOST_TEST_GLOBAL_FIXTURE(Cleanup);
+
+void write_file(const fs::path& p, const std::string& s) {
+  std::ofstream f(p, std::ios::binary);
+  f << s;
+}
+
+std::string read_file(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::ostringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------ CSR
+
+BOOST_AUTO_TEST_SUITE(csr)
+
+BOOST_AUTO_TEST_CASE(valid_matrix_and_accessors) {
+  for (DType it : {DType::I32, DType::I64}) {
+    // [[1 0 2], [0 0 0], [0 3 0]]: an empty middle row.
+    CsrMatrix A(3, 3, ints(it, {0, 2, 2, 3}), ints(it, {0, 2, 1}), f64s({1, 2, 3}));
+    BOOST_TEST(A.rows() == 3);
+    BOOST_TEST(A.cols() == 3);
+    BOOST_TEST(A.nnz() == 3);
+    BOOST_TEST(A.index_type() == it);
+    BOOST_TEST(A.value_type() == DType::F64);
+    BOOST_TEST(A.sorted_unique());
+    BOOST_TEST(A.is_host());
+    std::vector<cd> want = {1, 0, 2, 0, 0, 0, 0, 3, 0};
+    BOOST_TEST(dense_of(A) == want, boost::test_tools::per_element());
+    CsrMatrix B(2, 3, ints(it, {0, 2, 3}), ints(it, {2, 0, 1}), f64s({1, 2, 3}));
+    BOOST_TEST(!B.sorted_unique());
+  }
+  CsrMatrix empty(0, 0, ints(DType::I32, {0}), ints(DType::I32, {}), f64s({}));
+  BOOST_TEST(empty.nnz() == 0);
+}
+
+BOOST_AUTO_TEST_CASE(invalid_structure_names_the_row) {
+  auto I = [](std::vector<int64_t> v) { return ints(DType::I32, v); };
+  expect_error([&] { CsrMatrix(3, 3, I({1, 2, 2, 3}), I({0, 2, 1}), f64s({1, 2, 3})); }, {"row_ptr[0]", "0"});
+  expect_error([&] { CsrMatrix(3, 3, I({0, 2, 1, 3}), I({0, 2, 1}), f64s({1, 2, 3})); }, {"row 1", "decreases"});
+  expect_error([&] { CsrMatrix(3, 3, I({0, 2, 2, 2}), I({0, 2, 1}), f64s({1, 2, 3})); }, {"row_ptr[3]", "nnz = 3"});
+  expect_error([&] { CsrMatrix(3, 3, I({0, 2, 2, 4}), I({0, 2, 1}), f64s({1, 2, 3})); }, {"row 2", "exceeds nnz"});
+  expect_error([&] { CsrMatrix(3, 3, I({0, 2, 2, 3}), I({0, 3, 1}), f64s({1, 2, 3})); },
+               {"row 0", "column index 3", "[0, 3)"});
+  expect_error([&] { CsrMatrix(3, 3, I({0, 2, 2, 3}), I({0, 2, -1}), f64s({1, 2, 3})); }, {"row 2", "column index -1"});
+  expect_error([&] { CsrMatrix(3, 3, I({0, 2, 3}), I({0, 2, 1}), f64s({1, 2, 3})); }, {"row_ptr must be [4]"});
+  expect_error([&] { CsrMatrix(3, 3, I({0, 2, 2, 3}), ints(DType::I64, {0, 2, 1}), f64s({1, 2, 3})); },
+               {"col_idx dtype i64", "row_ptr's i32"});
+  expect_error([&] { CsrMatrix(3, 3, I({0, 2, 2, 3}), I({0, 2, 1}), I({1, 2, 3})); }, {"values must be f32, f64 or c64"});
+  expect_error([&] { CsrMatrix(3, 3, I({0, 2, 2, 3}), I({0, 2, 1}), f64s({1, 2})); }, {"[nnz]"});
+  expect_error([&] { CsrMatrix(-1, 3, I({0}), I({}), f64s({})); }, {">= 0"});
+}
+
+BOOST_AUTO_TEST_CASE(coo_sums_duplicates_and_sorts_columns) {
+  // Unordered entries with (0,1) three times and (2,0) twice.
+  std::vector<int64_t> i = {2, 0, 0, 2, 0, 1, 0};
+  std::vector<int64_t> j = {0, 1, 3, 0, 1, 2, 1};
+  std::vector<double> v = {1.5, 1, 4, 2.5, 2, 7, 0.25};
+  for (DType value : {DType::F32, DType::F64, DType::C64}) {
+    CsrMatrix A = CsrMatrix::from_coo(3, 4, i, j, v, value);
+    BOOST_TEST(A.nnz() == 4);
+    BOOST_TEST(A.sorted_unique());
+    BOOST_TEST(A.value_type() == value);
+    BOOST_TEST(A.index_type() == DType::I32);
+    std::vector<int64_t> rp, ci;
+    for (int64_t k = 0; k <= 3; ++k) rp.push_back(idx(A.row_ptr(), k));
+    for (int64_t k = 0; k < 4; ++k) ci.push_back(idx(A.col_idx(), k));
+    BOOST_TEST(rp == (std::vector<int64_t>{0, 2, 3, 4}), boost::test_tools::per_element());
+    BOOST_TEST(ci == (std::vector<int64_t>{1, 3, 2, 0}), boost::test_tools::per_element());
+    std::vector<cd> want = {0, 3.25, 0, 4, 0, 0, 7, 0, 4, 0, 0, 0};
+    BOOST_TEST(dense_of(A) == want, boost::test_tools::per_element());
+  }
+  // Tensor form, mixed index dtypes, explicit i64 output.
+  CsrMatrix B = CsrMatrix::from_coo(3, 4, ints(DType::I64, i), ints(DType::I32, j), f64s(v), DType::I64);
+  BOOST_TEST(B.index_type() == DType::I64);
+  BOOST_TEST(B.nnz() == 4);
+  std::vector<cd> cv = {cd(1, 2), cd(3, -1)};
+  std::vector<int64_t> ci2 = {1, 1}, cj2 = {0, 0};
+  CsrMatrix C = CsrMatrix::from_coo(2, 1, ci2, cj2, cv);
+  BOOST_TEST(C.value_type() == DType::C64);
+  BOOST_TEST(C.nnz() == 1);
+  BOOST_TEST(at(C.values(), 0) == cd(4, 1));
+}
+
+BOOST_AUTO_TEST_CASE(coo_rejects_bad_entries) {
+  std::vector<int64_t> i = {0, 3}, j = {0, 0};
+  std::vector<double> v = {1, 2};
+  expect_error([&] { CsrMatrix::from_coo(3, 3, i, j, v); }, {"COO entry 1", "row index 3", "[0, 3)"});
+  std::vector<int64_t> i2 = {0, 1}, j2 = {0, -2};
+  expect_error([&] { CsrMatrix::from_coo(3, 3, i2, j2, v); }, {"COO entry 1", "column index -2"});
+  std::vector<double> v1 = {1};
+  expect_error([&] { CsrMatrix::from_coo(3, 3, i2, j2, v1); }, {"one length"});
+  // i32 cannot address 3e9 columns.
+  std::vector<int64_t> e;
+  std::vector<double> ev;
+  expect_error([&] { CsrMatrix::from_coo(1, 3000000000LL, e, e, ev, DType::F64, DType::I32); }, {"i32"});
+  BOOST_TEST((CsrMatrix::from_coo(1, 3000000000LL, e, e, ev).index_type() == DType::I64));
+}
+
+BOOST_AUTO_TEST_CASE(to_coo_conversions_and_copies) {
+  std::mt19937_64 rng(seed());
+  std::uniform_int_distribution<int64_t> pos(0, 9);
+  std::uniform_real_distribution<double> val(-2, 2);
+  std::vector<int64_t> i, j;
+  std::vector<double> v;
+  for (int k = 0; k < 40; ++k) i.push_back(pos(rng)), j.push_back(pos(rng) % 7), v.push_back(val(rng));
+  CsrMatrix A = CsrMatrix::from_coo(10, 7, i, j, v);
+  Coo c = A.to_coo();
+  BOOST_TEST(c.nnz() == A.nnz());
+  CsrMatrix B = CsrMatrix::from_coo(c.rows, c.cols, c.row, c.col, c.values);
+  BOOST_TEST(dense_of(A) == dense_of(B), boost::test_tools::per_element());
+  CsrMatrix W = A.with_index_type(DType::I64);
+  BOOST_TEST(W.index_type() == DType::I64);
+  BOOST_TEST(dense_of(W) == dense_of(A), boost::test_tools::per_element());
+  BOOST_TEST(dense_of(W.with_index_type(DType::I32)) == dense_of(A), boost::test_tools::per_element());
+  CsrMatrix Z = A.with_value_type(DType::C64);
+  BOOST_TEST(Z.value_type() == DType::C64);
+  expect_error([&] { Z.with_value_type(DType::F64); }, {"imaginary"});
+  CsrMatrix D = CsrMatrix::from_dense(A.to_dense());
+  BOOST_TEST(dense_of(D) == dense_of(A), boost::test_tools::per_element());
+  CsrMatrix H = A.to(host_allocator());
+  BOOST_TEST(H.values().raw() != A.values().raw());
+  BOOST_TEST(dense_of(H) == dense_of(A), boost::test_tools::per_element());
+  // Strided input arrays are made contiguous.
+  Tensor wide = Tensor::zeros(DType::F64, {A.nnz() * 2});
+  for (int64_t k = 0; k < A.nnz(); ++k) wide.data<double>()[2 * k] = A.values().data<double>()[k];
+  Tensor strided = wide.with_strides({A.nnz()}, {2}, 0);
+  CsrMatrix S(A.rows(), A.cols(), A.row_ptr(), A.col_idx(), strided);
+  BOOST_TEST(dense_of(S) == dense_of(A), boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// ------------------------------------------------------------------ Poisson
+
+BOOST_AUTO_TEST_SUITE(poisson)
+
+// The stencil, written from the definition: grid point p = x + n*y (+ n^2*z).
+double stencil(int64_t n, int dim, int64_t p, int64_t q) {
+  std::vector<int64_t> a(static_cast<size_t>(dim)), b(static_cast<size_t>(dim));
+  for (int d = 0; d < dim; ++d) {
+    a[size_t(d)] = p % n, b[size_t(d)] = q % n;
+    p /= n, q /= n;
+  }
+  int64_t manhattan = 0;
+  for (int d = 0; d < dim; ++d) manhattan += std::llabs(a[size_t(d)] - b[size_t(d)]);
+  return manhattan == 0 ? 2.0 * dim : manhattan == 1 ? -1.0 : 0.0;
+}
+
+BOOST_AUTO_TEST_CASE(matches_the_stencil_formula) {
+  for (int dim : {2, 3})
+    for (int64_t n : {1, 2, 5}) {
+      CsrMatrix A = dim == 2 ? poisson2d(n) : poisson3d(n);
+      const int64_t N = dim == 2 ? n * n : n * n * n;
+      BOOST_TEST(A.rows() == N);
+      BOOST_TEST(A.cols() == N);
+      BOOST_TEST(A.sorted_unique());
+      int64_t face = dim == 2 ? n : n * n;
+      BOOST_TEST(A.nnz() == N + 2 * dim * (n - 1) * face);
+      std::vector<cd> d = dense_of(A);
+      int bad = 0;
+      for (int64_t p = 0; p < N; ++p)
+        for (int64_t q = 0; q < N; ++q)
+          if (d[size_t(p * N + q)] != stencil(n, dim, p, q) && bad++ < 5)
+            BOOST_ERROR(dim << "D n=" << n << " entry (" << p << ", " << q << ") = " << d[size_t(p * N + q)].real()
+                            << ", formula " << stencil(n, dim, p, q));
+    }
+}
+
+BOOST_AUTO_TEST_CASE(dtypes_and_widths) {
+  CsrMatrix A = poisson3d(4, DType::C64, DType::I64);
+  BOOST_TEST(A.value_type() == DType::C64);
+  BOOST_TEST(A.index_type() == DType::I64);
+  BOOST_TEST(dense_of(A) == dense_of(poisson3d(4)), boost::test_tools::per_element());
+  BOOST_TEST(poisson2d(3, DType::F32).value_type() == DType::F32);
+  expect_error([] { poisson2d(0); }, {"n must be >= 1"});
+  expect_error([] { poisson2d(3, DType::I32); }, {"f32, f64 or c64"});
+  // 2000^3 rows need i64 indices.
+  expect_error([] { poisson3d(2000, DType::F64, DType::I32); }, {"i64"});
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// ------------------------------------------------------------------ Matrix Market
+
+BOOST_AUTO_TEST_SUITE(matrix_market)
+
+struct Combo {
+  MmFormat format;
+  MmField field;
+  MmSymmetry sym;
+};
+
+bool valid(const Combo& c) {
+  if (c.format == MmFormat::Array && c.field == MmField::Pattern) return false;
+  if (c.sym == MmSymmetry::Hermitian && c.field != MmField::Complex) return false;
+  if (c.sym == MmSymmetry::SkewSymmetric && c.field == MmField::Pattern) return false;
+  return true;
+}
+
+// A random n x n (or 5 x 7 for general) matrix with the combination's symmetry and
+// field: integral values for integer, complex for complex, ones for pattern.
+CsrMatrix random_matrix(std::mt19937_64& rng, const Combo& c) {
+  const bool general = c.sym == MmSymmetry::General;
+  const int64_t rows = general ? 5 : 6, cols = general ? 7 : 6;
+  std::uniform_real_distribution<double> u(-3, 3);
+  std::bernoulli_distribution keep(0.4);
+  auto draw = [&]() -> cd {
+    switch (c.field) {
+      case MmField::Pattern: return 1.0;
+      case MmField::Integer: return std::round(u(rng) * 10) + 0.0;
+      case MmField::Real: return u(rng);
+      case MmField::Complex: return cd(float(u(rng)), float(u(rng)));
+    }
+    return 0;
+  };
+  std::vector<int64_t> ri, cj;
+  std::vector<cd> v;
+  auto add = [&](int64_t i, int64_t j, cd x) {
+    if (x == 0.0) return;
+    ri.push_back(i), cj.push_back(j), v.push_back(x);
+  };
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) {
+      if (!general && j > i) continue;
+      if (!keep(rng) && !(i == 3 && j == 1)) continue;  // always one off-diagonal entry
+      cd x = draw();
+      if (i == j) {
+        if (c.sym == MmSymmetry::SkewSymmetric) continue;
+        if (c.sym == MmSymmetry::Hermitian) x = x.real();
+        add(i, j, x);
+      } else {
+        add(i, j, x);
+        if (c.sym == MmSymmetry::Symmetric) add(j, i, x);
+        if (c.sym == MmSymmetry::SkewSymmetric) add(j, i, -x);
+        if (c.sym == MmSymmetry::Hermitian) add(j, i, std::conj(x));
+      }
+    }
+  if (c.field == MmField::Complex) return CsrMatrix::from_coo(rows, cols, ri, cj, v);
+  std::vector<double> re;
+  for (cd x : v) re.push_back(x.real());
+  return CsrMatrix::from_coo(rows, cols, ri, cj, re, DType::F64);
+}
+
+BOOST_AUTO_TEST_CASE(every_banner_combination_round_trips) {
+  std::mt19937_64 rng(seed() ^ 0x5eed);
+  int tried = 0;
+  for (MmFormat f : {MmFormat::Coordinate, MmFormat::Array})
+    for (MmField fi : {MmField::Real, MmField::Complex, MmField::Integer, MmField::Pattern})
+      for (MmSymmetry s : {MmSymmetry::General, MmSymmetry::Symmetric, MmSymmetry::SkewSymmetric, MmSymmetry::Hermitian}) {
+        Combo c{f, fi, s};
+        const std::string name = std::string(mm_name(f)) + " " + mm_name(fi) + " " + mm_name(s);
+        fs::path p = scratch() / "combo.mtx";
+        CsrMatrix A = random_matrix(rng, {f, valid(c) ? fi : MmField::Complex, s});
+        WriteOptions w{.format = f, .field = fi, .symmetry = s, .comment = "combo " + name + "\nsecond line"};
+        if (!valid(c)) {
+          BOOST_CHECK_THROW(write_matrix_market(p.string(), A, w), InputError);
+          continue;
+        }
+        ++tried;
+        BOOST_TEST_CONTEXT(name) {
+          write_matrix_market(p.string(), A, w);
+          std::string text = read_file(p);
+          BOOST_TEST(text.rfind("%%MatrixMarket matrix " + name + "\n%combo " + name + "\n%second line\n", 0) == 0);
+          MatrixMarketFile m = read_matrix_market(p.string());
+          BOOST_TEST(m.header.format == f);
+          BOOST_TEST(m.header.field == fi);
+          BOOST_TEST(m.header.symmetry == s);
+          BOOST_TEST(m.header.rows == A.rows());
+          BOOST_TEST(m.header.cols == A.cols());
+          BOOST_TEST(m.matrix.value_type() == (fi == MmField::Complex ? DType::C64 : DType::F64));
+          BOOST_TEST(dense_of(m.matrix) == dense_of(A), boost::test_tools::per_element());
+          BOOST_TEST(m.matrix.nnz() == A.nnz());
+          // The symmetric kinds store one triangle: fewer entries than the full matrix.
+          if (f == MmFormat::Coordinate && s != MmSymmetry::General) BOOST_TEST(m.header.entries < A.nnz());
+          // Reading and writing again gives the same text.
+          BOOST_TEST(format_matrix_market(m.matrix, w) == text);
+        }
+      }
+  BOOST_TEST(tried == 22);  // coordinate: 3 real + 4 complex + 3 integer + 2 pattern; array: 3 + 4 + 3
+}
+
+BOOST_AUTO_TEST_CASE(values_round_trip_bit_exactly) {
+  std::mt19937_64 rng(seed() ^ 0xb175);
+  std::uniform_real_distribution<double> u(-1e3, 1e3);
+  std::vector<int64_t> i = {0, 1, 2, 2}, j = {0, 2, 1, 2};
+  std::vector<double> v;
+  for (int k = 0; k < 4; ++k) v.push_back(u(rng) * std::pow(10.0, double(k * 20 - 33)));  // within f32's normal range
+  for (DType t : {DType::F32, DType::F64}) {
+    CsrMatrix A = CsrMatrix::from_coo(3, 3, i, j, v, t);
+    fs::path p = scratch() / "exact.mtx";
+    write_matrix_market(p.string(), A);
+    CsrMatrix B = read_matrix_market(p.string(), {.value_type = t}).matrix;
+    BOOST_TEST(std::memcmp(A.values().raw(), B.values().raw(), A.values().nbytes()) == 0);
+  }
+}
+
+MatrixMarketFile parse(const std::string& text, ReadOptions o = {}) { return parse_matrix_market(text, "t.mtx", o); }
+
+BOOST_AUTO_TEST_CASE(symmetric_files_expand_without_doubling_the_diagonal) {
+  auto A = parse(
+      "%%MatrixMarket matrix coordinate real symmetric\n% comment\n\n3 3 4\n1 1 2.0\n2 1 -1\n3 3 5\n3 2 0.5\n");
+  std::vector<cd> want = {2, -1, 0, -1, 0, 0.5, 0, 0.5, 5};
+  BOOST_TEST(dense_of(A.matrix) == want, boost::test_tools::per_element());
+  BOOST_TEST(A.matrix.nnz() == 6);
+  auto S = parse("%%MatrixMarket matrix coordinate integer skew-symmetric\n3 3 2\n2 1 4\n3 1 -7\n");
+  std::vector<cd> skew = {0, -4, 7, 4, 0, 0, -7, 0, 0};
+  BOOST_TEST(dense_of(S.matrix) == skew, boost::test_tools::per_element());
+  auto H = parse("%%MatrixMarket matrix coordinate complex hermitian\n2 2 2\n1 1 3 0\n2 1 1.5 -2\n");
+  std::vector<cd> herm = {3, cd(1.5, 2), cd(1.5, -2), 0};
+  BOOST_TEST(dense_of(H.matrix) == herm, boost::test_tools::per_element());
+  auto P = parse("%%MatrixMarket matrix coordinate pattern symmetric\n3 3 3\n1 1\n3 1\n3 1\n");
+  std::vector<cd> pat = {1, 0, 1, 0, 0, 0, 1, 0, 0};  // the repeated (3, 1) stays 1
+  BOOST_TEST(dense_of(P.matrix) == pat, boost::test_tools::per_element());
+  auto Arr = parse("%%MatrixMarket matrix array real symmetric\n3 3\n1\n2\n0\n4\n5\n6\n");
+  std::vector<cd> arr = {1, 2, 0, 2, 4, 5, 0, 5, 6};
+  BOOST_TEST(dense_of(Arr.matrix) == arr, boost::test_tools::per_element());
+  BOOST_TEST(Arr.matrix.nnz() == 7);  // the array's zero is dropped
+  auto Sk = parse("%%MatrixMarket matrix array real skew-symmetric\n3 3\n1\n2\n3\n");
+  std::vector<cd> ska = {0, -1, -2, 1, 0, -3, 2, 3, 0};
+  BOOST_TEST(dense_of(Sk.matrix) == ska, boost::test_tools::per_element());
+  auto G = parse("%%MatrixMarket matrix array complex general\n2 1\n1 2\n-3 0.5\n");
+  std::vector<cd> gen = {cd(1, 2), cd(-3, 0.5)};
+  BOOST_TEST(dense_of(G.matrix) == gen, boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(duplicates_are_summed_or_refused) {
+  const std::string text = "%%MatrixMarket matrix coordinate real general\n2 2 3\n1 2 1.5\n2 2 1\n1 2 2\n";
+  auto A = parse(text);
+  BOOST_TEST(A.matrix.nnz() == 2);
+  BOOST_TEST(dense_of(A.matrix)[1] == cd(3.5));
+  try {
+    parse(text, {.duplicates = Duplicates::Error});
+    BOOST_ERROR("duplicates accepted");
+  } catch (const ParseError& e) {
+    BOOST_TEST(e.line() == 5);
+    BOOST_TEST(std::string(e.what()).find("first stored on line 3") != std::string::npos);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(options_and_tolerated_layout) {
+  // Upper-case banner words, CRLF line ends, tabs, a leading '+', comments and blank lines between entries.
+  auto A = parse("%%MatrixMarket MATRIX Coordinate REAL General\r\n%c\r\n2 3 2\r\n\r\n1\t3  +2.5\r\n% mid\r\n2 1 -1e-3\r\n",
+                 {.value_type = DType::F32, .index_type = DType::I64});
+  BOOST_TEST(A.matrix.value_type() == DType::F32);
+  BOOST_TEST(A.matrix.index_type() == DType::I64);
+  std::vector<cd> want = {0, 0, 2.5, double(-1e-3f), 0, 0};
+  BOOST_TEST(dense_of(A.matrix) == want, boost::test_tools::per_element());
+  BOOST_CHECK_THROW(parse("%%MatrixMarket matrix coordinate complex general\n1 1 1\n1 1 1 1\n", {.value_type = DType::F64}),
+                    InputError);
+  auto R = parse("%%MatrixMarket matrix coordinate real general\n1 1 1\n1 1 4\n", {.value_type = DType::C64});
+  BOOST_TEST(R.matrix.value_type() == DType::C64);
+  // A header-only read.
+  fs::path p = scratch() / "header.mtx";
+  write_file(p, "%%MatrixMarket matrix coordinate pattern general\n% x\n4 5 2\n1 1\n");
+  MmHeader h = read_matrix_market_header(p.string());
+  BOOST_TEST(h.rows == 4);
+  BOOST_TEST(h.cols == 5);
+  BOOST_TEST(h.entries == 2);
+  BOOST_TEST(h.field == MmField::Pattern);
+}
+
+// Each bad file: the ParseError's line and a phrase of its message.
+struct Bad {
+  std::string what, text;
+  int line;
+  std::string phrase;
+};
+
+BOOST_AUTO_TEST_CASE(bad_files_name_the_line) {
+  const std::string C = "%%MatrixMarket matrix coordinate real general\n";
+  const std::vector<Bad> cases = {
+      {"empty file", "", 1, "empty file"},
+      {"no banner", "3 3 1\n1 1 1\n", 1, "expected the banner"},
+      {"short banner", "%%MatrixMarket matrix coordinate real\n", 1, "4 words"},
+      {"unknown object", "%%MatrixMarket vector coordinate real general\n", 1, "unknown object 'vector'"},
+      {"unknown format", "%%MatrixMarket matrix sparse real general\n", 1, "unknown format 'sparse'"},
+      {"unknown field", "%%MatrixMarket matrix coordinate quaternion general\n", 1, "unknown field 'quaternion'"},
+      {"unknown symmetry", "%%MatrixMarket matrix coordinate real diagonal\n", 1, "unknown symmetry 'diagonal'"},
+      {"extra banner word", "%%MatrixMarket matrix coordinate real general extra\n", 1, "unexpected word 'extra'"},
+      {"real hermitian", "%%MatrixMarket matrix coordinate real hermitian\n", 1, "hermitian needs complex"},
+      {"array pattern", "%%MatrixMarket matrix array pattern general\n", 1, "array pattern"},
+      {"pattern skew", "%%MatrixMarket matrix coordinate pattern skew-symmetric\n", 1, "pattern skew-symmetric"},
+      {"no size line", C + "% only comments\n", 3, "before the size line"},
+      {"bad size line", C + "3 x 1\n", 2, "not an integer"},
+      {"short size line", C + "3 3\n", 2, "the entry count"},
+      {"negative size", C + "3 -3 1\n", 2, ">= 0"},
+      {"size line trailing text", C + "3 3 1 9\n1 1 1\n", 2, "unexpected text '9'"},
+      {"truncated", C + "3 3 3\n1 1 1\n2 2 2\n", 5, "ends after 2 of the 3 entries"},
+      {"truncated mid-line", C + "3 3 2\n1 1 1\n2 2", 4, "expected the value"},
+      {"extra entries", C + "3 3 1\n1 1 1\n2 2 2\n", 4, "unexpected data after the 1 entries"},
+      {"row out of range", C + "3 3 2\n1 1 1\n4 1 1\n", 4, "row index 4 out of range [1, 3]"},
+      {"column zero", C + "3 3 2\n1 1 1\n1 0 1\n", 4, "column index 0 out of range"},
+      {"NaN", C + "3 3 2\n1 1 1\n2 2 nan\n", 4, "not finite"},
+      {"Inf", C + "3 3 2\n1 1 inf\n2 2 1\n", 3, "not finite"},
+      {"overflow", C + "3 3 1\n1 1 1e400\n", 3, "overflows f64"},
+      {"not a number", C + "3 3 1\n1 1 one\n", 3, "'one' is not a number"},
+      {"entry trailing text", C + "3 3 1\n1 1 1 2\n", 3, "unexpected text '2'"},
+      {"integer field with a fraction", "%%MatrixMarket matrix coordinate integer general\n2 2 1\n1 1 1.5\n", 3,
+       "not an integer"},
+      {"integer beyond 2^53", "%%MatrixMarket matrix coordinate integer general\n2 2 1\n1 1 9007199254740993\n", 3,
+       "2^53"},
+      {"complex missing imaginary part", "%%MatrixMarket matrix coordinate complex general\n2 2 1\n1 1 1.5\n", 3,
+       "the imaginary part"},
+      {"symmetric with an upper entry", "%%MatrixMarket matrix coordinate real symmetric\n3 3 2\n1 1 1\n1 3 2\n", 4,
+       "above the diagonal"},
+      {"skew-symmetric with a diagonal entry",
+       "%%MatrixMarket matrix coordinate real skew-symmetric\n3 3 2\n2 1 1\n2 2 2\n", 4, "on the diagonal"},
+      {"hermitian with a complex diagonal",
+       "%%MatrixMarket matrix coordinate complex hermitian\n2 2 1\n1 1 1 0.5\n", 3, "nonzero imaginary part"},
+      {"symmetric but not square", "%%MatrixMarket matrix coordinate real symmetric\n3 4 1\n1 1 1\n", 2,
+       "not square"},
+      {"pattern count beyond the matrix", "%%MatrixMarket matrix coordinate pattern general\n2 2 5\n", 2,
+       "more than a 2 x 2"},
+      {"binary junk", C + "3 3 1\n1 1 1\n" + std::string("\x00\x01\xff\xfe", 4), 4, "binary data (byte 0x00"},
+      {"binary junk in the header", std::string("%%MatrixMarket matrix coordinate real general\x00\n", 47), 1,
+       "binary data"},
+      {"array truncated", "%%MatrixMarket matrix array real general\n2 2\n1\n2\n3\n", 6, "ends after 3 of the 4 values"},
+      {"array extra value", "%%MatrixMarket matrix array real symmetric\n2 2\n1\n2\n3\n4\n", 6, "unexpected data"},
+      {"array two values on a line", "%%MatrixMarket matrix array real general\n2 1\n1 2\n", 3, "unexpected text"},
+      {"array hermitian complex diagonal", "%%MatrixMarket matrix array complex hermitian\n1 1\n1 1\n", 3,
+       "nonzero imaginary part"},
+  };
+  for (const Bad& b : cases) {
+    BOOST_TEST_CONTEXT(b.what) {
+      try {
+        parse(b.text);
+        BOOST_ERROR("accepted a bad file");
+      } catch (const ParseError& e) {
+        BOOST_TEST(e.file() == "t.mtx");
+        BOOST_TEST(e.line() == b.line, e.what());
+        BOOST_TEST(std::string(e.what()).find(b.phrase) != std::string::npos, e.what());
+        BOOST_TEST(std::string(e.what()).rfind("t.mtx:" + std::to_string(b.line) + ": ", 0) == 0, e.what());
+      } catch (const std::exception& e) {
+        BOOST_ERROR("not a ParseError: " << e.what());
+      }
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(file_errors_name_the_file) {
+  fs::path p = scratch() / "bad.mtx";
+  write_file(p, "%%MatrixMarket matrix coordinate real general\n2 2 1\n3 1 1\n");
+  expect_error<ParseError>([&] { read_matrix_market(p.string()); }, {p.string() + ":3:", "row index 3"});
+  expect_error<ParseError>([&] { read_matrix_market((scratch() / "missing.mtx").string()); }, {"missing.mtx:0:", "cannot open"});
+  expect_error<ParseError>([&] { read_matrix_market(scratch().string()); }, {"directory"});
+}
+
+BOOST_AUTO_TEST_CASE(writes_are_atomic_and_checked) {
+  fs::path p = scratch() / "atomic.mtx";
+  CsrMatrix sym = poisson2d(3);
+  write_matrix_market(p.string(), sym, {.symmetry = MmSymmetry::Symmetric});
+  const std::string before = read_file(p);
+  BOOST_TEST(before.find("symmetric") != std::string::npos);
+  // A matrix that is not symmetric: refused, and the old file stays whole.
+  std::vector<int64_t> i = {0, 1}, j = {1, 0};
+  std::vector<double> v = {1, 2};
+  CsrMatrix A = CsrMatrix::from_coo(2, 2, i, j, v);
+  expect_error([&] { write_matrix_market(p.string(), A, {.symmetry = MmSymmetry::Symmetric}); },
+               {"not symmetric", "A(1, 2) = 1", "A(2, 1) = 2"});
+  expect_error([&] { write_matrix_market(p.string(), A, {.symmetry = MmSymmetry::SkewSymmetric}); },
+               {"not skew-symmetric"});
+  expect_error([&] { write_matrix_market(p.string(), A.with_value_type(DType::C64), {.symmetry = MmSymmetry::Hermitian}); },
+               {"not hermitian"});
+  std::vector<double> frac = {1.5, 2};
+  expect_error([&] { write_matrix_market(p.string(), CsrMatrix::from_coo(2, 2, i, j, frac), {.field = MmField::Integer}); },
+               {"integer field"});
+  std::vector<double> bad = {std::nan(""), 1};
+  expect_error([&] { write_matrix_market(p.string(), CsrMatrix::from_coo(2, 2, i, j, bad)); }, {"non-finite"});
+  std::vector<cd> cplx = {cd(1, 1), cd(2, 0)};
+  expect_error([&] { write_matrix_market(p.string(), CsrMatrix::from_coo(2, 2, i, j, cplx), {.field = MmField::Real}); },
+               {"complex values"});
+  expect_error([&] { write_matrix_market(p.string(), poisson2d(2).with_value_type(DType::F64), {.format = MmFormat::Array, .field = MmField::Pattern}); },
+               {"pattern"});
+  BOOST_TEST(read_file(p) == before);
+  // No temporary files are left behind, and an unwritable place is an error.
+  for (auto& e : fs::directory_iterator(scratch()))
+    BOOST_TEST(e.path().filename().string().find(".tmp.") == std::string::npos, e.path());
+  expect_error([&] { write_matrix_market((scratch() / "no_such_dir" / "x.mtx").string(), sym); }, {"cannot open"});
+  // A successful write replaces the file.
+  write_matrix_market(p.string(), A);
+  BOOST_TEST(read_file(p) != before);
+  BOOST_TEST(dense_of(read_matrix_market(p.string()).matrix) == dense_of(A), boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(large_poisson_round_trip) {
+  CsrMatrix A = poisson3d(12);
+  fs::path p = scratch() / "p3.mtx";
+  write_matrix_market(p.string(), A, {.symmetry = MmSymmetry::Symmetric});
+  MatrixMarketFile m = read_matrix_market(p.string());
+  BOOST_TEST(m.header.entries == (A.nnz() + A.rows()) / 2);
+  BOOST_TEST(m.matrix.nnz() == A.nnz());
+  BOOST_TEST(std::memcmp(m.matrix.col_idx().raw(), A.col_idx().raw(), A.col_idx().nbytes()) == 0);
+  BOOST_TEST(std::memcmp(m.matrix.values().raw(), A.values().raw(), A.values().nbytes()) == 0);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// ------------------------------------------------------------------ front end on every device
+
+BOOST_AUTO_TEST_SUITE(front_end)
+
+double worst(const Tensor& got, const std::vector<cd>& want) {
+  double scale = 0, err = 0;
+  for (auto& w : want) scale = std::max(scale, std::abs(w));
+  for (size_t k = 0; k < want.size(); ++k) err = std::max(err, std::abs(at(got, int64_t(k)) - want[k]));
+  return err / std::max(scale, 1e-300);
+}
+
+Tensor random_vector(std::mt19937_64& rng, DType t, int64_t n) {
+  std::uniform_real_distribution<double> u(-1, 1);
+  Tensor r = Tensor::empty(t, {n});
+  for (int64_t k = 0; k < n; ++k) {
+    if (t == DType::F64) r.data<double>()[k] = u(rng);
+    else if (t == DType::F32) r.data<float>()[k] = float(u(rng));
+    else r.data<c64>()[k] = c64(float(u(rng)), float(u(rng)));
+  }
+  return r;
+}
+
+std::vector<cd> vec(const Tensor& t) {
+  std::vector<cd> r;
+  for (int64_t k = 0; k < t.numel(); ++k) r.push_back(at(t, k));
+  return r;
+}
+
+BOOST_AUTO_TEST_CASE(spmv_spmm_sptrsv_on_every_device) {
+  std::mt19937_64 rng(seed() ^ 0xf00d);
+  for (DType t : {DType::F32, DType::F64, DType::C64})
+    for (DType it : {DType::I32, DType::I64})
+      for (bool as_constants : {false, true}) {
+        // A shifted 2D Poisson matrix with random values on its pattern (diagonal dominant).
+        CsrMatrix P = poisson2d(23, DType::F64, it);
+        Coo c = P.to_coo();
+        Tensor vals = random_vector(rng, t, P.nnz());
+        for (int64_t k = 0; k < P.nnz(); ++k)
+          if (idx(c.row, k) == idx(c.col, k)) {
+            if (t == DType::F64) vals.data<double>()[k] = 6;
+            else if (t == DType::F32) vals.data<float>()[k] = 6;
+            else vals.data<c64>()[k] = c64(6, 1);
+          }
+        CsrMatrix A(P.rows(), P.cols(), P.row_ptr(), P.col_idx(), vals);
+        const int64_t n = A.rows();
+        Tensor x = random_vector(rng, t, n), y0 = random_vector(rng, t, n), B = Tensor::empty(t, {n, 3});
+        Tensor b3 = random_vector(rng, t, n * 3);
+        std::memcpy(B.raw(), b3.raw(), b3.nbytes());
+        ir::Graph g;
+        CsrVars V = as_constants ? A.ir_constants(g) : A.ir_inputs(g, "A");
+        Var xv = rlx::input(g, "x", t, {n}), y0v = rlx::input(g, "y0", t, {n}), Bv = rlx::input(g, "B", t, {n, 3});
+        rlx::output(g, {spmv(V, xv), spmv(V, xv, -0.5, 2.0, y0v), spmm(V, Bv), sptrsv(V, xv), sptrsv(V, xv, false, true)});
+        std::vector<Tensor> inputs = as_constants ? std::vector<Tensor>{} : A.arrays();
+        inputs.insert(inputs.end(), {x, y0, B});
+        // Dense expectations.
+        std::vector<cd> D = dense_of(A), X = vec(x), Y0 = vec(y0), BB = vec(B);
+        const size_t un = static_cast<size_t>(n);
+        std::vector<cd> ax(un), axpy(un), ab(3 * un), lx(un), ux(un);
+        for (int64_t i = 0; i < n; ++i) {
+          for (int64_t j = 0; j < n; ++j) {
+            ax[size_t(i)] += D[size_t(i * n + j)] * X[size_t(j)];
+            for (int64_t q = 0; q < 3; ++q) ab[size_t(i * 3 + q)] += D[size_t(i * n + j)] * BB[size_t(j * 3 + q)];
+          }
+          axpy[size_t(i)] = -0.5 * ax[size_t(i)] + 2.0 * Y0[size_t(i)];
+        }
+        for (int64_t i = 0; i < n; ++i) {
+          cd s = X[size_t(i)];
+          for (int64_t j = 0; j < i; ++j) s -= D[size_t(i * n + j)] * lx[size_t(j)];
+          lx[size_t(i)] = s / D[size_t(i * n + i)];
+        }
+        for (int64_t i = n; i-- > 0;) {
+          cd s = X[size_t(i)];
+          for (int64_t j = i + 1; j < n; ++j) s -= D[size_t(i * n + j)] * ux[size_t(j)];
+          ux[size_t(i)] = s;  // unit diagonal
+        }
+        const double tol = t == DType::F64 ? 1e-12 : 1e-5;
+        for (Device* d : DeviceRegistry::get().all()) {
+          BOOST_TEST_CONTEXT(dtype_name(t) << " " << dtype_name(it) << (as_constants ? " constants" : " inputs")
+                                           << " on " << d->name()) {
+            Program p = compile(g, *d);
+            std::vector<Tensor> r = run(p, *d, inputs);
+            BOOST_TEST(worst(r[0], ax) <= tol);
+            BOOST_TEST(worst(r[1], axpy) <= tol);
+            BOOST_TEST(worst(r[2], ab) <= tol);
+            BOOST_TEST(worst(r[3], lx) <= tol);
+            BOOST_TEST(worst(r[4], ux) <= tol);
+          }
+        }
+      }
+}
+
+BOOST_AUTO_TEST_CASE(front_end_errors) {
+  CsrMatrix A = poisson2d(3);
+  ir::Graph g;
+  CsrVars V = A.ir_inputs(g, "A");
+  BOOST_TEST(g.param_name(0) == "A.row_ptr");
+  BOOST_TEST(g.param_name(2) == "A.values");
+  Var wrong = rlx::input(g, "x", DType::F64, {4});
+  BOOST_CHECK_THROW(spmv(V, wrong), InputError);
+  Var xf = rlx::input(g, "xf", DType::F32, {9});
+  BOOST_CHECK_THROW(spmv(V, xf), InputError);
+  CsrVars empty;
+  Var x = rlx::input(g, "x9", DType::F64, {9});
+  BOOST_CHECK_THROW(spmv(empty, x), InputError);
+  CsrMatrix R = CsrMatrix::from_coo(2, 3, std::vector<int64_t>{0}, std::vector<int64_t>{2}, std::vector<double>{1.0});
+  CsrVars RV = R.ir_inputs(g, "R");
+  Var b2 = rlx::input(g, "b2", DType::F64, {2});
+  BOOST_CHECK_THROW(sptrsv(RV, b2), InputError);  // not square
+}
+
+BOOST_AUTO_TEST_SUITE_END()
