@@ -4,17 +4,18 @@
 // Layout. rlx matrices are row-major; LAPACK's are column-major, so a row-major buffer
 // read by LAPACK is the transpose. Most ops are arranged to need no transposes at all:
 //   cholesky          potrf('U') on the buffer: A^T = conj(A) = U^H U, so L = U^T, which
-//                     is exactly U's storage read row-major
+//                     is exactly U's storage read row-major (for blocks up to 128; larger
+//                     matrices recurse, with SYRK/HERK and GEMM doing most of the work)
 //   *_solve           T X = B  <=>  X^T T^T = B^T: trsm from the right on the buffers as
 //                     they are (X row-major [n, k] is X^T column-major)
-//   qr                A^T = L Q' (gelqf + orglq/unglq) gives A = Q'^T L^T: Q and R are Q'
-//                     and L's storage read row-major
-//   lstsq             gels('T' / 'C') on A^T (c64: on conj(b), conjugating the answer)
 //   svd               gesdd('S') of A^T = U' S V'^H: A = conj(V') S U'^T, so U and Vh are
 //                     the buffers gesdd writes as VT and U
 //   slogdet           getrf of A^T (same determinant)
-// lu_factor (row pivoting of A is column pivoting of A^T, which LAPACK lacks) and eigh's
-// eigenvectors need a transpose: blocked, on the device's threads.
+//   lu_factor         row pivoting of A would be column pivoting of A^T, which LAPACK
+//                     lacks: a recursive LU runs on the row-major buffer (GEMM and TRSM
+//                     through row-major CBLAS), with getrf for its narrow panels
+// qr and lstsq copy A into column-major order (the copy LAPACK needs anyway, transposed),
+// and eigh transposes its eigenvectors: blocked, on the device's threads.
 //
 // Errors use the reference device's wording: an exact zero pivot names U(i,i) (1-based,
 // as LAPACK's info), a failed Cholesky names the leading minor's order.
@@ -22,6 +23,7 @@
 #include <climits>
 #include <cmath>
 #include <complex>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <type_traits>
@@ -65,8 +67,8 @@ struct Fns {
   using potrf_f = void (*)(const char*, const lint*, T*, const lint*, lint*, flen);
   using trsm_f = void (*)(const char*, const char*, const char*, const char*, const lint*, const lint*, const T*,
                           const T*, const lint*, T*, const lint*, flen, flen, flen, flen);
-  using gelqf_f = void (*)(const lint*, const lint*, T*, const lint*, T*, T*, const lint*, lint*);
-  using orglq_f = void (*)(const lint*, const lint*, const lint*, T*, const lint*, const T*, T*, const lint*, lint*);
+  using geqrf_f = void (*)(const lint*, const lint*, T*, const lint*, T*, T*, const lint*, lint*);
+  using orgqr_f = void (*)(const lint*, const lint*, const lint*, T*, const lint*, const T*, T*, const lint*, lint*);
   using gels_f = void (*)(const char*, const lint*, const lint*, const lint*, T*, const lint*, T*, const lint*, T*,
                           const lint*, lint*, flen);
   // Complex gesdd and heevd take real workspaces (rwork) that the real routines lack.
@@ -83,11 +85,20 @@ struct Fns {
       void (*)(const char*, const char*, const lint*, T*, const lint*, R*, T*, const lint*, lint*, const lint*, lint*,
                flen, flen)>;
 
+  // Row-major CBLAS level 3 (lu_factor's recursion); complex scalars by pointer.
+  using S = std::conditional_t<is_cplx<T>, const void*, T>;
+  using cgemm_f = void (*)(int, int, int, int, int, int, S, const T*, int, const T*, int, S, T*, int);
+  using ctrsm_f = void (*)(int, int, int, int, int, int, int, S, const T*, int, T*, int);
+  using cherk_f = void (*)(int, int, int, int, int, R, const T*, int, R, T*, int);  // syrk / herk
+
   getrf_f getrf = nullptr;
+  cgemm_f cgemm = nullptr;
+  ctrsm_f ctrsm = nullptr;
+  cherk_f cherk = nullptr;
   potrf_f potrf = nullptr;
   trsm_f trsm = nullptr;
-  gelqf_f gelqf = nullptr;
-  orglq_f orglq = nullptr;
+  geqrf_f geqrf = nullptr;
+  orgqr_f orgqr = nullptr;
   gels_f gels = nullptr;
   gesdd_f gesdd = nullptr;
   syevd_f syevd = nullptr;
@@ -107,10 +118,17 @@ Fns<T> load_fns() {
     if (!fn && f.missing.empty()) f.missing = "LAPACK unavailable: " + blas_info().library + " lacks " + name + "_";
   };
   get(f.getrf, p + "getrf");
+  auto getc = [&](auto& fn, const std::string& name) {  // CBLAS symbols have no trailing '_'
+    fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(blas_symbol(name.c_str()));
+    if (!fn && f.missing.empty()) f.missing = "LAPACK unavailable: " + blas_info().library + " lacks " + name;
+  };
+  getc(f.cgemm, "cblas_" + p + "gemm");
+  getc(f.ctrsm, "cblas_" + p + "trsm");
+  getc(f.cherk, "cblas_" + p + (is_cplx<T> ? "herk" : "syrk"));
   get(f.potrf, p + "potrf");
   get(f.trsm, p + "trsm");
-  get(f.gelqf, p + "gelqf");
-  get(f.orglq, p + (is_cplx<T> ? "unglq" : "orglq"));
+  get(f.geqrf, p + "geqrf");
+  get(f.orgqr, p + (is_cplx<T> ? "ungqr" : "orgqr"));
   get(f.gels, p + "gels");
   get(f.gesdd, p + "gesdd");
   get(f.syevd, p + (is_cplx<T> ? "heevd" : "syevd"));
@@ -163,6 +181,17 @@ void check_info(lint info, const char* routine) {
 template <class T>
 void copy2d(int64_t r, int64_t c, const T* src, int64_t s0, int64_t s1, T* dst, int64_t d0, int64_t d1,
             bool conj = false) {
+  const bool large = r * c >= (int64_t(1) << 18);
+  if (s1 == 1 && d1 == 1 && !conj) {  // rows are contiguous on both sides
+    auto rows = [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) std::memcpy(dst + i * d0, src + i * s0, size_t(c) * sizeof(T));
+    };
+    if (large)
+      parallel_for(r, std::max<int64_t>(1, (int64_t(1) << 16) / std::max<int64_t>(c, 1)), rows);
+    else
+      rows(0, r);
+    return;
+  }
   constexpr int64_t B = 32;
   const int64_t tiles = (r + B - 1) / B;
   auto body = [&](int64_t t0, int64_t t1) {
@@ -178,10 +207,10 @@ void copy2d(int64_t r, int64_t c, const T* src, int64_t s0, int64_t s1, T* dst, 
       }
     }
   };
-  if (r * c < (int64_t(1) << 15))
-    body(0, tiles);
-  else
+  if (large)
     parallel_for(tiles, 1, body);
+  else
+    body(0, tiles);
 }
 
 // The matrix (or vector, as one column) t, any strides, into dst with strides (d0, d1).
@@ -259,20 +288,100 @@ void check_diagonal(const T* m, lint ld, int64_t n, const std::string& op, const
 
 // ---------------------------------------------------------------- kernels
 
+// ---- lu_factor: recursive LU with partial pivoting on the row-major buffer itself
+//
+// LAPACK's getrf pivots rows of a column-major matrix; on rlx's row-major buffer that
+// would be column pivoting of A^T, so getrf would need A transposed in and out (two
+// passes over the matrix, slow at power-of-two sizes). Instead the recursion runs on
+// the row-major buffer (Toledo's recursive LU, as LAPACK's getrf2): factor the left half
+// of the columns, swap and solve the top right block (L11^-1 A12), update the bottom
+// right block (A22 -= A21 A12: GEMM, most of the work), factor it, swap the bottom left
+// block. Panels of at most kLuPanel columns are factored by getrf on a small
+// column-major copy, so every pivot is chosen by LAPACK's own rule (i?amax).
+
+constexpr int kRowMajor = 101, kNoTrans = 111, kLowerT = 122, kNonUnitT = 131, kUnitT = 132, kLeft = 141,
+              kRight = 142;
+template <class T>
+constexpr int kAdjoint = is_cplx<T> ? 113 : 112;  // CblasConjTrans : CblasTrans
+constexpr lint kLuPanel = 32;   // columns factored by getrf at the leaves
+constexpr lint kTrsmLeaf = 64;  // triangular solves below this size call trsm itself
+
+template <class T>
+typename Fns<T>::S scalar_arg(const T& v) {
+  if constexpr (is_cplx<T>)
+    return &v;
+  else
+    return v;
+}
+
+// C -= A op(B), row-major; op(B) = B, or B^H with b_adjoint (B stored [n, k]).
+template <class T>
+void gemm_sub(lint m, lint n, lint k, const T* a, lint lda, const T* b, lint ldb, T* c, lint ldc,
+              bool b_adjoint = false) {
+  if (m == 0 || n == 0 || k == 0) return;
+  const T minus_one(-1), one(1);
+  fns<T>().cgemm(kRowMajor, kNoTrans, b_adjoint ? kAdjoint<T> : kNoTrans, m, n, k, scalar_arg(minus_one), a, lda, b,
+                 ldb, scalar_arg(one), c, ldc);
+}
+
+// B = L^-1 B for unit lower triangular L [n, n], B [n, k], row-major; halves the
+// triangle so that most of the work is GEMM (OpenBLAS's row-major trsm is much slower).
+template <class T>
+void trsm_unit_lower(lint n, lint k, const T* l, lint ldl, T* b, lint ldb) {
+  if (n == 0 || k == 0) return;
+  if (n <= kTrsmLeaf) {
+    const T one(1);
+    fns<T>().ctrsm(kRowMajor, kLeft, kLowerT, kNoTrans, kUnitT, n, k, scalar_arg(one), l, ldl, b, ldb);
+    return;
+  }
+  const lint n1 = n / 2;
+  trsm_unit_lower(n1, k, l, ldl, b, ldb);
+  gemm_sub(n - n1, k, n1, l + int64_t(n1) * ldl, ldl, b, ldb, b + int64_t(n1) * ldb, ldb);
+  trsm_unit_lower(n - n1, k, l + int64_t(n1) * ldl + n1, ldl, b + int64_t(n1) * ldb, ldb);
+}
+
+// Factors the row-major [m, n] block a (m >= n) in place: P a = L U with pivots piv[j]
+// (0-based, relative to the block). Returns the first column whose pivot is exactly
+// zero, or -1.
+template <class T>
+int64_t lu_recursive(lint m, lint n, T* a, lint lda, lint* piv, std::vector<T>& panel) {
+  if (n <= kLuPanel) {
+    panel.resize(size_t(m) * size_t(n));
+    copy2d<T>(m, n, a, lda, 1, panel.data(), 1, m);  // column-major copy
+    lint info = 0;
+    fns<T>().getrf(&m, &n, panel.data(), &m, piv, &info);
+    check_info(info, "getrf");
+    copy2d<T>(m, n, panel.data(), 1, m, a, lda, 1);
+    for (lint j = 0; j < n; ++j) piv[j] -= 1;
+    return info > 0 ? info - 1 : -1;
+  }
+  const lint n1 = n / 2, n2 = n - n1;
+  T* a12 = a + n1;
+  T* a21 = a + int64_t(n1) * lda;
+  T* a22 = a21 + n1;
+  int64_t zero = lu_recursive(m, n1, a, lda, piv, panel);
+  for (lint j = 0; j < n1; ++j)
+    if (piv[j] != j) std::swap_ranges(a12 + int64_t(j) * lda, a12 + int64_t(j) * lda + n2, a12 + int64_t(piv[j]) * lda);
+  trsm_unit_lower(n1, n2, a, lda, a12, lda);
+  gemm_sub(m - n1, n2, n1, a21, lda, a12, lda, a22, lda);
+  const int64_t zero2 = lu_recursive(m - n1, n2, a22, lda, piv + n1, panel);
+  if (zero < 0 && zero2 >= 0) zero = n1 + zero2;
+  for (lint j = n1; j < n; ++j) {
+    piv[j] += n1;
+    if (piv[j] != j) std::swap_ranges(a + int64_t(j) * lda, a + int64_t(j) * lda + n1, a + int64_t(piv[j]) * lda);
+  }
+  return zero;
+}
+
 template <class T>
 void lu_factor(const ir::Node&, std::span<const Tensor> in, std::span<Tensor> out) {
   const int64_t n = in[0].shape()[0];
   if (n == 0) return;
   T* a = out[0].data<T>();
-  int32_t* piv = out[1].data<int32_t>();
-  copy_in<T>(in[0], a, 1, n);  // column-major A
-  const lint nn = lint(n);
-  lint info = 0;
-  fns<T>().getrf(&nn, &nn, a, &nn, piv, &info);
-  check_info(info, "getrf");
-  if (info > 0) singular("lu_factor", "U", info - 1);
-  transpose_square(a, n, false);
-  for (int64_t i = 0; i < n; ++i) piv[i] -= 1;  // 1-based -> 0-based
+  copy_in<T>(in[0], a, n, 1);
+  std::vector<T> panel;
+  const int64_t zero = lu_recursive<T>(lint(n), lint(n), a, lint(n), out[1].data<int32_t>(), panel);
+  if (zero >= 0) singular("lu_factor", "U", zero);
 }
 
 template <class T>
@@ -294,21 +403,75 @@ void lu_solve(const ir::Node&, std::span<const Tensor> in, std::span<Tensor> out
   trsm_right<T>('L', 'N', 'N', n, k, lu.p, lu.ld, x);  // U
 }
 
+// ---- cholesky: recursive, on the row-major buffer
+//
+// potrf('U') on the buffer read column-major computes L directly (see the top of this
+// file), but OpenBLAS's upper variant is slower than its lower one. The recursion keeps
+// the large work in GEMM and SYRK/HERK: factor A11, solve A21 L11^H = A21, update
+// A22 -= A21 A21^H (lower triangle), factor A22; blocks of at most kCholLeaf rows go to
+// potrf('U').
+
+constexpr lint kCholLeaf = 128;
+
+// X L^H = B in place for lower triangular L [n, n] (non-unit), X and B [m, n], row-major.
+template <class T>
+void trsm_right_lower_adjoint(lint m, lint n, const T* l, lint ldl, T* b, lint ldb) {
+  if (m == 0 || n == 0) return;
+  if (n <= kTrsmLeaf) {
+    const T one(1);
+    fns<T>().ctrsm(kRowMajor, kRight, kLowerT, kAdjoint<T>, kNonUnitT, m, n, scalar_arg(one), l, ldl, b, ldb);
+    return;
+  }
+  const lint n1 = n / 2;
+  trsm_right_lower_adjoint(m, n1, l, ldl, b, ldb);                                 // X1 = B1 L11^-H
+  gemm_sub(m, n - n1, n1, b, ldb, l + int64_t(n1) * ldl, ldl, b + n1, ldb, true);  // B2 -= X1 L21^H
+  trsm_right_lower_adjoint(m, n - n1, l + int64_t(n1) * ldl + n1, ldl, b + n1, ldb);
+}
+
+// Factors the Hermitian row-major [n, n] block a (lower triangle read and written).
+// Returns 0, or the order of the first leading minor that is not positive definite.
+template <class T>
+int64_t cholesky_recursive(lint n, T* a, lint lda) {
+  if (n <= kCholLeaf) {
+    lint info = 0;
+    fns<T>().potrf("U", &n, a, &lda, &info, k1);
+    check_info(info, "potrf");
+    return info;
+  }
+  const lint n1 = n / 2, n2 = n - n1;
+  T* a21 = a + int64_t(n1) * lda;
+  T* a22 = a21 + n1;
+  if (int64_t bad = cholesky_recursive(n1, a, lda)) return bad;
+  trsm_right_lower_adjoint(n2, n1, a, lda, a21, lda);
+  fns<T>().cherk(kRowMajor, kLowerT, kNoTrans, n2, n1, real_t<T>(-1), a21, lda, real_t<T>(1), a22, lda);
+  const int64_t bad = cholesky_recursive(n2, a22, lda);
+  return bad ? n1 + bad : 0;
+}
+
 template <class T>
 void cholesky(const ir::Node&, std::span<const Tensor> in, std::span<Tensor> out) {
   const int64_t n = in[0].shape()[0];
   if (n == 0) return;
   T* a = out[0].data<T>();
-  copy_in<T>(in[0], a, n, 1);
-  const lint nn = lint(n);
-  lint info = 0;
-  fns<T>().potrf("U", &nn, a, &nn, &info, k1);
-  check_info(info, "potrf");
-  if (info > 0)
-    throw InputError("cholesky: the leading minor of order " + std::to_string(info) + " is not positive definite");
-  parallel_for(n, 64, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) std::fill(a + i * n + i + 1, a + (i + 1) * n, T(0));
-  });
+  // The lower triangle of A and zeros above it, in one pass.
+  const T* src = in[0].data<T>();
+  const int64_t s0 = in[0].strides()[0], s1 = in[0].strides()[1];
+  auto rows = [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      T* row = a + i * n;
+      if (s1 == 1)
+        std::memcpy(row, src + i * s0, size_t(i + 1) * sizeof(T));
+      else
+        for (int64_t j = 0; j <= i; ++j) row[j] = src[i * s0 + j * s1];
+      std::fill(row + i + 1, row + n, T(0));
+    }
+  };
+  if (n * n >= (int64_t(1) << 18))
+    parallel_for(n, 64, rows);
+  else
+    rows(0, n);
+  if (const int64_t bad = cholesky_recursive<T>(lint(n), a, lint(n)))
+    throw InputError("cholesky: the leading minor of order " + std::to_string(bad) + " is not positive definite");
 }
 
 template <class T>
@@ -335,32 +498,34 @@ void triangular_solve(const ir::Node& node, std::span<const Tensor> in, std::spa
   trsm_right<T>(lower ? 'U' : 'L', 'N', unit ? 'U' : 'N', n, k, t.p, t.ld, x);
 }
 
+// QR and least squares run on a column-major copy of A (made while copying the input,
+// which LAPACK would overwrite anyway): the LQ factorization of A^T that needs no copy
+// in that layout is much slower in OpenBLAS (gelqf + orglq took 1.6 to 2x geqrf + orgqr).
 template <class T>
 void qr(const ir::Node&, std::span<const Tensor> in, std::span<Tensor> out) {
   const int64_t m = in[0].shape()[0], n = in[0].shape()[1];
   if (n == 0) return;
-  T* q = out[0].data<T>();  // first A^T = L Q' (column-major [n, m], ld n), then Q'
-  T* r = out[1].data<T>();
-  copy_in<T>(in[0], q, n, 1);
+  std::vector<T> w(static_cast<size_t>(m * n));
+  copy_in<T>(in[0], w.data(), 1, m);  // column-major A [m, n]
   const lint ln = lint(n), lm = lint(m);
   std::vector<T> tau(static_cast<size_t>(n));
   lint info = 0, query = -1;
   T wq{};
-  fns<T>().gelqf(&ln, &lm, q, &ln, tau.data(), &wq, &query, &info);
-  check_info(info, "gelqf");
+  fns<T>().geqrf(&lm, &ln, w.data(), &lm, tau.data(), &wq, &query, &info);
+  check_info(info, "geqrf");
   lint lwork = query_size(wq);
-  fns<T>().orglq(&ln, &lm, &ln, q, &ln, tau.data(), &wq, &query, &info);
-  check_info(info, "orglq");
+  fns<T>().orgqr(&lm, &ln, &ln, w.data(), &lm, tau.data(), &wq, &query, &info);
+  check_info(info, "orgqr");
   lwork = std::max(lwork, query_size(wq));
   std::vector<T> work(static_cast<size_t>(lwork));
-  fns<T>().gelqf(&ln, &lm, q, &ln, tau.data(), work.data(), &lwork, &info);
-  check_info(info, "gelqf");
-  // R's row-major storage is L's column-major storage: the lower triangle of the first
-  // n columns (above it gelqf keeps its reflectors).
-  for (int64_t j = 0; j < n; ++j)
-    for (int64_t i = 0; i < n; ++i) r[j * n + i] = i >= j ? q[j * n + i] : T(0);
-  fns<T>().orglq(&ln, &lm, &ln, q, &ln, tau.data(), work.data(), &lwork, &info);
-  check_info(info, "orglq");
+  fns<T>().geqrf(&lm, &ln, w.data(), &lm, tau.data(), work.data(), &lwork, &info);
+  check_info(info, "geqrf");
+  T* r = out[1].data<T>();  // the upper triangle (below it geqrf keeps its reflectors)
+  copy2d<T>(n, n, w.data(), 1, m, r, n, 1);
+  for (int64_t i = 1; i < n; ++i) std::fill(r + i * n, r + i * n + i, T(0));
+  fns<T>().orgqr(&lm, &ln, &ln, w.data(), &lm, tau.data(), work.data(), &lwork, &info);
+  check_info(info, "orgqr");
+  copy2d<T>(m, n, w.data(), 1, m, out[0].data<T>(), n, 1);
 }
 
 template <class T>
@@ -369,24 +534,23 @@ void lstsq(const ir::Node&, std::span<const Tensor> in, std::span<Tensor> out) {
   T* x = out[0].data<T>();
   if (n == 0 || k == 0) return;
   std::vector<T> a(static_cast<size_t>(m * n));
-  copy_in<T>(in[0], a.data(), n, 1);  // column-major A^T [n, m]
+  copy_in<T>(in[0], a.data(), 1, m);  // column-major A [m, n]
   // gels answers 0 for an all-zero A; its first column is zero, so it is rank deficient.
   if (std::all_of(a.begin(), a.end(), [](const T& v) { return v == T(0); })) rank_deficient(1);
   const int64_t ldb = std::max<int64_t>(m, 1);
   std::vector<T> b(static_cast<size_t>(ldb * k));
-  copy_in<T>(in[1], b.data(), 1, ldb, is_cplx<T>);  // column-major b [m, k] (c64: conj(b))
-  const char trans = is_cplx<T> ? 'C' : 'T';
-  const lint ln = lint(n), lm = lint(m), lk = lint(k), lb = lint(ldb);
+  copy_in<T>(in[1], b.data(), 1, ldb);  // column-major b [m, k]
+  const lint ln = lint(n), lm = lint(m), lk = lint(k), lb = lint(ldb), la = lint(std::max<int64_t>(m, 1));
   lint info = 0, query = -1;
   T wq{};
-  fns<T>().gels(&trans, &ln, &lm, &lk, a.data(), &ln, b.data(), &lb, &wq, &query, &info, k1);
+  fns<T>().gels("N", &lm, &ln, &lk, a.data(), &la, b.data(), &lb, &wq, &query, &info, k1);
   check_info(info, "gels");
   lint lwork = query_size(wq);
   std::vector<T> work(static_cast<size_t>(lwork));
-  fns<T>().gels(&trans, &ln, &lm, &lk, a.data(), &ln, b.data(), &lb, work.data(), &lwork, &info, k1);
+  fns<T>().gels("N", &lm, &ln, &lk, a.data(), &la, b.data(), &lb, work.data(), &lwork, &info, k1);
   check_info(info, "gels");
   if (info > 0) rank_deficient(info);
-  copy2d(n, k, b.data(), 1, ldb, x, k, 1, is_cplx<T>);
+  copy2d(n, k, b.data(), 1, ldb, x, k, 1);
 }
 
 template <class T>
@@ -454,7 +618,7 @@ void eigh(const ir::Node&, std::span<const Tensor> in, std::span<Tensor> out) {
   check_info(info, "syevd");
   if (info > 0) throw InputError("eigh: LAPACK syevd/heevd did not converge (info " + std::to_string(info) + ")");
   // conj(A) = V' diag(w) V'^H, so A's eigenvectors are conj(V'), stored row-major.
-  transpose_square(v, n, false);
+  transpose_square(v, n, is_cplx<T>);
 }
 
 template <class T>

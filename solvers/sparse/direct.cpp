@@ -300,6 +300,7 @@ Structure<I> analyze_pattern(const CsrMatrix& A) {
       above |= int64_t(s.i[size_t(e)]) > r;
     }
   s.stype = (!below && above) ? -1 : 1;
+  s.i.reserve(1);  // a pattern without entries still hands SuiteSparse a valid pointer
   return s;
 }
 
@@ -460,10 +461,9 @@ class UmfpackEngine final : public Engine {
       }
     }
     if (first < 0) return msg;
-    return msg + ": U(" + std::to_string(first) + "," + std::to_string(first) + ") = 0 at pivot " + std::to_string(first + 1) +
-           " of " + std::to_string(n) + ", eliminating row " + std::to_string(int64_t(Q[size_t(first)])) + " and column " +
-           std::to_string(int64_t(P[size_t(first)])) + " of the matrix (" + std::to_string(zeros) + " zero pivot" +
-           (zeros == 1 ? "" : "s") + " in all)";
+    return msg + " at step " + std::to_string(first + 1) + " of " + std::to_string(n) + ", eliminating row " +
+           std::to_string(int64_t(Q[size_t(first)])) + " and column " + std::to_string(int64_t(P[size_t(first)])) +
+           " of the matrix (0-based; " + std::to_string(zeros) + " zero pivot" + (zeros == 1 ? "" : "s") + " in all)";
   }
 
   void free_numeric() {
@@ -592,9 +592,9 @@ class KluEngine final : public Engine {
     switch (c_.status) {
       case KLU_SINGULAR:
         // KLU factorizes A^T: its column j is row j of the caller's A.
-        throw InputError(std::string("singular matrix: ") + call + " found a zero pivot while eliminating row " +
-                         std::to_string(int64_t(c_.singular_col)) + " of the matrix (KLU's numerical rank: first zero pivot at step " +
-                         std::to_string(int64_t(c_.numerical_rank) + 1) + " of " + std::to_string(s_.n) + ")");
+        throw InputError(std::string("singular matrix: ") + call + " found a zero pivot at step " +
+                         std::to_string(int64_t(c_.numerical_rank) + 1) + " of " + std::to_string(s_.n) + ", eliminating row " +
+                         std::to_string(int64_t(c_.singular_col)) + " of the matrix (0-based)");
       case KLU_OUT_OF_MEMORY: throw Error(std::string("KLU ") + call + " failed: out of memory");
       case KLU_TOO_LARGE: throw Error(std::string("KLU ") + call + " failed: integer overflow (the problem is too large for this index type)");
       case KLU_INVALID: throw InputError(std::string("KLU ") + call + " failed: invalid matrix");
@@ -687,8 +687,8 @@ class CholmodEngine final : public Engine {
       const int64_t k = int64_t(L_->minor);
       std::string orig = L_->Perm ? ", column " + std::to_string(int64_t(static_cast<const I*>(L_->Perm)[k])) + " of the matrix" : "";
       throw InputError("matrix is not positive definite: CHOLMOD's factorization failed at column " + std::to_string(k) +
-                       " of the permuted matrix" + orig + " (the leading minor of order " + std::to_string(k + 1) +
-                       " is not positive definite)");
+                       " of the permuted matrix" + orig + " (0-based; the permuted matrix's leading minor of order " +
+                       std::to_string(k + 1) + " is not positive definite)");
     }
     if (!ok || cm_.c.status < 0) fail("cholmod_factorize");
   }
@@ -886,6 +886,7 @@ class Factorization final : public detail::DirectFactorization {
     const int64_t nz = s_.nnz(), w = Z ? 2 : 1;
     const bool conj = Z && kind_ == Kind::Cholmod;
     ax_.assign(size_t(w * nz), 0.0);
+    ax_.reserve(2);  // a valid pointer also without entries
     auto put = [&](int64_t dst, double re, double im) {
       if constexpr (Z) {
         ax_[size_t(2 * dst)] += re;

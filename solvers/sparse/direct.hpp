@@ -105,9 +105,11 @@ class SparseLu {
 class SparseCholesky {
  public:
   // Analyzes A (symmetric positive definite, or Hermitian positive definite for c64):
-  // CHOLMOD's ordering (AMD, or METIS/NESDIS when it predicts less fill) and symbolic
-  // factorization, supernodal or simplicial as CHOLMOD chooses. Only one triangle of A
-  // is read (the lower; the upper for a matrix stored as its upper triangle).
+  // CHOLMOD's default ordering strategy (AMD; METIS as well when AMD's fill is large,
+  // keeping the better) and symbolic factorization, supernodal or simplicial as CHOLMOD
+  // chooses (simplicial ones are asked for as L L^H, not CHOLMOD's default L D L^H, so
+  // that an indefinite matrix is refused). Only one triangle of A is read (the lower; the
+  // upper for a matrix stored as its upper triangle).
   explicit SparseCholesky(const CsrMatrix& A);
   ~SparseCholesky();
   SparseCholesky(SparseCholesky&&) noexcept;

@@ -1,5 +1,8 @@
 #include "runtime/executor.hpp"
 
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "core/error.hpp"
@@ -8,7 +11,24 @@
 
 namespace rlx {
 
+Executor::~Executor() {
+  if (!profile_ || runs_ == 0) return;
+  // RLX_PROFILE=1: where the time went, per kernel, averaged over the runs.
+  std::fprintf(stderr, "rlx profile: %zu kernels, %lld runs (ms per run)\n", p_.kernels.size(), (long long)runs_);
+  for (size_t ki = 0; ki < p_.kernels.size(); ++ki) {
+    const Kernel& k = p_.kernels[ki];
+    std::string ops;
+    for (int32_t id : k.nodes) ops += (ops.empty() ? "" : ",") + p_.graph.nodes[size_t(id)].op->name;
+    const char* kind[] = {"fused", "single", "control", "host"};
+    std::fprintf(stderr, "  k%-3zu %-7s %9.3f  %s %s\n", ki, kind[k.kind], 1e3 * kernel_seconds_[ki] / double(runs_), ops.c_str(),
+                 p_.graph.nodes[size_t(k.nodes[0])].out().str().c_str());
+  }
+}
+
 Executor::Executor(const Program& p, Device& d) : p_(p), d_(d) {
+  const char* prof = std::getenv("RLX_PROFILE");
+  profile_ = prof && *prof && std::string(prof) != "0";
+  kernel_seconds_.assign(p.kernels.size(), 0.0);
   if (p.device != d.name())
     throw InputError("program was compiled for device '" + p.device + "', not '" + d.name() + "'");
   if (p.arena_bytes > 0) arena_ = Tensor::empty(DType::U8, {p.arena_bytes}, d.allocator());
@@ -92,6 +112,7 @@ void Executor::execute(const std::vector<Tensor>& inputs, std::vector<Tensor>& r
   for (size_t ki = 0; ki < p_.kernels.size(); ++ki) {
     const Kernel& k = p_.kernels[ki];
     const ir::Node& first = g.nodes[size_t(k.nodes[0])];
+    auto t0 = profile_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
     // A fused region names each outside value once; a single node takes its operands
     // positionally (matmul(z, z) reads z twice).
     std::vector<Tensor> in, out;
@@ -115,8 +136,13 @@ void Executor::execute(const std::vector<Tensor>& inputs, std::vector<Tensor>& r
       throw InputError("node %" + std::to_string(first.id) + " " + first.op->name + " at " + first.loc.str() + ": " +
                        e.what());
     }
+    if (profile_) {
+      d_.synchronize();
+      kernel_seconds_[ki] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    }
   }
   d_.synchronize();
+  ++runs_;
   // Results that are not result buffers (parameters, constants, views of the arena)
   // are copied, so the caller never holds memory the next run overwrites.
   for (size_t r = 0; r < g.results.size(); ++r) {

@@ -10,6 +10,9 @@ namespace rlx {
 class Executor {
  public:
   Executor(const Program& p, Device& d);
+  ~Executor();  // with RLX_PROFILE=1 in the environment, prints time per kernel
+  Executor(const Executor&) = delete;
+  Executor& operator=(const Executor&) = delete;
   // Inputs anywhere (copied to the device when not already there); results stay on the
   // device (host tensors on host devices).
   std::vector<Tensor> run(const std::vector<Tensor>& inputs);
@@ -23,6 +26,9 @@ class Executor {
   Device& d_;
   Tensor arena_;
   std::vector<FusedRegion> regions_;  // per kernel, pointing at p_.graph
+  bool profile_ = false;
+  int64_t runs_ = 0;
+  std::vector<double> kernel_seconds_;
 };
 
 }  // namespace rlx

@@ -8,18 +8,25 @@
 //   f32 / c64 results: 2e-6 (the solve runs in double; rounding the answer to single
 //                precision alone costs up to 6e-8 per entry).
 #define BOOST_TEST_MODULE direct
+#include <sys/wait.h>
+#include <unistd.h>
 #include <boost/test/unit_test.hpp>
 #include <algorithm>
 #include <cmath>
 #include <complex>
 #include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <ostream>
 #include <string>
 #include <vector>
 
 #include "core/error.hpp"
 #include "core/rng.hpp"
+#include "io/hdf5.hpp"
 #include "solvers/sparse/direct.hpp"
+#include "solvers/sparse/matrix_market.hpp"
 #include "solvers/sparse/poisson.hpp"
 
 namespace rlx {
@@ -577,6 +584,18 @@ BOOST_AUTO_TEST_CASE(singular_is_an_input_error_naming_the_pivot, *boost::unit_t
   }
 }
 
+BOOST_AUTO_TEST_CASE(a_matrix_without_entries_is_singular, *boost::unit_test::precondition(NeedSuiteSparse())) {
+  CsrMatrix Z = CsrMatrix::from_coo(4, 4, std::vector<int64_t>{}, std::vector<int64_t>{}, std::vector<double>{});
+  for (LuBackend be : {LuBackend::Umfpack, LuBackend::Klu}) {
+    SparseLu lu(Z, be);
+    std::string m = message_of<InputError>([&] { lu.factorize(Z); });
+    BOOST_TEST(m.find("singular") != std::string::npos, lu_backend_name(be) << ": " << m);
+  }
+  SparseCholesky ch(Z);
+  std::string m = message_of<InputError>([&] { ch.factorize(Z); });
+  BOOST_TEST(m.find("not positive definite") != std::string::npos, m);
+}
+
 BOOST_AUTO_TEST_CASE(not_positive_definite_names_the_column, *boost::unit_test::precondition(NeedSuiteSparse())) {
   for (DType ix : kIndex) {
     BOOST_TEST_CONTEXT("index " << dtype_name(ix)) {
@@ -644,4 +663,97 @@ BOOST_AUTO_TEST_CASE(larger_poisson_residuals, *boost::unit_test::precondition(N
       BOOST_TEST(r < 1e-12, which_name(w) << " n=" << A.rows() << ": relative residual " << r);
     }
   }
+}
+
+// ---------------------------------------------------------------- rlx solve --method lu|klu|cholesky
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct CliResult {
+  int code = -1;
+  std::string out, err;
+};
+
+fs::path scratch() {
+  static fs::path dir = [] {
+    fs::path d = fs::temp_directory_path() / ("rlx_direct_test_" + std::to_string(::getpid()));
+    fs::create_directories(d);
+    return d;
+  }();
+  return dir;
+}
+
+std::string slurp(const fs::path& p) {
+  std::ifstream f(p);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+CliResult rlx_cli(const std::string& args) {
+  fs::path o = scratch() / "stdout.txt", e = scratch() / "stderr.txt";
+  std::string cmd = std::string(RLX_CLI) + " " + args + " >" + o.string() + " 2>" + e.string();
+  int st = std::system(cmd.c_str());
+  CliResult r;
+  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  r.out = slurp(o);
+  r.err = slurp(e);
+  return r;
+}
+
+bool has(const std::string& hay, const std::string& needle) { return hay.find(needle) != std::string::npos; }
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(cli_direct_methods, *boost::unit_test::precondition(NeedSuiteSparse())) {
+  // A nonsymmetric matrix in a file: lu and klu must solve A x = b, not A^T x = b.
+  CsrMatrix G = build(random_general(40, false, 47), DType::F64, DType::I32);
+  const std::string g = (scratch() / "general.mtx").string();
+  write_matrix_market(g, G);
+  for (const char* m : {"lu", "klu"}) {
+    const std::string x = (scratch() / (std::string("x_") + m + ".h5")).string();
+    CliResult r = rlx_cli("solve " + g + " --method " + m + " --rhs random --out " + x);
+    BOOST_TEST_CONTEXT(m << "\n" << r.out << r.err) {
+#ifdef RLX_HAVE_HDF5
+      BOOST_TEST(r.code == 0);
+      BOOST_TEST(has(r.out, "reason: direct"));
+      BOOST_TEST(has(r.out, "analyze"));
+      io::H5Reader h(x);
+      BOOST_TEST(std::get<int64_t>(h.attr("/", "converged")) == 1);
+      BOOST_TEST(std::get<std::string>(h.attr("/", "reason")) == "direct");
+      Tensor xs = h.read("x"), b = h.read("b");
+      BOOST_TEST(rel_error(xs, dense_solve(G, b)) < kTol64);
+      BOOST_TEST(std::get<double>(h.attr("/", "residual")) < 1e-12);
+#else
+      BOOST_TEST(r.code != 0);  // --out needs HDF5
+#endif
+    }
+  }
+  CliResult r = rlx_cli("solve poisson3d:6 --method cholesky");
+  BOOST_TEST(r.code == 0, r.out << r.err);
+  BOOST_TEST(has(r.out, "method: cholesky (cholmod"), r.out);
+  // Singular (an all-zero row) and indefinite: exit 2 with SuiteSparse's finding.
+  Triplets t = random_general(20, false, 48);
+  for (size_t k = 0; k < t.v.size(); ++k)
+    if (t.i[k] == 7) t.v[k] = 0;
+  const std::string s = (scratch() / "singular.mtx").string();
+  write_matrix_market(s, build(t, DType::F64, DType::I32));
+  for (const char* m : {"lu", "klu"}) {
+    r = rlx_cli("solve " + s + " --method " + m);
+    BOOST_TEST(r.code == 2, m);
+    BOOST_TEST(has(r.err, "singular matrix"), r.err);
+    BOOST_TEST(has(r.err, "row 7 "), r.err);
+  }
+  Triplets d;
+  d.n = 5;
+  for (int64_t i = 0; i < 5; ++i) d.add(i, i, i == 3 ? -1.0 : 2.0);
+  const std::string ind = (scratch() / "indefinite.mtx").string();
+  write_matrix_market(ind, build(d, DType::F64, DType::I32));
+  r = rlx_cli("solve " + ind + " --method cholesky");
+  BOOST_TEST(r.code == 2);
+  BOOST_TEST(has(r.err, "not positive definite"), r.err);
+  BOOST_TEST(has(r.err, "column 3 of the matrix"), r.err);
+  fs::remove_all(scratch());
 }

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <functional>
 #include <numbers>
+#include <numeric>
 
 #include "core/error.hpp"
 #include "harness.hpp"
@@ -183,6 +184,119 @@ std::vector<OpCase> sparse_cases() {
   };
 }
 
+// ---- dense linear-algebra library primitives. These rows reduce each op to results that
+// are unique (Q R rather than Q, U diag(S) Vh rather than U) so that they compare with
+// the reference element-wise; tests/ops/test_dense_la.cpp checks the ops in depth
+// (invariants, larger sizes, hand-computed and error cases).
+
+// A well-conditioned [r, c] matrix as a fixed input: uniform [-1, 1] (each part for c64)
+// plus `shift` on the diagonal. kind "rows-shuffled": the rows permuted, so that LU must
+// pivot; "hpd": B B^H + shift I; "hermitian": (B + B^H) / 2.
+Var dense_input(Build& b, DType t, int64_t r, int64_t c, double shift, const std::string& kind = "") {
+  std::uniform_real_distribution<double> u(-1, 1);
+  std::vector<cd> a(static_cast<size_t>(r * c));
+  for (cd& x : a) {
+    const double re = u(b.rng);
+    x = t == DType::C64 ? cd(re, u(b.rng)) : cd(re);
+  }
+  auto at = [&](std::vector<cd>& m, int64_t i, int64_t j) -> cd& { return m[size_t(i * c + j)]; };
+  std::vector<cd> m = a;
+  if (kind == "hpd" || kind == "hermitian")
+    for (int64_t i = 0; i < r; ++i)
+      for (int64_t j = 0; j < c; ++j) {
+        cd s = 0;
+        if (kind == "hpd")
+          for (int64_t k = 0; k < c; ++k) s += at(a, i, k) * std::conj(at(a, j, k));
+        else
+          s = 0.5 * (at(a, i, j) + std::conj(at(a, j, i)));
+        at(m, i, j) = s;
+      }
+  for (int64_t i = 0; i < std::min(r, c); ++i) at(m, i, i) = (kind.empty() || kind == "rows-shuffled" ? at(m, i, i) : cd(at(m, i, i).real())) + shift;
+  if (kind == "rows-shuffled") {
+    std::vector<int64_t> p(static_cast<size_t>(r));
+    std::iota(p.begin(), p.end(), 0);
+    std::shuffle(p.begin(), p.end(), b.rng);
+    std::vector<cd> sh(m.size());
+    for (int64_t i = 0; i < r; ++i)
+      for (int64_t j = 0; j < c; ++j) at(sh, i, j) = at(m, p[size_t(i)], j);
+    m = sh;
+  }
+  return b.fixed(make_tensor(t, {r, c}, m));
+}
+
+// x * diag(d) for a real d (the singular values or eigenvalues) over x's columns.
+Var scale_columns(const Var& x, const Var& d) { return rlx::mul(x, rlx::cast(d, x.dtype())); }
+// x^H (x^T for real dtypes).
+Var adjoint_of(const Var& x) { return rlx::permute(x.dtype() == DType::C64 ? rlx::conj(x) : x, {1, 0}); }
+
+std::vector<OpCase> dense_la_cases() {
+  using B = Build&;
+  auto lu = [](int64_t n) {
+    return [n](B b, DType t) { return rlx::op_multi("lu_factor", {dense_input(b, t, n, n, double(n), "rows-shuffled")}); };
+  };
+  auto lu_solve = [](int64_t n, Shape rhs) {
+    return [n, rhs](B b, DType t) {
+      auto f = rlx::op_multi("lu_factor", {dense_input(b, t, n, n, double(n), "rows-shuffled")});
+      return one(rlx::op("lu_solve", {f[0], f[1], b.in(t, rhs, {.lo = -1, .hi = 1})}));
+    };
+  };
+  auto chol = [](int64_t n) { return [n](B b, DType t) { return one(rlx::op("cholesky", {dense_input(b, t, n, n, double(n), "hpd")})); }; };
+  auto chol_solve = [](int64_t n, Shape rhs) {
+    return [n, rhs](B b, DType t) {
+      Var l = rlx::op("cholesky", {dense_input(b, t, n, n, double(n), "hpd")});
+      return one(rlx::op("cholesky_solve", {l, b.in(t, rhs, {.lo = -1, .hi = 1})}));
+    };
+  };
+  // Unit diagonal: kept small, since a unit triangular matrix with O(1) entries grows
+  // ill-conditioned with n.
+  auto tri = [](int64_t n, Shape rhs, bool lower, bool unit) {
+    return [=](B b, DType t) {
+      return one(rlx::op("triangular_solve", {dense_input(b, t, n, n, unit ? 0.0 : double(n)), b.in(t, rhs, {.lo = -1, .hi = 1})},
+                         {{"lower", lower}, {"unit_diagonal", unit}}));
+    };
+  };
+  auto qr = [](int64_t m, int64_t n) {
+    return [m, n](B b, DType t) {
+      auto f = rlx::op_multi("qr", {dense_input(b, t, m, n, double(n))});
+      return std::vector<Var>{rlx::matmul(f[0], f[1]), rlx::abs(f[1])};  // |R|: unique up to phases
+    };
+  };
+  auto lstsq = [](int64_t m, int64_t n, Shape rhs) {
+    return [=](B b, DType t) { return one(rlx::op("lstsq", {dense_input(b, t, m, n, std::sqrt(double(m))), b.in(t, rhs, {.lo = -1, .hi = 1})})); };
+  };
+  auto svd = [](int64_t m, int64_t n) {
+    return [m, n](B b, DType t) {
+      auto f = rlx::op_multi("svd", {dense_input(b, t, m, n, 0.0)});
+      return std::vector<Var>{f[1], rlx::matmul(scale_columns(f[0], f[1]), f[2])};
+    };
+  };
+  auto eigh = [](int64_t n) {
+    return [n](B b, DType t) {
+      auto f = rlx::op_multi("eigh", {dense_input(b, t, n, n, 0.0, "hermitian")});
+      return std::vector<Var>{f[0], rlx::matmul(scale_columns(f[1], f[0]), adjoint_of(f[1]))};
+    };
+  };
+  auto slogdet = [](int64_t n) {
+    return [n](B b, DType t) { return rlx::op_multi("slogdet", {dense_input(b, t, n, n, double(n), "rows-shuffled")}); };
+  };
+  return {
+      {"lu_factor", {{"[4,4] rows shuffled", lu(4)}, {"[67,67] rows shuffled", lu(67)}}},
+      {"lu_solve", {{"[5,5] b[5]", lu_solve(5, {5})}, {"[67,67] B[67,3]", lu_solve(67, {67, 3})}}},
+      {"cholesky", {{"[5,5]", chol(5)}, {"[67,67]", chol(67)}}},
+      {"cholesky_solve", {{"[5,5] b[5]", chol_solve(5, {5})}, {"[67,67] B[67,3]", chol_solve(67, {67, 3})}}},
+      {"triangular_solve",
+       {{"lower [67,67] B[67,3]", tri(67, {67, 3}, true, false)},
+        {"upper [67,67] b[67]", tri(67, {67}, false, false)},
+        {"lower unit [6,6] B[6,2]", tri(6, {6, 2}, true, true)},
+        {"upper unit [6,6] b[6]", tri(6, {6}, false, true)}}},
+      {"qr", {{"[7,4] -> Q R, |R|", qr(7, 4)}, {"[30,30] -> Q R, |R|", qr(30, 30)}}},
+      {"lstsq", {{"[9,4] b[9]", lstsq(9, 4, {9})}, {"[67,30] B[67,3]", lstsq(67, 30, {67, 3})}}},
+      {"svd", {{"[7,4] -> S, U S Vh", svd(7, 4)}, {"[4,7] -> S, U S Vh", svd(4, 7)}, {"[30,30] -> S, U S Vh", svd(30, 30)}}},
+      {"eigh", {{"[5,5] -> w, V w V^H", eigh(5)}, {"[30,30] -> w, V w V^H", eigh(30)}}},
+      {"slogdet", {{"[4,4]", slogdet(4)}, {"[67,67]", slogdet(67)}}},
+  };
+}
+
 const std::vector<OpCase>& l2_cases() {
   static const std::vector<OpCase> cases = [] {
     std::vector<OpCase> c;
@@ -351,6 +465,7 @@ const std::vector<OpCase>& l2_cases() {
     };
     c.push_back({"if", {{"then", branch(true)}, {"else", branch(false)}}});
     for (OpCase& s : sparse_cases()) c.push_back(std::move(s));
+    for (OpCase& s : dense_la_cases()) c.push_back(std::move(s));
     return c;
   }();
   return cases;

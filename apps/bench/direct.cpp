@@ -1,0 +1,371 @@
+// rlx-bench direct: sparse direct solves through rlx's classes (solvers/sparse/direct.hpp)
+// next to SuiteSparse called directly, in the same process, on the same arrays.
+//
+// For each problem (default: 2D Poisson 500^2 and 3D Poisson 40^3, f64, i32 indices,
+// b random) and each solver:
+//   cholmod  rlx SparseCholesky   vs  cholmod_start/analyze/factorize/solve
+//   umfpack  rlx SparseLu         vs  umfpack_di_symbolic/numeric/solve (UMFPACK_A)
+//   klu      rlx SparseLu(klu)    vs  klu_analyze/factor/solve
+// the time of analyze + factorize + solve (objects freed outside the timed region). The
+// Poisson matrices are symmetric, so their CSR arrays are also their CSC arrays: the
+// direct calls get exactly the arrays rlx gets (rlx reads them as A^T and solves the
+// transposed system; CHOLMOD reads one triangle either way). Library settings are the
+// defaults on both sides, except that rlx asks CHOLMOD for LL' also in simplicial mode
+// (irrelevant here: these factorizations are supernodal).
+//
+// Every figure is the median of --reps runs after one warm-up run of each (the ratio of the
+// fastest runs is printed too: on a busy host it is the steadier figure); rlx and the
+// direct calls alternate which goes first from run to run, so drift hits both alike. The two solutions are compared and the true residual of each is printed.
+// KLU (built for circuit-like matrices, without supernodes) is slow on 3D Poisson
+// (~57 s per factorization at 40^3 here), so it runs on 3D problems only when --solvers
+// names it.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/error.hpp"
+#include "core/rng.hpp"
+#include "solvers/sparse/direct.hpp"
+#include "solvers/sparse/poisson.hpp"
+
+#ifdef RLX_HAVE_SUITESPARSE
+#include <dlfcn.h>
+#include <cholmod.h>
+#include <klu.h>
+#include <umfpack.h>
+#endif
+
+using namespace rlx;
+using namespace rlx::sparse;
+
+#ifndef RLX_HAVE_SUITESPARSE
+
+int bench_direct(int, char**) {
+  std::fprintf(stderr, "rlx-bench direct: rlx was built without SuiteSparse; nothing to measure\n");
+  return 1;
+}
+
+#else
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// A SuiteSparse function from the libraries rlx loaded, typed by its declaration.
+#define SS_FN(f) reinterpret_cast<decltype(&::f)>(suitesparse_symbol(#f))
+
+struct Times {
+  double analyze = 0, factorize = 0, solve = 0;
+  double total() const { return analyze + factorize + solve; }
+};
+
+struct Problem {
+  std::string name;
+  CsrMatrix A;
+  Tensor b;
+  bool three_d = false;
+};
+
+// ---------------------------------------------------------------- rlx
+
+Times run_rlx(const std::string& solver, const CsrMatrix& A, const Tensor& b, Tensor& x) {
+  Times t;
+  auto t0 = Clock::now();
+  if (solver == "cholmod") {
+    SparseCholesky s(A);
+    t.analyze = since(t0);
+    t0 = Clock::now();
+    s.factorize(A);
+    t.factorize = since(t0);
+    t0 = Clock::now();
+    x = s.solve(b);
+    t.solve = since(t0);
+  } else {
+    SparseLu s(A, solver == "klu" ? LuBackend::Klu : LuBackend::Umfpack);
+    t.analyze = since(t0);
+    t0 = Clock::now();
+    s.factorize(A);
+    t.factorize = since(t0);
+    t0 = Clock::now();
+    x = s.solve(b);
+    t.solve = since(t0);
+  }
+  return t;  // the timed region ended before the solver's destructor
+}
+
+// ---------------------------------------------------------------- SuiteSparse directly
+
+Times run_umfpack(const CsrMatrix& A, const Tensor& b, std::vector<double>& x) {
+  static const auto defaults = SS_FN(umfpack_di_defaults);
+  static const auto symbolic = SS_FN(umfpack_di_symbolic);
+  static const auto numeric = SS_FN(umfpack_di_numeric);
+  static const auto solve = SS_FN(umfpack_di_solve);
+  static const auto free_symbolic = SS_FN(umfpack_di_free_symbolic);
+  static const auto free_numeric = SS_FN(umfpack_di_free_numeric);
+  const int n = int(A.rows());
+  const int* Ap = A.row_ptr().data<int32_t>();
+  const int* Ai = A.col_idx().data<int32_t>();
+  const double* Ax = A.values().data<double>();
+  double control[UMFPACK_CONTROL], info[UMFPACK_INFO];
+  void *sym = nullptr, *num = nullptr;
+  Times t;
+  auto t0 = Clock::now();
+  defaults(control);
+  int st = symbolic(n, n, Ap, Ai, Ax, &sym, control, info);
+  t.analyze = since(t0);
+  t0 = Clock::now();
+  if (st == UMFPACK_OK) st = numeric(Ap, Ai, Ax, sym, &num, control, info);
+  t.factorize = since(t0);
+  t0 = Clock::now();
+  if (st == UMFPACK_OK) st = solve(UMFPACK_A, Ap, Ai, Ax, x.data(), b.data<double>(), num, control, info);
+  t.solve = since(t0);
+  free_numeric(&num);
+  free_symbolic(&sym);
+  if (st != UMFPACK_OK) throw Error("UMFPACK failed with status " + std::to_string(st));
+  return t;
+}
+
+Times run_klu(const CsrMatrix& A, const Tensor& b, std::vector<double>& x) {
+  static const auto defaults = SS_FN(klu_defaults);
+  static const auto analyze = SS_FN(klu_analyze);
+  static const auto factor = SS_FN(klu_factor);
+  static const auto solve = SS_FN(klu_solve);
+  static const auto free_symbolic = SS_FN(klu_free_symbolic);
+  static const auto free_numeric = SS_FN(klu_free_numeric);
+  const int n = int(A.rows());
+  int* Ap = A.row_ptr().data<int32_t>();
+  int* Ai = A.col_idx().data<int32_t>();
+  double* Ax = A.values().data<double>();
+  klu_common c;
+  Times t;
+  auto t0 = Clock::now();
+  defaults(&c);
+  klu_symbolic* sym = analyze(n, Ap, Ai, &c);
+  t.analyze = since(t0);
+  t0 = Clock::now();
+  klu_numeric* num = sym ? factor(Ap, Ai, Ax, sym, &c) : nullptr;
+  t.factorize = since(t0);
+  t0 = Clock::now();
+  std::memcpy(x.data(), b.data<double>(), size_t(n) * sizeof(double));
+  int ok = num ? solve(sym, num, n, 1, x.data(), &c) : 0;
+  t.solve = since(t0);
+  if (num) free_numeric(&num, &c);
+  if (sym) free_symbolic(&sym, &c);
+  if (!ok) throw Error("KLU failed with status " + std::to_string(c.status));
+  return t;
+}
+
+Times run_cholmod(const CsrMatrix& A, const Tensor& b, std::vector<double>& x) {
+  static const auto start = SS_FN(cholmod_start);
+  static const auto finish = SS_FN(cholmod_finish);
+  static const auto analyze = SS_FN(cholmod_analyze);
+  static const auto factorize = SS_FN(cholmod_factorize);
+  static const auto solve = SS_FN(cholmod_solve);
+  static const auto free_factor = SS_FN(cholmod_free_factor);
+  static const auto free_dense = SS_FN(cholmod_free_dense);
+  const size_t n = size_t(A.rows());
+  cholmod_common c;
+  cholmod_sparse S{};
+  S.nrow = S.ncol = n;
+  S.nzmax = size_t(A.nnz());
+  S.p = A.row_ptr().data<int32_t>();
+  S.i = A.col_idx().data<int32_t>();
+  S.x = A.values().data<double>();
+  S.stype = 1;  // the upper triangle of the CSC arrays
+  S.itype = CHOLMOD_INT;
+  S.xtype = CHOLMOD_REAL;
+  S.dtype = CHOLMOD_DOUBLE;
+  S.sorted = 1;
+  S.packed = 1;
+  cholmod_dense B{};
+  B.nrow = n;
+  B.ncol = 1;
+  B.nzmax = n;
+  B.d = n;
+  B.x = b.data<double>();
+  B.xtype = CHOLMOD_REAL;
+  B.dtype = CHOLMOD_DOUBLE;
+  Times t;
+  auto t0 = Clock::now();
+  start(&c);
+  cholmod_factor* L = analyze(&S, &c);
+  t.analyze = since(t0);
+  t0 = Clock::now();
+  int ok = L && factorize(&S, L, &c) && c.status == CHOLMOD_OK;
+  t.factorize = since(t0);
+  t0 = Clock::now();
+  cholmod_dense* X = ok ? solve(CHOLMOD_A, L, &B, &c) : nullptr;
+  if (X) std::memcpy(x.data(), X->x, n * sizeof(double));
+  t.solve = since(t0);
+  const int status = c.status;
+  if (X) free_dense(&X, &c);
+  if (L) free_factor(&L, &c);
+  finish(&c);
+  if (!ok || status != CHOLMOD_OK) throw Error("CHOLMOD failed with status " + std::to_string(status));
+  return t;
+}
+
+Times run_direct(const std::string& solver, const CsrMatrix& A, const Tensor& b, std::vector<double>& x) {
+  if (solver == "cholmod") return run_cholmod(A, b, x);
+  if (solver == "klu") return run_klu(A, b, x);
+  return run_umfpack(A, b, x);
+}
+
+// ---------------------------------------------------------------- the driver
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> r;
+  size_t b = 0;
+  while (b <= s.size()) {
+    size_t e = s.find(',', b);
+    if (e == std::string::npos) e = s.size();
+    if (e > b) r.push_back(s.substr(b, e - b));
+    b = e + 1;
+  }
+  return r;
+}
+
+Problem make_problem(const std::string& spec) {
+  for (int dim : {2, 3}) {
+    const std::string prefix = "poisson" + std::to_string(dim) + "d:";
+    if (spec.rfind(prefix, 0) == 0) {
+      const int64_t m = std::stoll(spec.substr(prefix.size()));
+      Problem p;
+      p.name = spec;
+      p.three_d = dim == 3;
+      p.A = dim == 2 ? poisson2d(m, DType::F64, DType::I32) : poisson3d(m, DType::F64, DType::I32);
+      p.b = Tensor::empty(DType::F64, {p.A.rows()});
+      for (int64_t i = 0; i < p.A.rows(); ++i) p.b.data<double>()[i] = rng_unit(7, uint64_t(i)) * 2 - 1;
+      return p;
+    }
+  }
+  throw InputError("expected poisson2d:N or poisson3d:N, got '" + spec + "'");
+}
+
+std::string cpu_model() {
+  std::ifstream f("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+  return "unknown CPU";
+}
+
+// Which OpenBLAS kernels and threads SuiteSparse's BLAS calls run on (it is loaded by now).
+std::string blas_note() {
+  void* h = dlopen("libopenblas.so.0", RTLD_NOW | RTLD_NOLOAD);
+  if (!h) return "BLAS: not OpenBLAS (libopenblas.so.0 not loaded)";
+  auto core = reinterpret_cast<char* (*)()>(dlsym(h, "openblas_get_corename"));
+  auto threads = reinterpret_cast<int (*)()>(dlsym(h, "openblas_get_num_threads"));
+  std::string s = std::string("BLAS: OpenBLAS, ") + (core ? core() : "?") + " kernels, " +
+                  (threads ? std::to_string(threads()) : "?") + " threads";
+  dlclose(h);
+  return s;
+}
+
+[[noreturn]] void usage(int code) {
+  std::printf(
+      "usage: rlx-bench direct [--problems poisson2d:500,poisson3d:40] [--solvers cholmod,umfpack,klu] [--reps N]\n"
+      "  analyze + factorize + solve through rlx's SparseCholesky / SparseLu and through SuiteSparse directly,\n"
+      "  same process, same arrays; medians of N runs (default 5) and the ratio rlx / direct.\n");
+  std::exit(code);
+}
+
+}  // namespace
+
+int bench_direct(int argc, char** argv) {
+  std::vector<std::string> problems = {"poisson2d:500", "poisson3d:40"}, solvers = {"cholmod", "umfpack", "klu"};
+  bool solvers_given = false;
+  int reps = 5;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) usage(2);
+      return argv[++i];
+    };
+    if (a == "--problems") problems = split(next());
+    else if (a == "--solvers") solvers = split(next()), solvers_given = true;
+    else if (a == "--reps") reps = std::max(1, std::atoi(next().c_str()));
+    else if (a == "-h" || a == "--help") usage(0);
+    else usage(2);
+  }
+  try {
+    suitesparse_symbol("umfpack_di_symbolic");  // loads SuiteSparse (and its BLAS) now
+    std::printf("direct: SuiteSparse %s on %s, %u hardware threads; %s\n", suitesparse_version().c_str(), cpu_model().c_str(),
+                std::thread::hardware_concurrency(), blas_note().c_str());
+    std::printf("times: median of %d runs after a warm-up, analyze + factorize + solve, ms\n", reps);
+    std::fflush(stdout);
+    for (const std::string& spec : problems) {
+      Problem p = make_problem(spec);
+      std::printf("%s: n=%lld, nnz=%lld\n", p.name.c_str(), (long long)p.A.rows(), (long long)p.A.nnz());
+      for (const std::string& solver : solvers) {
+        if (solver != "cholmod" && solver != "umfpack" && solver != "klu") usage(2);
+        if (solver == "klu" && p.three_d && !solvers_given) continue;
+        std::vector<Times> tr, td;
+        Tensor xr;
+        std::vector<double> xd(size_t(p.A.rows()));
+        for (int r = 0; r < reps + 1; ++r) {  // run 0 warms up; the order alternates
+          Times a, d;
+          if (r % 2 == 0) {
+            a = run_rlx(solver, p.A, p.b, xr);
+            d = run_direct(solver, p.A, p.b, xd);
+          } else {
+            d = run_direct(solver, p.A, p.b, xd);
+            a = run_rlx(solver, p.A, p.b, xr);
+          }
+          if (r > 0) tr.push_back(a), td.push_back(d);
+        }
+        auto med = [](const std::vector<Times>& v, double (*f)(const Times&)) {
+          std::vector<double> s;
+          for (const Times& t : v) s.push_back(f(t));
+          return 1e3 * median(s);
+        };
+        auto fa = [](const Times& t) { return t.analyze; };
+        auto ff = [](const Times& t) { return t.factorize; };
+        auto fs = [](const Times& t) { return t.solve; };
+        auto ft = [](const Times& t) { return t.total(); };
+        // The two answers, and the true residual of each.
+        double diff = 0, scale = 0;
+        for (int64_t i = 0; i < p.A.rows(); ++i) {
+          diff = std::max(diff, std::abs(xr.data<double>()[i] - xd[size_t(i)]));
+          scale = std::max(scale, std::abs(xd[size_t(i)]));
+        }
+        Tensor xdt = Tensor::empty(DType::F64, {p.A.rows()});
+        std::copy(xd.begin(), xd.end(), xdt.data<double>());
+        const double res_r = relative_residual(p.A, xr, p.b), res_d = relative_residual(p.A, xdt, p.b);
+        const double rt = med(tr, ft), dt = med(td, ft);
+        double rmin = 1e300, dmin = 1e300;  // the fastest run of each: less sensitive to a busy host
+        for (size_t k = 0; k < tr.size(); ++k) rmin = std::min(rmin, 1e3 * tr[k].total()), dmin = std::min(dmin, 1e3 * td[k].total());
+        std::printf("  %-8s rlx    %9.1f  (analyze %8.1f  factorize %9.1f  solve %7.1f)  residual %.1e\n", solver.c_str(), rt,
+                    med(tr, fa), med(tr, ff), med(tr, fs), res_r);
+        std::printf("  %-8s direct %9.1f  (analyze %8.1f  factorize %9.1f  solve %7.1f)  residual %.1e\n", "", dt, med(td, fa),
+                    med(td, ff), med(td, fs), res_d);
+        std::printf("  %-8s rlx / direct: median %.3f, fastest runs %.3f (%.1f vs %.1f ms)   max |x_rlx - x_direct| / max |x| = %.1e\n",
+                    "", rt / dt, rmin / dmin, rmin, dmin, diff / scale);
+        std::printf("RESULT direct problem=%s solver=%s rlx_ms=%.1f direct_ms=%.1f ratio=%.3f min_ratio=%.3f\n", p.name.c_str(),
+                    solver.c_str(), rt, dt, rt / dt, rmin / dmin);
+        std::fflush(stdout);
+      }
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "rlx-bench direct: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
+
+#endif  // RLX_HAVE_SUITESPARSE
