@@ -23,7 +23,7 @@ void close_kernel(Program& p, Kernel& k) {
 
 }  // namespace
 
-void schedule_kernels(Program& p, bool fuse) {
+void schedule_kernels(Program& p, bool fuse, bool fuse_reductions) {
   const ir::Graph& g = p.graph;
   p.kernels.clear();
   Kernel open;
@@ -41,8 +41,21 @@ void schedule_kernels(Program& p, bool fuse) {
         if (in_open[size_t(v.node)]) flush();  // a view of a value still being computed
       continue;
     }
+    // A full sum of a value the open region computes joins it (a dot product rides on
+    // the pass that makes its operands); its result exists only when the region ends.
+    bool red = fuse && fuse_reductions && n.op->name == "sum" && !n.host && !open.nodes.empty() &&
+               in_open[size_t(n.inputs[0].node)] == 1 && numel(n.out().shape) == 1 &&
+               g.type(n.inputs[0]).shape == g.nodes[size_t(open.nodes[0])].out().shape &&
+               (n.out().dtype == DType::F32 || n.out().dtype == DType::F64);
+    if (red) {
+      open.nodes.push_back(n.id);
+      in_open[size_t(n.id)] = 2;
+      continue;
+    }
     bool ew = fuse && n.op->cls == ir::OpClass::Elementwise && !n.host && n.outputs.size() == 1;
     if (ew) {
+      for (auto v : n.inputs)
+        if (in_open[size_t(v.node)] == 2) flush();  // reads a sum still being accumulated
       if (!open.nodes.empty() && g.nodes[size_t(open.nodes[0])].out().shape != n.out().shape) flush();
       open.nodes.push_back(n.id);
       in_open[size_t(n.id)] = 1;

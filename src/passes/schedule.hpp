@@ -6,8 +6,9 @@
 namespace rlx::passes {
 
 // Fills p.kernels from p.graph. With fuse, chains of elementwise nodes of one shape
-// become one Fused kernel; parameters, constants and reshapes are not kernels.
-void schedule_kernels(Program& p, bool fuse);
+// become one Fused kernel; with fuse_reductions, full sums (f32/f64) of values the region
+// computes join it too. Parameters, constants and reshapes are not kernels.
+void schedule_kernels(Program& p, bool fuse, bool fuse_reductions = false);
 // Fills p.slots and p.arena_bytes from p.graph and p.kernels.
 void plan_memory(Program& p);
 

@@ -14,7 +14,7 @@ void finish_program(Program& p, Device& d, const CompileOptions& opts) {
     p.graph = passes::fold_constants(p.graph, *ref);
   if (opts.cse) p.graph = passes::cse(p.graph);
   p.graph = passes::dce(p.graph);
-  passes::schedule_kernels(p, opts.fuse && d.fuses_elementwise());
+  passes::schedule_kernels(p, opts.fuse && d.fuses_elementwise(), d.fuses_reductions());
   passes::plan_memory(p);
   for (auto& n : p.graph.nodes)
     if (n.op->name == "constant") p.constants.push_back(n.attrs.get_tensor("value").to(d.allocator()));

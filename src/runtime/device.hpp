@@ -46,6 +46,9 @@ class Device {
   // Runs a fused elementwise region in one pass. The default runs node by node.
   virtual void run_fused(const FusedRegion& r, std::span<const Tensor> in, std::span<Tensor> out);
   virtual bool fuses_elementwise() const { return false; }
+  // Whether run_fused also accepts full `sum` nodes (f32/f64) over values of the region,
+  // whose results are complete only when the region has run.
+  virtual bool fuses_reductions() const { return false; }
   virtual void synchronize() {}
 };
 

@@ -207,3 +207,48 @@ BOOST_AUTO_TEST_CASE(a_value_returned_twice_comes_back_twice) {
     BOOST_TEST(r[0].raw() != r[1].raw());  // two results, two buffers
   }
 }
+
+namespace {
+// The reference kernels behind a device that asks for elementwise and reduction fusion;
+// its fused regions run node by node (Device::run_fused), so results must match exactly.
+class FusingReference final : public Device {
+ public:
+  std::string name() const override { return "fusing-reference"; }
+  std::string description() const override { return "reference kernels with fused scheduling"; }
+  Allocator* allocator() override { return host_allocator(); }
+  bool fuses_elementwise() const override { return true; }
+  bool fuses_reductions() const override { return true; }
+  Capability supports(const ir::Node& n, const ir::Graph& g) const override { return ref().supports(n, g); }
+  void run_node(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> out) override { ref().run_node(n, in, out); }
+};
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(dot_products_fuse_into_the_region_that_makes_their_operands) {
+  FusingReference dev;
+  ir::Graph g;
+  auto x = input(g, "x", DType::F64, {64});
+  auto y = input(g, "y", DType::F64, {64});
+  auto p = x * y + 1.0;
+  auto d = sum(p * p);        // joins the region computing p
+  auto e = sum(x);            // x is an input, not a region value: its own kernel
+  auto z = p + d * y;         // reads d: must start a new region
+  output(g, {z, d, e});
+  Program prog = compile(g, dev);
+  int fused_with_sum = 0;
+  for (auto& k : prog.kernels) {
+    bool has_sum = false, has_ew = false;
+    for (int32_t id : k.nodes) {
+      has_sum |= prog.graph.nodes[size_t(id)].op->name == "sum";
+      has_ew |= prog.graph.nodes[size_t(id)].op->cls == ir::OpClass::Elementwise;
+    }
+    fused_with_sum += has_sum && has_ew && k.kind == Kernel::Fused;
+  }
+  BOOST_TEST(fused_with_sum == 1);
+  Tensor xin = random_f32({64}, 31).to(host_allocator()), yin = random_f32({64}, 32);
+  Tensor xd = Tensor::empty(DType::F64, {64}), yd = Tensor::empty(DType::F64, {64});
+  for (int i = 0; i < 64; ++i) xd.data<double>()[i] = xin.data<float>()[i], yd.data<double>()[i] = yin.data<float>()[i];
+  auto got = run(prog, dev, {xd, yd});
+  auto want = run(compile(g, ref()), ref(), {xd, yd});
+  for (size_t r = 0; r < got.size(); ++r)
+    for (int64_t i = 0; i < got[r].numel(); ++i) BOOST_TEST(got[r].data<double>()[i] == want[r].data<double>()[i]);
+}
