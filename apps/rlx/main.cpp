@@ -35,7 +35,7 @@ const char* kUsage =
     "  run FILE [--device D] [--policy P] --input NAME=FILE.npy ... --output DIR\n"
     "  demo [--device D]                build, explain, compile and run a built-in graph\n"
     "  gen poisson --dim 2|3 --n N -o FILE.mtx\n"
-    "  solve FILE.mtx|poisson3d:N [--rhs b.mtx|ones|random] [--method cg|pcg|bicgstab|gmres|minres]\n"
+    "  solve FILE.mtx|poisson3d:N [--rhs b.mtx|ones|random] [--method cg|pcg|bicgstab|gmres|minres|lu|klu|cholesky]\n"
     "        [--pc none|jacobi|ilu0|ic0|ssor] [--rtol R] [--atol A] [--max-it N] [--restart M] [--omega W]\n"
     "        [--monitor] [--device D] [--explain] [--out x.h5]   (exit 4 when it does not converge)\n"
     "policies: prefer-native (default), force-common-ir, strict, allow-host\n"

@@ -23,6 +23,7 @@
 #include <climits>
 #include <cmath>
 #include <complex>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <string>
@@ -174,6 +175,25 @@ void check_info(lint info, const char* routine) {
 }
 
 // ---------------------------------------------------------------- copies
+
+// Uninitialized storage for a matrix that a copy fills next (no zeroing pass).
+template <class T>
+class Scratch {
+ public:
+  explicit Scratch(size_t n) {
+    const size_t bytes = std::max<size_t>(64, (n * sizeof(T) + 63) / 64 * 64);
+    p_ = static_cast<T*>(std::aligned_alloc(64, bytes));
+    if (!p_) throw Error("cpu lapack: cannot allocate " + std::to_string(bytes) + " bytes of workspace");
+  }
+  ~Scratch() { std::free(p_); }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  T* data() const { return p_; }
+  T& operator[](size_t i) const { return p_[i]; }
+
+ private:
+  T* p_ = nullptr;
+};
 
 // dst(i, j) = src(i, j) (conjugated when asked) for an r x c block, element strides on
 // both sides: a plain copy, a gather from a strided view, or a transpose. 32 x 32 tiles,
@@ -505,7 +525,7 @@ template <class T>
 void qr(const ir::Node&, std::span<const Tensor> in, std::span<Tensor> out) {
   const int64_t m = in[0].shape()[0], n = in[0].shape()[1];
   if (n == 0) return;
-  std::vector<T> w(static_cast<size_t>(m * n));
+  Scratch<T> w(static_cast<size_t>(m * n));
   copy_in<T>(in[0], w.data(), 1, m);  // column-major A [m, n]
   const lint ln = lint(n), lm = lint(m);
   std::vector<T> tau(static_cast<size_t>(n));
@@ -520,9 +540,14 @@ void qr(const ir::Node&, std::span<const Tensor> in, std::span<Tensor> out) {
   std::vector<T> work(static_cast<size_t>(lwork));
   fns<T>().geqrf(&lm, &ln, w.data(), &lm, tau.data(), work.data(), &lwork, &info);
   check_info(info, "geqrf");
-  T* r = out[1].data<T>();  // the upper triangle (below it geqrf keeps its reflectors)
-  copy2d<T>(n, n, w.data(), 1, m, r, n, 1);
-  for (int64_t i = 1; i < n; ++i) std::fill(r + i * n, r + i * n + i, T(0));
+  // R: the upper triangle (below it geqrf keeps its reflectors), by 32-row bands from
+  // the diagonal on; zeros to its left.
+  T* r = out[1].data<T>();
+  for (int64_t i0 = 0; i0 < n; i0 += 32) {
+    const int64_t rows = std::min<int64_t>(32, n - i0);
+    copy2d<T>(rows, n - i0, w.data() + i0 + i0 * m, 1, m, r + i0 * n + i0, n, 1);
+    for (int64_t i = i0; i < i0 + rows; ++i) std::fill(r + i * n, r + i * n + i, T(0));
+  }
   fns<T>().orgqr(&lm, &ln, &ln, w.data(), &lm, tau.data(), work.data(), &lwork, &info);
   check_info(info, "orgqr");
   copy2d<T>(m, n, w.data(), 1, m, out[0].data<T>(), n, 1);
@@ -533,10 +558,10 @@ void lstsq(const ir::Node&, std::span<const Tensor> in, std::span<Tensor> out) {
   const int64_t m = in[0].shape()[0], n = in[0].shape()[1], k = rhs_cols(in[1]);
   T* x = out[0].data<T>();
   if (n == 0 || k == 0) return;
-  std::vector<T> a(static_cast<size_t>(m * n));
+  Scratch<T> a(static_cast<size_t>(m * n));
   copy_in<T>(in[0], a.data(), 1, m);  // column-major A [m, n]
   // gels answers 0 for an all-zero A; its first column is zero, so it is rank deficient.
-  if (std::all_of(a.begin(), a.end(), [](const T& v) { return v == T(0); })) rank_deficient(1);
+  if (std::all_of(a.data(), a.data() + m * n, [](const T& v) { return v == T(0); })) rank_deficient(1);
   const int64_t ldb = std::max<int64_t>(m, 1);
   std::vector<T> b(static_cast<size_t>(ldb * k));
   copy_in<T>(in[1], b.data(), 1, ldb);  // column-major b [m, k]
@@ -558,7 +583,7 @@ void svd(const ir::Node&, std::span<const Tensor> in, std::span<Tensor> out) {
   using R = real_t<T>;
   const int64_t m = in[0].shape()[0], n = in[0].shape()[1], k = std::min(m, n);
   if (k == 0) return;
-  std::vector<T> a(static_cast<size_t>(m * n));
+  Scratch<T> a(static_cast<size_t>(m * n));
   copy_in<T>(in[0], a.data(), n, 1);  // column-major A^T [n, m]
   // gesdd of A^T writes U' [n, k] (ld n) into Vh and V'^H [k, m] (ld k) into U.
   T* u = out[0].data<T>();
@@ -626,7 +651,7 @@ void slogdet(const ir::Node&, std::span<const Tensor> in, std::span<Tensor> out)
   const int64_t n = in[0].shape()[0];
   T* sign = out[0].data<T>();
   real_t<T>* logabs = out[1].data<real_t<T>>();
-  std::vector<T> a(static_cast<size_t>(n * n));
+  Scratch<T> a(static_cast<size_t>(n * n));
   copy_in<T>(in[0], a.data(), n, 1);  // A^T: the same determinant
   std::vector<lint> piv(static_cast<size_t>(n));
   lint info = 0;
