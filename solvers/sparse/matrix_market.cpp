@@ -632,12 +632,18 @@ void format(const CsrMatrix& A0, const WriteOptions& w, Out& o) {
 }  // namespace
 
 MatrixMarketFile parse_matrix_market(std::string_view text, const std::string& name, const ReadOptions& opts) {
-  return parse(text, name, opts);
+  try {
+    return parse(text, name, opts);
+  } catch (const std::bad_alloc&) {  // e.g. a size line declaring 10^12 rows
+    throw ParseError(name, 0, "the matrix the size line declares does not fit in memory");
+  } catch (const std::length_error&) {
+    throw ParseError(name, 0, "the matrix the size line declares does not fit in memory");
+  }
 }
 
 MatrixMarketFile read_matrix_market(const std::string& path, const ReadOptions& opts) {
   std::string text = slurp(path);
-  return parse(text, path, opts);
+  return parse_matrix_market(text, path, opts);
 }
 
 MmHeader read_matrix_market_header(const std::string& path) {

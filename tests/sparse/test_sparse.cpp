@@ -561,6 +561,13 @@ BOOST_AUTO_TEST_CASE(bad_files_name_the_line) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(impossible_sizes_are_errors_not_crashes) {
+  // 2^50 rows need a row_ptr no machine holds: an error, not std::bad_alloc escaping.
+  expect_error<ParseError>(
+      [] { parse("%%MatrixMarket matrix coordinate real general\n1125899906842624 1 0\n"); },
+      {"t.mtx:", "does not fit in memory"});
+}
+
 BOOST_AUTO_TEST_CASE(file_errors_name_the_file) {
   fs::path p = scratch() / "bad.mtx";
   write_file(p, "%%MatrixMarket matrix coordinate real general\n2 2 1\n3 1 1\n");

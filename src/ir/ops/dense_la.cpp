@@ -111,6 +111,7 @@ void register_dense_la_ops(OpRegistry& r) {
       },
       "syevd/heevd: eigenvalues ascending, eigenvectors as columns");
   // log|det A| and the sign (a unit complex number for c64); det = sign * exp(logabsdet).
+  // An exactly singular A gives sign 0 and logabsdet = -inf (NumPy's convention), not an error.
   lib(r, "slogdet", 1, {},
       [](const std::vector<TensorType>& in, auto&, auto&) {
         require_square(in[0], "A");
