@@ -1,8 +1,14 @@
 // rlx-bench spmv: y = A x in f64 on 3D 7-point Poisson matrices (n^3 rows), through
 // compile()/Executor on a device, next to (in the same process, interleaved run by run):
+//   - a read-only stream over as many bytes as the SpMV moves (its roofline: ~92 % of the
+//     SpMV's bytes are reads);
 //   - memcpy bandwidth: one copy moving as many bytes (read + write) as the SpMV does
-//     ("same footprint": in cache when the matrix is), and one DRAM-sized copy of 1 GiB;
-//     both on the cpu device's thread pool, one contiguous share per thread;
+//     ("same footprint": in cache when the matrix is), and one DRAM-sized copy of 1 GiB
+//     (glibc's memcpy streams large copies with non-temporal stores, so its writes cost no
+//     reads: it outruns any read-dominated kernel);
+//   - STREAM's Copy kernel over 1 GiB (a loop with ordinary stores, counted as STREAM
+//     counts it: 16 bytes per element). All of these on the cpu device's thread pool, one
+//     contiguous share per thread;
 //   - Eigen 3 SparseMatrix<double, RowMajor> * VectorXd over the same arrays (mapped, not
 //     copied), threaded by Eigen's OpenMP with as many threads as the pool (when this file
 //     is built with OpenMP; otherwise one thread, and the output says so).
@@ -54,6 +60,33 @@ void copy_threads(char* dst, const char* src, size_t bytes) {
   cpu::ThreadPool::instance().run(cpu::num_threads(), [&](int t, int n) {
     const size_t b = bytes * size_t(t) / size_t(n), e = bytes * size_t(t + 1) / size_t(n);
     std::memcpy(dst + b, src + b, e - b);
+  });
+}
+
+// Reads `words` 8-byte words on every pool thread (one contiguous share each) and sums
+// them, so the reads cannot be dropped: the read-only roofline (SpMV's traffic is ~92 % reads).
+uint64_t read_threads(const uint64_t* p, size_t words) {
+  std::vector<uint64_t> part(size_t(cpu::num_threads()), 0);
+  cpu::ThreadPool::instance().run(cpu::num_threads(), [&](int t, int n) {
+    const size_t b = words * size_t(t) / size_t(n), e = words * size_t(t + 1) / size_t(n);
+    uint64_t s = 0;
+    for (size_t i = b; i < e; ++i) s += p[i];
+    part[size_t(t)] = s;
+  });
+  uint64_t s = 0;
+  for (uint64_t v : part) s += v;
+  return s;
+}
+
+volatile uint64_t g_sink;
+
+// STREAM's Copy kernel (a plain loop with ordinary stores, whose cache lines are read
+// before they are written), on every pool thread; kept from becoming a memcpy call.
+__attribute__((optimize("no-tree-loop-distribute-patterns"))) void stream_copy_threads(uint64_t* dst, const uint64_t* src,
+                                                                                        size_t words) {
+  cpu::ThreadPool::instance().run(cpu::num_threads(), [&](int t, int n) {
+    const size_t b = words * size_t(t) / size_t(n), e = words * size_t(t + 1) / size_t(n);
+    for (size_t i = b; i < e; ++i) dst[i] = src[i];
   });
 }
 
@@ -114,6 +147,8 @@ void run_size(Device& dev, int64_t n, const Options& o) {
   std::vector<Tensor> res = {Tensor::zeros(DType::F64, {rows})};
 
   Buffers same(size_t(bytes / 2)), dram(size_t(1) << 29);  // traffic = read + write = 2 x buffer
+  std::vector<uint64_t> stream(size_t(bytes / 8), 1);         // read-only traffic = bytes
+  std::vector<uint64_t> sc_src(size_t(1) << 26, 1), sc_dst(size_t(1) << 26, 0);  // 2 x 512 MiB
 
 #ifdef RLX_BENCH_HAVE_EIGEN
   const int eigen_threads = cpu::num_threads();
@@ -139,7 +174,7 @@ void run_size(Device& dev, int64_t n, const Options& o) {
   // it fits, as it would across the iterations of a solver) while the contenders still
   // alternate, so that drift on a shared machine hits them alike.
   constexpr int kBurst = 4;
-  std::vector<double> t_rlx, t_eigen, t_same, t_dram;
+  std::vector<double> t_rlx, t_eigen, t_read, t_same, t_dram, t_stream;
   auto burst = [&](std::vector<double>& out, auto&& fn) {
     for (int b = 0; b < kBurst; ++b) {
       auto t0 = Clock::now();
@@ -155,15 +190,19 @@ void run_size(Device& dev, int64_t n, const Options& o) {
 #ifdef RLX_BENCH_HAVE_EIGEN
     burst(t_eigen, eigen_run);
 #endif
+    burst(t_read, [&] { g_sink = read_threads(stream.data(), stream.size()); });
     burst(t_same, [&] { same.time(); });
     burst(t_dram, [&] { dram.time(); });
+    burst(t_stream, [&] { stream_copy_threads(sc_dst.data(), sc_src.data(), sc_src.size()); });
   }
 
   double checksum = 0;
   for (int64_t i = 0; i < rows; ++i) checksum += res[0].data<double>()[i];
   const double ms = median(t_rlx) * 1e3, gbps = bytes / median(t_rlx) / 1e9;
+  const double read_gbps = double(stream.size()) * 8 / median(t_read) / 1e9;
   const double same_gbps = double(same.src.size()) * 2 / median(t_same) / 1e9;
   const double dram_gbps = double(dram.src.size()) * 2 / median(t_dram) / 1e9;
+  const double stream_gbps = double(sc_src.size()) * 16 / median(t_stream) / 1e9;
   std::printf("spmv f64 3D Poisson n=%lld: %lld rows, %lld nnz, %s indices, %.1f MB moved per product "
               "(generated in %.2f s), %d warm runs each\n",
               (long long)n, (long long)rows, (long long)nnz, dtype_name(A.index_type()), bytes / 1e6, gen_s,
@@ -184,16 +223,23 @@ void run_size(Device& dev, int64_t n, const Options& o) {
   const double ems = 0;
   std::printf("  Eigen              (not built: Eigen 3 was not found at configure time)\n");
 #endif
-  std::printf("  copy, same bytes   %9.3f ms  %7.2f GB/s  (%d threads)\n", median(t_same) * 1e3, same_gbps,
+  std::printf("  read, same bytes   %9.3f ms  %7.2f GB/s  (%d threads)\n", median(t_read) * 1e3, read_gbps,
               cpu::num_threads());
-  std::printf("  copy, 1 GiB        %9.3f ms  %7.2f GB/s  (%d threads)\n", median(t_dram) * 1e3, dram_gbps,
+  std::printf("  memcpy, same bytes %9.3f ms  %7.2f GB/s  (%d threads)\n", median(t_same) * 1e3, same_gbps,
               cpu::num_threads());
-  std::printf("  rlx / same-bytes copy %6.1f %%, rlx / 1 GiB copy %6.1f %%, Eigen / rlx time %.2fx\n",
-              100 * gbps / same_gbps, 100 * gbps / dram_gbps, ems / ms);
-  std::printf("RESULT spmv n=%lld rows=%lld nnz=%lld index=%s ms=%.3f gbps=%.2f eigen_ms=%.3f copy_same_gbps=%.2f "
-              "copy_dram_gbps=%.2f ratio_same=%.3f ratio_dram=%.3f checksum=%.10g\n",
-              (long long)n, (long long)rows, (long long)nnz, dtype_name(A.index_type()), ms, gbps, ems, same_gbps,
-              dram_gbps, gbps / same_gbps, gbps / dram_gbps, checksum);
+  std::printf("  memcpy, 1 GiB      %9.3f ms  %7.2f GB/s  (%d threads)\n", median(t_dram) * 1e3, dram_gbps,
+              cpu::num_threads());
+  std::printf("  STREAM copy, 1 GiB %9.3f ms  %7.2f GB/s  (%d threads, ordinary stores)\n",
+              median(t_stream) * 1e3, stream_gbps, cpu::num_threads());
+  std::printf("  rlx / read %.1f %%, rlx / same-bytes memcpy %.1f %%, rlx / 1 GiB memcpy %.1f %%, rlx / STREAM copy %.1f %%, "
+              "Eigen / rlx time %.2fx\n",
+              100 * gbps / read_gbps, 100 * gbps / same_gbps, 100 * gbps / dram_gbps, 100 * gbps / stream_gbps, ems / ms);
+  std::printf("RESULT spmv n=%lld rows=%lld nnz=%lld index=%s ms=%.3f gbps=%.2f eigen_ms=%.3f read_gbps=%.2f "
+              "copy_same_gbps=%.2f copy_dram_gbps=%.2f stream_copy_gbps=%.2f ratio_read=%.3f ratio_same=%.3f ratio_dram=%.3f "
+              "ratio_stream=%.3f checksum=%.10g\n",
+              (long long)n, (long long)rows, (long long)nnz, dtype_name(A.index_type()), ms, gbps, ems, read_gbps,
+              same_gbps, dram_gbps, stream_gbps, gbps / read_gbps, gbps / same_gbps, gbps / dram_gbps,
+              gbps / stream_gbps, checksum);
   std::fflush(stdout);
 }
 

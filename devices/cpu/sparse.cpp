@@ -12,11 +12,11 @@
 // a row of up to 8 (f64) or 16 (f32, i32 indices) nonzeros, FMA, then a horizontal sum)
 // and picked once at run time with __builtin_cpu_supports("x86-64-v4"). Everything else
 // (c64, CPUs without AVX-512) runs portable scalar loops that accumulate in double, which
-// the out-of-order core overlaps across rows. In cache, the AVX-512 rows measured about
-// 5-10% faster than the scalar loop on a 3D Poisson matrix (7 nonzeros per row); the
-// larger gain is software prefetch of the values and col_idx streams (kPrefetch below),
-// on every path. spmm's inner loop is a dense axpy over B's row, built for x86-64-v4,
-// x86-64-v3 and baseline with target_clones (the project's RLX_CLONES set).
+// the out-of-order core overlaps across rows. On a 3D Poisson matrix (7 nonzeros per row)
+// the AVX-512 rows ran 10 % faster than the scalar loop in cache and 10-15 % faster from
+// DRAM; the larger gain is software prefetch of the values and col_idx streams
+// (kPrefetch below), on every path. spmm's inner loop is a dense axpy over B's row,
+// built for x86-64-v4, x86-64-v3 and baseline with target_clones.
 //
 // Rounding: f32/f64 spmv on the AVX-512 path accumulates in the value type with FMAs;
 // the scalar paths and spmm accumulate f32 in double. Results differ from the reference
@@ -24,7 +24,9 @@
 //
 // sptrsv is sequential forward/back substitution (accumulating in double or
 // complex<double>); a level-scheduled parallel solve is future work.
+#if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
+#endif
 
 #include <algorithm>
 #include <complex>
@@ -45,11 +47,10 @@ using cd = std::complex<double>;
 
 // Below this much work (nnz + rows) a product runs on the calling thread.
 constexpr int64_t kParallelWork = 1 << 15;
-// Software prefetch distance, in nonzeros, for the values and col_idx streams. The
-// hardware prefetchers alone leave one core at ~17 GB/s on a 1M-row Poisson SpMV that
-// sits in L3 and at ~11 GB/s from DRAM; prefetching 512 nonzeros ahead (4 KiB of f64
-// values) raised that to ~26 and ~13 GB/s on the Xeon (Emerald Rapids) this was tuned
-// on; 128 ahead gains less, 1024 no more.
+// Software prefetch distance, in nonzeros, for the values and col_idx streams. One thread
+// on a 3D Poisson SpMV (f64, i32), back to back, on the Emerald Rapids host this was tuned
+// on: 1M rows 13.8 GB/s without and 19.6 GB/s with prefetching 512 ahead; 8M rows (DRAM)
+// 11.4 and 12.9 GB/s; 128 ahead gains less, 1024 or an extra L2 prefetch 2048 ahead no more.
 constexpr int64_t kPrefetch = 512;
 
 // Prefetches element k + kPrefetch of p (computed as an integer: it may lie past the end,

@@ -79,7 +79,9 @@ std::vector<Variant> reduction(const std::string& op, Range r = {}, bool long_ro
 
 // A random rows x cols CSR structure: each row holds 0..max_per_row distinct columns
 // (about one row in five is empty), in increasing order or shuffled. With `diagonal`
-// the matrix is square and every row also stores its diagonal.
+// the matrix is square and every row also stores its diagonal. A negative max_per_row
+// makes a skewed matrix: every 97th row is full, the others hold 0..3 entries (what a
+// row partition that balances rows instead of nonzeros gets wrong).
 struct RandomCsr {
   Tensor row_ptr, col_idx;
   std::vector<int64_t> row_of;  // per entry
@@ -91,8 +93,10 @@ RandomCsr random_csr(std::mt19937_64& rng, DType index, int64_t rows, int64_t co
   std::vector<int64_t> pool(static_cast<size_t>(cols));
   for (int64_t j = 0; j < cols; ++j) pool[size_t(j)] = j;
   for (int64_t r = 0; r < rows; ++r) {
-    const int64_t most = std::min(max_per_row, cols);
-    int64_t count = rng() % 5 == 0 ? 0 : int64_t(rng() % uint64_t(most + 1));
+    const int64_t most = max_per_row < 0 ? (r % 97 == 0 ? cols : 3) : std::min(max_per_row, cols);
+    int64_t count = max_per_row < 0 && r % 97 == 0 ? cols
+                    : rng() % 5 == 0           ? 0
+                                               : int64_t(rng() % uint64_t(most + 1));
     std::vector<int64_t> picked;
     if (diagonal) picked.push_back(r);
     for (int64_t k = 0; k < count; ++k) {  // partial Fisher-Yates: distinct columns
@@ -168,12 +172,14 @@ std::vector<OpCase> sparse_cases() {
         {"[4x6] i64 y0 beta=0", spmv_case(4, 6, 6, I64, false, 1.0, 0.0)},
         {"[0x3] i32", spmv_case(0, 3, 2, I32, false, 1.0, none)},
         {"[3001x2003] i32 shuffled", spmv_case(3001, 2003, 37, I32, true, 1.0, none)},
-        {"[2999x1501] i64 y0 alpha=0.75 beta=1.25", spmv_case(2999, 1501, 41, I64, false, 0.75, 1.25)}}},
+        {"[2999x1501] i64 y0 alpha=0.75 beta=1.25", spmv_case(2999, 1501, 41, I64, false, 0.75, 1.25)},
+        {"[4001x1999] i32 skewed: every 97th row full", spmv_case(4001, 1999, -1, I32, false, 1.0, none)}}},
       {"spmm_csr",
        {{"[7x5]@[5,3] i32", spmm_case(7, 5, 3, 4, I32, false)},
         {"[6x4]@[4,1] i64 shuffled", spmm_case(6, 4, 1, 4, I64, true)},
-        {"[2001x1003]@[1003,7] i64 shuffled", spmm_case(2001, 1003, 7, 37, I64, true)},
-        {"[1999x999]@[999,33] i32", spmm_case(1999, 999, 33, 29, I32, false)}}},
+        {"[2001x1003]@[1003,7] i64 shuffled", spmm_case(2001, 1003, 7, 57, I64, true)},
+        {"[1999x999]@[999,33] i32", spmm_case(1999, 999, 33, 45, I32, false)},
+        {"[3001x997]@[997,2] i32 skewed", spmm_case(3001, 997, 2, -1, I32, false)}}},
       {"sptrsv_csr",
        {{"[9] lower i32", sptrsv_case(9, 6, I32, true, false)},
         {"[9] upper i64", sptrsv_case(9, 6, I64, false, false)},
