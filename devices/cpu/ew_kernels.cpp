@@ -237,45 +237,50 @@ RLX_CLONES void unary_f32_aff(EwOp op, const float* __restrict a, float* __restr
 }
 #undef RLX_AFF1
 
-#define RLX_AFF2(EXPR)                                      \
-  do {                                                      \
-    auto pre = [&](float v) {                               \
-      if constexpr (PRE) {                                  \
-        v = v * pm;                                         \
-        v = v + pa;                                         \
-      }                                                     \
-      return v;                                             \
-    };                                                      \
-    auto post = [&](float v) {                              \
-      if constexpr (POST) {                                 \
-        v = v * qm;                                         \
-        v = v + qa;                                         \
-      }                                                     \
-      return v;                                             \
-    };                                                      \
-    if (form == 0) {                                        \
-      for (int64_t i = 0; i < n; ++i) {                     \
-        float x = pre(a[i]), y = b[i];                      \
-        o[i] = post(EXPR);                                  \
-      }                                                     \
-    } else if (form == 1) {                                 \
-      const float y = b[0];                                 \
-      for (int64_t i = 0; i < n; ++i) {                     \
-        float x = pre(a[i]);                                \
-        o[i] = post(EXPR);                                  \
-      }                                                     \
-    } else {                                                \
-      const float x = pre(a[0]);                            \
-      for (int64_t i = 0; i < n; ++i) {                     \
-        float y = b[i];                                     \
-        o[i] = post(EXPR);                                  \
-      }                                                     \
-    }                                                       \
+#define RLX_AFF2(EXPR)                                          \
+  do {                                                          \
+    auto pre = [&](float v) {                                   \
+      if constexpr (PRE) {                                      \
+        v = v * pm;                                             \
+        v = v + pa;                                             \
+      }                                                         \
+      return v;                                                 \
+    };                                                          \
+    auto post = [&](float v) {                                  \
+      if constexpr (POST) {                                     \
+        v = v * qm;                                             \
+        v = v + qa;                                             \
+      }                                                         \
+      return v;                                                 \
+    };                                                          \
+    for (int64_t b0 = 0; b0 < n; b0 += 256) {                   \
+      const int64_t b1 = b0 + 256 < n ? b0 + 256 : n;           \
+      if (bg) background_part(bg, b0, b1, n);                   \
+      if (form == 0) {                                          \
+        for (int64_t i = b0; i < b1; ++i) {                     \
+          float x = pre(a[i]), y = b[i];                        \
+          o[i] = post(EXPR);                                    \
+        }                                                       \
+      } else if (form == 1) {                                   \
+        const float y = b[0];                                   \
+        for (int64_t i = b0; i < b1; ++i) {                     \
+          float x = pre(a[i]);                                  \
+          o[i] = post(EXPR);                                    \
+        }                                                       \
+      } else {                                                  \
+        const float x = pre(a[0]);                              \
+        for (int64_t i = b0; i < b1; ++i) {                     \
+          float y = b[i];                                       \
+          o[i] = post(EXPR);                                    \
+        }                                                       \
+      }                                                         \
+    }                                                           \
   } while (0)
 
 template <bool PRE, bool POST>
 RLX_CLONES void binary_f32_aff(EwOp op, int form, const float* __restrict a, const float* __restrict b,
-                               float* __restrict o, int64_t n, float pm, float pa, float qm, float qa) {
+                               float* __restrict o, int64_t n, float pm, float pa, float qm, float qa,
+                               const Background* bg) {
   switch (op) {
     case EwOp::Add: RLX_AFF2(x + y); return;
     case EwOp::Sub: RLX_AFF2(x - y); return;
@@ -678,13 +683,15 @@ void ew_unary_f32_affine(EwOp op, const float* a, float* o, int64_t n, const Aff
 }
 
 void ew_binary_f32_affine(EwOp op, int form, const float* a, const float* b, float* o, int64_t n, const Affine* pre,
-                          const Affine* post) {
+                          const Affine* post, const Background* bg) {
   if (n <= 0) return;
   const Affine id;
   const Affine &p = pre ? *pre : id, &q = post ? *post : id;
-  if (pre && post) return binary_f32_aff<true, true>(op, form, a, b, o, n, p.mul, p.add, q.mul, q.add);
-  if (pre) return binary_f32_aff<true, false>(op, form, a, b, o, n, p.mul, p.add, q.mul, q.add);
-  if (post) return binary_f32_aff<false, true>(op, form, a, b, o, n, p.mul, p.add, q.mul, q.add);
+  if (bg && bg->empty()) bg = nullptr;
+  if (pre && post) return binary_f32_aff<true, true>(op, form, a, b, o, n, p.mul, p.add, q.mul, q.add, bg);
+  if (pre) return binary_f32_aff<true, false>(op, form, a, b, o, n, p.mul, p.add, q.mul, q.add, bg);
+  if (post) return binary_f32_aff<false, true>(op, form, a, b, o, n, p.mul, p.add, q.mul, q.add, bg);
+  if (bg) return binary_f32_aff<false, false>(op, form, a, b, o, n, p.mul, p.add, q.mul, q.add, bg);
   binary_fp<float>(op, form, a, b, o, n);
 }
 

@@ -54,7 +54,7 @@ struct Affine {
 };
 // Ops whose f32 kernels take a pre transform on operand a and a post transform.
 bool ew_affine_ok(EwOp op);
-// Memory work done in the background of a unary f32 kernel, spread evenly over its
+// Memory work done in the background of an f32 kernel, spread evenly over its
 // loop so that it overlaps the arithmetic: prefetches of the next chunk's inputs, and
 // streaming copies of the previous chunk's outputs to memory.
 struct Background {
@@ -72,7 +72,7 @@ void ew_unary_f32_affine(EwOp op, const float* a, float* o, int64_t n, const Aff
                          const Background* bg = nullptr);
 // o[i] = post(op(pre(a[i]), b[i])), forms as ew_binary.
 void ew_binary_f32_affine(EwOp op, int form, const float* a, const float* b, float* o, int64_t n,
-                          const Affine* pre, const Affine* post);
+                          const Affine* pre, const Affine* post, const Background* bg = nullptr);
 
 // o[i] = c[i] ? a[i] : b[i], all arrays.
 void ew_where(CK k, const uint8_t* c, const void* a, const void* b, void* o, int64_t n);
