@@ -53,6 +53,7 @@ struct Step {
   std::vector<int> stores;  // outputs converted from the scratch buffer after the step
   bool deleted = false;     // folded into a later step
   Transform pre, post;      // folded scalar steps (f32), see fold_scalar_steps
+  int bg_weight = 0;        // share of the chunk's background memory work (0: none)
 };
 
 struct Plan {
@@ -61,7 +62,7 @@ struct Plan {
   std::vector<Step> steps;
   std::vector<std::pair<int, int>> input_outputs;  // (output, input): outputs that are region inputs
   int nbuf = 0;
-  int pf_step = -1;     // the step whose loop does the background memory work (-1: none)
+  int bg_total = 0;     // sum of the steps' bg_weight: 0 when no kernel takes background work
   bool stream = false;  // outputs written with non-temporal stores
   bool defer = false;   // ... from pending buffers, in the background of the next chunk
   std::vector<char*> out_base;
@@ -135,7 +136,7 @@ EwOp op_of(const ir::Node& n) {
 void exec_chunks(const Plan& P, int64_t c0, int64_t c1) {
   const size_t nin = P.inputs.size(), nout = P.out_base.size();
   // Deferred streaming: streamed outputs are computed into one of two pending buffers
-  // and copied out (non-temporal) in the background of the next chunk's heavy step.
+  // and copied out (non-temporal) in the background of the next chunk's kernels.
   const bool defer = P.defer;
   char* scratch = t_scratch.get((size_t(P.nbuf) + (defer ? 2 * nout : 0)) * kBufBytes);
   auto buf = [&](int b) { return scratch + size_t(b) * kBufBytes; };
@@ -150,8 +151,8 @@ void exec_chunks(const Plan& P, int64_t c0, int64_t c1) {
   for (int64_t c = c0; c < c1; ++c) {
     const int64_t start = c * kChunk, n = std::min<int64_t>(kChunk, P.numel - start);
     // The next chunk of each contiguous input is prefetched while this one computes:
-    // spread over the loop of the region's heaviest unary f32 step when it has one (the
-    // loads then overlap its arithmetic), else in slices between the steps.
+    // inside the f32 kernels' loops when the region has such kernels (the loads then
+    // overlap their arithmetic), else in slices between the steps.
     const bool prefetch = c + 1 < c1;
     const int64_t pf_start = start + kChunk, pf_n = prefetch ? std::min<int64_t>(kChunk, P.numel - pf_start) : 0;
     Background bg = prev_copies;
@@ -163,7 +164,7 @@ void exec_chunks(const Plan& P, int64_t c0, int64_t c1) {
           bg.prefetch[bg.nprefetch] = ip.base + pf_start * es;
           bg.prefetch_bytes[bg.nprefetch++] = pf_n * es;
         }
-    const bool in_kernel = P.pf_step >= 0;
+    const bool in_kernel = P.bg_total > 0;
     const size_t nslices = P.steps.size() + 1;
     auto prefetch_slice = [&](size_t k) {
       if (in_kernel) return;
@@ -174,6 +175,7 @@ void exec_chunks(const Plan& P, int64_t c0, int64_t c1) {
       }
     };
     prefetch_slice(0);
+    int64_t bg_done = 0;
     for (size_t i = 0; i < nin; ++i) {
       const InputPlan& ip = P.inputs[i];
       switch (ip.mode) {
@@ -202,16 +204,33 @@ void exec_chunks(const Plan& P, int64_t c0, int64_t c1) {
         int v = st.args[k];
         return st.bcast[k] ? buf(P.inputs[size_t(v)].buf) : ptr[size_t(v)];
       };
-      const bool carries = int(s) == P.pf_step;
-      if (st.pre.any() || st.post.any() || carries) {
+      if (st.pre.any() || st.post.any() || st.bg_weight > 0) {
         const Affine* pre = st.pre.any() ? &st.pre.f : nullptr;
         const Affine* post = st.post.any() ? &st.post.f : nullptr;
+        // This step's share of the background work, by weight.
+        Background part;
+        if (st.bg_weight > 0) {
+          const int64_t w0 = bg_done, w1 = bg_done + st.bg_weight, W = P.bg_total;
+          auto cut = [&](int64_t bytes, int64_t w) { return w == W ? bytes : (bytes * w / W) & ~int64_t(63); };
+          for (int r = 0; r < bg.nprefetch; ++r) {
+            int64_t lo = cut(bg.prefetch_bytes[r], w0), hi = cut(bg.prefetch_bytes[r], w1);
+            part.prefetch[part.nprefetch] = bg.prefetch[r] + lo;
+            part.prefetch_bytes[part.nprefetch++] = hi - lo;
+          }
+          for (int r = 0; r < bg.ncopy; ++r) {
+            int64_t lo = cut(bg.copy_bytes[r], w0), hi = cut(bg.copy_bytes[r], w1);
+            part.copy_dst[part.ncopy] = bg.copy_dst[r] + lo;
+            part.copy_src[part.ncopy] = bg.copy_src[r] + lo;
+            part.copy_bytes[part.ncopy++] = hi - lo;
+          }
+          bg_done = w1;
+        }
+        const Background* pb = st.bg_weight > 0 ? &part : nullptr;
         if (st.nargs == 1)
-          ew_unary_f32_affine(st.op, static_cast<const float*>(arg(0)), static_cast<float*>(dst), n, pre, post,
-                              carries ? &bg : nullptr);
+          ew_unary_f32_affine(st.op, static_cast<const float*>(arg(0)), static_cast<float*>(dst), n, pre, post, pb);
         else
           ew_binary_f32_affine(st.op, st.form, static_cast<const float*>(arg(0)), static_cast<const float*>(arg(1)),
-                               static_cast<float*>(dst), n, pre, post);
+                               static_cast<float*>(dst), n, pre, post, pb);
       } else switch (st.nargs) {
         case 1:
           if (st.op == EwOp::Cast) ew_cast(st.in_ck, st.cast_to, arg(0), dst, n);
@@ -512,12 +531,18 @@ void run_elementwise(const std::vector<const ir::Node*>& nodes, const std::vecto
       if (!P.steps[s].deleted)
         for (int k = 0; k < P.steps[s].nargs; ++k) last_use[size_t(P.steps[s].args[k])] = int(s);
   }
-  // The first transcendental f32 step carries the prefetching of the next chunk.
-  for (size_t s = 0; s < P.steps.size() && P.pf_step < 0; ++s) {
-    const Step& st = P.steps[s];
-    bool heavy = st.op == EwOp::Exp || st.op == EwOp::Log || st.op == EwOp::Erf || st.op == EwOp::Tanh;
-    if (!st.deleted && heavy && st.nargs == 1 && st.in_ck == CK::F32 && st.out_ck == CK::F32 && !st.bcast[0])
-      P.pf_step = int(s);
+  // The f32 kernels share the background memory work of each chunk (prefetching the
+  // next chunk's inputs, streaming out the previous chunk's outputs) by their cost.
+  for (Step& st : P.steps) {
+    bool bcast = st.bcast[0] || st.bcast[1];
+    if (st.deleted || st.nargs > 2 || bcast || !ew_affine_ok(st.op) || st.in_ck != CK::F32 || st.out_ck != CK::F32)
+      continue;
+    switch (st.op) {
+      case EwOp::Exp: case EwOp::Log: case EwOp::Erf: case EwOp::Tanh: st.bg_weight = 8; break;
+      case EwOp::Sqrt: case EwOp::Rsqrt: case EwOp::Recip: case EwOp::Div: st.bg_weight = 2; break;
+      default: st.bg_weight = 1; break;
+    }
+    P.bg_total += st.bg_weight;
   }
   // Regions that move more bytes than the last-level cache can keep write their outputs
   // with streaming stores (no read-for-ownership, no eviction of useful lines).
@@ -527,7 +552,7 @@ void run_elementwise(const std::vector<const ir::Node*>& nodes, const std::vecto
     for (const Tensor& o : out) moved += int64_t(o.nbytes());
     int ov = stream_override();
     P.stream = ov >= 0 ? ov == 1 : moved > llc_bytes() / 4;
-    P.defer = P.stream && P.pf_step >= 0 && outputs.size() <= 4;
+    P.defer = P.stream && P.bg_total > 0 && outputs.size() <= 4;
   }
   // Outputs: the first output of a node whose storage is its compute type is written in
   // place (unless streaming); others are converted from scratch after the node runs.
