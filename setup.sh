@@ -22,6 +22,8 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
+# Paths relative to the checkout in ccache's keys: a fresh clone elsewhere still hits the cache.
+export CCACHE_BASEDIR="$PWD"
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER_LAUNCHER=ccache
 cmake --build "$BUILD_DIR" -j "$(nproc)"
 "$BUILD_DIR/bin/rlx" solve poisson3d:64 --method pcg --pc jacobi --rtol 1e-8 --explain --out "$BUILD_DIR/poisson3d.h5"

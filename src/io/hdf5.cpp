@@ -123,10 +123,6 @@ DType dtype_of(hid_t file_type, const std::string& where) {
                    std::to_string(sz) + " bytes)");
 }
 
-std::string parent_of(const std::string& name) {
-  auto p = name.rfind('/');
-  return p == std::string::npos || p == 0 ? "/" : name.substr(0, p);
-}
 
 }  // namespace
 
