@@ -67,7 +67,27 @@ struct Plan {
   bool defer = false;   // ... from pending buffers, in the background of the next chunk
   std::vector<char*> out_base;
   std::vector<DType> out_dtype;
+  std::vector<int> sum_value;  // per fused sum: the value (step) it reduces
+  double* partial = nullptr;   // [chunk][sum] partial sums
 };
+
+// Sum of n values of a step's output, in double with independent lanes (vectorizable).
+double chunk_sum(CK ck, const void* p, int64_t n) {
+  double lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t i = 0;
+  if (ck == CK::F64) {
+    const double* x = static_cast<const double*>(p);
+    for (; i + 8 <= n; i += 8)
+      for (int l = 0; l < 8; ++l) lanes[l] += x[i + l];
+    for (; i < n; ++i) lanes[0] += x[i];
+  } else {
+    const float* x = static_cast<const float*>(p);
+    for (; i + 8 <= n; i += 8)
+      for (int l = 0; l < 8; ++l) lanes[l] += double(x[i + l]);
+    for (; i < n; ++i) lanes[0] += double(x[i]);
+  }
+  return ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
+}
 
 // Per-thread scratch, kept across calls.
 struct Scratch {
@@ -242,6 +262,8 @@ void exec_chunks(const Plan& P, int64_t c0, int64_t c1) {
       // f16/bf16 results are rounded as if stored, so fusion never changes a result.
       if (st.narrow) round_to_storage(st.out_dtype, static_cast<float*>(dst), n);
       ptr[nin + s] = dst;
+      for (size_t k = 0; k < P.sum_value.size(); ++k)
+        if (P.sum_value[k] == int(nin + s)) P.partial[size_t(c) * P.sum_value.size() + k] = chunk_sum(st.out_ck, dst, n);
       if (st.direct_out >= 0 && defer) {
         const size_t o = size_t(st.direct_out);
         const int64_t es = int64_t(dtype_size(P.out_dtype[o]));
@@ -416,12 +438,19 @@ bool elementwise_supported(const ir::Node& n, const std::vector<DType>& in) {
 
 void run_elementwise(const std::vector<const ir::Node*>& nodes, const std::vector<ir::Value>& inputs,
                      const std::vector<ir::Value>& outputs, const Shape& shape, std::span<const Tensor> in,
-                     std::span<Tensor> out) {
+                     std::span<Tensor> out, const std::vector<FusedSum>& sums) {
   if (in.size() != inputs.size() || out.size() != outputs.size())
     throw InternalError("cpu fused executor: tensor counts differ from the region's");
+  auto store_sum = [](const Tensor& t, double v) {
+    if (t.dtype() == DType::F64) *t.data<double>() = v;
+    else *t.data<float>() = float(v);
+  };
   Plan P;
   P.numel = numel(shape);
-  if (P.numel == 0) return;
+  if (P.numel == 0) {
+    for (const auto& fs : sums) store_sum(fs.out, 0.0);
+    return;
+  }
   const int nin = int(inputs.size());
 
   // An input may share memory with an output (the planner writes elementwise results
@@ -525,6 +554,14 @@ void run_elementwise(const std::vector<const ir::Node*>& nodes, const std::vecto
   {
     std::vector<bool> is_output(size_t(nin) + P.steps.size(), false);
     for (const auto& v : outputs) is_output[size_t(value_id(v))] = true;
+    for (const auto& fs : sums) {  // a reduced value must exist in full: never folded away
+      int v = value_id(fs.value);
+      if (v < nin) throw InternalError("cpu fused executor: a fused sum reads a region input");
+      if (ck_of_value(v) != CK::F32 && ck_of_value(v) != CK::F64)
+        throw InternalError("cpu fused executor: fused sums take f32 or f64 values");
+      is_output[size_t(v)] = true;
+      P.sum_value.push_back(v);
+    }
     if (fold_enabled()) fold_scalar_steps(P, nin, is_output);
     std::fill(last_use.begin(), last_use.end(), -1);
     for (size_t s = 0; s < P.steps.size(); ++s)
@@ -591,16 +628,27 @@ void run_elementwise(const std::vector<const ir::Node*>& nodes, const std::vecto
       if (!dup && v >= nin && last_use[size_t(v)] == int(s) && P.steps[size_t(v - nin)].buf >= 0)
         free_bufs.push_back(P.steps[size_t(v - nin)].buf);
     }
-    if (last_use[size_t(nin) + s] < 0 && st.buf >= 0) free_bufs.push_back(st.buf);  // unused result
+    bool reduced = std::find(P.sum_value.begin(), P.sum_value.end(), int(size_t(nin) + s)) != P.sum_value.end();
+    if (last_use[size_t(nin) + s] < 0 && st.buf >= 0 && !reduced) free_bufs.push_back(st.buf);  // unused result
   }
   P.nbuf = nbuf;
 
   const int64_t nchunks = (P.numel + kChunk - 1) / kChunk;
+  std::vector<double> partial(size_t(nchunks) * sums.size());
+  P.partial = partial.data();
+  auto finish_sums = [&] {
+    for (size_t k = 0; k < sums.size(); ++k) {
+      double acc = 0;
+      for (int64_t c = 0; c < nchunks; ++c) acc += partial[size_t(c) * sums.size() + k];
+      store_sum(sums[k].out, acc);
+    }
+  };
   // Threads only pay off from a few chunks each.
   ThreadPool& pool = ThreadPool::instance();
   int nt = int(std::min<int64_t>(pool.size(), nchunks / 4));
   if (nt <= 1) {
     exec_chunks(P, 0, nchunks);
+    finish_sums();
     return;
   }
   // Threads take runs of chunks from a shared counter, so a thread slowed down by other
@@ -614,6 +662,7 @@ void run_elementwise(const std::vector<const ir::Node*>& nodes, const std::vecto
       exec_chunks(P, c0, std::min(nchunks, c0 + batch));
     }
   });
+  finish_sums();
 }
 
 }  // namespace rlx::cpu

@@ -252,3 +252,46 @@ BOOST_AUTO_TEST_CASE(dot_products_fuse_into_the_region_that_makes_their_operands
   for (size_t r = 0; r < got.size(); ++r)
     for (int64_t i = 0; i < got[r].numel(); ++i) BOOST_TEST(got[r].data<double>()[i] == want[r].data<double>()[i]);
 }
+
+BOOST_AUTO_TEST_CASE(cpu_fused_dot_products_match_the_reference) {
+  Device* cpu = DeviceRegistry::get().find("cpu");
+  if (!cpu || !cpu->fuses_reductions()) {
+    BOOST_TEST_MESSAGE("skipped: the cpu device does not fuse reductions");
+    return;
+  }
+  for (DType t : {DType::F32, DType::F64})
+    for (int64_t n : {int64_t(1), int64_t(2047), int64_t(100003)}) {  // one chunk, a partial chunk, many threads' worth
+      ir::Graph g;
+      auto x = input(g, "x", t, {n});
+      auto y = input(g, "y", t, {n});
+      auto p = x * y + 0.5;
+      auto z = (p - x) * 2.0;
+      output(g, {z, sum(p * p), sum(z), sum(x * y)});
+      Program prog = compile(g, *cpu);
+      bool fused_sum = false;
+      for (auto& k : prog.kernels)
+        if (k.kind == Kernel::Fused)
+          for (int32_t id : k.nodes) fused_sum |= prog.graph.nodes[size_t(id)].op->name == "sum";
+      BOOST_TEST(fused_sum);
+      Tensor xin = Tensor::empty(t, {n}), yin = Tensor::empty(t, {n});
+      for (int64_t i = 0; i < n; ++i) {
+        double a = rng_unit(77, uint64_t(i)) * 2 - 1, b = rng_unit(78, uint64_t(i)) * 2 - 1;
+        if (t == DType::F32) xin.data<float>()[i] = float(a), yin.data<float>()[i] = float(b);
+        else xin.data<double>()[i] = a, yin.data<double>()[i] = b;
+      }
+      auto got = run(prog, *cpu, {xin, yin});
+      auto want = run(compile(g, ref()), ref(), {xin, yin});
+      for (size_t r = 1; r < 4; ++r) {
+        double gv = t == DType::F32 ? got[r].data<float>()[0] : got[r].data<double>()[0];
+        double wv = t == DType::F32 ? want[r].data<float>()[0] : want[r].data<double>()[0];
+        // The cpu sums f32 elements that were rounded to f32 (as the reference's are) in
+        // double; only the summation order differs.
+        BOOST_TEST(gv == wv, boost::test_tools::tolerance(t == DType::F32 ? 1e-5 : 1e-12));
+      }
+      for (int64_t i = 0; i < n; i += 997) {
+        double gv = t == DType::F32 ? got[0].data<float>()[i] : got[0].data<double>()[i];
+        double wv = t == DType::F32 ? want[0].data<float>()[i] : want[0].data<double>()[i];
+        BOOST_TEST(gv == wv);
+      }
+    }
+}
