@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "tests/support/cli.hpp"
 #include "core/rng.hpp"
 #include "io/hdf5.hpp"
 #include "io/npy.hpp"
@@ -21,37 +22,14 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct Result {
-  int code = -1;
-  std::string out, err;
-};
+using rlx::test::slurp;
 
 fs::path scratch() {
-  static fs::path dir = [] {
-    fs::path d = fs::temp_directory_path() / ("rlx_cli_test_" + std::to_string(::getpid()));
-    fs::create_directories(d);
-    return d;
-  }();
+  static fs::path dir = rlx::test::scratch_dir("rlx_cli_test_");
   return dir;
 }
 
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
-Result rlx_cli(const std::string& args) {
-  fs::path o = scratch() / "stdout.txt", e = scratch() / "stderr.txt";
-  std::string cmd = std::string(RLX_CLI) + " " + args + " >" + o.string() + " 2>" + e.string();
-  int st = std::system(cmd.c_str());
-  Result r;
-  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-  r.out = slurp(o);
-  r.err = slurp(e);
-  return r;
-}
+rlx::test::CliResult rlx_cli(const std::string& args) { return rlx::test::run_cli(RLX_CLI, args, scratch()); }
 
 std::string write_text(const std::string& name, const std::string& text) {
   fs::path p = scratch() / name;
@@ -61,7 +39,7 @@ std::string write_text(const std::string& name, const std::string& text) {
 
 const std::string demo = std::string(RLX_DATA) + "/demo.rlx";
 
-bool has(const std::string& hay, const std::string& needle) { return hay.find(needle) != std::string::npos; }
+using rlx::test::has;
 
 }  // namespace
 

@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/cli.hpp"
 #include "core/error.hpp"
 #include "core/rng.hpp"
 #include "io/hdf5.hpp"
@@ -671,39 +672,15 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct CliResult {
-  int code = -1;
-  std::string out, err;
-};
+using rlx::test::has;
+using rlx::test::slurp;
 
 fs::path scratch() {
-  static fs::path dir = [] {
-    fs::path d = fs::temp_directory_path() / ("rlx_direct_test_" + std::to_string(::getpid()));
-    fs::create_directories(d);
-    return d;
-  }();
+  static fs::path dir = rlx::test::scratch_dir("rlx_direct_test_");
   return dir;
 }
 
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
-CliResult rlx_cli(const std::string& args) {
-  fs::path o = scratch() / "stdout.txt", e = scratch() / "stderr.txt";
-  std::string cmd = std::string(RLX_CLI) + " " + args + " >" + o.string() + " 2>" + e.string();
-  int st = std::system(cmd.c_str());
-  CliResult r;
-  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-  r.out = slurp(o);
-  r.err = slurp(e);
-  return r;
-}
-
-bool has(const std::string& hay, const std::string& needle) { return hay.find(needle) != std::string::npos; }
+rlx::test::CliResult rlx_cli(const std::string& args) { return rlx::test::run_cli(RLX_CLI, args, scratch()); }
 
 }  // namespace
 
