@@ -672,6 +672,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
+using rlx::test::CliResult;
 using rlx::test::has;
 using rlx::test::slurp;
 
