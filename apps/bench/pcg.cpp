@@ -1,7 +1,8 @@
-// rlx-bench pcg: time to solution of Jacobi-preconditioned CG on the 3D 7-point Poisson
-// matrix (n^3 rows, b = ones, x0 = 0, stop at ||r|| <= rtol ||b||), rlx on a device next to
-// Eigen's ConjugateGradient with its DiagonalPreconditioner (the same stopping rule) in the
-// same process, runs interleaved; medians of --reps. apps/bench/peers_pcg.py times SciPy.
+// rlx-bench pcg: time to solution of Jacobi-preconditioned CG (or, with --method bicgstab,
+// BiCGSTAB) on the 3D 7-point Poisson matrix (n^3 rows, b = ones, x0 = 0, stop at
+// ||r|| <= rtol ||b||), rlx on a device next to Eigen's ConjugateGradient / BiCGSTAB with its
+// DiagonalPreconditioner (the same stopping rule) in the same process, runs interleaved;
+// medians of --reps. apps/bench/peers_pcg.py times SciPy's CG.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -31,7 +32,7 @@ int bench_pcg(int argc, char** argv) {
   int64_t n = 100;
   int reps = 3;
   double rtol = 1e-8;
-  std::string device = "cpu";
+  std::string device = "cpu", method = "cg";
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -45,20 +46,25 @@ int bench_pcg(int argc, char** argv) {
     else if (a == "--reps") reps = std::stoi(next());
     else if (a == "--rtol") rtol = std::stod(next());
     else if (a == "--device") device = next();
+    else if (a == "--method") method = next();
     else {
-      std::fprintf(stderr, "usage: rlx-bench pcg [--n 100] [--reps 3] [--rtol 1e-8] [--device cpu]\n");
+      std::fprintf(stderr, "usage: rlx-bench pcg [--n 100] [--reps 3] [--rtol 1e-8] [--device cpu] [--method cg|bicgstab]\n");
       return a == "--help" ? 0 : 2;
     }
   }
   CsrMatrix A = poisson3d(n);
   Tensor b = Tensor::empty(DType::F64, {A.rows()});
   for (int64_t i = 0; i < A.rows(); ++i) b.data<double>()[i] = 1.0;
-  std::printf("PCG-Jacobi on 3D Poisson %lld^3 (%lld rows, %lld nonzeros), rtol %.0e, b = ones\n", (long long)n,
-              (long long)A.rows(), (long long)A.nnz(), rtol);
+  if (method != "cg" && method != "bicgstab") {
+    std::fprintf(stderr, "rlx-bench pcg: --method must be cg or bicgstab\n");
+    return 2;
+  }
+  std::printf("%s-Jacobi on 3D Poisson %lld^3 (%lld rows, %lld nonzeros), rtol %.0e, b = ones\n", method.c_str(),
+              (long long)n, (long long)A.rows(), (long long)A.nnz(), rtol);
   CsrOperator op(A.row_ptr(), A.col_idx(), A.values(), A.cols());
   auto M = make_preconditioner("jacobi", op);
   KrylovOptions o;
-  o.method = "cg";
+  o.method = method;
   o.rtol = rtol;
   o.device = device;
   std::vector<double> t_rlx, t_eigen;
@@ -77,25 +83,35 @@ int bench_pcg(int argc, char** argv) {
     it_rlx = res.iterations;
 #ifdef RLX_BENCH_HAVE_EIGEN
     t0 = std::chrono::steady_clock::now();
-    Eigen::ConjugateGradient<SpMat, Eigen::Lower | Eigen::Upper, Eigen::DiagonalPreconditioner<double>> cg;
-    cg.setTolerance(rtol);
-    cg.setMaxIterations(100000);
-    cg.compute(Acopy);
-    Eigen::VectorXd x = cg.solve(be);
+    if (method == "cg") {
+      Eigen::ConjugateGradient<SpMat, Eigen::Lower | Eigen::Upper, Eigen::DiagonalPreconditioner<double>> cg;
+      cg.setTolerance(rtol);
+      cg.setMaxIterations(100000);
+      cg.compute(Acopy);
+      Eigen::VectorXd x = cg.solve(be);
+      it_eigen = int(cg.iterations());
+    } else {
+      Eigen::BiCGSTAB<SpMat, Eigen::DiagonalPreconditioner<double>> bi;
+      bi.setTolerance(rtol);
+      bi.setMaxIterations(100000);
+      bi.compute(Acopy);
+      Eigen::VectorXd x = bi.solve(be);
+      it_eigen = int(bi.iterations());
+    }
     t_eigen.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-    it_eigen = int(cg.iterations());
 #endif
   }
-  std::printf("  %-28s %9.3f s  %5d iterations  %7.3f ms/iteration\n", ("rlx cg+jacobi (" + device + ")").c_str(),
+  std::printf("  %-28s %9.3f s  %5d iterations  %7.3f ms/iteration\n", ("rlx " + method + "+jacobi (" + device + ")").c_str(),
               median_of(t_rlx), it_rlx, 1e3 * median_of(t_rlx) / std::max(1, it_rlx));
   if (!t_eigen.empty()) {
-    std::printf("  %-28s %9.3f s  %5d iterations  %7.3f ms/iteration\n", "Eigen ConjugateGradient", median_of(t_eigen),
+    std::printf("  %-28s %9.3f s  %5d iterations  %7.3f ms/iteration\n",
+                method == "cg" ? "Eigen ConjugateGradient" : "Eigen BiCGSTAB", median_of(t_eigen),
                 it_eigen, 1e3 * median_of(t_eigen) / std::max(1, it_eigen));
     std::printf("  rlx / Eigen time             %9.3f\n", median_of(t_rlx) / median_of(t_eigen));
   } else {
     std::printf("  (Eigen not found at build time: no peer in this run)\n");
   }
-  std::printf("RESULT pcg n=%lld rlx_s=%.4f rlx_it=%d eigen_s=%.4f eigen_it=%d\n", (long long)n, median_of(t_rlx), it_rlx,
+  std::printf("RESULT %s n=%lld rlx_s=%.4f rlx_it=%d eigen_s=%.4f eigen_it=%d\n", method.c_str(), (long long)n, median_of(t_rlx), it_rlx,
               t_eigen.empty() ? 0.0 : median_of(t_eigen), it_eigen);
   return 0;
 }
