@@ -232,12 +232,14 @@ int bench_spmv(int argc, char** argv);  // sparse.cpp: rlx-bench spmv [--help]
 int bench_direct(int argc, char** argv);  // direct.cpp: rlx-bench direct [--help]
 int bench_dense_la(int argc, char** argv);  // dense_la.cpp: rlx-bench dense [--help]
 int bench_pcg(int argc, char** argv);  // pcg.cpp: rlx-bench pcg [--help]
+int bench_eigen_direct(int argc, char** argv);  // eigen_direct.cpp: rlx-bench direct-eigen [--help]
 
 int main(int argc, char** argv) {
   if (argc > 1 && std::string(argv[1]) == "spmv") return bench_spmv(argc - 1, argv + 1);
   if (argc > 1 && std::string(argv[1]) == "direct") return bench_direct(argc - 1, argv + 1);
   if (argc > 1 && std::string(argv[1]) == "dense") return bench_dense_la(argc - 1, argv + 1);
   if (argc > 1 && std::string(argv[1]) == "pcg") return bench_pcg(argc - 1, argv + 1);
+  if (argc > 1 && std::string(argv[1]) == "direct-eigen") return bench_eigen_direct(argc - 1, argv + 1);
   Options o;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];

@@ -1,0 +1,88 @@
+// rlx-bench direct-eigen: rlx's sparse direct solvers (CHOLMOD, UMFPACK through
+// solvers/sparse/direct.hpp) next to Eigen's SimplicialLLT and SparseLU (COLAMD ordering),
+// analyze + factorize + solve of b = ones, on 2D Poisson n² (default 500²), medians of --reps,
+// interleaved in one process. (rlx-bench direct compares with SuiteSparse called directly.)
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "solvers/sparse/direct.hpp"
+#include "solvers/sparse/poisson.hpp"
+
+#ifdef RLX_BENCH_HAVE_EIGEN
+#include <Eigen/OrderingMethods>
+#include <Eigen/SparseCholesky>
+#include <Eigen/SparseLU>
+#endif
+
+using namespace rlx;
+using namespace rlx::sparse;
+
+int bench_eigen_direct(int argc, char** argv) {
+  int64_t n = 500;
+  int reps = 5;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--n" && i + 1 < argc) n = std::stoll(argv[++i]);
+    else if (a == "--reps" && i + 1 < argc) reps = std::stoi(argv[++i]);
+    else {
+      std::fprintf(stderr, "usage: rlx-bench direct-eigen [--n 500] [--reps 5]\n");
+      return a == "--help" ? 0 : 2;
+    }
+  }
+#ifndef RLX_BENCH_HAVE_EIGEN
+  std::fprintf(stderr, "rlx-bench direct-eigen: built without Eigen\n");
+  return 2;
+#else
+  CsrMatrix A = poisson2d(n);
+  Tensor b = Tensor::empty(DType::F64, {A.rows()});
+  for (int64_t i = 0; i < A.rows(); ++i) b.data<double>()[i] = 1.0;
+  using SpMat = Eigen::SparseMatrix<double, Eigen::ColMajor, int>;
+  // The Poisson matrix is symmetric: its CSR arrays are its CSC arrays.
+  Eigen::Map<const SpMat> Am(A.rows(), A.cols(), A.nnz(), A.row_ptr().data<int32_t>(), A.col_idx().data<int32_t>(),
+                             A.values().data<double>());
+  SpMat Ae = Am;
+  Eigen::VectorXd be = Eigen::VectorXd::Ones(A.rows());
+  auto time = [](auto&& f) {
+    auto t0 = std::chrono::steady_clock::now();
+    f();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+  std::vector<double> chol, llt, lu, slu;
+  for (int r = 0; r < reps; ++r) {
+    chol.push_back(time([&] {
+      SparseCholesky c(A);
+      c.factorize(A);
+      (void)c.solve(b);
+    }));
+    llt.push_back(time([&] {
+      Eigen::SimplicialLLT<SpMat> s(Ae);
+      Eigen::VectorXd x = s.solve(be);
+    }));
+    lu.push_back(time([&] {
+      SparseLu l(A, LuBackend::Umfpack);
+      l.factorize(A);
+      (void)l.solve(b);
+    }));
+    slu.push_back(time([&] {
+      Eigen::SparseLU<SpMat, Eigen::COLAMDOrdering<int>> s;
+      s.analyzePattern(Ae);
+      s.factorize(Ae);
+      Eigen::VectorXd x = s.solve(be);
+    }));
+  }
+  auto med = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  std::printf("2D Poisson %lld^2 (%lld rows, %lld nonzeros), analyze + factorize + solve, medians of %d\n",
+              (long long)n, (long long)A.rows(), (long long)A.nnz(), reps);
+  std::printf("  rlx SparseCholesky (CHOLMOD)  %8.1f ms   Eigen SimplicialLLT  %8.1f ms   rlx / Eigen %.2f\n",
+              1e3 * med(chol), 1e3 * med(llt), med(chol) / med(llt));
+  std::printf("  rlx SparseLu (UMFPACK)        %8.1f ms   Eigen SparseLU       %8.1f ms   rlx / Eigen %.2f\n",
+              1e3 * med(lu), 1e3 * med(slu), med(lu) / med(slu));
+  return 0;
+#endif
+}
