@@ -26,6 +26,7 @@
 #include <thread>
 #include <vector>
 
+#include "apps/bench/common.hpp"
 #include "devices/cpu/gemm.hpp"
 #include "devices/cpu/thread_pool.hpp"
 #include "ir/frontend.hpp"
@@ -33,20 +34,12 @@
 #include "runtime/runtime.hpp"
 
 using namespace rlx;
+using namespace rlx::bench;
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
 using lint = int;
 using flen = std::size_t;
-
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 // Lets threads that still spin after one library call settle before the next contender.
 void pause() { std::this_thread::sleep_for(std::chrono::milliseconds(2)); }
@@ -65,18 +58,6 @@ struct Options {
       "f64 factorizations of n x n matrices through rlx, next to LAPACK called directly on the\n"
       "OpenBLAS the cpu device loads. Threads: RLX_NUM_THREADS (OpenBLAS gets as many).\n");
   std::exit(code);
-}
-
-std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> r;
-  size_t b = 0;
-  while (b <= s.size()) {
-    size_t e = s.find(',', b);
-    if (e == std::string::npos) e = s.size();
-    if (e > b) r.push_back(s.substr(b, e - b));
-    b = e + 1;
-  }
-  return r;
 }
 
 template <class F>

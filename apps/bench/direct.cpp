@@ -30,6 +30,7 @@
 #include <thread>
 #include <vector>
 
+#include "apps/bench/common.hpp"
 #include "core/error.hpp"
 #include "core/rng.hpp"
 #include "solvers/sparse/direct.hpp"
@@ -43,6 +44,7 @@
 #endif
 
 using namespace rlx;
+using namespace rlx::bench;
 using namespace rlx::sparse;
 
 #ifndef RLX_HAVE_SUITESPARSE
@@ -56,15 +58,6 @@ int bench_direct(int, char**) {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 // A SuiteSparse function from the libraries rlx loaded, typed by its declaration.
 #define SS_FN(f) reinterpret_cast<decltype(&::f)>(suitesparse_symbol(#f))
@@ -88,22 +81,22 @@ Times run_rlx(const std::string& solver, const CsrMatrix& A, const Tensor& b, Te
   auto t0 = Clock::now();
   if (solver == "cholmod") {
     SparseCholesky s(A);
-    t.analyze = since(t0);
+    t.analyze = seconds_since(t0);
     t0 = Clock::now();
     s.factorize(A);
-    t.factorize = since(t0);
+    t.factorize = seconds_since(t0);
     t0 = Clock::now();
     x = s.solve(b);
-    t.solve = since(t0);
+    t.solve = seconds_since(t0);
   } else {
     SparseLu s(A, solver == "klu" ? LuBackend::Klu : LuBackend::Umfpack);
-    t.analyze = since(t0);
+    t.analyze = seconds_since(t0);
     t0 = Clock::now();
     s.factorize(A);
-    t.factorize = since(t0);
+    t.factorize = seconds_since(t0);
     t0 = Clock::now();
     x = s.solve(b);
-    t.solve = since(t0);
+    t.solve = seconds_since(t0);
   }
   return t;  // the timed region ended before the solver's destructor
 }
@@ -127,13 +120,13 @@ Times run_umfpack(const CsrMatrix& A, const Tensor& b, std::vector<double>& x) {
   auto t0 = Clock::now();
   defaults(control);
   int st = symbolic(n, n, Ap, Ai, Ax, &sym, control, info);
-  t.analyze = since(t0);
+  t.analyze = seconds_since(t0);
   t0 = Clock::now();
   if (st == UMFPACK_OK) st = numeric(Ap, Ai, Ax, sym, &num, control, info);
-  t.factorize = since(t0);
+  t.factorize = seconds_since(t0);
   t0 = Clock::now();
   if (st == UMFPACK_OK) st = solve(UMFPACK_A, Ap, Ai, Ax, x.data(), b.data<double>(), num, control, info);
-  t.solve = since(t0);
+  t.solve = seconds_since(t0);
   free_numeric(&num);
   free_symbolic(&sym);
   if (st != UMFPACK_OK) throw Error("UMFPACK failed with status " + std::to_string(st));
@@ -156,14 +149,14 @@ Times run_klu(const CsrMatrix& A, const Tensor& b, std::vector<double>& x) {
   auto t0 = Clock::now();
   defaults(&c);
   klu_symbolic* sym = analyze(n, Ap, Ai, &c);
-  t.analyze = since(t0);
+  t.analyze = seconds_since(t0);
   t0 = Clock::now();
   klu_numeric* num = sym ? factor(Ap, Ai, Ax, sym, &c) : nullptr;
-  t.factorize = since(t0);
+  t.factorize = seconds_since(t0);
   t0 = Clock::now();
   std::memcpy(x.data(), b.data<double>(), size_t(n) * sizeof(double));
   int ok = num ? solve(sym, num, n, 1, x.data(), &c) : 0;
-  t.solve = since(t0);
+  t.solve = seconds_since(t0);
   if (num) free_numeric(&num, &c);
   if (sym) free_symbolic(&sym, &c);
   if (!ok) throw Error("KLU failed with status " + std::to_string(c.status));
@@ -204,14 +197,14 @@ Times run_cholmod(const CsrMatrix& A, const Tensor& b, std::vector<double>& x) {
   auto t0 = Clock::now();
   start(&c);
   cholmod_factor* L = analyze(&S, &c);
-  t.analyze = since(t0);
+  t.analyze = seconds_since(t0);
   t0 = Clock::now();
   int ok = L && factorize(&S, L, &c) && c.status == CHOLMOD_OK;
-  t.factorize = since(t0);
+  t.factorize = seconds_since(t0);
   t0 = Clock::now();
   cholmod_dense* X = ok ? solve(CHOLMOD_A, L, &B, &c) : nullptr;
   if (X) std::memcpy(x.data(), X->x, n * sizeof(double));
-  t.solve = since(t0);
+  t.solve = seconds_since(t0);
   const int status = c.status;
   if (X) free_dense(&X, &c);
   if (L) free_factor(&L, &c);
@@ -227,18 +220,6 @@ Times run_direct(const std::string& solver, const CsrMatrix& A, const Tensor& b,
 }
 
 // ---------------------------------------------------------------- the driver
-
-std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> r;
-  size_t b = 0;
-  while (b <= s.size()) {
-    size_t e = s.find(',', b);
-    if (e == std::string::npos) e = s.size();
-    if (e > b) r.push_back(s.substr(b, e - b));
-    b = e + 1;
-  }
-  return r;
-}
 
 Problem make_problem(const std::string& spec) {
   for (int dim : {2, 3}) {

@@ -1,6 +1,7 @@
 // rlx-bench direct-eigen: rlx's sparse direct solvers (CHOLMOD, UMFPACK through
 // solvers/sparse/direct.hpp) next to Eigen's SimplicialLLT and SparseLU (COLAMD ordering),
-// analyze + factorize + solve of b = ones, on 2D Poisson n² (default 500²), medians of --reps,
+// analyze + factorize + solve of b = ones, on 2D Poisson n² (default 500²), medians of --reps
+// after one untimed warm-up round,
 // interleaved in one process. (rlx-bench direct compares with SuiteSparse called directly.)
 #include <algorithm>
 #include <chrono>
@@ -8,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "apps/bench/common.hpp"
 #include "solvers/sparse/direct.hpp"
 #include "solvers/sparse/poisson.hpp"
 
@@ -18,6 +20,7 @@
 #endif
 
 using namespace rlx;
+using namespace rlx::bench;
 using namespace rlx::sparse;
 
 int bench_eigen_direct(int argc, char** argv) {
@@ -46,43 +49,41 @@ int bench_eigen_direct(int argc, char** argv) {
   SpMat Ae = Am;
   Eigen::VectorXd be = Eigen::VectorXd::Ones(A.rows());
   auto time = [](auto&& f) {
-    auto t0 = std::chrono::steady_clock::now();
+    auto t0 = Clock::now();
     f();
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return seconds_since(t0);
   };
   std::vector<double> chol, llt, lu, slu;
-  for (int r = 0; r < reps; ++r) {
-    chol.push_back(time([&] {
+  for (int r = -1; r < reps; ++r) {  // round -1 warms up (loads SuiteSparse, touches pages); untimed
+    double tc = time([&] {
       SparseCholesky c(A);
       c.factorize(A);
       (void)c.solve(b);
-    }));
-    llt.push_back(time([&] {
+    });
+    double te = time([&] {
       Eigen::SimplicialLLT<SpMat> s(Ae);
       Eigen::VectorXd x = s.solve(be);
-    }));
-    lu.push_back(time([&] {
+    });
+    double tl = time([&] {
       SparseLu l(A, LuBackend::Umfpack);
       l.factorize(A);
       (void)l.solve(b);
-    }));
-    slu.push_back(time([&] {
+    });
+    double ts = time([&] {
       Eigen::SparseLU<SpMat, Eigen::COLAMDOrdering<int>> s;
       s.analyzePattern(Ae);
       s.factorize(Ae);
       Eigen::VectorXd x = s.solve(be);
-    }));
+    });
+    if (r < 0) continue;
+    chol.push_back(tc), llt.push_back(te), lu.push_back(tl), slu.push_back(ts);
   }
-  auto med = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-  };
   std::printf("2D Poisson %lld^2 (%lld rows, %lld nonzeros), analyze + factorize + solve, medians of %d\n",
               (long long)n, (long long)A.rows(), (long long)A.nnz(), reps);
   std::printf("  rlx SparseCholesky (CHOLMOD)  %8.1f ms   Eigen SimplicialLLT  %8.1f ms   rlx / Eigen %.2f\n",
-              1e3 * med(chol), 1e3 * med(llt), med(chol) / med(llt));
+              1e3 * median(chol), 1e3 * median(llt), median(chol) / median(llt));
   std::printf("  rlx SparseLu (UMFPACK)        %8.1f ms   Eigen SparseLU       %8.1f ms   rlx / Eigen %.2f\n",
-              1e3 * med(lu), 1e3 * med(slu), med(lu) / med(slu));
+              1e3 * median(lu), 1e3 * median(slu), median(lu) / median(slu));
   return 0;
 #endif
 }

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "apps/bench/common.hpp"
 #include "devices/cpu/thread_pool.hpp"
 #include "ir/frontend.hpp"
 #include "ir/op_registry.hpp"
@@ -20,7 +21,7 @@
 #include "runtime/runtime.hpp"
 
 using namespace rlx;
-using Clock = std::chrono::steady_clock;
+using namespace rlx::bench;
 
 namespace {
 
@@ -32,14 +33,6 @@ struct Options {
   int nodes = 10000;
   std::string device = "cpu";
 };
-
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 void fill_random(Tensor& t, uint64_t seed) {
   std::mt19937_64 rng(seed);
@@ -203,18 +196,6 @@ void bench_compile(Device& d, const Options& o) {
               g.nodes.size(), matmuls, build * 1e3, l2_nodes, kernels, median(ts) * 1e3,
               *std::min_element(ts.begin(), ts.end()) * 1e3, *std::max_element(ts.begin(), ts.end()) * 1e3);
   std::printf("RESULT compile nodes=%zu ms=%.2f\n", g.nodes.size(), median(ts) * 1e3);
-}
-
-std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> r;
-  size_t b = 0;
-  while (b <= s.size()) {
-    size_t e = s.find(',', b);
-    if (e == std::string::npos) e = s.size();
-    if (e > b) r.push_back(s.substr(b, e - b));
-    b = e + 1;
-  }
-  return r;
 }
 
 [[noreturn]] void usage(int code) {

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "apps/bench/common.hpp"
 #include "solvers/sparse/krylov.hpp"
 #include "solvers/sparse/poisson.hpp"
 
@@ -19,14 +20,8 @@
 #endif
 
 using namespace rlx;
+using namespace rlx::bench;
 using namespace rlx::sparse;
-
-namespace {
-double median_of(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-}  // namespace
 
 int bench_pcg(int argc, char** argv) {
   int64_t n = 100;
@@ -77,12 +72,12 @@ int bench_pcg(int argc, char** argv) {
   Eigen::VectorXd be = Eigen::VectorXd::Ones(A.rows());
 #endif
   for (int r = 0; r < reps; ++r) {
-    auto t0 = std::chrono::steady_clock::now();
+    auto t0 = Clock::now();
     KrylovResult res = krylov_solve(op, b, *M, o);
-    t_rlx.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    t_rlx.push_back(seconds_since(t0));
     it_rlx = res.iterations;
 #ifdef RLX_BENCH_HAVE_EIGEN
-    t0 = std::chrono::steady_clock::now();
+    t0 = Clock::now();
     if (method == "cg") {
       Eigen::ConjugateGradient<SpMat, Eigen::Lower | Eigen::Upper, Eigen::DiagonalPreconditioner<double>> cg;
       cg.setTolerance(rtol);
@@ -98,20 +93,20 @@ int bench_pcg(int argc, char** argv) {
       Eigen::VectorXd x = bi.solve(be);
       it_eigen = int(bi.iterations());
     }
-    t_eigen.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    t_eigen.push_back(seconds_since(t0));
 #endif
   }
   std::printf("  %-28s %9.3f s  %5d iterations  %7.3f ms/iteration\n", ("rlx " + method + "+jacobi (" + device + ")").c_str(),
-              median_of(t_rlx), it_rlx, 1e3 * median_of(t_rlx) / std::max(1, it_rlx));
+              median(t_rlx), it_rlx, 1e3 * median(t_rlx) / std::max(1, it_rlx));
   if (!t_eigen.empty()) {
     std::printf("  %-28s %9.3f s  %5d iterations  %7.3f ms/iteration\n",
-                method == "cg" ? "Eigen ConjugateGradient" : "Eigen BiCGSTAB", median_of(t_eigen),
-                it_eigen, 1e3 * median_of(t_eigen) / std::max(1, it_eigen));
-    std::printf("  rlx / Eigen time             %9.3f\n", median_of(t_rlx) / median_of(t_eigen));
+                method == "cg" ? "Eigen ConjugateGradient" : "Eigen BiCGSTAB", median(t_eigen),
+                it_eigen, 1e3 * median(t_eigen) / std::max(1, it_eigen));
+    std::printf("  rlx / Eigen time             %9.3f\n", median(t_rlx) / median(t_eigen));
   } else {
     std::printf("  (Eigen not found at build time: no peer in this run)\n");
   }
-  std::printf("RESULT %s n=%lld rlx_s=%.4f rlx_it=%d eigen_s=%.4f eigen_it=%d\n", method.c_str(), (long long)n, median_of(t_rlx), it_rlx,
-              t_eigen.empty() ? 0.0 : median_of(t_eigen), it_eigen);
+  std::printf("RESULT %s n=%lld rlx_s=%.4f rlx_it=%d eigen_s=%.4f eigen_it=%d\n", method.c_str(), (long long)n, median(t_rlx), it_rlx,
+              t_eigen.empty() ? 0.0 : median(t_eigen), it_eigen);
   return 0;
 }

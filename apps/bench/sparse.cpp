@@ -28,6 +28,7 @@
 #include <thread>
 #include <vector>
 
+#include "apps/bench/common.hpp"
 #include "devices/cpu/thread_pool.hpp"
 #include "ir/frontend.hpp"
 #include "runtime/executor.hpp"
@@ -40,18 +41,10 @@
 #endif
 
 using namespace rlx;
+using namespace rlx::bench;
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 void pause() { std::this_thread::sleep_for(std::chrono::milliseconds(1)); }
 
@@ -109,18 +102,6 @@ struct Options {
       "SpMV y = A x, f64, on the 3D 7-point Poisson matrix with n^3 rows for each n.\n"
       "Threads: RLX_NUM_THREADS (default: all cores); Eigen uses as many OpenMP threads.\n");
   std::exit(code);
-}
-
-std::vector<int64_t> split_ints(const std::string& s) {
-  std::vector<int64_t> r;
-  size_t b = 0;
-  while (b < s.size()) {
-    size_t e = s.find(',', b);
-    if (e == std::string::npos) e = s.size();
-    if (e > b) r.push_back(std::stoll(s.substr(b, e - b)));
-    b = e + 1;
-  }
-  return r;
 }
 
 void run_size(Device& dev, int64_t n, const Options& o) {
