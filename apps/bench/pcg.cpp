@@ -56,7 +56,7 @@ int bench_pcg(int argc, char** argv) {
   }
   std::printf("%s-Jacobi on 3D Poisson %lld^3 (%lld rows, %lld nonzeros), rtol %.0e, b = ones\n", method.c_str(),
               (long long)n, (long long)A.rows(), (long long)A.nnz(), rtol);
-  CsrOperator op(A.row_ptr(), A.col_idx(), A.values(), A.cols());
+  CsrOperator op(A);
   auto M = make_preconditioner("jacobi", op);
   KrylovOptions o;
   o.method = method;

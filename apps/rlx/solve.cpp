@@ -154,7 +154,7 @@ int cmd_solve(const Args& a) {
   CsrMatrix A = load_matrix(a.pos[0]);
   if (A.rows() != A.cols()) throw InputError(a.pos[0] + ": the matrix is " + std::to_string(A.rows()) + " x " + std::to_string(A.cols()) + ", not square");
   Tensor b = make_rhs(a.get("rhs", "ones"), A, uint64_t(a.integer("seed", 1)));
-  CsrOperator op(A.row_ptr(), A.col_idx(), A.values(), A.cols());
+  CsrOperator op(A);
   auto M = make_preconditioner(pc, op, a.number("omega", 1.0));
   KrylovOptions o;
   o.method = method;

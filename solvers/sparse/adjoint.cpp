@@ -21,7 +21,7 @@ SolveVjp solve_vjp(const CsrMatrix& A, const Tensor& x, const Tensor& grad_x, co
   if (x.type() != TensorType{A.value_type(), {A.cols()}} || grad_x.type() != x.type())
     throw InputError("solve_vjp: x and grad_x must both be " + TensorType{A.value_type(), {A.cols()}}.str());
   CsrMatrix AH = conj_transpose(A);
-  CsrOperator op(AH.row_ptr(), AH.col_idx(), AH.values(), AH.cols());
+  CsrOperator op(AH);
   auto M = make_preconditioner(pc, op);
   KrylovOptions o = opts;
   o.error_if_not_converged = true;

@@ -41,40 +41,35 @@ std::vector<Tensor> BoundGraph::inputs(const std::vector<Tensor>& free) const {
   return r;
 }
 
-CsrOperator::CsrOperator(Tensor row_ptr, Tensor col_idx, Tensor values, int64_t cols)
-    : row_ptr_(std::move(row_ptr)), col_idx_(std::move(col_idx)), values_(std::move(values)), cols_(cols) {
-  if (row_ptr_.rank() != 1 || row_ptr_.numel() < 1) throw InputError("CSR row_ptr must be [rows+1]");
-}
-
 Var CsrOperator::apply(BoundGraph& g, const Var& x) const {
   // The matrix arrays are bound once per graph (a second apply reuses them).
   auto& v = g.bound_by[this];
-  if (v.empty()) v = {g.bind("A.row_ptr", row_ptr_), g.bind("A.col_idx", col_idx_), g.bind("A.values", values_)};
-  return op("spmv_csr", {v[0], v[1], v[2], x}, {{"cols", cols_}});
+  if (v.empty()) v = {g.bind("A.row_ptr", row_ptr()), g.bind("A.col_idx", col_idx()), g.bind("A.values", values())};
+  return op("spmv_csr", {v[0], v[1], v[2], x}, {{"cols", cols()}});
 }
 
 Tensor CsrOperator::diagonal() const {
-  Tensor d = Tensor::zeros(values_.dtype(), {std::min(rows(), cols_)});
+  Tensor d = Tensor::zeros(values().dtype(), {std::min(rows(), cols())});
   auto walk = [&](auto idx_zero) {
     using I = decltype(idx_zero);
-    const I* rp = row_ptr_.data<I>();
-    const I* ci = col_idx_.data<I>();
-    visit_dtype(values_.dtype(), [&](auto vz) {
+    const I* rp = row_ptr().data<I>();
+    const I* ci = col_idx().data<I>();
+    visit_dtype(values().dtype(), [&](auto vz) {
       using V = decltype(vz);
-      const V* val = values_.data<V>();
+      const V* val = values().data<V>();
       V* out = d.data<V>();
       for (int64_t r = 0; r < d.numel(); ++r)
         for (I k = rp[r]; k < rp[r + 1]; ++k)
           if (int64_t(ci[k]) == r) out[r] = val[k];
     });
   };
-  if (row_ptr_.dtype() == DType::I32) walk(int32_t{}); else walk(int64_t{});
+  if (row_ptr().dtype() == DType::I32) walk(int32_t{}); else walk(int64_t{});
   return d;
 }
 
 std::string CsrOperator::describe() const {
-  return "csr " + std::to_string(rows()) + "x" + std::to_string(cols_) + " nnz=" + std::to_string(values_.numel()) + " " +
-         dtype_name(values_.dtype()) + "/" + dtype_name(row_ptr_.dtype());
+  return "csr " + std::to_string(rows()) + "x" + std::to_string(cols()) + " nnz=" + std::to_string(values().numel()) + " " +
+         dtype_name(values().dtype()) + "/" + dtype_name(row_ptr().dtype());
 }
 
 }  // namespace rlx::sparse

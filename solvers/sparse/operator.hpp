@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "ir/frontend.hpp"
+#include "solvers/sparse/csr.hpp"
 
 namespace rlx::sparse {
 
@@ -44,23 +45,23 @@ class LinearOperator {
   virtual std::string describe() const = 0;
 };
 
-// A CSR matrix on the host: row_ptr [rows+1], col_idx [nnz] (i32 or i64), values [nnz].
+// A CsrMatrix as an operator: apply emits spmv_csr with the matrix arrays bound once.
 class CsrOperator final : public LinearOperator {
  public:
-  CsrOperator(Tensor row_ptr, Tensor col_idx, Tensor values, int64_t cols);
-  int64_t rows() const override { return row_ptr_.numel() - 1; }
-  int64_t cols() const override { return cols_; }
-  DType dtype() const override { return values_.dtype(); }
+  explicit CsrOperator(CsrMatrix A) : A_(std::move(A)) {}
+  int64_t rows() const override { return A_.rows(); }
+  int64_t cols() const override { return A_.cols(); }
+  DType dtype() const override { return A_.value_type(); }
   Var apply(BoundGraph& g, const Var& x) const override;
   Tensor diagonal() const override;
   std::string describe() const override;
-  const Tensor& row_ptr() const { return row_ptr_; }
-  const Tensor& col_idx() const { return col_idx_; }
-  const Tensor& values() const { return values_; }
+  const CsrMatrix& matrix() const { return A_; }
+  const Tensor& row_ptr() const { return A_.row_ptr(); }
+  const Tensor& col_idx() const { return A_.col_idx(); }
+  const Tensor& values() const { return A_.values(); }
 
  private:
-  Tensor row_ptr_, col_idx_, values_;
-  int64_t cols_;
+  CsrMatrix A_;
 };
 
 }  // namespace rlx::sparse

@@ -53,7 +53,7 @@ std::unique_ptr<CsrOperator> to_operator(const HostCsr<T>& h, DType index, DType
   };
   if (index == DType::I32) fill(int32_t{}); else fill(int64_t{});
   for (size_t k = 0; k < h.v.size(); ++k) v.data<S>()[k] = narrow<S>(h.v[k]);
-  return std::make_unique<CsrOperator>(rp, ci, v, h.cols);
+  return std::make_unique<CsrOperator>(CsrMatrix(h.rows, h.cols, rp, ci, v));
 }
 
 template <class T>

@@ -41,7 +41,7 @@ KrylovOptions tight() {
 }
 
 Tensor solve(const CsrMatrix& A, const Tensor& b) {
-  CsrOperator op(A.row_ptr(), A.col_idx(), A.values(), A.cols());
+  CsrOperator op(A);
   auto M = make_preconditioner("none", op);
   return krylov_solve(op, b, *M, tight()).x;
 }

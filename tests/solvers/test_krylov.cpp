@@ -31,7 +31,7 @@ struct Problem {
   Tensor b;
 };
 
-CsrOperator op_of(const CsrMatrix& A) { return CsrOperator(A.row_ptr(), A.col_idx(), A.values(), A.cols()); }
+CsrOperator op_of(const CsrMatrix& A) { return CsrOperator(A); }
 
 Tensor random_vector(DType t, int64_t n, uint64_t s) {
   Tensor b = Tensor::empty(t, {n});
