@@ -72,11 +72,9 @@ std::vector<cd> host_values(const Tensor& t) {
   return r;
 }
 
-Tensor scalar_tensor(DType t, cd v, Allocator* a) {
-  Tensor h = Tensor::empty(t, {});
-  if (t == DType::F32) *h.data<float>() = float(v.real());
-  else if (t == DType::F64) *h.data<double>() = v.real();
-  else *h.data<c64>() = c64(float(v.real()), float(v.imag()));
+// A rank-0 tensor on the device's allocator.
+Tensor scalar_on(DType t, double v, Allocator* a) {
+  Tensor h = scalar_tensor(t, v);
   return a == host_allocator() ? h : h.to(a);
 }
 
@@ -218,8 +216,8 @@ void bicgstab(const LinearOperator& A, const Tensor& b, const Preconditioner& M,
   Allocator* a = d.allocator();
   // Every state tensor gets its own buffer: the iteration recycles them as outputs.
   Tensor rhat = s0[0].clone();
-  std::vector<Tensor> cur = {x, s0[0], zeros_on(t, {n}, a), zeros_on(t, {n}, a), scalar_tensor(t, 1.0, a),
-                             scalar_tensor(t, 1.0, a), scalar_tensor(t, 1.0, a), rhat};
+  std::vector<Tensor> cur = {x, s0[0], zeros_on(t, {n}, a), zeros_on(t, {n}, a), scalar_on(t, 1.0, a),
+                             scalar_on(t, 1.0, a), scalar_on(t, 1.0, a), rhat};
   std::vector<Tensor> next;
   for (int i = 0; i < 4; ++i) next.push_back(Tensor::empty(t, {n}, a));
   for (int i = 0; i < 3; ++i) next.push_back(Tensor::empty(t, {}, a));
@@ -461,7 +459,7 @@ void minres(const LinearOperator& A, const Tensor& b, const Preconditioner& M, c
   Tensor r1 = s0[0], r2 = s0[0], y = s0[1];
   Tensor w = zeros_on(t, {n}, a), w2 = zeros_on(t, {n}, a);
   double oldb = 0, beta = beta1, dbar = 0, epsln = 0, phibar = beta1, cs = -1, sn = 0;
-  auto sc = [&](double v) { return scalar_tensor(t, v, a); };
+  auto sc = [&](double v) { return scalar_on(t, v, a); };
   while (true) {
     auto out = lanczos.run({y, r1, r2, sc(1.0 / beta), sc(oldb == 0 ? 0.0 : beta / oldb)});
     auto s = host_values(out[3]);

@@ -29,6 +29,21 @@ Allocator* host_allocator() {
   return &a;
 }
 
+Tensor scalar_tensor(DType t, double re, double im) {
+  if (t == DType::I4) t = DType::I8;
+  Tensor r = Tensor::empty(t, {});
+  visit_dtype(t, [&](auto z) {
+    using T = decltype(z);
+    if constexpr (std::is_same_v<T, c64>)
+      *r.data<T>() = c64(float(re), float(im));
+    else if constexpr (std::is_same_v<T, f16> || std::is_same_v<T, bf16>)
+      *r.data<T>() = T(float(re));
+    else
+      *r.data<T>() = static_cast<T>(re);
+  });
+  return r;
+}
+
 Buffer::Buffer(Allocator* a, size_t n) : alloc(a), data(a->allocate(n)), bytes(n) {}
 Buffer::~Buffer() { alloc->deallocate(data, bytes); }
 

@@ -22,6 +22,11 @@ class Allocator {
 
 Allocator* host_allocator();  // 64-byte aligned host memory
 
+class Tensor;
+// A rank-0 host tensor holding re (+ i*im for c64), converted to t as cast does
+// (i4 is stored as i8).
+Tensor scalar_tensor(DType t, double re, double im = 0.0);
+
 struct Buffer {
   Allocator* alloc = nullptr;
   void* data = nullptr;

@@ -74,22 +74,7 @@ Var constant(ir::Graph& g, const Tensor& value, SrcLoc loc) {
   return source(g, "constant", {{"value", value.is_host() ? value.contiguous() : value.to(host_allocator())}}, loc);
 }
 
-static Tensor scalar_tensor(double v, DType t) {
-  if (t == DType::I4) t = DType::I8;
-  Tensor r = Tensor::empty(t, {});
-  visit_dtype(t, [&](auto z) {
-    using T = decltype(z);
-    if constexpr (std::is_same_v<T, c64>)
-      *r.data<T>() = c64(float(v), 0.f);
-    else if constexpr (std::is_same_v<T, f16> || std::is_same_v<T, bf16>)
-      *r.data<T>() = T(float(v));
-    else
-      *r.data<T>() = static_cast<T>(v);
-  });
-  return r;
-}
-
-Var scalar(ir::Graph& g, double v, DType t, SrcLoc loc) { return constant(g, scalar_tensor(v, t), loc); }
+Var scalar(ir::Graph& g, double v, DType t, SrcLoc loc) { return constant(g, scalar_tensor(t, v), loc); }
 Var scalar_like(const Var& like, double v, SrcLoc loc) { return scalar(*like.graph(), v, like.dtype(), loc); }
 
 #define RLX_UNARY(fn) \
