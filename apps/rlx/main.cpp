@@ -67,7 +67,10 @@ CompileOptions options_from(const Args& a) {
 }
 
 int cmd_devices() {
-  for (Device* d : DeviceRegistry::get().all()) std::cout << d->name() << "\t" << d->description() << "\n";
+  for (Device* d : DeviceRegistry::get().all()) {
+    std::string why = d->unavailable();
+    std::cout << d->name() << "\t" << d->description() << (why.empty() ? "" : " [unavailable here: " + why + "]") << "\n";
+  }
   return kOk;
 }
 

@@ -36,6 +36,13 @@ class ShapeError : public InputError {
   using InputError::InputError;
 };
 
+// A device failed at run time (out of memory, a faulting kernel, a missing driver):
+// names the kernel and the IR node it ran for. The process survives it.
+class DeviceError : public Error {
+ public:
+  using Error::Error;
+};
+
 // An internal invariant broke: a bug in rlx, not in the user's input.
 class InternalError : public Error {
  public:

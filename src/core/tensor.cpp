@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 #include "core/error.hpp"
 
@@ -128,12 +129,24 @@ Tensor Tensor::contiguous() const {
   return r;
 }
 
+void Allocator::copy_within(void* dst, const void* src, size_t bytes) {
+  if (host_accessible()) {
+    std::memcpy(dst, src, bytes);
+    return;
+  }
+  std::vector<char> h(bytes);
+  copy_to_host(h.data(), src, bytes);
+  copy_from_host(dst, h.data(), bytes);
+}
+
 Tensor Tensor::to(Allocator* a) const {
   Tensor src = (is_host() ? contiguous() : *this);
   if (!src.is_contiguous()) throw InternalError("to() of a strided device tensor");
   Tensor r = empty(dtype_, shape_, a);
   size_t n = nbytes();
-  if (src.alloc_->host_accessible())
+  if (src.alloc_ == a)
+    a->copy_within(r.raw(), src.raw(), n);
+  else if (src.alloc_->host_accessible())
     a->copy_from_host(r.raw(), src.raw(), n);
   else if (a->host_accessible())
     src.alloc_->copy_to_host(r.raw(), src.raw(), n);

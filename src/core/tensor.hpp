@@ -18,6 +18,8 @@ class Allocator {
   virtual bool host_accessible() const = 0;
   virtual void copy_to_host(void* host_dst, const void* src, size_t bytes) = 0;
   virtual void copy_from_host(void* dst, const void* host_src, size_t bytes) = 0;
+  // dst and src both in this allocator's memory. The default stages through the host.
+  virtual void copy_within(void* dst, const void* src, size_t bytes);
 };
 
 Allocator* host_allocator();  // 64-byte aligned host memory

@@ -17,7 +17,10 @@ void finish_program(Program& p, Device& d, const CompileOptions& opts) {
   passes::schedule_kernels(p, opts.fuse && d.fuses_elementwise(), d.fuses_reductions());
   passes::plan_memory(p);
   for (auto& n : p.graph.nodes)
-    if (n.op->name == "constant") p.constants.push_back(n.attrs.get_tensor("value").to(d.allocator()));
+    // Constants go to the device; where the device cannot run here (no GPU), the program
+    // is still compiled (for reports) and keeps them on the host.
+    if (n.op->name == "constant")
+      p.constants.push_back(n.attrs.get_tensor("value").to(d.unavailable().empty() ? d.allocator() : host_allocator()));
   for (auto& k : p.kernels) {
     if (k.kind != Kernel::Control) continue;
     for (auto& r : p.graph.nodes[size_t(k.nodes[0])].regions) {

@@ -63,4 +63,11 @@ std::vector<Device*> DeviceRegistry::all() const {
   return r;
 }
 
+std::vector<Device*> DeviceRegistry::runnable() const {
+  std::vector<Device*> r;
+  for (auto& d : devices_)
+    if (d->unavailable().empty()) r.push_back(d.get());
+  return r;
+}
+
 }  // namespace rlx

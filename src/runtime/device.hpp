@@ -3,6 +3,7 @@
 // The runtime owns parameters, constants, views (reshape) and control flow; devices
 // see only compute nodes.
 #pragma once
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -31,12 +32,23 @@ struct FusedRegion {
   Shape shape;
 };
 
+// A recorded piece of device work that can be launched again as a whole (a CUDA graph on
+// the cuda device). It reads and writes the same buffers every time.
+class Replay {
+ public:
+  virtual ~Replay() = default;
+  virtual void launch() = 0;  // asynchronous; Device::synchronize() waits for it
+};
+
 class Device {
  public:
   virtual ~Device() = default;
   virtual std::string name() const = 0;
   virtual std::string description() const = 0;  // one line: what runs the kernels
   virtual Allocator* allocator() = 0;
+  // Empty when the device can run programs in this process; otherwise why not ("no CUDA
+  // driver"). An unavailable device still answers supports(): programs compile for it.
+  virtual std::string unavailable() const { return {}; }
   // May this device run node n natively? Called only for compute ops (not param,
   // constant, reshape, while, if).
   virtual Capability supports(const ir::Node& n, const ir::Graph& g) const = 0;
@@ -50,6 +62,9 @@ class Device {
   // whose results are complete only when the region has run.
   virtual bool fuses_reductions() const { return false; }
   virtual void synchronize() {}
+  // Records the device work `work` issues (without running it) for replay; nullptr when
+  // the device cannot record. The work must not wait for the device or copy to the host.
+  virtual std::unique_ptr<Replay> capture(const std::function<void()>& work) { return nullptr; }
 };
 
 class DeviceRegistry {
@@ -59,6 +74,7 @@ class DeviceRegistry {
   Device* find(const std::string& name) const;
   Device& at(const std::string& name) const;  // throws InputError listing the known devices
   std::vector<Device*> all() const;
+  std::vector<Device*> runnable() const;  // those whose unavailable() is empty
 
  private:
   std::vector<std::unique_ptr<Device>> devices_;

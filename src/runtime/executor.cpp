@@ -31,6 +31,8 @@ Executor::Executor(const Program& p, Device& d) : p_(p), d_(d) {
   kernel_seconds_.assign(p.kernels.size(), 0.0);
   if (p.device != d.name())
     throw InputError("program was compiled for device '" + p.device + "', not '" + d.name() + "'");
+  if (std::string why = d.unavailable(); !why.empty())
+    throw InputError("device '" + d.name() + "' cannot run programs here: " + why);
   if (p.arena_bytes > 0) arena_ = Tensor::empty(DType::U8, {p.arena_bytes}, d.allocator());
   for (auto& k : p.kernels) {
     FusedRegion r = k.region;
@@ -47,6 +49,22 @@ std::vector<Tensor> Executor::run(const std::vector<Tensor>& inputs) {
 
 void Executor::run_into(const std::vector<Tensor>& inputs, std::vector<Tensor>& results) {
   execute(inputs, results, true);
+}
+
+std::unique_ptr<Replay> Executor::capture(const std::vector<Tensor>& inputs, std::vector<Tensor>& results) {
+  for (const Kernel& k : p_.kernels)
+    if (k.kind == Kernel::Control || k.kind == Kernel::HostStaged)
+      throw InputError("cannot record a program with control flow or host-staged nodes for replay (node %" +
+                       std::to_string(k.nodes[0]) + " " + p_.graph.nodes[size_t(k.nodes[0])].op->name + ")");
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (inputs[i].allocator() != d_.allocator())
+      throw InputError("recording for replay needs every input on device '" + d_.name() + "' (input " +
+                       std::to_string(i) + " is not)");
+  run_into(inputs, results);
+  d_.synchronize();
+  std::unique_ptr<Replay> r = d_.capture([&] { run_into(inputs, results); });
+  if (!r) throw InputError("device '" + d_.name() + "' cannot record programs for replay");
+  return r;
 }
 
 void Executor::execute(const std::vector<Tensor>& inputs, std::vector<Tensor>& results, bool have_results) {
@@ -195,6 +213,8 @@ void Executor::run_control(const Kernel& k, std::vector<std::vector<Tensor>>& va
     Tensor src = res[i].is_contiguous() ? res[i] : res[i].contiguous();
     if (dst.allocator()->host_accessible() && src.allocator()->host_accessible())
       std::memcpy(dst.raw(), src.raw(), src.nbytes());
+    else if (dst.allocator() == src.allocator())
+      dst.allocator()->copy_within(dst.raw(), src.raw(), src.nbytes());
     else
       dst.allocator()->copy_from_host(dst.raw(), src.to(host_allocator()).raw(), src.nbytes());
   }

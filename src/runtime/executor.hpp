@@ -18,6 +18,12 @@ class Executor {
   std::vector<Tensor> run(const std::vector<Tensor>& inputs);
   // As run, writing results into caller-provided device tensors of the right types.
   void run_into(const std::vector<Tensor>& inputs, std::vector<Tensor>& results);
+  // Runs once (compiling and caching whatever the device needs), then records a run_into
+  // of the same tensors for replay (a CUDA graph on the cuda device): launch() reruns the
+  // whole program on the tensors' current contents. Inputs and results must be device
+  // tensors that outlive the Replay; programs with control flow cannot be recorded.
+  // Throws InputError when the device cannot record.
+  std::unique_ptr<Replay> capture(const std::vector<Tensor>& inputs, std::vector<Tensor>& results);
 
  private:
   void execute(const std::vector<Tensor>& inputs, std::vector<Tensor>& results, bool have_results);

@@ -304,6 +304,9 @@ struct SeedReport {
     for (auto& [dev, n] : tallies())
       std::cout << "test_ops: device " << dev << ": " << n.first << " combinations checked, " << n.second
                 << " skipped as unsupported" << std::endl;
+    for (Device* d : DeviceRegistry::get().all())
+      if (std::string why = d->unavailable(); !why.empty())
+        std::cout << "test_ops: device " << d->name() << ": not run in this process: " << why << std::endl;
   }
 };
 }  // namespace

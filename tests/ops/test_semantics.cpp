@@ -32,7 +32,7 @@ Tensor ints(DType t, Shape s, const std::vector<int64_t>& v) {
 // Runs b's graph on every device that can compile it and calls check with the results.
 template <class F>
 void on_every_device(const std::string& what, Build& b, F&& check) {
-  for (Device* d : DeviceRegistry::get().all()) {
+  for (Device* d : DeviceRegistry::get().runnable()) {
     const std::string ctx = what + " device=" + d->name();
     try {
       std::string why;
@@ -226,7 +226,7 @@ BOOST_AUTO_TEST_CASE(gather_follows_numpy_take) {
     Build b(1);
     Var x = b.fixed(make_tensor(DType::F32, {3, 2}, {1, 2, 3, 4, 5, 6}));
     rlx::output(b.g, {gather(x, b.fixed(ints(DType::I32, {2}, {0, bad})), 0)});
-    for (Device* d : DeviceRegistry::get().all()) {
+    for (Device* d : DeviceRegistry::get().runnable()) {
       std::string why;
       try {
         compile_and_run(*d, b.g, b.inputs, &why);

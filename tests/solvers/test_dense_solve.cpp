@@ -36,7 +36,7 @@ BOOST_AUTO_TEST_CASE(solve_and_vjp_match_finite_differences) {
   uint64_t seed = uint64_t(std::time(nullptr));
   BOOST_TEST_MESSAGE("dense solve seed " << seed);
   const int64_t n = 9;
-  for (Device* d : DeviceRegistry::get().all())
+  for (Device* d : DeviceRegistry::get().runnable())
     for (Shape bs : {Shape{n}, Shape{n, 3}}) {
       const std::string dev = d->name();
       Tensor A = random({n, n}, seed, 4.0), B = random(bs, seed + 1), W = random(bs, seed + 2);

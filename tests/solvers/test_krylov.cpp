@@ -146,7 +146,7 @@ KrylovResult solve(const CsrMatrix& A, const Tensor& b, const std::string& metho
 
 std::vector<std::string> devices() {
   std::vector<std::string> d;
-  for (Device* x : DeviceRegistry::get().all()) d.push_back(x->name());
+  for (Device* x : DeviceRegistry::get().runnable()) d.push_back(x->name());
   return d;
 }
 
