@@ -13,6 +13,7 @@
 #include "devices/cpu/library.hpp"
 #include "devices/cpu/thread_pool.hpp"
 #include "ir/op_registry.hpp"
+#include "ir/ops/semantics.hpp"
 #include "runtime/device.hpp"
 
 namespace rlx {
@@ -52,15 +53,6 @@ bool is_int_dt(DType t) { return t == DType::I8 || t == DType::U8 || t == DType:
 bool is_numeric(DType t) { return is_int_dt(t) || is_float(t) || t == DType::C64; }
 bool is_real_numeric(DType t) { return is_int_dt(t) || is_float(t); }
 
-std::vector<int> reduce_axes(const ir::Node& n, int rank) {
-  std::vector<int> axes;
-  for (int64_t a : n.attrs.get_ints("axes")) axes.push_back(normalize_axis(a, rank));
-  if (axes.empty())
-    for (int i = 0; i < rank; ++i) axes.push_back(i);
-  std::sort(axes.begin(), axes.end());
-  axes.erase(std::unique(axes.begin(), axes.end()), axes.end());
-  return axes;
-}
 
 bool cast_touches_i4(const ir::Node& n, DType in) {
   return n.op->name == "cast" && (in == DType::I4 || n.attrs.get_dtype("dtype") == DType::I4);
@@ -169,10 +161,10 @@ class CpuDevice final : public Device {
       case Kind::Elementwise:
         if (!in.empty() && cast_touches_i4(n, in[0].dtype())) return cast_i4(in[0], o);
         return run_elementwise({&n}, n.inputs, {ir::Value{n.id, 0}}, n.out().shape, in, out);
-      case Kind::Sum: return reduce(ReduceOp::Sum, in[0], reduce_axes(n, in[0].rank()), o);
-      case Kind::Prod: return reduce(ReduceOp::Prod, in[0], reduce_axes(n, in[0].rank()), o);
-      case Kind::Max: return reduce(ReduceOp::Max, in[0], reduce_axes(n, in[0].rank()), o);
-      case Kind::Min: return reduce(ReduceOp::Min, in[0], reduce_axes(n, in[0].rank()), o);
+      case Kind::Sum: return reduce(ReduceOp::Sum, in[0], ir::reduce_axes(n, in[0].rank()), o);
+      case Kind::Prod: return reduce(ReduceOp::Prod, in[0], ir::reduce_axes(n, in[0].rank()), o);
+      case Kind::Max: return reduce(ReduceOp::Max, in[0], ir::reduce_axes(n, in[0].rank()), o);
+      case Kind::Min: return reduce(ReduceOp::Min, in[0], ir::reduce_axes(n, in[0].rank()), o);
       case Kind::Argmax: return argmax(in[0], normalize_axis(a.get_int("axis"), in[0].rank()), o);
       case Kind::Cumsum:
         return cumsum(in[0], normalize_axis(a.get_int("axis"), in[0].rank()), a.get_bool("exclusive"),

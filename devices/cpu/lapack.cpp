@@ -35,6 +35,7 @@
 #include "devices/cpu/library.hpp"
 #include "devices/cpu/thread_pool.hpp"
 #include "ir/op_registry.hpp"
+#include "ir/ops/semantics.hpp"
 
 namespace rlx::cpu {
 namespace {
@@ -164,15 +165,6 @@ void check_info(lint info, const char* routine) {
     throw InternalError(std::string("cpu lapack: ") + routine + " rejected argument " + std::to_string(-info));
 }
 
-[[noreturn]] void singular(const std::string& op, const char* factor, int64_t k) {
-  const std::string i = std::to_string(k + 1);
-  throw InputError(op + ": " + factor + "(" + i + "," + i + ") is exactly zero: the matrix is singular");
-}
-
-[[noreturn]] void rank_deficient(int64_t i) {
-  throw InputError("lstsq: R(" + std::to_string(i) + "," + std::to_string(i) +
-                   ") of A's QR factorization is exactly zero: A does not have full column rank");
-}
 
 // ---------------------------------------------------------------- copies
 
@@ -303,7 +295,7 @@ void trsm_right(char uplo, char trans, char diag, int64_t n, int64_t k, const T*
 template <class T>
 void check_diagonal(const T* m, lint ld, int64_t n, const std::string& op, const char* name) {
   for (int64_t i = 0; i < n; ++i)
-    if (m[i * ld + i] == T(0)) singular(op, name, i);
+    if (m[i * ld + i] == T(0)) ir::throw_singular(op, name, i);
 }
 
 // ---------------------------------------------------------------- kernels
@@ -401,7 +393,7 @@ void lu_factor(const ir::Node&, std::span<const Tensor> in, std::span<Tensor> ou
   copy_in<T>(in[0], a, n, 1);
   std::vector<T> panel;
   const int64_t zero = lu_recursive<T>(lint(n), lint(n), a, lint(n), out[1].data<int32_t>(), panel);
-  if (zero >= 0) singular("lu_factor", "U", zero);
+  if (zero >= 0) ir::throw_singular("lu_factor", "U", zero);
 }
 
 template <class T>
@@ -561,7 +553,7 @@ void lstsq(const ir::Node&, std::span<const Tensor> in, std::span<Tensor> out) {
   Scratch<T> a(static_cast<size_t>(m * n));
   copy_in<T>(in[0], a.data(), 1, m);  // column-major A [m, n]
   // gels answers 0 for an all-zero A; its first column is zero, so it is rank deficient.
-  if (std::all_of(a.data(), a.data() + m * n, [](const T& v) { return v == T(0); })) rank_deficient(1);
+  if (std::all_of(a.data(), a.data() + m * n, [](const T& v) { return v == T(0); })) ir::throw_rank_deficient(1);
   const int64_t ldb = std::max<int64_t>(m, 1);
   std::vector<T> b(static_cast<size_t>(ldb * k));
   copy_in<T>(in[1], b.data(), 1, ldb);  // column-major b [m, k]
@@ -574,7 +566,7 @@ void lstsq(const ir::Node&, std::span<const Tensor> in, std::span<Tensor> out) {
   std::vector<T> work(static_cast<size_t>(lwork));
   fns<T>().gels("N", &lm, &ln, &lk, a.data(), &la, b.data(), &lb, work.data(), &lwork, &info, k1);
   check_info(info, "gels");
-  if (info > 0) rank_deficient(info);
+  if (info > 0) ir::throw_rank_deficient(info);
   copy2d(n, k, b.data(), 1, ldb, x, k, 1);
 }
 
