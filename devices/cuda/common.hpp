@@ -1,0 +1,79 @@
+// What every file of the cuda device shares: error checking that names the kernel and
+// the IR node, the device's one stream, its caching allocator and scratch memory, and
+// the strided-view descriptor the kernels take. Host-side C++ (no device code here).
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/tensor.hpp"
+
+namespace rlx::cuda {
+
+// Throws DeviceError "cuda: <what>: <CUDA's message> (node <current node>)" unless e is
+// cudaSuccess. Out-of-memory reports the bytes asked for where `what` says so.
+void check(cudaError_t e, const std::string& what);
+// After a kernel launch: reports a bad launch configuration or an earlier fault.
+void check_launch(const char* kernel);
+
+// All device work is ordered on this one stream (created on first use).
+cudaStream_t stream();
+
+// The device allocator: stream-ordered, caching freed blocks by size class.
+Allocator* allocator();
+bool is_device(const Tensor& t);
+// While recording a CUDA graph, blocks freed by the host stay with the recording (its
+// kernels use them on every replay) instead of going back to the cache.
+void begin_keeping_freed_blocks();
+std::vector<std::pair<void*, size_t>> end_keeping_freed_blocks();
+void return_kept_blocks(const std::vector<std::pair<void*, size_t>>& blocks);
+
+// Temporary device memory for one kernel call, returned to the cache on destruction
+// (stream-ordered: reuse is safe for later work on stream()).
+class Scratch {
+ public:
+  explicit Scratch(size_t bytes);
+  ~Scratch();
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  void* get() const { return p_; }
+  template <class T> T* as() const { return static_cast<T*>(p_); }
+
+ private:
+  void* p_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+// The node a kernel runs for, named by error messages; set by the device around each
+// kernel ("%12 spmv_csr at solver.cpp:40").
+class NodeScope {
+ public:
+  explicit NodeScope(std::string what);
+  ~NodeScope();
+
+ private:
+  std::string prev_;
+};
+const std::string& current_node();
+
+// A strided view as kernels take it by value: up to kMaxRank dims, element strides.
+constexpr int kMaxRank = 8;
+struct View {
+  int32_t rank = 0;
+  int64_t shape[kMaxRank] = {};
+  int64_t strides[kMaxRank] = {};
+};
+// t's view (its shape, strides) or t broadcast to `shape` (size-1 and missing leading
+// dims get stride 0). Throws InputError above kMaxRank dims.
+View view_of(const Tensor& t);
+View broadcast_view(const Tensor& t, const Shape& shape);
+
+// A contiguous copy of a (possibly strided) device tensor, or t itself when contiguous.
+Tensor contiguous(const Tensor& t);
+// dst (contiguous, shape s) = src viewed through v; any element size 1, 2, 4, 8 or 16.
+void copy_strided(const void* src, const View& v, void* dst, size_t esize);
+
+}  // namespace rlx::cuda

@@ -1,0 +1,38 @@
+// Library primitives on the cuda device: matmul through cuBLAS(Lt), the sparse kernels
+// through cuSPARSE's generic API, dense factorizations through cuSOLVER. Each family adds
+// entries to one table; the device consults it before its built-in op kinds.
+#pragma once
+#include <cublas_v2.h>
+
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "runtime/device.hpp"
+
+namespace rlx::cuda {
+
+struct LibraryKernel {
+  std::string op;
+  std::function<Capability(const ir::Node&, const ir::Graph&)> supports;
+  std::function<void(const ir::Node&, std::span<const Tensor>, std::span<Tensor>)> run;
+};
+
+const LibraryKernel* find_library_kernel(const std::string& op);
+
+// One function per family.
+void add_blas_kernels(std::vector<LibraryKernel>& t);    // blas.cpp: matmul
+void add_sparse_kernels(std::vector<LibraryKernel>& t);  // sparse.cpp: spmv_csr, spmm_csr, sptrsv_csr
+void add_solver_kernels(std::vector<LibraryKernel>& t);  // solver.cpp: lu_factor, cholesky, qr, ...
+
+std::string library_description();
+
+// Shared by the families (blas.cpp defines them): the process's cuBLAS handle, bound to
+// stream() with its own workspace; status checking (DeviceError naming the call and the
+// node); whether stream() is being recorded into a CUDA graph.
+cublasHandle_t cublas_handle();
+void check_cublas(cublasStatus_t s, const char* call);
+bool capturing();  // e.g. "cuBLAS 13.0, cuSPARSE 12.6, cuSOLVER 12.0"
+
+}  // namespace rlx::cuda

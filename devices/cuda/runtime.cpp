@@ -1,0 +1,183 @@
+// The cuda device's runtime pieces: error checking, the stream, the caching allocator,
+// scratch memory and strided views (devices/cuda/common.hpp).
+#include <cuda_runtime.h>
+
+#include <map>
+#include <mutex>
+#include <vector>
+
+#include "core/error.hpp"
+#include "devices/cuda/common.hpp"
+
+namespace rlx::cuda {
+
+namespace {
+thread_local std::string g_node;
+
+std::string where() { return g_node.empty() ? std::string() : " (node " + g_node + ")"; }
+}  // namespace
+
+NodeScope::NodeScope(std::string what) : prev_(std::move(g_node)) { g_node = std::move(what); }
+NodeScope::~NodeScope() { g_node = std::move(prev_); }
+const std::string& current_node() { return g_node; }
+
+void check(cudaError_t e, const std::string& what) {
+  if (e == cudaSuccess) return;
+  cudaGetLastError();  // clear a non-sticky error so the process can go on
+  throw DeviceError("cuda: " + what + ": " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")" + where());
+}
+
+void check_launch(const char* kernel) { check(cudaGetLastError(), std::string("kernel ") + kernel); }
+
+cudaStream_t stream() {
+  static cudaStream_t s = [] {
+    cudaStream_t st = nullptr;
+    check(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), "cudaStreamCreate");
+    return st;
+  }();
+  return s;
+}
+
+namespace {
+
+// Freed blocks are kept by their rounded size and handed out again; all work is ordered
+// on one stream, so a block freed by the host may be reused by later work at once (the
+// kernels that read it earlier come first in stream order). On out-of-memory the cache
+// is emptied and the allocation retried once.
+class CachingAllocator final : public Allocator {
+ public:
+  std::string name() const override { return "cuda"; }
+  bool host_accessible() const override { return false; }
+
+  static size_t round(size_t n) {
+    if (n <= (1u << 20)) return std::max<size_t>(512, (n + 511) & ~size_t(511));
+    return (n + (size_t(2) << 20) - 1) & ~((size_t(2) << 20) - 1);
+  }
+
+  void* allocate(size_t bytes) override {
+    if (bytes == 0) bytes = 1;
+    size_t r = round(bytes);
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      auto it = free_.find(r);
+      if (it != free_.end() && !it->second.empty()) {
+        void* p = it->second.back();
+        it->second.pop_back();
+        return p;
+      }
+    }
+    void* p = nullptr;
+    cudaError_t e = cudaMalloc(&p, r);
+    if (e == cudaErrorMemoryAllocation) {
+      cudaGetLastError();
+      release_cached();
+      e = cudaMalloc(&p, r);
+    }
+    check(e, "allocating " + std::to_string(bytes) + " bytes on the GPU");
+    return p;
+  }
+
+  void deallocate(void* p, size_t bytes) override {
+    if (!p) return;
+    std::lock_guard<std::mutex> lk(mu_);
+    if (keeping_) kept_.push_back({p, bytes});
+    else free_[round(bytes == 0 ? 1 : bytes)].push_back(p);
+  }
+  void keep(bool on, std::vector<std::pair<void*, size_t>>* out) {
+    std::lock_guard<std::mutex> lk(mu_);
+    keeping_ = on;
+    if (out) out->swap(kept_);
+    kept_.clear();
+  }
+
+  void copy_to_host(void* dst, const void* src, size_t n) override {
+    if (n == 0) return;
+    check(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, stream()), "copy to host");
+    check(cudaStreamSynchronize(stream()), "copy to host");
+  }
+  void copy_from_host(void* dst, const void* src, size_t n) override {
+    if (n == 0) return;
+    check(cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, stream()), "copy from host");
+    // The host buffer may be freed as soon as we return.
+    check(cudaStreamSynchronize(stream()), "copy from host");
+  }
+  void copy_within(void* dst, const void* src, size_t n) override {
+    if (n == 0) return;
+    check(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, stream()), "device copy");
+  }
+
+ private:
+  void release_cached() {
+    std::lock_guard<std::mutex> lk(mu_);
+    cudaStreamSynchronize(stream());
+    for (auto& [size, v] : free_)
+      for (void* p : v) cudaFree(p);
+    free_.clear();
+  }
+  std::mutex mu_;
+  std::map<size_t, std::vector<void*>> free_;
+  bool keeping_ = false;
+  std::vector<std::pair<void*, size_t>> kept_;
+};
+
+CachingAllocator& caching() {
+  static CachingAllocator* a = new CachingAllocator;  // outlives every tensor
+  return *a;
+}
+
+}  // namespace
+
+Allocator* allocator() { return &caching(); }
+
+void begin_keeping_freed_blocks() { caching().keep(true, nullptr); }
+std::vector<std::pair<void*, size_t>> end_keeping_freed_blocks() {
+  std::vector<std::pair<void*, size_t>> v;
+  caching().keep(false, &v);
+  return v;
+}
+void return_kept_blocks(const std::vector<std::pair<void*, size_t>>& blocks) {
+  for (auto& [p, n] : blocks) caching().deallocate(p, n);
+}
+
+bool is_device(const Tensor& t) { return t.allocator() == allocator(); }
+
+Scratch::Scratch(size_t bytes) : bytes_(bytes) { p_ = allocator()->allocate(bytes); }
+Scratch::~Scratch() { allocator()->deallocate(p_, bytes_); }
+
+View view_of(const Tensor& t) {
+  if (t.rank() > kMaxRank)
+    throw InputError("cuda: tensors of rank " + std::to_string(t.rank()) + " (at most " + std::to_string(kMaxRank) +
+                     ")");
+  View v;
+  v.rank = t.rank();
+  for (int d = 0; d < t.rank(); ++d) {
+    v.shape[d] = t.shape()[size_t(d)];
+    v.strides[d] = t.strides()[size_t(d)];
+  }
+  return v;
+}
+
+View broadcast_view(const Tensor& t, const Shape& shape) {
+  if (shape.size() > size_t(kMaxRank))
+    throw InputError("cuda: tensors of rank " + std::to_string(shape.size()) + " (at most " +
+                     std::to_string(kMaxRank) + ")");
+  View v;
+  v.rank = int32_t(shape.size());
+  const size_t lead = shape.size() - size_t(t.rank());
+  for (size_t d = 0; d < shape.size(); ++d) {
+    v.shape[d] = shape[d];
+    if (d < lead) continue;
+    size_t s = d - lead;
+    v.strides[d] = t.shape()[s] == 1 && shape[d] != 1 ? 0 : t.strides()[s];
+  }
+  return v;
+}
+
+Tensor contiguous(const Tensor& t) {
+  if (t.is_contiguous()) return t;
+  Tensor r = Tensor::empty(t.dtype(), t.shape(), allocator());
+  copy_strided(t.raw(), view_of(t), r.raw(), dtype_size(t.dtype()));
+  return r;
+}
+
+}  // namespace rlx::cuda

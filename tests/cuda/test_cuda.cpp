@@ -1,0 +1,237 @@
+// The cuda device beyond the op suite: generated fused kernels (with fused sums) against
+// the reference device on fresh random data, the kernel cache on disk, device errors that
+// name the node and leave the process usable, and a PCG solve on the GPU against the cpu.
+// Every GPU case is skipped, with the reason, where this process has no usable GPU.
+#define BOOST_TEST_MODULE cuda
+#include <boost/test/unit_test.hpp>
+#include <cmath>
+#include <cstdlib>
+#include <ctime>
+#include <filesystem>
+#include <random>
+
+#include "core/error.hpp"
+#include "ir/frontend.hpp"
+#include "runtime/executor.hpp"
+#include "runtime/runtime.hpp"
+#include "solvers/sparse/krylov.hpp"
+#include "solvers/sparse/poisson.hpp"
+
+using namespace rlx;
+namespace utf = boost::unit_test;
+
+namespace {
+
+Device& cuda_dev() { return DeviceRegistry::get().at("cuda"); }
+
+struct GpuPresent {
+  boost::test_tools::assertion_result operator()(utf::test_unit_id) const {
+    std::string why = cuda_dev().unavailable();
+    boost::test_tools::assertion_result r(why.empty());
+    r.message() << "no usable GPU here: " << why;
+    return r;
+  }
+};
+
+uint64_t seed() {
+  static uint64_t s = [] {
+    const char* e = std::getenv("RLX_TEST_SEED");
+    uint64_t v = e ? std::strtoull(e, nullptr, 10) : uint64_t(std::time(nullptr));
+    BOOST_TEST_MESSAGE("test_cuda seed=" << v << " (RLX_TEST_SEED=" << v << " repeats it)");
+    return v;
+  }();
+  return s;
+}
+
+Tensor random(DType t, Shape s, std::mt19937_64& g, double lo = -2, double hi = 2) {
+  Tensor h = Tensor::empty(DType::F64, s);
+  std::uniform_real_distribution<double> u(lo, hi);
+  for (int64_t i = 0; i < h.numel(); ++i) h.data<double>()[i] = u(g);
+  if (t == DType::F64) return h;
+  // Round through the reference device's cast, so both devices see the same values.
+  ir::Graph c;
+  output(c, {cast(input(c, "x", DType::F64, s), t)});
+  Device& ref = DeviceRegistry::get().at("reference");
+  return run(compile(c, ref), ref, {h})[0];
+}
+
+double value(const Tensor& t, int64_t i) {
+  switch (t.dtype()) {
+    case DType::F64: return t.data<double>()[i];
+    case DType::F32: return t.data<float>()[i];
+    case DType::F16: return double(float(t.data<f16>()[i]));
+    case DType::BF16: return double(float(t.data<bf16>()[i]));
+    default: throw std::runtime_error("test: unexpected dtype");
+  }
+}
+
+// max |got - want| / max |want|
+double rel_error(const Tensor& got, const Tensor& want) {
+  BOOST_REQUIRE_EQUAL(got.numel(), want.numel());
+  double num = 0, den = 0;
+  for (int64_t i = 0; i < want.numel(); ++i) {
+    double g = value(got, i), w = value(want, i);
+    if (std::isnan(g) != std::isnan(w)) return INFINITY;
+    num = std::max(num, std::fabs(g - w));
+    den = std::max(den, std::fabs(w));
+  }
+  return den > 0 ? num / den : num;
+}
+
+std::vector<Tensor> on(const std::string& dev, const ir::Graph& g, const std::vector<Tensor>& in) {
+  Device& d = DeviceRegistry::get().at(dev);
+  return run(compile(g, d), d, in);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(unavailable_device_compiles_but_refuses_to_run) {
+  Device& d = cuda_dev();
+  ir::Graph g;
+  Var x = input(g, "x", DType::F32, {4});
+  output(g, {exp(x) + 1.0});
+  Program p = compile(g, d);  // capability tables answer without a GPU
+  BOOST_TEST(p.device == "cuda");
+  if (d.unavailable().empty()) return;  // covered by the GPU cases
+  try {
+    run(p, d, {Tensor::zeros(DType::F32, {4})});
+    BOOST_ERROR("running on an unavailable cuda device did not throw");
+  } catch (const InputError& e) {
+    BOOST_TEST(std::string(e.what()).find("cannot run programs here") != std::string::npos, e.what());
+  }
+}
+
+BOOST_AUTO_TEST_CASE(fused_chain_matches_reference, *utf::precondition(GpuPresent())) {
+  std::mt19937_64 rng(seed());
+  for (DType t : {DType::F32, DType::F64, DType::F16, DType::BF16}) {
+    // gelu(x * a + b) with a broadcast row, a scalar and a strided (transposed) input.
+    const Shape s{301, 517};
+    ir::Graph g;
+    Var x = input(g, "x", t, s), a = input(g, "a", t, {517}), c = input(g, "c", t, {}), y = input(g, "y", t, {517, 301});
+    Var z = gelu(x * a + c) - tanh(permute(y, {1, 0})) * 0.5;
+    output(g, {z, sum(z * z)});
+    std::vector<Tensor> in = {random(t, s, rng), random(t, {517}, rng), random(t, {}, rng), random(t, {517, 301}, rng)};
+    auto want = on("reference", g, in);
+    auto got = on("cuda", g, in);
+    const double tol = t == DType::F64 ? 1e-12 : t == DType::F32 ? 1e-5 : t == DType::F16 ? 4e-3 : 2e-2;
+    BOOST_TEST(rel_error(got[0], want[0]) <= tol, dtype_name(t) << " elementwise error " << rel_error(got[0], want[0]));
+    BOOST_TEST(rel_error(got[1], want[1]) <= tol, dtype_name(t) << " fused sum error " << rel_error(got[1], want[1]));
+  }
+}
+
+BOOST_AUTO_TEST_CASE(fused_sums_are_deterministic, *utf::precondition(GpuPresent())) {
+  std::mt19937_64 rng(seed() + 1);
+  const int64_t n = 3'000'001;  // not a multiple of any block size
+  ir::Graph g;
+  Var x = input(g, "x", DType::F64, {n}), y = input(g, "y", DType::F64, {n});
+  output(g, {sum(x * y), sum(x * x)});
+  std::vector<Tensor> in = {random(DType::F64, {n}, rng), random(DType::F64, {n}, rng)};
+  Device& d = cuda_dev();
+  Program p = compile(g, d);
+  auto a = run(p, d, in), b = run(p, d, in);
+  BOOST_TEST(a[0].data<double>()[0] == b[0].data<double>()[0]);
+  BOOST_TEST(a[1].data<double>()[0] == b[1].data<double>()[0]);
+  long double dot = 0, nn = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    dot += (long double)in[0].data<double>()[i] * in[1].data<double>()[i];
+    nn += (long double)in[0].data<double>()[i] * in[0].data<double>()[i];
+  }
+  BOOST_TEST(std::fabs(a[0].data<double>()[0] - double(dot)) <= 1e-12 * double(nn));
+  BOOST_TEST(std::fabs(a[1].data<double>()[0] - double(nn)) <= 1e-13 * double(nn));
+}
+
+BOOST_AUTO_TEST_CASE(kernel_cache_on_disk, *utf::precondition(GpuPresent())) {
+  // The cache directory is read when a kernel is first compiled in this process: use a
+  // source no other case generates (an unusual chain), then look for its files.
+  const char* dir = std::getenv("RLX_CACHE_DIR");
+  std::filesystem::path root = dir ? std::filesystem::path(dir) / "cuda" : std::filesystem::path();
+  ir::Graph g;
+  Var x = input(g, "x", DType::F32, {1000});
+  output(g, {floor(sin(x) * 7.25) + ceil(cos(x) / 3.5)});
+  Tensor in = Tensor::zeros(DType::F32, {1000});
+  auto r = on("cuda", g, {in});
+  BOOST_TEST(r[0].data<float>()[0] == 0.0f + 1.0f);  // floor(0) + ceil(1/3.5)
+  if (!dir) return;  // the run script sets RLX_CACHE_DIR to a fresh folder
+  size_t cubins = 0;
+  for (auto& e : std::filesystem::directory_iterator(root)) cubins += e.path().extension() == ".cubin";
+  BOOST_TEST(cubins > 0);
+}
+
+BOOST_AUTO_TEST_CASE(out_of_memory_is_an_error_and_the_process_goes_on, *utf::precondition(GpuPresent())) {
+  Device& d = cuda_dev();
+  try {
+    Tensor big = Tensor::empty(DType::F64, {int64_t(1) << 40}, d.allocator());
+    BOOST_ERROR("an 8 TiB allocation succeeded");
+  } catch (const DeviceError& e) {
+    BOOST_TEST(std::string(e.what()).find("allocating") != std::string::npos, e.what());
+  }
+  // The device still works.
+  ir::Graph h;
+  Var y = input(h, "y", DType::F32, {3});
+  output(h, {y + 1.0});
+  Tensor in = Tensor::zeros(DType::F32, {3});
+  auto r = on("cuda", h, {in});
+  BOOST_TEST(r[0].data<float>()[2] == 1.0f);
+}
+
+BOOST_AUTO_TEST_CASE(pcg_on_the_gpu_matches_the_cpu, *utf::precondition(GpuPresent())) {
+  sparse::CsrMatrix A = sparse::poisson3d(40);
+  const int64_t n = A.rows();
+  Tensor b = Tensor::empty(DType::F64, {n});
+  std::mt19937_64 rng(seed() + 2);
+  std::uniform_real_distribution<double> u(-1, 1);
+  for (int64_t i = 0; i < n; ++i) b.data<double>()[i] = u(rng);
+  sparse::CsrOperator op(A);
+  for (const char* pc : {"jacobi", "none"}) {
+    sparse::KrylovOptions o;
+    o.method = "cg";
+    o.rtol = 1e-10;
+    auto M = sparse::make_preconditioner(pc, op);
+    o.device = "cpu";
+    auto cpu = sparse::krylov_solve(op, b, *M, o);
+    o.device = "cuda";
+    auto gpu = sparse::krylov_solve(op, b, *M, o);
+    BOOST_TEST(sparse::converged(gpu.reason), pc << ": " << sparse::stop_reason_name(gpu.reason));
+    BOOST_TEST(std::abs(gpu.iterations - cpu.iterations) <= 2, pc << ": gpu " << gpu.iterations << " cpu " << cpu.iterations);
+    BOOST_TEST(rel_error(gpu.x, cpu.x) <= 1e-7, pc << ": solution difference " << rel_error(gpu.x, cpu.x));
+  }
+}
+
+BOOST_AUTO_TEST_CASE(recorded_program_replays_on_new_input_values, *utf::precondition(GpuPresent())) {
+  std::mt19937_64 rng(seed() + 3);
+  const int64_t n = 100'003;
+  ir::Graph g;
+  Var x = input(g, "x", DType::F64, {n}), w = input(g, "w", DType::F64, {n});
+  Var y = exp(x * w) - 1.0;
+  Var z = y * y + cumsum(x, 0);  // a second kernel besides the fused one
+  output(g, {z, sum(z * x)});
+  Device& d = cuda_dev();
+  Program p = compile(g, d);
+  Executor ex(p, d);
+  std::vector<Tensor> in = {random(DType::F64, {n}, rng).to(d.allocator()), random(DType::F64, {n}, rng).to(d.allocator())};
+  std::vector<Tensor> out = {Tensor::empty(DType::F64, {n}, d.allocator()), Tensor::empty(DType::F64, {}, d.allocator())};
+  std::unique_ptr<Replay> r = ex.capture(in, out);
+  for (int round = 0; round < 2; ++round) {
+    // New values in the same device buffers, then one replay.
+    Tensor hx = random(DType::F64, {n}, rng), hw = random(DType::F64, {n}, rng);
+    d.allocator()->copy_from_host(in[0].raw(), hx.raw(), hx.nbytes());
+    d.allocator()->copy_from_host(in[1].raw(), hw.raw(), hw.nbytes());
+    r->launch();
+    d.synchronize();
+    auto want = on("reference", g, {hx, hw});
+    BOOST_TEST(rel_error(out[0].to(host_allocator()), want[0]) <= 1e-12);
+    BOOST_TEST(rel_error(out[1].to(host_allocator()), want[1]) <= 1e-12);
+  }
+  // Programs that wait on the host (control flow) are refused with a clear error.
+  ir::Graph c;
+  Var a = input(c, "a", DType::F32, {4});
+  output(c, {if_then_else(
+                 gt(sum(a), scalar_like(a, 0.0)), {a},
+                 [](const std::vector<Var>& v) { return std::vector<Var>{v[0] + 1.0}; },
+                 [](const std::vector<Var>& v) { return std::vector<Var>{v[0] - 1.0}; })[0]});
+  Program pc = compile(c, d);
+  Executor ec(pc, d);
+  std::vector<Tensor> ci = {Tensor::zeros(DType::F32, {4}).to(d.allocator())};
+  std::vector<Tensor> co = {Tensor::empty(DType::F32, {4}, d.allocator())};
+  BOOST_CHECK_THROW(ec.capture(ci, co), InputError);
+}

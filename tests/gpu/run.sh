@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Build, test and benchmark the cuda device on a machine with an NVIDIA GPU, in one go:
+#   tests/gpu/run.sh [quick]
+# Where Boost.Test or nlohmann-json are not installed (the lent GPU machine has neither),
+# Debian packages placed in .debs/ are unpacked to /tmp/deps and used (see README.md here).
+# Logs and figures go to $OUT (default build-gpu/out). "quick" skips the benchmarks.
+set -uo pipefail
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+BUILD=${BUILD:-$ROOT/build-gpu}
+OUT=${OUT:-$BUILD/out}
+mkdir -p "$OUT"
+export RLX_CACHE_DIR=${RLX_CACHE_DIR:-$(mktemp -d)}
+EXTRA=()
+if [ -d "$ROOT/.debs" ] && ls "$ROOT"/.debs/*.deb >/dev/null 2>&1; then
+  mkdir -p /tmp/deps
+  for f in "$ROOT"/.debs/*.deb; do dpkg -x "$f" /tmp/deps; done
+  export LD_LIBRARY_PATH=/tmp/deps/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  EXTRA+=(-DCMAKE_PREFIX_PATH=/tmp/deps/usr -DBoost_INCLUDE_DIR=/tmp/deps/usr/include)
+fi
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv | tee "$OUT/gpu.txt"
+t0=$(date +%s)
+cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 "${EXTRA[@]}" \
+  >"$OUT/configure.log" 2>&1 || { tail -30 "$OUT/configure.log"; exit 1; }
+grep -E "rlx (features|devices)" "$OUT/configure.log"
+ninja -C "$BUILD" rlx_cli rlx_bench test_cuda test_ops test_krylov >"$OUT/build.log" 2>&1 ||
+  { grep -E "error|FAILED" "$OUT/build.log" | head -40; exit 1; }
+echo "build: $(( $(date +%s) - t0 )) s"
+"$BUILD/bin/rlx" devices
+rc=0
+for t in test_cuda test_ops test_krylov; do
+  (cd "$BUILD" && ./tests/*/"$t" --log_level=test_suite --report_level=short) >"$OUT/$t.log" 2>&1
+  r=$?
+  echo "$t: exit $r"
+  [ $r -ne 0 ] && { grep -E "error|fatal" "$OUT/$t.log" | head -${ERRLINES:-40}; rc=1; }
+done
+grep -E "test_ops: device" "$OUT/test_ops.log"
+"$BUILD/bin/rlx" solve poisson3d:64 --method pcg --pc jacobi --device cuda --explain --out "$OUT/poisson3d.h5" 2>&1 | tail -12
+[ "${1:-}" = quick ] && exit $rc
+"$BUILD/bin/rlx-bench" cuda 2>&1 | tee "$OUT/bench.txt"
+if [ -f "$ROOT/apps/bench/peers_cuda.py" ]; then
+  PYTHONUNBUFFERED=1 python3 "$ROOT/apps/bench/peers_cuda.py" 2>&1 | tee "$OUT/peers.txt"
+fi
+exit $rc
