@@ -213,10 +213,14 @@ int bench_spmv(int argc, char** argv);  // sparse.cpp: rlx-bench spmv [--help]
 int bench_direct(int argc, char** argv);  // direct.cpp: rlx-bench direct [--help]
 int bench_dense_la(int argc, char** argv);  // dense_la.cpp: rlx-bench dense [--help]
 int bench_pcg(int argc, char** argv);  // pcg.cpp: rlx-bench pcg [--help]
+int bench_cuda(int argc, char** argv);  // cuda.cpp: rlx-bench cuda (GPU builds)
 int bench_eigen_direct(int argc, char** argv);  // eigen_direct.cpp: rlx-bench direct-eigen [--help]
 
 int main(int argc, char** argv) {
   if (argc > 1 && std::string(argv[1]) == "spmv") return bench_spmv(argc - 1, argv + 1);
+#ifdef RLX_HAVE_CUDA
+  if (argc > 1 && std::string(argv[1]) == "cuda") return bench_cuda(argc - 1, argv + 1);
+#endif
   if (argc > 1 && std::string(argv[1]) == "direct") return bench_direct(argc - 1, argv + 1);
   if (argc > 1 && std::string(argv[1]) == "dense") return bench_dense_la(argc - 1, argv + 1);
   if (argc > 1 && std::string(argv[1]) == "pcg") return bench_pcg(argc - 1, argv + 1);

@@ -1,0 +1,341 @@
+// rlx-bench cuda: the cuda device next to the libraries it is measured against, in one
+// process, on the same device buffers:
+//   copy   device-to-device cudaMemcpyAsync of 1 GiB (bytes read + written): the ceiling
+//          for memory-bound kernels;
+//   fused  gelu(x * a + b), f32, 2^28 elements, one generated kernel: bytes = 4 read + 4 written
+//          per element, as a fraction of the copy figure;
+//   gemm   C = A B at 8192^3 through rlx (cuBLAS inside) next to cublasGemmEx called directly
+//          with the same types and compute mode (f32 without TF32, bf16 with f32 accumulation);
+//   spmv   y = A x, f64 CSR, i32 indices, through rlx next to cusparseSpMV called directly
+//          (CUSPARSE_SPMV_ALG_DEFAULT), on five structures: 3D Poisson 160^3 (4.1 M rows),
+//          banded (11 diagonals, 4 M rows), power-law row lengths (log-uniform 1..1000, 0.5 M
+//          rows), block diagonal (dense 16 x 16 blocks, 4 M rows), random (16 per row, 4 M rows);
+//   pcg    PCG-Jacobi on 3D Poisson 128^3, a fixed 200 iterations, time per iteration;
+//   replay a 100-op program (bench_replay) run by the executor and replayed as a CUDA graph.
+// Each figure is the median of --reps timed runs after 3 warm-up runs, timed with CUDA
+// events on the device's stream (rlx) or on the same stream (peers). Every run writes
+// fresh random inputs first (not zeros). apps/bench/peers_cuda.py times PyTorch and CuPy.
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <cusparse.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "apps/bench/common.hpp"
+#include "devices/cuda/common.hpp"
+#include "devices/cuda/spmv.hpp"
+#include "ir/frontend.hpp"
+#include "runtime/executor.hpp"
+#include "runtime/runtime.hpp"
+#include "solvers/sparse/krylov.hpp"
+#include "solvers/sparse/ops.hpp"
+#include "solvers/sparse/poisson.hpp"
+
+using namespace rlx;
+using namespace rlx::bench;
+
+namespace {
+
+void ck(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
+}
+
+// Median milliseconds of f() over reps runs (after 3 warm-ups), with events on the stream.
+double time_ms(int reps, const std::function<void()>& f) {
+  cudaStream_t s = cuda::stream();
+  cudaEvent_t a, b;
+  ck(cudaEventCreate(&a), "event");
+  ck(cudaEventCreate(&b), "event");
+  for (int i = 0; i < 3; ++i) f();
+  std::vector<double> t;
+  for (int i = 0; i < reps; ++i) {
+    ck(cudaEventRecord(a, s), "record");
+    f();
+    ck(cudaEventRecord(b, s), "record");
+    ck(cudaEventSynchronize(b), "sync");
+    float ms = 0;
+    ck(cudaEventElapsedTime(&ms, a, b), "elapsed");
+    t.push_back(ms);
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  return median(t);
+}
+
+Tensor device_random(DType t, Shape s, uint64_t seed) {
+  std::mt19937_64 g(seed);
+  std::uniform_real_distribution<double> u(-1, 1);
+  Tensor h = Tensor::empty(t, s);
+  for (int64_t i = 0; i < h.numel(); ++i) {
+    double v = u(g);
+    if (t == DType::F32) h.data<float>()[i] = float(v);
+    else if (t == DType::F64) h.data<double>()[i] = v;
+    else if (t == DType::BF16) h.data<bf16>()[i] = bf16(float(v));
+    else if (t == DType::F16) h.data<f16>()[i] = f16(float(v));
+  }
+  return h.to(cuda::allocator());
+}
+
+double bench_copy(int reps) {
+  const size_t bytes = size_t(1) << 30;
+  cuda::Scratch a(bytes), b(bytes);
+  ck(cudaMemsetAsync(a.get(), 1, bytes, cuda::stream()), "memset");
+  double ms = time_ms(reps, [&] { ck(cudaMemcpyAsync(b.get(), a.get(), bytes, cudaMemcpyDeviceToDevice, cuda::stream()), "copy"); });
+  double gbs = 2.0 * double(bytes) / (ms * 1e-3) / 1e9;
+  std::printf("copy    1 GiB device-to-device          %8.3f ms  %7.0f GB/s (read + write)\n", ms, gbs);
+  return gbs;
+}
+
+void bench_fused(int reps, double copy_gbs) {
+  Device& d = DeviceRegistry::get().at("cuda");
+  const int64_t n = int64_t(1) << 28;
+  ir::Graph g;
+  Var x = input(g, "x", DType::F32, {n}), a = input(g, "a", DType::F32, {}), b = input(g, "b", DType::F32, {});
+  output(g, {gelu(x * a + b)});
+  Program p = compile(g, d);
+  Executor ex(p, d);
+  std::vector<Tensor> in = {device_random(DType::F32, {n}, 1), device_random(DType::F32, {}, 2),
+                            device_random(DType::F32, {}, 3)};
+  std::vector<Tensor> out = {Tensor::empty(DType::F32, {n}, d.allocator())};
+  double ms = time_ms(reps, [&] { ex.run_into(in, out); });
+  double gbs = 8.0 * double(n) / (ms * 1e-3) / 1e9;
+  std::printf("fused   gelu(x*a+b) f32 2^28 (%zu kernel%s) %8.3f ms  %7.0f GB/s = %.1f %% of copy\n", p.kernels.size(),
+              p.kernels.size() == 1 ? "" : "s", ms, gbs, 100.0 * gbs / copy_gbs);
+}
+
+void bench_gemm(int reps) {
+  Device& d = DeviceRegistry::get().at("cuda");
+  const int64_t n = 8192;
+  cublasHandle_t h;
+  if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) throw std::runtime_error("cublasCreate");
+  cublasSetStream(h, cuda::stream());
+  for (DType t : {DType::F32, DType::BF16}) {
+    ir::Graph g;
+    Var A = input(g, "A", t, {n, n}), B = input(g, "B", t, {n, n});
+    output(g, {matmul(A, B)});
+    Program p = compile(g, d);
+    Executor ex(p, d);
+    std::vector<Tensor> in = {device_random(t, {n, n}, 4), device_random(t, {n, n}, 5)};
+    std::vector<Tensor> out = {Tensor::empty(t, {n, n}, d.allocator())};
+    double ms_rlx = time_ms(reps, [&] { ex.run_into(in, out); });
+    const cudaDataType ct = t == DType::F32 ? CUDA_R_32F : CUDA_R_16BF;
+    const float one = 1.0f, zero = 0.0f;
+    cublasSetMathMode(h, CUBLAS_DEFAULT_MATH);
+    // Row-major C = A B is column-major C^T = B^T A^T.
+    double ms_lib = time_ms(reps, [&] {
+      cublasStatus_t s = cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, int(n), int(n), int(n), &one, in[1].raw(), ct, int(n),
+                                      in[0].raw(), ct, int(n), &zero, out[0].raw(), ct, int(n), CUBLAS_COMPUTE_32F,
+                                      CUBLAS_GEMM_DEFAULT);
+      if (s != CUBLAS_STATUS_SUCCESS) throw std::runtime_error("cublasGemmEx");
+    });
+    double flop = 2.0 * double(n) * double(n) * double(n);
+    std::printf("gemm    %-4s 8192^3   rlx %8.3f ms %6.1f TFLOP/s | cuBLAS %8.3f ms %6.1f TFLOP/s | rlx/cuBLAS time %.3f\n",
+                dtype_name(t), ms_rlx, flop / ms_rlx / 1e9, ms_lib, flop / ms_lib / 1e9, ms_rlx / ms_lib);
+  }
+  cublasDestroy(h);
+}
+
+void bench_spmv_one(int reps, const std::string& label, const sparse::CsrMatrix& A) {
+  Device& d = DeviceRegistry::get().at("cuda");
+  ir::Graph g;
+  sparse::CsrVars V = A.ir_inputs(g, "A");
+  Var x = input(g, "x", DType::F64, {A.cols()});
+  output(g, {sparse::spmv(V, x)});
+  Program p = compile(g, d);
+  Executor ex(p, d);
+  std::vector<Tensor> in;
+  for (const Tensor& t : A.arrays()) in.push_back(t.to(d.allocator()));
+  in.push_back(device_random(DType::F64, {A.cols()}, 6));
+  std::vector<Tensor> out = {Tensor::empty(DType::F64, {A.rows()}, d.allocator())};
+  double ms_rlx = time_ms(reps, [&] { ex.run_into(in, out); });
+
+  cusparseHandle_t h;
+  if (cusparseCreate(&h) != CUSPARSE_STATUS_SUCCESS) throw std::runtime_error("cusparseCreate");
+  cusparseSetStream(h, cuda::stream());
+  const cusparseIndexType_t it = in[0].dtype() == DType::I64 ? CUSPARSE_INDEX_64I : CUSPARSE_INDEX_32I;
+  cusparseSpMatDescr_t mat;
+  cusparseDnVecDescr_t vx, vy;
+  cusparseCreateCsr(&mat, A.rows(), A.cols(), A.nnz(), in[0].raw(), in[1].raw(), in[2].raw(), it, it,
+                    CUSPARSE_INDEX_BASE_ZERO, CUDA_R_64F);
+  cusparseCreateDnVec(&vx, A.cols(), in[3].raw(), CUDA_R_64F);
+  cusparseCreateDnVec(&vy, A.rows(), out[0].raw(), CUDA_R_64F);
+  const double one = 1.0, zero = 0.0;
+  size_t ws = 0;
+  cusparseSpMV_bufferSize(h, CUSPARSE_OPERATION_NON_TRANSPOSE, &one, mat, vx, &zero, vy, CUDA_R_64F,
+                          CUSPARSE_SPMV_ALG_DEFAULT, &ws);
+  cuda::Scratch buf(ws + 1);
+  double ms_lib = time_ms(reps, [&] {
+    cusparseSpMV(h, CUSPARSE_OPERATION_NON_TRANSPOSE, &one, mat, vx, &zero, vy, CUDA_R_64F, CUSPARSE_SPMV_ALG_DEFAULT,
+                 buf.get());
+  });
+  // The rlx kernel at each group width (the device picks spmv_lanes(); the others are for
+  // tuning that choice).
+  std::string lanes_line;
+  for (int l : {2, 4, 8, 16}) {
+    double ms = time_ms(reps, [&] { cuda::spmv_csr_native(in[0], in[1], in[2], in[3], nullptr, 1.0, 0.0, out[0], l); });
+    char buf[64];
+    std::snprintf(buf, sizeof buf, " %d:%.3f", l, ms);
+    lanes_line += buf;
+  }
+  std::printf("spmv    %-14s rlx kernel by lanes per row (ms):%s (device default %d)\n", label.c_str(), lanes_line.c_str(),
+              cuda::spmv_lanes(A.rows(), A.nnz()));
+  cusparseDestroySpMat(mat);
+  cusparseDestroyDnVec(vx);
+  cusparseDestroyDnVec(vy);
+  cusparseDestroy(h);
+  const size_t ib = dtype_size(in[0].dtype());
+  const double bytes = double(A.nnz()) * (8 + ib) + double(A.rows() + 1) * ib + 8.0 * double(A.cols() + A.rows());
+  std::printf("spmv    f64 %-14s (%8lld rows, %9lld nnz) rlx %7.3f ms %6.0f GB/s | cuSPARSE %7.3f ms %6.0f GB/s | rlx/cuSPARSE time %.3f\n",
+              label.c_str(), (long long)A.rows(), (long long)A.nnz(), ms_rlx, bytes / ms_rlx / 1e6, ms_lib,
+              bytes / ms_lib / 1e6, ms_rlx / ms_lib);
+}
+
+// Test matrices of different structure, f64 values in [-1, 1), i32 indices, built on the host.
+sparse::CsrMatrix make_csr(int64_t rows, int64_t cols, const std::function<void(int64_t, std::vector<int32_t>&)>& row_cols,
+                           uint64_t seed) {
+  std::vector<int32_t> rp{0}, ci;
+  std::vector<int32_t> cols_of_row;
+  for (int64_t r = 0; r < rows; ++r) {
+    cols_of_row.clear();
+    row_cols(r, cols_of_row);
+    std::sort(cols_of_row.begin(), cols_of_row.end());
+    cols_of_row.erase(std::unique(cols_of_row.begin(), cols_of_row.end()), cols_of_row.end());
+    ci.insert(ci.end(), cols_of_row.begin(), cols_of_row.end());
+    rp.push_back(int32_t(ci.size()));
+  }
+  const int64_t nnz = int64_t(ci.size());
+  Tensor trp = Tensor::empty(DType::I32, {rows + 1}), tci = Tensor::empty(DType::I32, {nnz}),
+         tv = Tensor::empty(DType::F64, {nnz});
+  std::memcpy(trp.raw(), rp.data(), rp.size() * 4);
+  std::memcpy(tci.raw(), ci.data(), ci.size() * 4);
+  std::mt19937_64 g(seed);
+  std::uniform_real_distribution<double> u(-1, 1);
+  for (int64_t k = 0; k < nnz; ++k) tv.data<double>()[k] = u(g);
+  return sparse::CsrMatrix(rows, cols, trp, tci, tv);
+}
+
+void bench_spmv(int reps) {
+  bench_spmv_one(reps, "poisson3d:160", sparse::poisson3d(160));
+  const int64_t n = 4'000'000;
+  // banded: 11 diagonals (offsets -5..5)
+  bench_spmv_one(reps, "banded:11", make_csr(n, n, [&](int64_t r, std::vector<int32_t>& c) {
+    for (int64_t o = -5; o <= 5; ++o)
+      if (r + o >= 0 && r + o < n) c.push_back(int32_t(r + o));
+  }, 11));
+  // power-law rows: lengths log-uniform in [1, 1000], random columns
+  std::mt19937_64 g(12);
+  std::uniform_real_distribution<double> u(0, 1);
+  const int64_t m = 500'000;
+  bench_spmv_one(reps, "power-law", make_csr(m, m, [&](int64_t, std::vector<int32_t>& c) {
+    int64_t len = int64_t(std::exp(u(g) * std::log(1000.0)));
+    for (int64_t k = 0; k < len; ++k) c.push_back(int32_t(g() % uint64_t(m)));
+  }, 13));
+  // block diagonal: dense 16 x 16 blocks
+  bench_spmv_one(reps, "block:16", make_csr(n, n, [&](int64_t r, std::vector<int32_t>& c) {
+    int64_t b = r / 16 * 16;
+    for (int64_t k = 0; k < 16; ++k) c.push_back(int32_t(b + k));
+  }, 14));
+  // random: 16 uniformly random columns per row
+  bench_spmv_one(reps, "random:16", make_csr(n, n, [&](int64_t, std::vector<int32_t>& c) {
+    for (int k = 0; k < 16; ++k) c.push_back(int32_t(g() % uint64_t(n)));
+  }, 15));
+}
+
+void bench_pcg(int64_t grid, int iters) {
+  sparse::CsrMatrix A = sparse::poisson3d(grid);
+  sparse::CsrOperator op(A);
+  Tensor b = Tensor::empty(DType::F64, {A.rows()});
+  for (int64_t i = 0; i < A.rows(); ++i) b.data<double>()[i] = 1.0;
+  auto M = sparse::make_preconditioner("jacobi", op);
+  sparse::KrylovOptions o;
+  o.method = "cg";
+  o.rtol = 1e-30;  // run the fixed number of iterations
+  o.device = "cuda";
+  // Time per iteration without the setup (compile, uploads): the difference between a
+  // solve of `iters` iterations and one of iters/10, over the iterations in between.
+  auto solve = [&](int it) {
+    o.max_it = it;
+    auto t0 = Clock::now();
+    auto r = sparse::krylov_solve(op, b, *M, o);
+    if (r.iterations != it) throw std::runtime_error("pcg stopped early");
+    return seconds_since(t0);
+  };
+  solve(iters / 10);  // warm-up: compiles and caches the kernels
+  std::vector<double> per_it, setup;
+  for (int r = 0; r < 3; ++r) {
+    double s = solve(iters / 10), l = solve(iters);
+    per_it.push_back((l - s) / (iters - iters / 10));
+    setup.push_back(s - (iters / 10) * per_it.back());
+  }
+  std::printf("pcg     jacobi poisson3d:%lld: %.3f ms per iteration (setup %.1f ms, from %d- and %d-iteration solves)\n",
+              (long long)grid, 1e3 * median(per_it), 1e3 * median(setup), iters / 10, iters);
+}
+
+// A 100-op program: 20 rounds of y = tanh(y W_i + b_i) * 0.5 + y on [256, 256] f32 (five
+// ops a round: matmul, add, tanh, mul, add). rlx runs it as 20 cuBLAS calls + 20 fused
+// kernels; timed as a plain executor run and as a replay of its recorded CUDA graph.
+void bench_replay(int reps) {
+  Device& d = DeviceRegistry::get().at("cuda");
+  const int64_t m = 256;
+  const int rounds = 20;
+  ir::Graph g;
+  Var y = input(g, "x", DType::F32, {m, m});
+  std::vector<Tensor> in = {device_random(DType::F32, {m, m}, 7)};
+  for (int i = 0; i < rounds; ++i) {
+    Var w = input(g, "w" + std::to_string(i), DType::F32, {m, m}), b = input(g, "b" + std::to_string(i), DType::F32, {m});
+    in.push_back(device_random(DType::F32, {m, m}, 100 + uint64_t(i)));
+    in.push_back(device_random(DType::F32, {m}, 200 + uint64_t(i)));
+    y = tanh(matmul(y, w) + b) * 0.5 + y;
+  }
+  output(g, {y});
+  Program p = compile(g, d);
+  Executor ex(p, d);
+  std::vector<Tensor> out = {Tensor::empty(DType::F32, {m, m}, d.allocator())};
+  double ms_run = time_ms(reps, [&] { ex.run_into(in, out); });
+  std::unique_ptr<Replay> r = ex.capture(in, out);
+  double ms_graph = time_ms(reps, [&] { r->launch(); });
+  std::printf("replay  100-op program (%zu kernels): executor run %.3f ms | CUDA graph replay %.3f ms\n", p.kernels.size(),
+              ms_run, ms_graph);
+}
+
+}  // namespace
+
+int bench_cuda(int argc, char** argv) {
+  int reps = 20;
+  std::string only;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--reps" && i + 1 < argc) reps = std::stoi(argv[++i]);
+    else if (a == "--only" && i + 1 < argc) only = argv[++i];
+    else {
+      std::fprintf(stderr, "rlx-bench cuda: unknown option '%s' (options: --reps N, --only copy|fused|gemm|spmv|pcg|replay)\n",
+                   a.c_str());
+      return 2;
+    }
+  }
+  Device& d = DeviceRegistry::get().at("cuda");
+  if (std::string why = d.unavailable(); !why.empty()) {
+    std::fprintf(stderr, "rlx-bench cuda: %s\n", why.c_str());
+    return 2;
+  }
+  std::printf("device: %s\n", d.description().c_str());
+  try {
+    double copy = bench_copy(reps);
+    if (only.empty() || only == "fused") bench_fused(reps, copy);
+    if (only.empty() || only == "gemm") bench_gemm(std::max(5, reps / 4));
+    if (only.empty() || only == "spmv") bench_spmv(reps);
+    if (only.empty() || only == "pcg") bench_pcg(128, 200);
+    if (only.empty() || only == "replay") bench_replay(reps);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "rlx-bench cuda: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
