@@ -269,6 +269,35 @@ std::string nvrtc_version() {
   return std::to_string(ma) + "." + std::to_string(mi);
 }
 
+}  // namespace
+
+std::string nvrtc_compile(const std::string& src, int cc, std::string* log) {
+  nvrtcProgram prog;
+  nvrtcResult r = nvrtcCreateProgram(&prog, src.c_str(), "rlx_region.cu", 0, nullptr, nullptr);
+  if (r != NVRTC_SUCCESS) nvrtc_fail(r, "create");
+  const std::string archopt = "--gpu-architecture=sm_" + std::to_string(cc);
+  // No FMA contraction: each node rounds exactly as the IR says.
+  const char* opts[] = {archopt.c_str(), "--std=c++17", "--fmad=false", "-default-device"};
+  r = nvrtcCompileProgram(prog, 4, opts);
+  if (r != NVRTC_SUCCESS) {
+    size_t n = 0;
+    nvrtcGetProgramLogSize(prog, &n);
+    std::string l(n, '\0');
+    nvrtcGetProgramLog(prog, l.data());
+    nvrtcDestroyProgram(&prog);
+    if (log) *log = l;
+    return {};
+  }
+  size_t n = 0;
+  nvrtcGetCUBINSize(prog, &n);
+  std::string cubin(n, '\0');
+  nvrtcGetCUBIN(prog, cubin.data());
+  nvrtcDestroyProgram(&prog);
+  return cubin;
+}
+
+namespace {
+
 // Compiles source to a cubin for this GPU, or reads it from the disk cache. The cache
 // file's name is a hash of the source, the target and the compiler version; it is
 // written atomically (temporary file + rename) so concurrent processes never see half.
@@ -288,26 +317,10 @@ std::string compile_cubin(const std::string& src) {
       if (c.str() == key && !b.str().empty()) return b.str();  // a hash collision cannot alias
     }
   }
-  nvrtcProgram prog;
-  nvrtcResult r = nvrtcCreateProgram(&prog, src.c_str(), "rlx_region.cu", 0, nullptr, nullptr);
-  if (r != NVRTC_SUCCESS) nvrtc_fail(r, "create");
-  const std::string archopt = "--gpu-architecture=" + arch;
-  // No FMA contraction: each node rounds exactly as the IR says.
-  const char* opts[] = {archopt.c_str(), "--std=c++17", "--fmad=false", "-default-device"};
-  r = nvrtcCompileProgram(prog, 4, opts);
-  if (r != NVRTC_SUCCESS) {
-    size_t n = 0;
-    nvrtcGetProgramLogSize(prog, &n);
-    std::string log(n, '\0');
-    nvrtcGetProgramLog(prog, log.data());
-    nvrtcDestroyProgram(&prog);
+  std::string log;
+  std::string cubin = nvrtc_compile(src, compute_capability(), &log);
+  if (cubin.empty())
     throw InternalError("cuda: generated kernel does not compile (a bug in rlx):\n" + log + "\n--- source ---\n" + src);
-  }
-  size_t n = 0;
-  nvrtcGetCUBINSize(prog, &n);
-  std::string cubin(n, '\0');
-  nvrtcGetCUBIN(prog, cubin.data());
-  nvrtcDestroyProgram(&prog);
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (!ec) {

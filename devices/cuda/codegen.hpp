@@ -35,6 +35,9 @@ std::string elementwise_source(const std::vector<const ir::Node*>& nodes, const 
                                const std::vector<int>& input_kinds, int rank, bool wide_index,
                                const std::vector<ir::Value>& sum_operands, const std::vector<DType>& sum_dtypes);
 
+// NVRTC: source -> cubin for sm_<cc> (no GPU needed); empty with *log set on failure.
+std::string nvrtc_compile(const std::string& src, int cc, std::string* log);
+
 std::string compiler_description();  // "NVRTC 13.0 for sm_90, cache <dir>"
 int sm_count();
 int compute_capability();  // e.g. 90

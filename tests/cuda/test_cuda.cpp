@@ -11,6 +11,9 @@
 #include <random>
 
 #include "core/error.hpp"
+#include "devices/cuda/codegen.hpp"
+#include "devices/cuda/spmv.hpp"
+#include "ir/op_registry.hpp"
 #include "ir/frontend.hpp"
 #include "runtime/executor.hpp"
 #include "runtime/runtime.hpp"
@@ -99,6 +102,77 @@ BOOST_AUTO_TEST_CASE(unavailable_device_compiles_but_refuses_to_run) {
   } catch (const InputError& e) {
     BOOST_TEST(std::string(e.what()).find("cannot run programs here") != std::string::npos, e.what());
   }
+}
+
+// Runs without a GPU too (NVRTC compiles for sm_90 anywhere): the generator's source for
+// every elementwise op x declared dtype, contiguous and strided, compiles. Casts go to
+// every dtype but i4.
+BOOST_AUTO_TEST_CASE(every_generated_elementwise_kernel_compiles) {
+  // Sources are compiled in batches (each in a namespace of its own, kernel renamed): one
+  // NVRTC call per source would take half a minute.
+  int compiled = 0, batched = 0;
+  std::string batch, labels;
+  auto flush = [&] {
+    if (batch.empty()) return;
+    std::string log;
+    bool ok = !cuda::nvrtc_compile(batch, 90, &log).empty();
+    BOOST_TEST(ok, "a batch of generated kernels does not compile (" << labels << "):\n" << log);
+    compiled += ok ? batched : 0;
+    batch.clear();
+    labels.clear();
+    batched = 0;
+  };
+  for (const ir::OpDef* def : ir::OpRegistry::get().all()) {
+    if (!cuda::is_elementwise_op(def->name)) continue;
+    for (DType t : def->dtypes) {
+      if (t == DType::I4) continue;
+      std::vector<DType> targets = {t};
+      if (def->name == "cast") targets = {DType::Bool, DType::I8, DType::U8, DType::I32, DType::I64,
+                                          DType::F16, DType::BF16, DType::F32, DType::F64, DType::C64};
+      for (DType to : targets) {
+        ir::Graph g;
+        std::vector<Var> in;
+        const int arity = def->name == "where" ? 3 : def->min_inputs;
+        for (int k = 0; k < arity; ++k)
+          in.push_back(input(g, "x" + std::to_string(k), def->name == "where" && k == 0 ? DType::Bool : t, {8, 4}));
+        ir::Attrs a;
+        if (def->name == "cast") a.set("dtype", to);
+        Var y = op(def->name, in, a);
+        output(g, {y});
+        const ir::Node& n = g.nodes.at(size_t(y.value().node));
+        if (!cuda::elementwise_unsupported(n, g).empty()) continue;  // the capability table refuses it
+        std::vector<ir::Value> ins;
+        std::vector<DType> dts;
+        for (const Var& v : in) {
+          ins.push_back(v.value());
+          dts.push_back(v.dtype());
+        }
+        for (int kind : {0, 2}) {
+          std::vector<int> kinds(ins.size(), kind);
+          std::string src = cuda::elementwise_source({&n}, ins, dts, {y.value()}, kinds, 2, false, {}, {});
+          const std::string id = std::to_string(batched);
+          for (size_t at = src.find("rlx_ew"); at != std::string::npos; at = src.find("rlx_ew", at + 1))
+            src.insert(at + 6, "_" + id);
+          batch += "namespace k" + id + " {\n" + src + "}\n";
+          labels += def->name + ":" + dtype_name(t) + "->" + dtype_name(to) + " ";
+          if (++batched == 64) flush();
+        }
+      }
+    }
+  }
+  flush();
+  std::string log;  // and a broken source is reported, not passed
+  BOOST_TEST(cuda::nvrtc_compile("this is not CUDA", 90, &log).empty());
+  BOOST_TEST(!log.empty());
+  BOOST_TEST(compiled > 300);
+  BOOST_TEST_MESSAGE(compiled << " generated kernels compiled for sm_90");
+}
+
+BOOST_AUTO_TEST_CASE(spmv_lane_rule) {
+  BOOST_TEST(cuda::spmv_lanes(4'096'000, 28'518'400) == 2);  // 3D Poisson: 7 per row
+  BOOST_TEST(cuda::spmv_lanes(100, 100) == 1);
+  BOOST_TEST(cuda::spmv_lanes(100, 100 * 1000) == 32);
+  BOOST_TEST(cuda::spmv_lanes(0, 0) == 1);
 }
 
 BOOST_AUTO_TEST_CASE(fused_chain_matches_reference, *utf::precondition(GpuPresent())) {
