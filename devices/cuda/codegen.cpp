@@ -68,6 +68,13 @@ __device__ __forceinline__ float odd(double v) {
   if (v == v && (double)f != v && !isinf(f)) f = __uint_as_float(__float_as_uint(f) | 1u);
   return f;
 }
+// As odd(), from an integer: the float toward zero, made odd when inexact (int64 -> double
+// would itself round first).
+__device__ __forceinline__ float oddi(i64 v) {
+  float f = __ll2float_rz(v);
+  if ((i64)f != v) f = __uint_as_float(__float_as_uint(f) | 1u);
+  return f;
+}
 __device__ __forceinline__ i64 rnd_bool(i64 x) { return x != 0; }
 __device__ __forceinline__ i64 rnd_i8(i64 x) { return (i64)(signed char)x; }
 __device__ __forceinline__ i64 rnd_u8(i64 x) { return (i64)(unsigned char)x; }
@@ -160,7 +167,7 @@ std::string convert(const std::string& x, DType from, DType to) {
       bool narrow = to != DType::F32;
       std::string re = a == Dom::C ? "(" + x + ").re" : x;
       if (a == Dom::F) return re;
-      if (a == Dom::I) return narrow ? "odd((double)(" + re + "))" : "(float)(" + re + ")";
+      if (a == Dom::I) return narrow ? "oddi(" + re + ")" : "(float)(" + re + ")";
       return narrow ? "odd(" + re + ")" : "(float)(" + re + ")";
     }
     case Dom::D:

@@ -30,6 +30,10 @@ bool is_device(const Tensor& t);
 void begin_keeping_freed_blocks();
 std::vector<std::pair<void*, size_t>> end_keeping_freed_blocks();
 void return_kept_blocks(const std::vector<std::pair<void*, size_t>>& blocks);
+// Called (on the freeing thread, outside the allocator's lock) whenever a block goes back
+// to the allocator, so caches keyed by device addresses can drop what lived there.
+// A hook must not allocate or free device memory itself.
+void on_device_free(void (*hook)(const void* p, size_t bytes));
 
 // Temporary device memory for one kernel call, returned to the cache on destruction
 // (stream-ordered: reuse is safe for later work on stream()).

@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <mutex>
 #include <cstdlib>
 #include <unordered_map>
 
@@ -104,17 +105,16 @@ class CudaDevice final : public Device {
   bool fuses_elementwise() const override { return true; }
   bool fuses_reductions() const override { return true; }
   void synchronize() override {
-    if (!probe().empty()) return;
-    cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
-    check(cudaStreamIsCapturing(stream(), &st), "querying capture");
-    if (st == cudaStreamCaptureStatusNone) check(cudaStreamSynchronize(stream()), "synchronize");
+    if (probe().empty()) sync_unless_recording("synchronize");
   }
 
   std::unique_ptr<Replay> capture(const std::function<void()>& work) override {
     if (!probe().empty()) return nullptr;
+    // One recording at a time (the stream and the allocator's keep-list are per process).
+    std::lock_guard<std::mutex> lk(capture_mu_);
     check(cudaStreamSynchronize(stream()), "synchronize before recording");
-    begin_keeping_freed_blocks();
     check(cudaStreamBeginCapture(stream(), cudaStreamCaptureModeRelaxed), "beginning a CUDA graph capture");
+    begin_keeping_freed_blocks();
     cudaGraph_t graph = nullptr;
     try {
       work();
@@ -162,7 +162,12 @@ class CudaDevice final : public Device {
       case Kind::Permute: case Kind::BroadcastTo: case Kind::Slice: case Kind::Concat: case Kind::Pad:
       case Kind::Gather:
         return in(0) != DType::I4 ? Capability::yes() : no_dtype(in(0));
-      case Kind::ScatterAdd: return is_numeric(in(0)) ? Capability::yes() : no_dtype(in(0));
+      case Kind::ScatterAdd:
+        if (!is_numeric(in(0))) return no_dtype(in(0));
+        // kernels.cu sorts (index, position) pairs in 32-bit positions.
+        if (numel(g.type(n.inputs.at(1)).shape) >= (int64_t(1) << 31) || numel(n.out().shape) >= (int64_t(1) << 31))
+          return Capability::no("scatter_add on cuda takes fewer than 2^31 indices and outputs");
+        return Capability::yes();
       case Kind::Iota: return is_real_numeric(n.out().dtype) ? Capability::yes() : no_dtype(n.out().dtype);
       case Kind::RngUniform: case Kind::RngNormal:
         return is_float(n.out().dtype) ? Capability::yes() : no_dtype(n.out().dtype);
@@ -240,15 +245,21 @@ class CudaDevice final : public Device {
     }
     if (!generated) return Device::run_fused(r, in, out);  // node by node
     run_elementwise(nodes, r.inputs, ew_outputs, r.shape, in, ew_out, sums);
-    if (sync_each_) check(cudaStreamSynchronize(stream()), "after the fused region");
+    if (sync_each_) sync_unless_recording("after the fused region");
   }
 
  private:
   // With RLX_CUDA_SYNC=1 every kernel is followed by a synchronize, so a faulting kernel
   // is reported with its own node instead of at the next synchronization point.
   void after(const ir::Node&) {
-    if (sync_each_) check(cudaStreamSynchronize(stream()), "after the kernel");
+    if (sync_each_) sync_unless_recording("after the kernel");
   }
+  void sync_unless_recording(const char* what) {
+    cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+    check(cudaStreamIsCapturing(stream(), &st), "querying capture");
+    if (st == cudaStreamCaptureStatusNone) check(cudaStreamSynchronize(stream()), what);
+  }
+  std::mutex capture_mu_;
   bool sync_each_ = [] {
     const char* s = std::getenv("RLX_CUDA_SYNC");
     return s && *s && std::string(s) != "0";

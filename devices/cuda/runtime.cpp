@@ -2,6 +2,7 @@
 // scratch memory and strided views (devices/cuda/common.hpp).
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <map>
 #include <mutex>
 #include <vector>
@@ -79,15 +80,22 @@ class CachingAllocator final : public Allocator {
 
   void deallocate(void* p, size_t bytes) override {
     if (!p) return;
-    std::lock_guard<std::mutex> lk(mu_);
-    if (keeping_) kept_.push_back({p, bytes});
-    else free_[round(bytes == 0 ? 1 : bytes)].push_back(p);
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      if (keeping_) kept_.push_back({p, bytes});
+      else free_[round(bytes == 0 ? 1 : bytes)].push_back(p);
+    }
+    for (auto& h : hooks_)
+      if (auto* f = h.load(std::memory_order_acquire)) f(p, bytes);
   }
+  std::atomic<void (*)(const void*, size_t)> hooks_[4] = {};  // set once each, at first use of a cache
   void keep(bool on, std::vector<std::pair<void*, size_t>>* out) {
     std::lock_guard<std::mutex> lk(mu_);
     keeping_ = on;
-    if (out) out->swap(kept_);
-    kept_.clear();
+    if (out) {
+      out->swap(kept_);
+      kept_.clear();
+    }
   }
 
   void copy_to_host(void* dst, const void* src, size_t n) override {
@@ -134,6 +142,16 @@ std::vector<std::pair<void*, size_t>> end_keeping_freed_blocks() {
   std::vector<std::pair<void*, size_t>> v;
   caching().keep(false, &v);
   return v;
+}
+void on_device_free(void (*hook)(const void*, size_t)) {
+  static std::mutex mu;
+  std::lock_guard<std::mutex> lk(mu);
+  for (auto& h : caching().hooks_)
+    if (!h.load()) {
+      h.store(hook, std::memory_order_release);
+      return;
+    }
+  throw InternalError("cuda: too many allocator hooks");
 }
 void return_kept_blocks(const std::vector<std::pair<void*, size_t>>& blocks) {
   for (auto& [p, n] : blocks) caching().deallocate(p, n);

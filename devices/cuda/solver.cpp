@@ -760,10 +760,15 @@ Capability solver_supports(const ir::Node& n, const ir::Graph& g) {
   const DType t = g.type(n.inputs.at(0)).dtype;
   if (!lapack_dtype(t))
     return Capability::no("no " + std::string(dtype_name(t)) + " " + n.op->name + " kernel on cuda (cuSOLVER: f32 f64 c64)");
-  // Some entry points (orgqr, ormqr, trttp/tpttr) take 32-bit sizes.
+  // Some entry points (orgqr, ormqr, trttp/tpttr) take 32-bit sizes and may index a whole
+  // matrix with them: every operand and result must have fewer than 2^31 elements.
   auto fits = [](const Shape& s) {
-    for (int64_t d : s)
+    int64_t count = 1;
+    for (int64_t d : s) {
       if (d > INT_MAX) return false;
+      count *= d;
+      if (count > INT_MAX) return false;
+    }
     return true;
   };
   for (const ir::Value& v : n.inputs)

@@ -57,6 +57,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <atomic>
 #include <vector>
 
 #include "core/error.hpp"
@@ -345,9 +346,65 @@ struct SpsvCache {
   std::vector<std::unique_ptr<SpsvPlan>> retired;  // pinned plans whose key was reused
   uint64_t clock = 0;
 };
+// Device blocks freed since the cache last looked: a plan keyed by addresses inside one
+// is dropped (another matrix may be allocated there next). Kept apart from the cache's
+// lock: freeing happens everywhere, also while the cache itself frees a plan's buffers.
+struct FreedBlocks {
+  std::mutex mu;
+  std::vector<std::pair<uintptr_t, size_t>> blocks;
+  bool overflow = false;  // too many to keep: drop every unpinned plan
+};
+FreedBlocks& freed_blocks() {
+  static FreedBlocks* f = new FreedBlocks;
+  return *f;
+}
+std::atomic<int> g_plans_alive{0};
+
+void note_freed(const void* p, size_t bytes) {
+  if (g_plans_alive.load(std::memory_order_relaxed) == 0) return;
+  FreedBlocks& f = freed_blocks();
+  std::lock_guard<std::mutex> lk(f.mu);
+  if (f.blocks.size() >= 4096) f.overflow = true;
+  else f.blocks.push_back({reinterpret_cast<uintptr_t>(p), bytes});
+}
+
 SpsvCache& spsv_cache() {
-  static SpsvCache* c = new SpsvCache;  // never destroyed: plans hold CUDA resources
+  static SpsvCache* c = [] {
+    on_device_free(note_freed);
+    return new SpsvCache;  // never destroyed: plans hold CUDA resources
+  }();
   return *c;
+}
+
+// Drops the plans whose matrix arrays lived in blocks freed since the last call (pinned
+// plans, which a recorded graph uses, are retired instead). Called with the cache locked.
+void drop_plans_on_freed_blocks(SpsvCache& cache) {
+  std::vector<std::pair<uintptr_t, size_t>> freed;
+  bool all = false;
+  {
+    FreedBlocks& f = freed_blocks();
+    std::lock_guard<std::mutex> lk(f.mu);
+    freed.swap(f.blocks);
+    all = f.overflow;
+    f.overflow = false;
+  }
+  if (freed.empty() && !all) return;
+  auto inside = [&](const void* q) {
+    const uintptr_t a = reinterpret_cast<uintptr_t>(q);
+    for (auto& [b, n] : freed)
+      if (a >= b && a < b + n) return true;
+    return false;
+  };
+  for (auto it = cache.plans.begin(); it != cache.plans.end();) {
+    const SpsvKey& k = (*it)->key;
+    if (all || inside(k.rp) || inside(k.ci) || inside(k.v)) {
+      if ((*it)->pinned) cache.retired.push_back(std::move(*it));
+      it = cache.plans.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  g_plans_alive.store(int(cache.plans.size()), std::memory_order_relaxed);
 }
 
 // Appends kSamples evenly spaced entries of p[0, len) and its last entry to `out`.
@@ -508,6 +565,7 @@ void run_sptrsv(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor>
   cusparseHandle_t h = sparse_handle();
   SpsvCache& cache = spsv_cache();
   std::lock_guard<std::mutex> lock(cache.mu);
+  drop_plans_on_freed_blocks(cache);
   // While a CUDA graph records, nothing may read back to the host: the plan made by the
   // program's earlier run is trusted without its fingerprint, and pinned (the graph's
   // kernels use its analysis buffer on every replay).
@@ -544,6 +602,7 @@ void run_sptrsv(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor>
     }
     cache.plans.push_back(std::move(p));
     plan = cache.plans.back().get();
+    g_plans_alive.store(int(cache.plans.size()), std::memory_order_relaxed);
   }
   if (recording) plan->pinned = true;
   plan->used = ++cache.clock;

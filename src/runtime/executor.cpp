@@ -64,7 +64,19 @@ std::unique_ptr<Replay> Executor::capture(const std::vector<Tensor>& inputs, std
   d_.synchronize();
   std::unique_ptr<Replay> r = d_.capture([&] { run_into(inputs, results); });
   if (!r) throw InputError("device '" + d_.name() + "' cannot record programs for replay");
-  return r;
+  // The recording reads and writes the arena and reads the constants on every launch: the
+  // replay keeps them alive, whatever happens to this executor or its program.
+  struct Holding final : Replay {
+    std::unique_ptr<Replay> inner;
+    Tensor arena;
+    std::vector<Tensor> constants;
+    void launch() override { inner->launch(); }
+  };
+  auto h = std::make_unique<Holding>();
+  h->inner = std::move(r);
+  h->arena = arena_;
+  h->constants = p_.constants;
+  return h;
 }
 
 void Executor::execute(const std::vector<Tensor>& inputs, std::vector<Tensor>& results, bool have_results) {
@@ -169,8 +181,12 @@ void Executor::execute(const std::vector<Tensor>& inputs, std::vector<Tensor>& r
     if (p_.slot(v).kind == BufferSlot::Result && p_.slot(v).index == int32_t(r)) continue;
     const Tensor& src = vals[size_t(v.node)][size_t(v.index)];
     if (have_results) {
-      Tensor c = src.to(host_allocator());
-      results[r].allocator()->copy_from_host(results[r].raw(), c.raw(), c.nbytes());
+      if (src.is_contiguous() && src.allocator() == results[r].allocator()) {
+        results[r].allocator()->copy_within(results[r].raw(), src.raw(), src.nbytes());
+      } else {
+        Tensor c = src.to(host_allocator());
+        results[r].allocator()->copy_from_host(results[r].raw(), c.raw(), c.nbytes());
+      }
     } else {
       results[r] = src.to(dev_alloc);
     }

@@ -21,7 +21,8 @@ class Executor {
   // Runs once (compiling and caching whatever the device needs), then records a run_into
   // of the same tensors for replay (a CUDA graph on the cuda device): launch() reruns the
   // whole program on the tensors' current contents. Inputs and results must be device
-  // tensors that outlive the Replay; programs with control flow cannot be recorded.
+  // tensors that outlive the Replay (it keeps the executor's arena and the program's
+  // constants alive itself); programs with control flow cannot be recorded.
   // Throws InputError when the device cannot record.
   std::unique_ptr<Replay> capture(const std::vector<Tensor>& inputs, std::vector<Tensor>& results);
 
