@@ -8,7 +8,9 @@
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
+#include <map>
 #include <random>
+#include <set>
 
 #include "core/error.hpp"
 #include "devices/cuda/codegen.hpp"
@@ -308,4 +310,47 @@ BOOST_AUTO_TEST_CASE(recorded_program_replays_on_new_input_values, *utf::precond
   std::vector<Tensor> ci = {Tensor::zeros(DType::F32, {4}).to(d.allocator())};
   std::vector<Tensor> co = {Tensor::empty(DType::F32, {4}, d.allocator())};
   BOOST_CHECK_THROW(ec.capture(ci, co), InputError);
+}
+
+// The dispatch report for a mixed graph on cuda (any machine: compiling needs no GPU):
+// L1 ops lowered, matmul and cumsum native, and an i4 cast — which the cuda device has no
+// kernel for — refused under prefer-native (the error lists it) and host-staged under
+// allow-host. On a GPU the host-staged program also runs and matches the reference.
+BOOST_AUTO_TEST_CASE(dispatch_report_for_a_mixed_graph) {
+  ir::Graph g;
+  Var x = input(g, "x", DType::F32, {16, 32}), w = input(g, "w", DType::F32, {8, 32}), z = input(g, "z", DType::C64, {4, 4});
+  Var h = gelu(linear(x, w));                   // L1 -> common-ir
+  Var c = cumsum(matmul(h, w), 1);              // native matmul, cumsum
+  Var q = cast(cast(h, DType::I4), DType::F32);  // no i4 kernels on cuda
+  output(g, {c, q, matmul(z, z)});
+  Device& d = cuda_dev();
+  try {
+    compile(g, d);
+    BOOST_ERROR("an i4 cast compiled for cuda under prefer-native");
+  } catch (const LegalizeError& e) {
+    int unsupported = 0;
+    for (const NodeReport& n : e.report().nodes)
+      if (n.route == Route::Unsupported) {
+        ++unsupported;
+        BOOST_TEST(n.op == "cast");
+        BOOST_TEST(n.why.find("i4") != std::string::npos, n.why);
+      }
+    BOOST_TEST(unsupported == 2);
+  }
+  CompileOptions o;
+  o.policy = Policy::AllowHost;
+  Program p = compile(g, d, o);
+  std::map<std::string, std::set<Route>> routes;
+  for (const NodeReport& n : p.report.nodes) routes[n.op].insert(n.route);
+  BOOST_TEST(routes["linear"].count(Route::CommonIR) == 1);
+  BOOST_TEST(routes["gelu"].count(Route::CommonIR) == 1);
+  BOOST_TEST(routes["matmul"].count(Route::Native) == 1);  // c64 too: cuBLAS
+  BOOST_TEST(routes["cumsum"].count(Route::Native) == 1);
+  BOOST_TEST(routes["cast"].count(Route::HostStaged) == 1);
+  if (!d.unavailable().empty()) return;
+  std::mt19937_64 rng(seed() + 4);
+  std::vector<Tensor> in = {random(DType::F32, {16, 32}, rng), random(DType::F32, {8, 32}, rng), Tensor::zeros(DType::C64, {4, 4})};
+  auto got = run(p, d, in);
+  auto want = on("reference", g, in);
+  for (size_t r = 0; r < 2; ++r) BOOST_TEST(rel_error(got[r], want[r]) <= 1e-5, "result " << r);
 }
