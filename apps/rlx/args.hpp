@@ -10,7 +10,7 @@
 
 namespace rlx::cli {
 
-constexpr int kOk = 0, kBadInput = 2, kLegalize = 3, kNotConverged = 4;
+constexpr int kOk = 0, kBadInput = 2, kLegalize = 3, kNotConverged = 4, kDeviceFailed = 5;
 
 struct UsageError : InputError {
   using InputError::InputError;

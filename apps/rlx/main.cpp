@@ -246,6 +246,9 @@ int main(int argc, char** argv) {
   } catch (const InputError& e) {
     std::cerr << "rlx: " << e.what() << "\n";
     return kBadInput;
+  } catch (const DeviceError& e) {
+    std::cerr << "rlx: device error: " << e.what() << "\n";
+    return kDeviceFailed;
   } catch (const std::exception& e) {
     std::cerr << "rlx: internal error: " << e.what() << "\n";
     return 1;

@@ -512,7 +512,7 @@ KrylovResult krylov_solve(const LinearOperator& A, const Tensor& b0, const Preco
     throw InputError("initial guess must be " + b0.type().str() + ", got " + x0.type().str());
   if (!(o.rtol >= 0) || !(o.atol >= 0)) throw InputError("rtol and atol must be >= 0");
   if (o.max_it < 0) throw InputError("max_it must be >= 0");
-  Device& d = DeviceRegistry::get().at(o.device);
+  Device& d = DeviceRegistry::get().runnable_at(o.device);
   Allocator* a = d.allocator();
   Tensor b = b0.allocator() == a ? b0 : b0.to(a);
   Tensor x = x0.defined() ? x0.to(a) : zeros_on(b0.dtype(), b0.shape(), a);

@@ -63,6 +63,13 @@ std::vector<Device*> DeviceRegistry::all() const {
   return r;
 }
 
+Device& DeviceRegistry::runnable_at(const std::string& name) const {
+  Device& d = at(name);
+  if (std::string why = d.unavailable(); !why.empty())
+    throw InputError("device '" + name + "' cannot run programs here: " + why);
+  return d;
+}
+
 std::vector<Device*> DeviceRegistry::runnable() const {
   std::vector<Device*> r;
   for (auto& d : devices_)

@@ -75,6 +75,8 @@ class DeviceRegistry {
   Device& at(const std::string& name) const;  // throws InputError listing the known devices
   std::vector<Device*> all() const;
   std::vector<Device*> runnable() const;  // those whose unavailable() is empty
+  // As at(), for running: throws InputError saying why when the device cannot run here.
+  Device& runnable_at(const std::string& name) const;
 
  private:
   std::vector<std::unique_ptr<Device>> devices_;

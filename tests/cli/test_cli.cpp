@@ -242,3 +242,18 @@ BOOST_AUTO_TEST_CASE(gen_and_solve_write_hdf5_with_the_stop_reason) {
   BOOST_TEST(has(r.err, "bad.mtx:4"), r.err);
   BOOST_TEST(rlx_cli("gen poisson --dim 4 --n 3 -o " + A).code == 2);
 }
+
+BOOST_AUTO_TEST_CASE(a_device_that_cannot_run_here_is_a_clear_error) {
+  Device* d = DeviceRegistry::get().find("cuda");
+  if (!d || d->unavailable().empty()) {
+    BOOST_TEST_MESSAGE("skipped: no cuda device in this build, or it can run here");
+    return;
+  }
+  auto r = rlx_cli("solve poisson3d:8 --device cuda");
+  BOOST_TEST(r.code == 2);
+  BOOST_TEST(has(r.err, "cannot run programs here"), r.err);
+  r = rlx_cli("devices");
+  BOOST_TEST(has(r.out, "unavailable here"), r.out);
+  r = rlx_cli("compile " + demo + " --device cuda --explain");  // compiling needs no GPU
+  BOOST_TEST(r.code == 0, r.err);
+}
