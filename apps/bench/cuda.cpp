@@ -12,6 +12,9 @@
 //          rows), block diagonal (dense 16 x 16 blocks, 4 M rows), random (16 per row, 4 M rows);
 //   pcg    PCG-Jacobi on 3D Poisson 128^3, a fixed 200 iterations, time per iteration;
 //   replay a 100-op program (bench_replay) run by the executor and replayed as a CUDA graph.
+// --only sweep times tuning variants instead: the fused chain under each code generator
+// setting (unroll 1/2/4/8, FMA contraction off/on) and the SpMV kernel at every lane width
+// with one or two nonzeros per lane per trip, on all five matrices.
 // Each figure is the median of --reps timed runs after 3 warm-up runs, timed with CUDA
 // events on the device's stream (rlx) or on the same stream (peers). Every run writes
 // fresh random inputs first (not zeros). apps/bench/peers_cuda.py times PyTorch and CuPy.
@@ -29,6 +32,7 @@
 #include <vector>
 
 #include "apps/bench/common.hpp"
+#include "devices/cuda/codegen.hpp"
 #include "devices/cuda/common.hpp"
 #include "devices/cuda/spmv.hpp"
 #include "ir/frontend.hpp"
@@ -42,6 +46,8 @@ using namespace rlx;
 using namespace rlx::bench;
 
 namespace {
+
+bool g_sweep = false;  // --only sweep: tuning variants too (SpMV lanes x unroll, codegen knobs)
 
 void ck(cudaError_t e, const char* what) {
   if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
@@ -108,6 +114,18 @@ void bench_fused(int reps, double copy_gbs) {
   double gbs = 8.0 * double(n) / (ms * 1e-3) / 1e9;
   std::printf("fused   gelu(x*a+b) f32 2^28 (%zu kernel%s) %8.3f ms  %7.0f GB/s = %.1f %% of copy\n", p.kernels.size(),
               p.kernels.size() == 1 ? "" : "s", ms, gbs, 100.0 * gbs / copy_gbs);
+}
+
+// The fused chain under the code generator's tuning knobs (unroll, FMA contraction).
+void sweep_fused(int reps, double copy_gbs) {
+  const cuda::CodegenOptions saved = cuda::codegen_options();
+  for (bool fmad : {false, true})
+    for (int unroll : {1, 2, 4, 8}) {
+      cuda::set_codegen_options({unroll, fmad});
+      std::printf("sweep   unroll=%d fmad=%d: ", unroll, int(fmad));
+      bench_fused(reps, copy_gbs);
+    }
+  cuda::set_codegen_options(saved);
 }
 
 void bench_gemm(int reps) {
@@ -178,12 +196,15 @@ void bench_spmv_one(int reps, const std::string& label, const sparse::CsrMatrix&
   // The rlx kernel at each group width (the device picks spmv_lanes(); the others are for
   // tuning that choice).
   std::string lanes_line;
-  for (int l : {2, 4, 8, 16}) {
-    double ms = time_ms(reps, [&] { cuda::spmv_csr_native(in[0], in[1], in[2], in[3], nullptr, 1.0, 0.0, out[0], l); });
-    char buf[64];
-    std::snprintf(buf, sizeof buf, " %d:%.3f", l, ms);
-    lanes_line += buf;
-  }
+  for (int unroll : g_sweep ? std::vector<int>{1, 2} : std::vector<int>{1})
+    for (int l : g_sweep ? std::vector<int>{1, 2, 4, 8, 16, 32} : std::vector<int>{2, 4, 8, 16}) {
+      double ms = time_ms(reps, [&] {
+        cuda::spmv_csr_native(in[0], in[1], in[2], in[3], nullptr, 1.0, 0.0, out[0], l, unroll);
+      });
+      char buf[64];
+      std::snprintf(buf, sizeof buf, unroll == 1 ? " %d:%.3f" : " %dx2:%.3f", l, ms);
+      lanes_line += buf;
+    }
   std::printf("spmv    %-14s rlx kernel by lanes per row (ms):%s (device default %d)\n", label.c_str(), lanes_line.c_str(),
               cuda::spmv_lanes(A.rows(), A.nnz()));
   cusparseDestroySpMat(mat);
@@ -315,7 +336,7 @@ int bench_cuda(int argc, char** argv) {
     if (a == "--reps" && i + 1 < argc) reps = std::stoi(argv[++i]);
     else if (a == "--only" && i + 1 < argc) only = argv[++i];
     else {
-      std::fprintf(stderr, "rlx-bench cuda: unknown option '%s' (options: --reps N, --only copy|fused|gemm|spmv|pcg|replay)\n",
+      std::fprintf(stderr, "rlx-bench cuda: unknown option '%s' (options: --reps N, --only copy|fused|gemm|spmv|pcg|replay|sweep)\n",
                    a.c_str());
       return 2;
     }
@@ -328,6 +349,12 @@ int bench_cuda(int argc, char** argv) {
   std::printf("device: %s\n", d.description().c_str());
   try {
     double copy = bench_copy(reps);
+    if (only == "sweep") {
+      g_sweep = true;
+      sweep_fused(reps, copy);
+      bench_spmv(reps);
+      return 0;
+    }
     if (only.empty() || only == "fused") bench_fused(reps, copy);
     if (only.empty() || only == "gemm") bench_gemm(std::max(5, reps / 4));
     if (only.empty() || only == "spmv") bench_spmv(reps);

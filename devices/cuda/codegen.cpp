@@ -284,7 +284,8 @@ std::string nvrtc_compile(const std::string& src, int cc, std::string* log) {
   if (r != NVRTC_SUCCESS) nvrtc_fail(r, "create");
   const std::string archopt = "--gpu-architecture=sm_" + std::to_string(cc);
   // No FMA contraction: each node rounds exactly as the IR says.
-  const char* opts[] = {archopt.c_str(), "--std=c++17", "--fmad=false", "-default-device"};
+  const bool fmad = src.rfind("// fmad\n", 0) == 0;
+  const char* opts[] = {archopt.c_str(), "--std=c++17", fmad ? "--fmad=true" : "--fmad=false", "-default-device"};
   r = nvrtcCompileProgram(prog, 4, opts);
   if (r != NVRTC_SUCCESS) {
     size_t n = 0;
@@ -382,6 +383,20 @@ std::string num(const char* prefix, long long v) {
 
 // ---------------------------------------------------------------- public
 
+namespace {
+std::mutex g_opt_mu;
+CodegenOptions g_opt;
+}  // namespace
+
+void set_codegen_options(const CodegenOptions& o) {
+  std::lock_guard<std::mutex> lk(g_opt_mu);
+  g_opt = o;
+}
+CodegenOptions codegen_options() {
+  std::lock_guard<std::mutex> lk(g_opt_mu);
+  return g_opt;
+}
+
 bool is_elementwise_op(const std::string& op) {
   for (const std::string& o : ew_ops())
     if (o == op) return true;
@@ -432,6 +447,7 @@ std::string elementwise_source(const std::vector<const ir::Node*>& nodes, const 
   int nstrided = 0;
   for (int k : kinds) nstrided += k == kStrided;
   std::ostringstream s;
+  if (codegen_options().fmad) s << "// fmad\n";
   s << kPrelude;
   // Parameters: one 8-byte-aligned block, laid out exactly as the host packs it.
   s << "struct Params {\n  const void* in[" << std::max<size_t>(ni, 1) << "];\n  void* out[" << std::max<size_t>(no, 1)
@@ -440,7 +456,8 @@ std::string elementwise_source(const std::vector<const ir::Node*>& nodes, const 
   const char* idx = wide ? "i64" : "int";
   // Without strided inputs each thread takes U elements a grid stride apart per trip and
   // issues all their loads before any arithmetic: U independent loads in flight.
-  const int U = nstrided ? 1 : 4;
+  const CodegenOptions opt = codegen_options();
+  const int U = nstrided ? 1 : std::max(1, std::min(opt.unroll, 16));
   s << "extern \"C\" __global__ void __launch_bounds__(" << kThreads << ") rlx_ew(const Params p) {\n";
   for (size_t j = 0; j < ns; ++j) s << "  double acc" << j << " = 0;\n";
   s << "  const " << idx << " n = (" << idx << ")p.n;\n";
@@ -584,6 +601,9 @@ void run_elementwise(const std::vector<const ir::Node*>& nodes, const std::vecto
   auto put = [&](int64_t v) { sig.append(reinterpret_cast<const char*>(&v), sizeof v); };
   put(rank);
   put(wide);
+  const CodegenOptions opt = codegen_options();
+  put(opt.unroll);
+  put(opt.fmad);
   for (size_t k = 0; k < in.size(); ++k) {
     put(inputs[k].node);
     put(inputs[k].index);

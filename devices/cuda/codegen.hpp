@@ -35,7 +35,19 @@ std::string elementwise_source(const std::vector<const ir::Node*>& nodes, const 
                                const std::vector<int>& input_kinds, int rank, bool wide_index,
                                const std::vector<ir::Value>& sum_operands, const std::vector<DType>& sum_dtypes);
 
+// Tuning knobs for experiments (`rlx-bench cuda --only sweep`); the defaults are what the
+// device runs with. unroll: elements per thread per grid-stride trip when no operand is
+// strided; fmad: let NVRTC contract a*b+c (breaks the per-node rounding of the IR, so it
+// is off for real work).
+struct CodegenOptions {
+  int unroll = 4;
+  bool fmad = false;
+};
+void set_codegen_options(const CodegenOptions& o);
+CodegenOptions codegen_options();
+
 // NVRTC: source -> cubin for sm_<cc> (no GPU needed); empty with *log set on failure.
+// A source whose first line is "// fmad" is compiled with FMA contraction.
 std::string nvrtc_compile(const std::string& src, int cc, std::string* log);
 
 std::string compiler_description();  // "NVRTC 13.0 for sm_90, cache <dir>"

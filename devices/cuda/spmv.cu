@@ -2,10 +2,12 @@
 #include "devices/cuda/common.hpp"
 #include "devices/cuda/spmv.hpp"
 
+#include <type_traits>
+
 namespace rlx::cuda {
 namespace {
 
-template <int L, class I, class T>
+template <int L, int UNR, class I, class T>
 __global__ void __launch_bounds__(256) spmv_kernel(const I* __restrict__ rp, const I* __restrict__ ci,
                                                    const T* __restrict__ v, const T* __restrict__ x,
                                                    const T* __restrict__ y0, double alpha, double beta,
@@ -24,7 +26,21 @@ __global__ void __launch_bounds__(256) spmv_kernel(const I* __restrict__ rp, con
       e = static_cast<long long>(rp[r + 1]);
     }
     double acc = 0;
-    for (long long k = b + lane; k < e; k += L) acc += static_cast<double>(v[k]) * static_cast<double>(__ldg(x + ci[k]));
+    if constexpr (UNR == 1) {
+      for (long long k = b + lane; k < e; k += L) acc += static_cast<double>(v[k]) * static_cast<double>(__ldg(x + ci[k]));
+    } else {
+      // Two nonzeros per lane per trip, two accumulators: twice the gathers in flight.
+      double acc2 = 0;
+      long long k = b + lane;
+      for (; k + L < e; k += 2 * L) {
+        const I c0 = ci[k], c1 = ci[k + L];
+        const T v0 = v[k], v1 = v[k + L];
+        acc += static_cast<double>(v0) * static_cast<double>(__ldg(x + c0));
+        acc2 += static_cast<double>(v1) * static_cast<double>(__ldg(x + c1));
+      }
+      if (k < e) acc += static_cast<double>(v[k]) * static_cast<double>(__ldg(x + ci[k]));
+      acc += acc2;
+    }
 #pragma unroll
     for (int o = L / 2; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o, L);
     if (lane == 0 && r < rows) {
@@ -35,7 +51,7 @@ __global__ void __launch_bounds__(256) spmv_kernel(const I* __restrict__ rp, con
   }
 }
 
-template <class I, class T>
+template <class I, class T, int UNR>
 void launch(int lanes, const Tensor& rp, const Tensor& ci, const Tensor& v, const Tensor& x, const Tensor* y0,
             double alpha, double beta, Tensor& y) {
   const long long rows = y.numel();
@@ -52,12 +68,12 @@ void launch(int lanes, const Tensor& rp, const Tensor& ci, const Tensor& v, cons
                                                       y0 ? y0->data<T>() : nullptr, alpha, beta, y.data<T>(), rows);
   };
   switch (lanes) {
-    case 1: args(spmv_kernel<1, I, T>); break;
-    case 2: args(spmv_kernel<2, I, T>); break;
-    case 4: args(spmv_kernel<4, I, T>); break;
-    case 8: args(spmv_kernel<8, I, T>); break;
-    case 16: args(spmv_kernel<16, I, T>); break;
-    default: args(spmv_kernel<32, I, T>); break;
+    case 1: args(spmv_kernel<1, UNR, I, T>); break;
+    case 2: args(spmv_kernel<2, UNR, I, T>); break;
+    case 4: args(spmv_kernel<4, UNR, I, T>); break;
+    case 8: args(spmv_kernel<8, UNR, I, T>); break;
+    case 16: args(spmv_kernel<16, UNR, I, T>); break;
+    default: args(spmv_kernel<32, UNR, I, T>); break;
   }
   check_launch("spmv_csr");
 }
@@ -75,16 +91,21 @@ int spmv_lanes(int64_t rows, int64_t nnz) {
 }
 
 void spmv_csr_native(const Tensor& rp, const Tensor& ci, const Tensor& v, const Tensor& x, const Tensor* y0,
-                     double alpha, double beta, Tensor& y, int lanes) {
+                     double alpha, double beta, Tensor& y, int lanes, int unroll) {
   if (lanes <= 0) lanes = spmv_lanes(y.numel(), v.numel());
   const bool i64 = rp.dtype() == DType::I64;
-  if (v.dtype() == DType::F64) {
-    if (i64) launch<long long, double>(lanes, rp, ci, v, x, y0, alpha, beta, y);
-    else launch<int, double>(lanes, rp, ci, v, x, y0, alpha, beta, y);
-  } else {
-    if (i64) launch<long long, float>(lanes, rp, ci, v, x, y0, alpha, beta, y);
-    else launch<int, float>(lanes, rp, ci, v, x, y0, alpha, beta, y);
-  }
+  auto go = [&](auto unr) {
+    constexpr int U = decltype(unr)::value;
+    if (v.dtype() == DType::F64) {
+      if (i64) launch<long long, double, U>(lanes, rp, ci, v, x, y0, alpha, beta, y);
+      else launch<int, double, U>(lanes, rp, ci, v, x, y0, alpha, beta, y);
+    } else {
+      if (i64) launch<long long, float, U>(lanes, rp, ci, v, x, y0, alpha, beta, y);
+      else launch<int, float, U>(lanes, rp, ci, v, x, y0, alpha, beta, y);
+    }
+  };
+  if (unroll == 2) go(std::integral_constant<int, 2>{});
+  else go(std::integral_constant<int, 1>{});
 }
 
 }  // namespace rlx::cuda

@@ -163,6 +163,24 @@ BOOST_AUTO_TEST_CASE(every_generated_elementwise_kernel_compiles) {
     }
   }
   flush();
+  // The tuning knobs (unroll, FMA contraction) give compiling sources too.
+  const cuda::CodegenOptions saved = cuda::codegen_options();
+  for (cuda::CodegenOptions o : {cuda::CodegenOptions{1, false}, cuda::CodegenOptions{8, true}}) {
+    cuda::set_codegen_options(o);
+    ir::Graph g;
+    Var a = input(g, "a", DType::F32, {64}), b = input(g, "b", DType::F32, {64});
+    Var y = exp(a * b + a);
+    output(g, {y});
+    std::vector<const ir::Node*> nodes;
+    for (const ir::Node& n : g.nodes)
+      if (cuda::is_elementwise_op(n.op->name)) nodes.push_back(&n);
+    std::string src = cuda::elementwise_source(nodes, {a.value(), b.value()}, {DType::F32, DType::F32}, {y.value()},
+                                               {0, 0}, 1, false, {y.value()}, {DType::F32});
+    BOOST_TEST((src.rfind("// fmad", 0) == 0) == o.fmad);
+    std::string log;
+    BOOST_TEST(!cuda::nvrtc_compile(src, 90, &log).empty(), "unroll " << o.unroll << ":\n" << log);
+  }
+  cuda::set_codegen_options(saved);
   std::string log;  // and a broken source is reported, not passed
   BOOST_TEST(cuda::nvrtc_compile("this is not CUDA", 90, &log).empty());
   BOOST_TEST(!log.empty());

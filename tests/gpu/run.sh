@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Build, test and benchmark the cuda device on a machine with an NVIDIA GPU, in one go:
-#   tests/gpu/run.sh [quick]
+#   tests/gpu/run.sh [quick|sweep]
 # Where Boost.Test or nlohmann-json are not installed (the lent GPU machine has neither),
 # Debian packages placed in .debs/ are unpacked to /tmp/deps and used (see README.md here).
-# Logs and figures go to $OUT (default build-gpu/out). "quick" skips the benchmarks.
+# Logs and figures go to $OUT (default build-gpu/out). "quick" skips the benchmarks;
+# "sweep" also times the tuning variants (rlx-bench cuda --only sweep).
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=${BUILD:-$ROOT/build-gpu}
@@ -36,6 +37,7 @@ done
 grep -E "test_ops: device" "$OUT/test_ops.log"
 "$BUILD/bin/rlx" solve poisson3d:64 --method pcg --pc jacobi --device cuda --explain --out "$OUT/poisson3d.h5" 2>&1 | tail -12
 [ "${1:-}" = quick ] && exit $rc
+[ "${1:-}" = sweep ] && "$BUILD/bin/rlx-bench" cuda --only sweep 2>&1 | tee "$OUT/sweep.txt"
 "$BUILD/bin/rlx-bench" cuda 2>&1 | tee "$OUT/bench.txt"
 if [ -f "$ROOT/apps/bench/peers_cuda.py" ]; then
   PYTHONUNBUFFERED=1 python3 "$ROOT/apps/bench/peers_cuda.py" 2>&1 | tee "$OUT/peers.txt"
