@@ -2,6 +2,8 @@
 // process, on the same device buffers:
 //   copy   device-to-device cudaMemcpyAsync of 1 GiB (bytes read + written): the ceiling
 //          for memory-bound kernels;
+//   xfer   host <-> device through the device allocator (pinned staging) next to pageable
+//          cudaMemcpy, 1 GiB each way, and the latency of a 16-byte readback;
 //   fused  gelu(x * a + b), f32, 2^28 elements, one generated kernel: bytes = 4 read + 4 written
 //          per element, as a fraction of the copy figure;
 //   gemm   C = A B at 8192^3 through rlx (cuBLAS inside) next to cublasGemmEx called directly
@@ -97,6 +99,41 @@ double bench_copy(int reps) {
   double gbs = 2.0 * double(bytes) / (ms * 1e-3) / 1e9;
   std::printf("copy    1 GiB device-to-device          %8.3f ms  %7.0f GB/s (read + write)\n", ms, gbs);
   return gbs;
+}
+
+// Host <-> device through the device allocator (pinned staging, chunked) next to a plain
+// pageable cudaMemcpy of the same host buffer; and the round trip of a 16-byte readback,
+// which a Krylov iteration pays once.
+void bench_transfers(int reps) {
+  Allocator* a = cuda::allocator();
+  const size_t bytes = size_t(1) << 30;
+  std::vector<char> host(bytes, 1);
+  cuda::Scratch dev(bytes);
+  auto wall_ms = [&](const std::function<void()>& f) {
+    f();
+    std::vector<double> t;
+    for (int i = 0; i < std::max(3, reps / 4); ++i) {
+      auto t0 = Clock::now();
+      f();
+      t.push_back(1e3 * seconds_since(t0));
+    }
+    return median(t);
+  };
+  double h2d = wall_ms([&] { a->copy_from_host(dev.get(), host.data(), bytes); });
+  double h2d_plain = wall_ms([&] { ck(cudaMemcpy(dev.get(), host.data(), bytes, cudaMemcpyHostToDevice), "memcpy"); });
+  double d2h = wall_ms([&] { a->copy_to_host(host.data(), dev.get(), bytes); });
+  double d2h_plain = wall_ms([&] { ck(cudaMemcpy(host.data(), dev.get(), bytes, cudaMemcpyDeviceToHost), "memcpy"); });
+  char small[16];
+  double rb = wall_ms([&] {
+    for (int i = 0; i < 1000; ++i) a->copy_to_host(small, dev.get(), sizeof small);
+  });
+  double rb_plain = wall_ms([&] {
+    for (int i = 0; i < 1000; ++i) ck(cudaMemcpy(small, dev.get(), sizeof small, cudaMemcpyDeviceToHost), "memcpy");
+  });
+  auto gbs = [&](double ms) { return double(bytes) / (ms * 1e-3) / 1e9; };
+  std::printf("xfer    1 GiB host->device rlx %.1f GB/s | pageable cudaMemcpy %.1f GB/s; device->host rlx %.1f | %.1f GB/s\n",
+              gbs(h2d), gbs(h2d_plain), gbs(d2h), gbs(d2h_plain));
+  std::printf("xfer    16-byte readback: rlx %.1f us | pageable cudaMemcpy %.1f us\n", rb, rb_plain);
 }
 
 void bench_fused(int reps, double copy_gbs) {
@@ -336,7 +373,7 @@ int bench_cuda(int argc, char** argv) {
     if (a == "--reps" && i + 1 < argc) reps = std::stoi(argv[++i]);
     else if (a == "--only" && i + 1 < argc) only = argv[++i];
     else {
-      std::fprintf(stderr, "rlx-bench cuda: unknown option '%s' (options: --reps N, --only copy|fused|gemm|spmv|pcg|replay|sweep)\n",
+      std::fprintf(stderr, "rlx-bench cuda: unknown option '%s' (options: --reps N, --only copy|xfer|fused|gemm|spmv|pcg|replay|sweep)\n",
                    a.c_str());
       return 2;
     }
@@ -355,6 +392,7 @@ int bench_cuda(int argc, char** argv) {
       bench_spmv(reps);
       return 0;
     }
+    if (only.empty() || only == "xfer") bench_transfers(reps);
     if (only.empty() || only == "fused") bench_fused(reps, copy);
     if (only.empty() || only == "gemm") bench_gemm(std::max(5, reps / 4));
     if (only.empty() || only == "spmv") bench_spmv(reps);

@@ -2,7 +2,9 @@
 // scratch memory and strided views (devices/cuda/common.hpp).
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <vector>
@@ -40,6 +42,30 @@ cudaStream_t stream() {
 }
 
 namespace {
+
+constexpr size_t kStage = size_t(8) << 20;  // bytes per pinned staging buffer
+
+struct Staging {
+  void* buf[2] = {nullptr, nullptr};
+  cudaEvent_t done[2] = {nullptr, nullptr};
+  bool ok = false;
+  std::mutex mu;
+};
+
+Staging& staging() {
+  static Staging* s = [] {
+    auto* st = new Staging;  // lives as long as the process (pinned memory is released at exit)
+    bool ok = true;
+    for (int i = 0; i < 2 && ok; ++i) {
+      ok = cudaMallocHost(&st->buf[i], kStage) == cudaSuccess &&
+           cudaEventCreateWithFlags(&st->done[i], cudaEventDisableTiming) == cudaSuccess;
+    }
+    if (!ok) cudaGetLastError();  // fall back to pageable copies
+    st->ok = ok;
+    return st;
+  }();
+  return *s;
+}
 
 // Freed blocks are kept by their rounded size and handed out again; all work is ordered
 // on one stream, so a block freed by the host may be reused by later work at once (the
@@ -98,15 +124,54 @@ class CachingAllocator final : public Allocator {
     }
   }
 
+  // Host <-> device copies go through two pinned staging buffers (page-locked host memory
+  // the GPU reads and writes directly), chunk by chunk, so that copying to or from the
+  // staging buffer on the host overlaps the transfer of the other chunk. Both directions
+  // return when the data has arrived (the callers' host buffers may go at once). Where
+  // pinned memory cannot be had, the copy is a plain pageable one.
   void copy_to_host(void* dst, const void* src, size_t n) override {
     if (n == 0) return;
-    check(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, stream()), "copy to host");
-    check(cudaStreamSynchronize(stream()), "copy to host");
+    Staging& st = staging();
+    if (!st.ok) {
+      check(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, stream()), "copy to host");
+      check(cudaStreamSynchronize(stream()), "copy to host");
+      return;
+    }
+    std::lock_guard<std::mutex> lk(st.mu);
+    const size_t chunks = (n + kStage - 1) / kStage;
+    auto size_of = [&](size_t k) { return std::min(kStage, n - k * kStage); };
+    auto issue = [&](size_t k) {
+      check(cudaMemcpyAsync(st.buf[k % 2], static_cast<const char*>(src) + k * kStage, size_of(k),
+                            cudaMemcpyDeviceToHost, stream()),
+            "copy to host");
+      check(cudaEventRecord(st.done[k % 2], stream()), "copy to host");
+    };
+    issue(0);
+    for (size_t k = 0; k < chunks; ++k) {
+      if (k + 1 < chunks) issue(k + 1);  // its buffer was emptied in the previous trip
+      check(cudaEventSynchronize(st.done[k % 2]), "copy to host");
+      std::memcpy(static_cast<char*>(dst) + k * kStage, st.buf[k % 2], size_of(k));
+    }
   }
   void copy_from_host(void* dst, const void* src, size_t n) override {
     if (n == 0) return;
-    check(cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, stream()), "copy from host");
-    // The host buffer may be freed as soon as we return.
+    Staging& st = staging();
+    if (!st.ok) {
+      check(cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, stream()), "copy from host");
+      check(cudaStreamSynchronize(stream()), "copy from host");
+      return;
+    }
+    std::lock_guard<std::mutex> lk(st.mu);
+    for (size_t off = 0, k = 0; off < n; off += kStage, ++k) {
+      const size_t c = std::min(kStage, n - off);
+      // The buffer's previous transfer must be done before it is refilled (an event never
+      // recorded counts as done).
+      check(cudaEventSynchronize(st.done[k % 2]), "copy from host");
+      std::memcpy(st.buf[k % 2], static_cast<const char*>(src) + off, c);
+      check(cudaMemcpyAsync(static_cast<char*>(dst) + off, st.buf[k % 2], c, cudaMemcpyHostToDevice, stream()),
+            "copy from host");
+      check(cudaEventRecord(st.done[k % 2], stream()), "copy from host");
+    }
     check(cudaStreamSynchronize(stream()), "copy from host");
   }
   void copy_within(void* dst, const void* src, size_t n) override {
