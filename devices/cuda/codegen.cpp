@@ -215,7 +215,8 @@ std::string expr(const ir::Node& n, DType t0, const std::vector<std::string>& a)
                                                              {"cos", "cos"},   {"tanh", "tanh"}, {"erf", "erf"},
                                                              {"floor", "floor"}, {"ceil", "ceil"}, {"round", "rint"}};
     if (auto it = unary.find(op); it != unary.end()) return fn(it->second, d, a[0]);
-    if (op == "rsqrt") return one + " / " + fn("sqrt", d, a[0]);
+    // In double for f32 too: 1/sqrt rounded once, as the reference (two f32 roundings are not).
+    if (op == "rsqrt") return d == Dom::F ? "(float)(1.0 / sqrt((double)" + a[0] + "))" : one + " / " + fn("sqrt", d, a[0]);
     if (op == "recip") return one + " / " + a[0];
     if (op == "pow") return std::string(d == Dom::F ? "powf(" : "pow(") + a[0] + ", " + a[1] + ")";
   }
