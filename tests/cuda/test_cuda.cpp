@@ -372,3 +372,26 @@ BOOST_AUTO_TEST_CASE(dispatch_report_for_a_mixed_graph) {
   auto want = on("reference", g, in);
   for (size_t r = 0; r < 2; ++r) BOOST_TEST(rel_error(got[r], want[r]) <= 1e-5, "result " << r);
 }
+
+// Errors raised while a program runs on the GPU name the node (op and source line), and
+// the device stays usable afterwards.
+BOOST_AUTO_TEST_CASE(run_time_errors_name_the_node, *utf::precondition(GpuPresent())) {
+  ir::Graph g;
+  Var x = input(g, "x", DType::F32, {8}), i = input(g, "i", DType::I32, {3});
+  output(g, {gather(x, i, 0) * 2.0});
+  Tensor idx = Tensor::empty(DType::I32, {3});
+  idx.data<int32_t>()[0] = 0;
+  idx.data<int32_t>()[1] = 9;  // out of range
+  idx.data<int32_t>()[2] = 1;
+  try {
+    on("cuda", g, {Tensor::zeros(DType::F32, {8}), idx});
+    BOOST_ERROR("an out-of-range gather index ran");
+  } catch (const InputError& e) {
+    const std::string m = e.what();
+    BOOST_TEST(m.find("gather") != std::string::npos, m);
+    BOOST_TEST(m.find("test_cuda.cpp") != std::string::npos, m);
+  }
+  idx.data<int32_t>()[1] = 7;
+  auto r = on("cuda", g, {Tensor::zeros(DType::F32, {8}), idx});
+  BOOST_TEST(r[0].data<float>()[1] == 0.0f);
+}
