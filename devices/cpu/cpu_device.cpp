@@ -188,41 +188,20 @@ class CpuDevice final : public Device {
   bool fuses_reductions() const override { return true; }
 
   void run_fused(const FusedRegion& r, std::span<const Tensor> in, std::span<Tensor> out) override {
-    std::vector<const ir::Node*> nodes;
-    nodes.reserve(r.nodes.size());
-    bool chunked = true;
     // Full sums the planner placed in the region are accumulated chunk by chunk while the
     // region runs (their operands never go to memory); the rest is elementwise.
-    std::vector<FusedSum> sums;
-    std::vector<ir::Value> ew_outputs;
-    std::vector<Tensor> ew_out;
-    for (size_t o = 0; o < r.outputs.size(); ++o) {
-      const ir::Node& producer = r.graph->nodes.at(size_t(r.outputs[o].node));
-      if (producer.op->name == "sum") continue;
-      ew_outputs.push_back(r.outputs[o]);
-      ew_out.push_back(out[o]);
-    }
-    for (int32_t id : r.nodes) {
-      const ir::Node& n = r.graph->nodes.at(size_t(id));
-      if (n.op->name == "sum") {
-        Tensor dst;
-        for (size_t o = 0; o < r.outputs.size(); ++o)
-          if (r.outputs[o] == ir::Value{id, 0}) dst = out[o];
-        DType t = n.out().dtype;
-        if (t != DType::F32 && t != DType::F64) chunked = false;
-        if (dst.defined()) sums.push_back({n.inputs[0], dst});
-        continue;
-      }
-      auto it = kinds().find(n.op->name);
+    FusedSplit s = split_fused_sums(r, out);
+    bool chunked = s.sums_f32_or_f64;
+    for (const ir::Node* n : s.nodes) {
+      auto it = kinds().find(n->op->name);
       if (it == kinds().end() || it->second != Kind::Elementwise) chunked = false;
-      else if (n.op->name == "cast" &&
-               (r.graph->type(n.inputs[0]).dtype == DType::I4 || n.attrs.get_dtype("dtype") == DType::I4))
+      else if (n->op->name == "cast" &&
+               (r.graph->type(n->inputs[0]).dtype == DType::I4 || n->attrs.get_dtype("dtype") == DType::I4))
         chunked = false;
-      nodes.push_back(&n);
     }
     for (const Tensor& t : in) chunked &= t.dtype() != DType::I4;
     if (!chunked) return Device::run_fused(r, in, out);  // node by node
-    run_elementwise(nodes, r.inputs, ew_outputs, r.shape, in, ew_out, sums);
+    run_elementwise(s.nodes, r.inputs, s.outputs, r.shape, in, s.out, s.sums);
   }
 };
 

@@ -555,7 +555,7 @@ void run_elementwise(const std::vector<const ir::Node*>& nodes, const std::vecto
     std::vector<bool> is_output(size_t(nin) + P.steps.size(), false);
     for (const auto& v : outputs) is_output[size_t(value_id(v))] = true;
     for (const auto& fs : sums) {  // a reduced value must exist in full: never folded away
-      int v = value_id(fs.value);
+      int v = value_id(fs.operand);
       if (v < nin) throw InternalError("cpu fused executor: a fused sum reads a region input");
       if (ck_of_value(v) != CK::F32 && ck_of_value(v) != CK::F64)
         throw InternalError("cpu fused executor: fused sums take f32 or f64 values");

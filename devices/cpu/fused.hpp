@@ -14,6 +14,7 @@
 
 #include "core/tensor.hpp"
 #include "ir/graph.hpp"
+#include "runtime/device.hpp"
 
 namespace rlx::cpu {
 
@@ -26,13 +27,9 @@ bool elementwise_supported(const ir::Node& n, const std::vector<DType>& input_dt
 // Runs `nodes` (SSA order; every node produces `shape`) over `in` (the tensors of
 // `inputs`, broadcastable to `shape`) and writes `outputs` (values of nodes, or of
 // inputs) into `out` (contiguous, preallocated, shaped `shape`).
-// A full sum over one of the region's node values, written to `out` (a rank-0 f32/f64
-// tensor) when the region has run. Partial sums are kept per chunk, in double, and added
-// in chunk order, so the result does not depend on how threads split the work.
-struct FusedSum {
-  ir::Value value;
-  Tensor out;
-};
+// `sums` (runtime/device.hpp) are full sums over the region's values, written when the
+// region has run. Partial sums are kept per chunk, in double, and added in chunk order, so
+// the result does not depend on how threads split the work.
 void run_elementwise(const std::vector<const ir::Node*>& nodes, const std::vector<ir::Value>& inputs,
                      const std::vector<ir::Value>& outputs, const Shape& shape, std::span<const Tensor> in,
                      std::span<Tensor> out, const std::vector<FusedSum>& sums = {});

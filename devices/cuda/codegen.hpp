@@ -9,18 +9,13 @@
 
 #include "core/tensor.hpp"
 #include "ir/graph.hpp"
+#include "runtime/device.hpp"
 
 namespace rlx::cuda {
 
 // Empty when the generator can emit node n; otherwise why not.
 std::string elementwise_unsupported(const ir::Node& n, const ir::Graph& g);
 bool is_elementwise_op(const std::string& op);
-
-// A full f32/f64 sum over a value of the region, accumulated while the region runs.
-struct FusedSum {
-  ir::Value operand;
-  Tensor out;  // rank-0 result
-};
 
 // Runs `nodes` (SSA order, all producing `shape`) as one kernel. `inputs` name the
 // region's outside values (any shape broadcasting to `shape`, strided views allowed),

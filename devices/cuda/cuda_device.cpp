@@ -220,31 +220,11 @@ class CudaDevice final : public Device {
     NodeScope scope("fused region ending in " + node_label(r.graph->nodes.at(size_t(r.nodes.back()))));
     // Full f32/f64 sums the planner placed in the region are accumulated by the region's
     // kernel (block partials, then a fixed-order final pass); the rest is elementwise.
-    std::vector<const ir::Node*> nodes;
-    std::vector<FusedSum> sums;
-    std::vector<ir::Value> ew_outputs;
-    std::vector<Tensor> ew_out;
-    bool generated = true;
-    for (size_t o = 0; o < r.outputs.size(); ++o) {
-      const ir::Node& producer = r.graph->nodes.at(size_t(r.outputs[o].node));
-      if (producer.op->name == "sum") continue;
-      ew_outputs.push_back(r.outputs[o]);
-      ew_out.push_back(out[o]);
-    }
-    for (int32_t id : r.nodes) {
-      const ir::Node& n = r.graph->nodes.at(size_t(id));
-      if (n.op->name == "sum") {
-        DType t = n.out().dtype;
-        if (t != DType::F32 && t != DType::F64) generated = false;
-        for (size_t o = 0; o < r.outputs.size(); ++o)
-          if (r.outputs[o] == ir::Value{id, 0}) sums.push_back({n.inputs[0], out[o]});
-        continue;
-      }
-      if (!elementwise_unsupported(n, *r.graph).empty()) generated = false;
-      nodes.push_back(&n);
-    }
+    FusedSplit s = split_fused_sums(r, out);
+    bool generated = s.sums_f32_or_f64;
+    for (const ir::Node* n : s.nodes) generated &= elementwise_unsupported(*n, *r.graph).empty();
     if (!generated) return Device::run_fused(r, in, out);  // node by node
-    run_elementwise(nodes, r.inputs, ew_outputs, r.shape, in, ew_out, sums);
+    run_elementwise(s.nodes, r.inputs, s.outputs, r.shape, in, s.out, s.sums);
     if (sync_each_) sync_unless_recording("after the fused region");
   }
 

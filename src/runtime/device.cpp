@@ -30,6 +30,27 @@ void Device::run_fused(const FusedRegion& r, std::span<const Tensor> in, std::sp
   }
 }
 
+FusedSplit split_fused_sums(const FusedRegion& r, std::span<Tensor> out) {
+  FusedSplit s;
+  for (size_t o = 0; o < r.outputs.size(); ++o) {
+    if (r.graph->nodes.at(size_t(r.outputs[o].node)).op->name == "sum") continue;
+    s.outputs.push_back(r.outputs[o]);
+    s.out.push_back(out[o]);
+  }
+  for (int32_t id : r.nodes) {
+    const ir::Node& n = r.graph->nodes.at(size_t(id));
+    if (n.op->name != "sum") {
+      s.nodes.push_back(&n);
+      continue;
+    }
+    const DType t = n.out().dtype;
+    if (t != DType::F32 && t != DType::F64) s.sums_f32_or_f64 = false;
+    for (size_t o = 0; o < r.outputs.size(); ++o)
+      if (r.outputs[o] == ir::Value{id, 0}) s.sums.push_back({n.inputs[0], out[o]});
+  }
+  return s;
+}
+
 DeviceRegistry& DeviceRegistry::get() {
   static DeviceRegistry* r = [] {
     auto* reg = new DeviceRegistry;

@@ -40,6 +40,26 @@ class Replay {
   virtual void launch() = 0;  // asynchronous; Device::synchronize() waits for it
 };
 
+// A full sum the planner placed in a fused region (devices with fuses_reductions()):
+// accumulated while the region runs, written to `out` (rank 0) when it has run.
+struct FusedSum {
+  ir::Value operand;
+  Tensor out;
+};
+
+// A fused region taken apart for a device that runs it as one elementwise pass with its
+// full sums accumulated along the way: the elementwise nodes (SSA order), the values they
+// write out with their tensors, and the sums. `sums_f32_or_f64` is false when some sum has
+// another dtype (the devices then run the region node by node).
+struct FusedSplit {
+  std::vector<const ir::Node*> nodes;
+  std::vector<ir::Value> outputs;
+  std::vector<Tensor> out;
+  std::vector<FusedSum> sums;
+  bool sums_f32_or_f64 = true;
+};
+FusedSplit split_fused_sums(const FusedRegion& r, std::span<Tensor> out);
+
 class Device {
  public:
   virtual ~Device() = default;
