@@ -6,12 +6,12 @@
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <cstdlib>
-#include <ctime>
 #include <filesystem>
 #include <map>
 #include <random>
 #include <set>
 
+#include "tests/support/seed.hpp"
 #include "core/error.hpp"
 #include "devices/cuda/codegen.hpp"
 #include "devices/cuda/spmv.hpp"
@@ -38,15 +38,7 @@ struct GpuPresent {
   }
 };
 
-uint64_t seed() {
-  static uint64_t s = [] {
-    const char* e = std::getenv("RLX_TEST_SEED");
-    uint64_t v = e ? std::strtoull(e, nullptr, 10) : uint64_t(std::time(nullptr));
-    BOOST_TEST_MESSAGE("test_cuda seed=" << v << " (RLX_TEST_SEED=" << v << " repeats it)");
-    return v;
-  }();
-  return s;
-}
+uint64_t seed() { return test::run_seed("test_cuda"); }
 
 Tensor random(DType t, Shape s, std::mt19937_64& g, double lo = -2, double hi = 2) {
   Tensor h = Tensor::empty(DType::F64, s);

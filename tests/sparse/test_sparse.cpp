@@ -16,6 +16,7 @@
 #include <random>
 #include <sstream>
 
+#include "tests/support/seed.hpp"
 #include "core/error.hpp"
 #include "runtime/device.hpp"
 #include "runtime/runtime.hpp"
@@ -41,16 +42,7 @@ using cd = std::complex<double>;
 
 namespace {
 
-uint64_t seed() {
-  static const uint64_t s = [] {
-    const char* e = std::getenv("RLX_TEST_SEED");
-    uint64_t v = e ? std::strtoull(e, nullptr, 10) : uint64_t(std::random_device{}());
-    std::printf("test_sparse: seed=%llu (RLX_TEST_SEED=%llu repeats this run)\n", (unsigned long long)v,
-                (unsigned long long)v);
-    return v;
-  }();
-  return s;
-}
+uint64_t seed() { return test::run_seed("test_sparse"); }
 
 Tensor ints(DType t, const std::vector<int64_t>& v) {
   Tensor r = Tensor::empty(t, {int64_t(v.size())});

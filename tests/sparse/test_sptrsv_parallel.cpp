@@ -18,6 +18,7 @@
 #include <random>
 #include <string>
 
+#include "tests/support/seed.hpp"
 #include "devices/cpu/thread_pool.hpp"
 #include "runtime/device.hpp"
 #include "runtime/runtime.hpp"
@@ -36,16 +37,7 @@ using cd = std::complex<double>;
 
 namespace {
 
-uint64_t seed() {
-  static const uint64_t s = [] {
-    const char* e = std::getenv("RLX_TEST_SEED");
-    uint64_t v = e ? std::strtoull(e, nullptr, 10) : uint64_t(std::random_device{}());
-    std::printf("test_sptrsv_parallel: seed=%llu (RLX_TEST_SEED=%llu repeats this run)\n", (unsigned long long)v,
-                (unsigned long long)v);
-    return v;
-  }();
-  return s;
-}
+uint64_t seed() { return test::run_seed("test_sptrsv_parallel"); }
 
 int64_t threaded_runs() { return rlx::cpu::sptrsv_pipelined_solves(); }
 bool have_threads() { return rlx::cpu::num_threads() >= 2; }
