@@ -42,14 +42,6 @@
 
 namespace rlx::cuda {
 
-// Whether stream() is recording a CUDA graph: then nothing may wait for the device or
-// read its memory back to the host.
-bool capturing() {
-  cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
-  check(cudaStreamIsCapturing(stream(), &st), "cudaStreamIsCapturing");
-  return st != cudaStreamCaptureStatusNone;
-}
-
 void check_cublas(cublasStatus_t s, const char* call) {
   if (s == CUBLAS_STATUS_SUCCESS) return;
   const std::string& node = current_node();

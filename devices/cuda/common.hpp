@@ -21,6 +21,9 @@ void check_launch(const char* kernel);
 
 // All device work is ordered on this one stream (created on first use).
 cudaStream_t stream();
+// Whether stream() is being recorded into a CUDA graph: then nothing may wait for the
+// device or read back to the host.
+bool capturing();
 
 // The device allocator: stream-ordered, caching freed blocks by size class.
 Allocator* allocator();

@@ -235,9 +235,7 @@ class CudaDevice final : public Device {
     if (sync_each_) sync_unless_recording("after the kernel");
   }
   void sync_unless_recording(const char* what) {
-    cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
-    check(cudaStreamIsCapturing(stream(), &st), "querying capture");
-    if (st == cudaStreamCaptureStatusNone) check(cudaStreamSynchronize(stream()), what);
+    if (!capturing()) check(cudaStreamSynchronize(stream()), what);
   }
   std::mutex capture_mu_;
   bool sync_each_ = [] {

@@ -906,13 +906,6 @@ __global__ void __launch_bounds__(256) check_indices(const I* __restrict__ idx, 
   }
 }
 
-// Whether stream() is recording a CUDA graph (nothing may wait for the device then).
-bool stream_capturing() {
-  cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
-  check(cudaStreamIsCapturing(stream(), &st), "cudaStreamIsCapturing");
-  return st != cudaStreamCaptureStatusNone;
-}
-
 // Validates and normalizes the indices into nidx (J int64 values). Throws InputError
 // naming the first bad index, as the reference does: this synchronizes the stream once
 // (the error has to be known before returning). While a CUDA graph is being recorded
@@ -939,7 +932,7 @@ void normalize_indices(const Tensor& idx, i64 A, int axis, const char* op, i64* 
     check_indices<int64_t><<<grid_for(J, 256), 256, 0, stream()>>>(static_cast<const int64_t*>(ip), J, A, nidx,
                                                                    bad.as<u64>());
   check_launch("check_indices");
-  if (stream_capturing()) return;
+  if (capturing()) return;
   u64 first = ~0ull;
   check(cudaMemcpyAsync(&first, bad.get(), sizeof(u64), cudaMemcpyDeviceToHost, stream()), "index check");
   check(cudaStreamSynchronize(stream()), "index check");

@@ -30,9 +30,8 @@ std::string library_description();
 
 // Shared by the families (blas.cpp defines them): the process's cuBLAS handle, bound to
 // stream() with its own workspace; status checking (DeviceError naming the call and the
-// node); whether stream() is being recorded into a CUDA graph.
+// node).
 cublasHandle_t cublas_handle();
-void check_cublas(cublasStatus_t s, const char* call);
-bool capturing();  // e.g. "cuBLAS 13.0, cuSPARSE 12.6, cuSOLVER 12.0"
+void check_cublas(cublasStatus_t s, const char* call);  // e.g. "cuBLAS 13.0, cuSPARSE 12.6, cuSOLVER 12.0"
 
 }  // namespace rlx::cuda

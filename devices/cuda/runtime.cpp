@@ -41,6 +41,12 @@ cudaStream_t stream() {
   return s;
 }
 
+bool capturing() {
+  cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+  check(cudaStreamIsCapturing(stream(), &st), "cudaStreamIsCapturing");
+  return st != cudaStreamCaptureStatusNone;
+}
+
 namespace {
 
 constexpr size_t kStage = size_t(8) << 20;  // bytes per pinned staging buffer
