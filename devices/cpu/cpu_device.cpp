@@ -49,9 +49,6 @@ const std::unordered_map<std::string, Kind>& kinds() {
   return m;
 }
 
-bool is_int_dt(DType t) { return t == DType::I8 || t == DType::U8 || t == DType::I32 || t == DType::I64; }
-bool is_numeric(DType t) { return is_int_dt(t) || is_float(t) || t == DType::C64; }
-bool is_real_numeric(DType t) { return is_int_dt(t) || is_float(t); }
 
 
 bool cast_touches_i4(const ir::Node& n, DType in) {

@@ -4,8 +4,8 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <mutex>
 #include <cstdlib>
+#include <mutex>
 #include <unordered_map>
 
 #include "core/error.hpp"
@@ -38,10 +38,6 @@ const std::unordered_map<std::string, Kind>& kinds() {
   };
   return m;
 }
-
-bool is_int_dt(DType t) { return t == DType::I8 || t == DType::U8 || t == DType::I32 || t == DType::I64; }
-bool is_numeric(DType t) { return is_int_dt(t) || is_float(t) || t == DType::C64; }
-bool is_real_numeric(DType t) { return is_int_dt(t) || is_float(t); }
 
 
 std::string node_label(const ir::Node& n) {

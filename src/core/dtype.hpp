@@ -29,6 +29,10 @@ bool is_float(DType t);    // f16 bf16 f32 f64
 bool is_complex(DType t);  // c64
 bool is_integer(DType t);  // i8 u8 i32 i64 i4
 inline bool is_inexact(DType t) { return is_float(t) || is_complex(t); }
+// Whole-byte integers (i8 u8 i32 i64: not bool, not packed i4).
+inline bool is_byte_integer(DType t) { return t == DType::I8 || t == DType::U8 || t == DType::I32 || t == DType::I64; }
+inline bool is_real_numeric(DType t) { return is_byte_integer(t) || is_float(t); }  // ints and floats
+inline bool is_numeric(DType t) { return is_real_numeric(t) || t == DType::C64; }   // ... and c64
 
 template <class T> struct dtype_of;
 template <> struct dtype_of<bool> { static constexpr DType value = DType::Bool; };
