@@ -84,10 +84,14 @@ std::vector<Device*> DeviceRegistry::all() const {
   return r;
 }
 
+void require_runnable(const Device& d) {
+  if (std::string why = d.unavailable(); !why.empty())
+    throw InputError("device '" + d.name() + "' cannot run programs here: " + why);
+}
+
 Device& DeviceRegistry::runnable_at(const std::string& name) const {
   Device& d = at(name);
-  if (std::string why = d.unavailable(); !why.empty())
-    throw InputError("device '" + name + "' cannot run programs here: " + why);
+  require_runnable(d);
   return d;
 }
 

@@ -87,6 +87,9 @@ class Device {
   virtual std::unique_ptr<Replay> capture(const std::function<void()>& work) { return nullptr; }
 };
 
+// Throws InputError "device 'cuda' cannot run programs here: <why>" when d is unavailable.
+void require_runnable(const Device& d);
+
 class DeviceRegistry {
  public:
   static DeviceRegistry& get();  // registers the built-in devices on first use

@@ -31,8 +31,7 @@ Executor::Executor(const Program& p, Device& d) : p_(p), d_(d) {
   kernel_seconds_.assign(p.kernels.size(), 0.0);
   if (p.device != d.name())
     throw InputError("program was compiled for device '" + p.device + "', not '" + d.name() + "'");
-  if (std::string why = d.unavailable(); !why.empty())
-    throw InputError("device '" + d.name() + "' cannot run programs here: " + why);
+  require_runnable(d);
   if (p.arena_bytes > 0) arena_ = Tensor::empty(DType::U8, {p.arena_bytes}, d.allocator());
   for (auto& k : p.kernels) {
     FusedRegion r = k.region;
