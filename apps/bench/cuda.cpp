@@ -156,12 +156,14 @@ void bench_fused(int reps, double copy_gbs) {
 // The fused chain under the code generator's tuning knobs (unroll, FMA contraction).
 void sweep_fused(int reps, double copy_gbs) {
   const cuda::CodegenOptions saved = cuda::codegen_options();
-  for (bool fmad : {false, true})
-    for (int unroll : {1, 2, 4, 8}) {
-      cuda::set_codegen_options({unroll, fmad});
-      std::printf("sweep   unroll=%d fmad=%d: ", unroll, int(fmad));
-      bench_fused(reps, copy_gbs);
-    }
+  for (bool vector : {false, true})
+    for (bool fmad : {false, true})
+      for (int unroll : {1, 2, 4, 8}) {
+        if (vector && unroll == 1) continue;
+        cuda::set_codegen_options({unroll, fmad, vector});
+        std::printf("sweep   %s unroll=%d fmad=%d: ", vector ? "vector" : "stride", unroll, int(fmad));
+        bench_fused(reps, copy_gbs);
+      }
   cuda::set_codegen_options(saved);
 }
 
@@ -230,20 +232,26 @@ void bench_spmv_one(int reps, const std::string& label, const sparse::CsrMatrix&
     cusparseSpMV(h, CUSPARSE_OPERATION_NON_TRANSPOSE, &one, mat, vx, &zero, vy, CUDA_R_64F, CUSPARSE_SPMV_ALG_DEFAULT,
                  buf.get());
   });
-  // The rlx kernel at each group width (the device picks spmv_lanes(); the others are for
-  // tuning that choice).
+  // The rlx kernels under their tuning knobs (the device picks spmv_kernel() and
+  // spmv_lanes(); the others are for tuning that choice): vector kernel by lanes per row
+  // (x2: two nonzeros per lane per trip), the split kernel, each also with the matrix
+  // loaded evict-first (h).
   std::string lanes_line;
-  for (int unroll : g_sweep ? std::vector<int>{1, 2} : std::vector<int>{1})
-    for (int l : g_sweep ? std::vector<int>{1, 2, 4, 8, 16, 32} : std::vector<int>{2, 4, 8, 16}) {
-      double ms = time_ms(reps, [&] {
-        cuda::spmv_csr_native(in[0], in[1], in[2], in[3], nullptr, 1.0, 0.0, out[0], l, unroll);
-      });
-      char buf[64];
-      std::snprintf(buf, sizeof buf, unroll == 1 ? " %d:%.3f" : " %dx2:%.3f", l, ms);
-      lanes_line += buf;
-    }
-  std::printf("spmv    %-14s rlx kernel by lanes per row (ms):%s (device default %d)\n", label.c_str(), lanes_line.c_str(),
-              cuda::spmv_lanes(A.rows(), A.nnz()));
+  auto variant = [&](const char* name, cuda::SpmvTuning t) {
+    double ms = time_ms(reps, [&] { cuda::spmv_csr_native(in[0], in[1], in[2], in[3], nullptr, 1.0, 0.0, out[0], t); });
+    char b[64];
+    std::snprintf(b, sizeof b, " %s%s:%.3f", name, t.stream_hint ? "h" : "", ms);
+    lanes_line += b;
+  };
+  for (bool hint : g_sweep ? std::vector<bool>{false, true} : std::vector<bool>{false}) {
+    for (int unroll : g_sweep ? std::vector<int>{1, 2} : std::vector<int>{1})
+      for (int l : g_sweep ? std::vector<int>{1, 2, 4, 8, 16, 32} : std::vector<int>{2, 4, 8, 16, 32})
+        variant((std::to_string(l) + (unroll == 2 ? "x2" : "")).c_str(), {1, l, unroll, hint});
+    variant("split", {2, 0, 1, hint});
+  }
+  std::printf("spmv    %-14s rlx kernels (ms):%s (device default %s)\n", label.c_str(), lanes_line.c_str(),
+              cuda::spmv_kernel(A.rows(), A.nnz()) == 2 ? "split"
+                                                        : std::to_string(cuda::spmv_lanes(A.rows(), A.nnz())).c_str());
   cusparseDestroySpMat(mat);
   cusparseDestroyDnVec(vx);
   cusparseDestroyDnVec(vy);

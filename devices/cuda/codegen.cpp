@@ -52,12 +52,29 @@ const char* ctype(DType t) {
 // Helper names carry the dtype's own name (ld_f16, rnd_i8, st_bool, ...).
 const char* tag(DType t) { return dtype_name(t); }
 
+// The C type a dtype is stored as (what ld_/st_ read and write).
+const char* stype(DType t) {
+  switch (t) {
+    case DType::Bool: case DType::U8: return "unsigned char";
+    case DType::I8: return "signed char";
+    case DType::I32: return "int";
+    case DType::I64: return "long long";
+    case DType::F16: case DType::BF16: return "unsigned short";
+    case DType::F32: return "float";
+    case DType::F64: return "double";
+    case DType::C64: return "f2";
+    default: throw InternalError(std::string("cuda: no storage type for ") + dtype_name(t));
+  }
+}
+
 // The fixed part of every generated module: storage conversions, rounding to each dtype,
 // the reference's integer and NaN rules, complex arithmetic.
 const char* kPrelude = R"(typedef long long i64;
 typedef unsigned long long u64;
 struct cplx { double re, im; };
 struct alignas(8) f2 { float x, y; };
+// U neighbouring elements moved as one access (up to 16 bytes; wider packs in 16-byte parts).
+template <class S, int U> struct alignas(sizeof(S) * U < 16 ? sizeof(S) * U : 16) pk { S v[U]; };
 __device__ __forceinline__ float h2f(unsigned short h) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f; }
 __device__ __forceinline__ unsigned short f2h(float f) { unsigned short h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h; }
 __device__ __forceinline__ float b2f(unsigned short b) { return __uint_as_float(((unsigned)b) << 16); }
@@ -373,6 +390,13 @@ enum InputKind { kContig = 0, kScalar = 1, kStrided = 2 };
 
 constexpr int kThreads = 256;
 
+// The vector layout needs contiguous operands (a scalar is fine) and a power-of-two U > 1.
+bool vector_layout_possible(const std::vector<int>& kinds, int unroll) {
+  for (int k : kinds)
+    if (k == kStrided) return false;
+  return unroll > 1 && unroll <= 16 && (unroll & (unroll - 1)) == 0;
+}
+
 // prefix followed by a number (one append at a time: GCC 12 warns falsely on "x" + to_string).
 std::string num(const char* prefix, long long v) {
   std::string r(prefix);
@@ -443,7 +467,7 @@ std::string compiler_description() { return "NVRTC " + nvrtc_version() + ", kern
 std::string elementwise_source(const std::vector<const ir::Node*>& nodes, const std::vector<ir::Value>& inputs,
                                const std::vector<DType>& input_dtypes, const std::vector<ir::Value>& outputs,
                                const std::vector<int>& kinds, int rank, bool wide, const std::vector<ir::Value>& sums,
-                               const std::vector<DType>& sum_dtypes) {
+                               const std::vector<DType>& sum_dtypes, bool vector) {
   const size_t ni = inputs.size(), no = outputs.size(), ns = sums.size();
   int nstrided = 0;
   for (int k : kinds) nstrided += k == kStrided;
@@ -455,10 +479,13 @@ std::string elementwise_source(const std::vector<const ir::Node*>& nodes, const 
     << "];\n  double* partial[" << std::max<size_t>(ns, 1) << "];\n  i64 n;\n  i64 shape[" << std::max(rank, 1)
     << "];\n  i64 st[" << std::max(nstrided, 1) << "][" << std::max(rank, 1) << "];\n};\n";
   const char* idx = wide ? "i64" : "int";
-  // Without strided inputs each thread takes U elements a grid stride apart per trip and
-  // issues all their loads before any arithmetic: U independent loads in flight.
+  // Without strided inputs each thread takes U elements per trip and issues all their
+  // loads before any arithmetic. Grid-stride layout: the U elements lie a grid stride
+  // apart. Vector layout (`vector`, U a power of two, every pointer aligned to its pack):
+  // they are U neighbours, loaded and stored as one pack of up to 16 bytes per access.
   const CodegenOptions opt = codegen_options();
   const int U = nstrided ? 1 : std::max(1, std::min(opt.unroll, 16));
+  vector = vector && vector_layout_possible(kinds, opt.unroll);
   s << "extern \"C\" __global__ void __launch_bounds__(" << kThreads << ") rlx_ew(const Params p) {\n";
   for (size_t j = 0; j < ns; ++j) s << "  double acc" << j << " = 0;\n";
   s << "  const " << idx << " n = (" << idx << ")p.n;\n";
@@ -475,37 +502,20 @@ std::string elementwise_source(const std::vector<const ir::Node*>& nodes, const 
       s << "  const " << ctype(t) << " x" << k << " = ld_" << tag(t) << "(p.in[" << k << "], 0);\n";
       scalar_name[{inputs[k].node, inputs[k].index}] = num("x", (long long)k);
     }
-  s << "  for (" << idx << " i0 = (" << idx << ")blockIdx.x * blockDim.x + threadIdx.x; i0 < n; i0 += " << U << " * T) {\n";
   auto sfx = [](int u) { return num("_", u); };
-  // Element indices; a lane past the end re-reads element i0 (always valid) and stores nothing.
-  for (int u = 0; u < U; ++u)
-    s << "    const " << idx << " i" << sfx(u) << " = i0 + " << u << " * T;\n";
-  if (nstrided) {
-    for (int d = 0; d < rank; ++d) s << "    i64 c" << d << ";\n";
-    s << "    { i64 r = i0;\n";
-    for (int d = rank - 1; d >= 0; --d) s << "      c" << d << " = r % p.shape[" << d << "]; r /= p.shape[" << d << "];\n";
-    s << "    }\n";
-  }
-  std::vector<std::map<std::pair<int32_t, int32_t>, std::string>> name(size_t(U), scalar_name);
-  for (int u = 0; u < U; ++u) {
-    const std::string iu = num("i_", u), safe = u == 0 ? iu : "(" + iu + " < n ? " + iu + " : i0)";
-    int si = 0;
+  using Names = std::map<std::pair<int32_t, int32_t>, std::string>;
+  // One element's loads: input k of element u read from `from(k)` at offset `off(k)`.
+  auto emit_loads = [&](int u, Names& nm, auto from, auto off) {
     for (size_t k = 0; k < ni; ++k) {
       if (kinds[k] == kScalar) continue;
       DType t = input_dtypes[k];
-      std::string off = safe;
-      if (kinds[k] == kStrided) {
-        off = "0";
-        for (int d = 0; d < rank; ++d) off += num(" + c", d) + num(" * p.st[", si) + num("][", d) + "]";
-        ++si;
-      }
       std::string x = num("x", (long long)k) + sfx(u);
-      s << "    const " << ctype(t) << " " << x << " = ld_" << tag(t) << "(p.in[" << k << "], " << off << ");\n";
-      name[size_t(u)][{inputs[k].node, inputs[k].index}] = x;
+      s << "    const " << ctype(t) << " " << x << " = ld_" << tag(t) << "(" << from(k) << ", " << off(k) << ");\n";
+      nm[{inputs[k].node, inputs[k].index}] = x;
     }
-  }
-  for (int u = 0; u < U; ++u) {
-    auto& nm = name[size_t(u)];
+  };
+  // One element's nodes, each result rounded to its dtype.
+  auto emit_nodes = [&](int u, Names& nm) {
     for (const ir::Node* n : nodes) {
       std::vector<std::string> a;
       for (ir::Value v : n->inputs) a.push_back(nm.at({v.node, v.index}));
@@ -516,16 +526,85 @@ std::string elementwise_source(const std::vector<const ir::Node*>& nodes, const 
       s << "    const " << ctype(t) << " " << v << " = rnd_" << tag(t) << "(" << e << ");\n";
       nm[{n->id, 0}] = v;
     }
+  };
+  auto emit_sums = [&](const Names& nm, const char* indent) {
+    for (size_t j = 0; j < ns; ++j)
+      s << indent << "acc" << j << " += (double)" << nm.at({sums[j].node, sums[j].index}) << ";\n";
+  };
+  // One element's stores (and sum terms) at index i<u>, guarded by i<u> < n.
+  auto emit_scalar_stores = [&](int u, const Names& nm) {
     s << "    if (i" << sfx(u) << " < n) {\n";
     for (size_t j = 0; j < no; ++j) {
       DType t = type_of(outputs[j]);
       s << "      st_" << tag(t) << "(p.out[" << j << "], i" << sfx(u) << ", " << nm.at({outputs[j].node, outputs[j].index})
         << ");\n";
     }
-    for (size_t j = 0; j < ns; ++j) s << "      acc" << j << " += (double)" << nm.at({sums[j].node, sums[j].index}) << ";\n";
+    emit_sums(nm, "      ");
     s << "    }\n";
+  };
+  auto pack = [&](DType t) { return "pk<" + std::string(stype(t)) + ", " + std::to_string(U) + ">"; };
+  if (vector) {
+    // Whole packs, then the last n % U elements one per thread.
+    s << "  const " << idx << " nv = n / " << U << ";\n";
+    s << "  for (" << idx << " j = (" << idx << ")blockIdx.x * blockDim.x + threadIdx.x; j < nv; j += T) {\n";
+    for (size_t k = 0; k < ni; ++k)
+      if (kinds[k] != kScalar)
+        s << "    const " << pack(input_dtypes[k]) << " r" << k << " = ((const " << pack(input_dtypes[k]) << "*)p.in[" << k
+          << "])[j];\n";
+    std::vector<Names> name(size_t(U), scalar_name);
+    for (int u = 0; u < U; ++u)
+      emit_loads(u, name[size_t(u)], [&](size_t k) { return num("r", (long long)k) + ".v"; },
+                 [&](size_t) { return std::to_string(u); });
+    for (int u = 0; u < U; ++u) emit_nodes(u, name[size_t(u)]);
+    for (size_t j = 0; j < no; ++j) {
+      DType t = type_of(outputs[j]);
+      s << "    " << pack(t) << " w" << j << ";\n";
+      for (int u = 0; u < U; ++u)
+        s << "    st_" << tag(t) << "(w" << j << ".v, " << u << ", " << name[size_t(u)].at({outputs[j].node, outputs[j].index})
+          << ");\n";
+      s << "    ((" << pack(t) << "*)p.out[" << j << "])[j] = w" << j << ";\n";
+    }
+    for (int u = 0; u < U; ++u) emit_sums(name[size_t(u)], "    ");
+    s << "  }\n";
+    s << "  for (" << idx << " i_0 = nv * " << U << " + (" << idx
+      << ")blockIdx.x * blockDim.x + threadIdx.x; i_0 < n; i_0 += T) {\n";
+    Names nm = scalar_name;
+    emit_loads(0, nm, [&](size_t k) { return num("p.in[", (long long)k) + "]"; }, [&](size_t) { return std::string("i_0"); });
+    emit_nodes(0, nm);
+    emit_scalar_stores(0, nm);
+    s << "  }\n";
+  } else {
+    s << "  for (" << idx << " i0 = (" << idx << ")blockIdx.x * blockDim.x + threadIdx.x; i0 < n; i0 += " << U
+      << " * T) {\n";
+    // Element indices; a lane past the end re-reads element i0 (always valid) and stores nothing.
+    for (int u = 0; u < U; ++u) s << "    const " << idx << " i" << sfx(u) << " = i0 + " << u << " * T;\n";
+    if (nstrided) {
+      for (int d = 0; d < rank; ++d) s << "    i64 c" << d << ";\n";
+      s << "    { i64 r = i0;\n";
+      for (int d = rank - 1; d >= 0; --d) s << "      c" << d << " = r % p.shape[" << d << "]; r /= p.shape[" << d << "];\n";
+      s << "    }\n";
+    }
+    std::vector<Names> name(size_t(U), scalar_name);
+    for (int u = 0; u < U; ++u) {
+      const std::string iu = num("i_", u), safe = u == 0 ? iu : "(" + iu + " < n ? " + iu + " : i0)";
+      std::vector<std::string> offs(ni, safe);
+      int si = 0;
+      for (size_t k = 0; k < ni; ++k)
+        if (kinds[k] == kStrided) {
+          std::string off = "0";
+          for (int d = 0; d < rank; ++d) off += num(" + c", d) + num(" * p.st[", si) + num("][", d) + "]";
+          offs[k] = off;
+          ++si;
+        }
+      emit_loads(u, name[size_t(u)], [&](size_t k) { return num("p.in[", (long long)k) + "]"; },
+                 [&](size_t k) { return offs[k]; });
+    }
+    for (int u = 0; u < U; ++u) {
+      emit_nodes(u, name[size_t(u)]);
+      emit_scalar_stores(u, name[size_t(u)]);
+    }
+    s << "  }\n";
   }
-  s << "  }\n";
   if (ns) {
     // Block partials: a fixed-order tree (warp shuffles, then the block's warps).
     s << "  __shared__ double red[" << ns << "][" << kThreads / 32 << "];\n";
@@ -596,15 +675,27 @@ void run_elementwise(const std::vector<const ir::Node*>& nodes, const std::vecto
     sum_dtypes.push_back(f.out.dtype());
   }
   for (const Tensor& t : in) input_dtypes.push_back(t.dtype());
+  const CodegenOptions opt = codegen_options();
+  // The vector layout when every pointer is aligned to its pack (arena blocks are; a view
+  // at an odd offset is not).
+  bool vector = opt.vector && vector_layout_possible(kinds, opt.unroll);
+  auto aligned = [&](const void* ptr, DType t) {
+    const size_t a = std::min<size_t>(16, size_t(opt.unroll) * dtype_size(t));
+    return reinterpret_cast<uintptr_t>(ptr) % a == 0;
+  };
+  for (size_t k = 0; k < in.size() && vector; ++k)
+    if (kinds[k] != kScalar && !aligned(in[k].raw(), in[k].dtype())) vector = false;
+  for (size_t k = 0; k < out.size() && vector; ++k)
+    if (!aligned(out[k].raw(), out[k].dtype())) vector = false;
   // The generated source is a function of this signature; looking it up costs far less
   // than generating the source again on every run.
   std::string sig;
   auto put = [&](int64_t v) { sig.append(reinterpret_cast<const char*>(&v), sizeof v); };
   put(rank);
   put(wide);
-  const CodegenOptions opt = codegen_options();
   put(opt.unroll);
   put(opt.fmad);
+  put(vector);
   for (size_t k = 0; k < in.size(); ++k) {
     put(inputs[k].node);
     put(inputs[k].index);
@@ -635,7 +726,7 @@ void run_elementwise(const std::vector<const ir::Node*>& nodes, const std::vecto
   }
   if (!mp) {
     const std::string src =
-        elementwise_source(nodes, inputs, input_dtypes, outputs, kinds, rank, wide, sum_values, sum_dtypes);
+        elementwise_source(nodes, inputs, input_dtypes, outputs, kinds, rank, wide, sum_values, sum_dtypes, vector);
     mp = &module_for(src, !sums.empty());
     std::lock_guard<std::mutex> lk(sig_mu);
     by_sig.emplace(sig, mp);
@@ -643,7 +734,9 @@ void run_elementwise(const std::vector<const ir::Node*>& nodes, const std::vecto
   const Module& m = *mp;
 
   const int64_t max_blocks = int64_t(sm_count()) * (2048 / kThreads);
-  const int64_t blocks = std::max<int64_t>(1, std::min<int64_t>((n + kThreads - 1) / kThreads, max_blocks));
+  const int64_t per_thread = vector ? opt.unroll : 1;
+  const int64_t threads_needed = (n + per_thread - 1) / per_thread;
+  const int64_t blocks = std::max<int64_t>(1, std::min<int64_t>((threads_needed + kThreads - 1) / kThreads, max_blocks));
   std::optional<Scratch> partial;
   if (!sums.empty()) partial.emplace(sizeof(double) * size_t(blocks) * sums.size());
 

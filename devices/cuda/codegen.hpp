@@ -28,15 +28,19 @@ void run_elementwise(const std::vector<const ir::Node*>& nodes, const std::vecto
 std::string elementwise_source(const std::vector<const ir::Node*>& nodes, const std::vector<ir::Value>& inputs,
                                const std::vector<DType>& input_dtypes, const std::vector<ir::Value>& outputs,
                                const std::vector<int>& input_kinds, int rank, bool wide_index,
-                               const std::vector<ir::Value>& sum_operands, const std::vector<DType>& sum_dtypes);
+                               const std::vector<ir::Value>& sum_operands, const std::vector<DType>& sum_dtypes,
+                               bool vector = false);
 
 // Tuning knobs for experiments (`rlx-bench cuda --only sweep`); the defaults are what the
 // device runs with. unroll: elements per thread per grid-stride trip when no operand is
 // strided; fmad: let NVRTC contract a*b+c (breaks the per-node rounding of the IR, so it
-// is off for real work).
+// is off for real work); vector: with no strided operand and every pointer aligned, a
+// thread's `unroll` elements are neighbours moved as one pack of up to 16 bytes (instead of
+// elements a grid stride apart).
 struct CodegenOptions {
   int unroll = 4;
   bool fmad = false;
+  bool vector = true;
 };
 void set_codegen_options(const CodegenOptions& o);
 CodegenOptions codegen_options();

@@ -2,13 +2,30 @@
 #include "devices/cuda/common.hpp"
 #include "devices/cuda/spmv.hpp"
 
+#include <algorithm>
 #include <type_traits>
 
 namespace rlx::cuda {
 namespace {
 
-template <int L, int UNR, class I, class T>
-__global__ void __launch_bounds__(256) spmv_kernel(const I* __restrict__ rp, const I* __restrict__ ci,
+// Matrix entries are read once: with HINT they are loaded evict-first (ld.global.cs), so
+// they do not push x (gathered many times) out of the caches.
+template <bool HINT, class S>
+__device__ __forceinline__ S once(const S* p) {
+  if constexpr (HINT) return __ldcs(p);
+  else return *p;
+}
+
+__device__ __forceinline__ double finish(double acc, double alpha, double beta, const void* y0, long long r, bool f64) {
+  double out = alpha * acc;
+  if (y0) out += beta * (f64 ? static_cast<const double*>(y0)[r] : double(static_cast<const float*>(y0)[r]));
+  return out;
+}
+
+// ---------------------------------------------------------------- vector kernel
+// A group of L lanes per row, rows strided over the groups of the grid.
+template <int L, int UNR, bool HINT, class I, class T>
+__global__ void __launch_bounds__(256) spmv_vector(const I* __restrict__ rp, const I* __restrict__ ci,
                                                    const T* __restrict__ v, const T* __restrict__ x,
                                                    const T* __restrict__ y0, double alpha, double beta,
                                                    T* __restrict__ y, long long rows) {
@@ -27,55 +44,222 @@ __global__ void __launch_bounds__(256) spmv_kernel(const I* __restrict__ rp, con
     }
     double acc = 0;
     if constexpr (UNR == 1) {
-      for (long long k = b + lane; k < e; k += L) acc += static_cast<double>(v[k]) * static_cast<double>(__ldg(x + ci[k]));
+      for (long long k = b + lane; k < e; k += L)
+        acc += static_cast<double>(once<HINT>(v + k)) * static_cast<double>(__ldg(x + once<HINT>(ci + k)));
     } else {
       // Two nonzeros per lane per trip, two accumulators: twice the gathers in flight.
       double acc2 = 0;
       long long k = b + lane;
       for (; k + L < e; k += 2 * L) {
-        const I c0 = ci[k], c1 = ci[k + L];
-        const T v0 = v[k], v1 = v[k + L];
+        const I c0 = once<HINT>(ci + k), c1 = once<HINT>(ci + k + L);
+        const T v0 = once<HINT>(v + k), v1 = once<HINT>(v + k + L);
         acc += static_cast<double>(v0) * static_cast<double>(__ldg(x + c0));
         acc2 += static_cast<double>(v1) * static_cast<double>(__ldg(x + c1));
       }
-      if (k < e) acc += static_cast<double>(v[k]) * static_cast<double>(__ldg(x + ci[k]));
+      if (k < e) acc += static_cast<double>(once<HINT>(v + k)) * static_cast<double>(__ldg(x + once<HINT>(ci + k)));
       acc += acc2;
     }
 #pragma unroll
     for (int o = L / 2; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o, L);
-    if (lane == 0 && r < rows) {
-      double out = alpha * acc;
-      if (y0) out += beta * static_cast<double>(y0[r]);
-      y[r] = static_cast<T>(out);
+    if (lane == 0 && r < rows) y[r] = static_cast<T>(finish(acc, alpha, beta, y0, r, std::is_same_v<T, double>));
+  }
+}
+
+// ---------------------------------------------------------------- split kernel
+// Each warp takes kChunk consecutive nonzeros, whatever rows they belong to, so long and
+// short rows cost the same per nonzero. The warp stages its products in shared memory,
+// then sums each row segment of its chunk (all lanes, a fixed-order shuffle tree):
+//   - rows that start and end in the chunk: y written here;
+//   - the row the chunk starts inside of (begun by an earlier warp): head[w];
+//   - the row that starts here and runs past the chunk: tail[w], tail_row[w].
+// A second kernel completes each row that spans chunks: tail of its first chunk, then the
+// heads of the following chunks, in order (deterministic). A row "starts" in the chunk
+// holding its first nonzero; an empty row in the chunk holding its start offset (the last
+// chunk also takes empty rows at the very end).
+constexpr int kSplitK = 8;
+constexpr int kChunk = 32 * kSplitK;
+constexpr int kSplitThreads = 256;
+
+// First index in rp[lo, hi) whose value is >= val (hi if none), the warp probing 32
+// places per round: 3-4 dependent rounds for millions of rows instead of ~22.
+template <class I>
+__device__ long long lower_bound_warp(const I* rp, long long lo, long long hi, long long val, int lane) {
+  while (hi - lo > 32) {
+    const long long step = (hi - lo + 31) / 32;
+    const long long p = lo + lane * step;
+    const bool below = p < hi && static_cast<long long>(rp[p]) < val;
+    const int c = __popc(__ballot_sync(0xffffffffu, below));
+    if (c == 0) return lo;
+    const long long nlo = lo + (c - 1) * step + 1, nhi = lo + c * step;
+    lo = nlo;
+    hi = nhi < hi ? nhi : hi;
+  }
+  const long long p = lo + lane;
+  const bool below = p < hi && static_cast<long long>(rp[p]) < val;
+  return lo + __popc(__ballot_sync(0xffffffffu, below));
+}
+
+__device__ __forceinline__ double warp_sum(double s) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+  return s;
+}
+
+template <bool HINT, class I, class T>
+__global__ void __launch_bounds__(kSplitThreads) spmv_split(const I* __restrict__ rp, const I* __restrict__ ci,
+                                                           const T* __restrict__ v, const T* __restrict__ x,
+                                                           const T* __restrict__ y0, double alpha, double beta,
+                                                           T* __restrict__ y, long long rows, long long nnz,
+                                                           long long chunks, double* __restrict__ head,
+                                                           double* __restrict__ tail, long long* __restrict__ tail_row) {
+  __shared__ double prod[kSplitThreads / 32][kChunk];
+  const int lane = threadIdx.x & 31, wib = threadIdx.x >> 5;
+  const long long w = static_cast<long long>(blockIdx.x) * (kSplitThreads / 32) + wib;
+  if (w >= chunks) return;  // whole warps only: the shuffles below stay warp-uniform
+  constexpr bool f64 = std::is_same_v<T, double>;
+  double* pr = prod[wib];
+  const long long base = w * kChunk, end = base + kChunk < nnz ? base + kChunk : nnz;
+  // Products: all loads of the chunk issued before the first multiply.
+  {
+    I c[kSplitK];
+    T a[kSplitK];
+#pragma unroll
+    for (int m = 0; m < kSplitK; ++m) {
+      const long long k = base + m * 32 + lane;
+      c[m] = k < end ? once<HINT>(ci + k) : I(0);
+      a[m] = k < end ? once<HINT>(v + k) : T(0);
+    }
+#pragma unroll
+    for (int m = 0; m < kSplitK; ++m) pr[m * 32 + lane] = static_cast<double>(a[m]) * static_cast<double>(__ldg(x + c[m]));
+  }
+  __syncwarp();
+  const bool last = w == chunks - 1;
+  // Rows starting in the chunk: rf..rl.
+  const long long rf = lower_bound_warp(rp, 0, rows + 1, base, lane);
+  const long long rl = last ? rows - 1 : lower_bound_warp(rp, rf, rows + 1, end, lane) - 1;
+  auto seg = [&](long long a, long long b) {  // sum of products a..b-1 (global indices)
+    double s = 0;
+    for (long long k = a + lane; k < b; k += 32) s += pr[k - base];
+    return warp_sum(s);
+  };
+  // The row the chunk begins inside of.
+  const long long first_start = rf <= rows ? static_cast<long long>(rp[rf]) : nnz;
+  double h = 0;
+  if (first_start > base) h = seg(base, first_start < end ? first_start : end);
+  if (lane == 0) {
+    head[w] = h;
+    tail_row[w] = -1;
+  }
+  for (long long r0 = rf; r0 <= rl; r0 += 32) {
+    // Row bounds for up to 32 rows at a time, one row per lane, then shuffled out.
+    const long long r = r0 + lane;
+    long long a = 0, b = 0;
+    if (r <= rl) {
+      a = static_cast<long long>(rp[r]);
+      b = static_cast<long long>(rp[r + 1]);
+    }
+    const int n = rl - r0 + 1 < 32 ? static_cast<int>(rl - r0 + 1) : 32;
+    for (int j = 0; j < n; ++j) {
+      const long long sa = __shfl_sync(0xffffffffu, a, j), sb = __shfl_sync(0xffffffffu, b, j);
+      const double s = seg(sa, sb < end ? sb : end);
+      if (lane == 0) {
+        if (sb <= end) {
+          y[r0 + j] = static_cast<T>(finish(s, alpha, beta, y0, r0 + j, f64));
+        } else {
+          tail[w] = s;
+          tail_row[w] = r0 + j;
+        }
+      }
     }
   }
 }
 
-template <class I, class T, int UNR>
-void launch(int lanes, const Tensor& rp, const Tensor& ci, const Tensor& v, const Tensor& x, const Tensor* y0,
-            double alpha, double beta, Tensor& y) {
+template <class I, class T>
+__global__ void spmv_split_fixup(const I* __restrict__ rp, const T* __restrict__ y0, double alpha, double beta,
+                                 T* __restrict__ y, long long nnz, long long chunks, const double* __restrict__ head,
+                                 const double* __restrict__ tail, const long long* __restrict__ tail_row) {
+  const long long w = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (w >= chunks) return;
+  const long long r = tail_row[w];
+  if (r < 0) return;
+  const long long stop = static_cast<long long>(rp[r + 1]);
+  double s = tail[w];
+  for (long long u = w + 1; u < chunks; ++u) {
+    s += head[u];
+    if (stop <= (u + 1) * kChunk) break;
+  }
+  y[r] = static_cast<T>(finish(s, alpha, beta, y0, r, std::is_same_v<T, double>));
+}
+
+int sms() {
+  static const int n = [] {
+    int dev = 0, c = 132;
+    cudaGetDevice(&dev);
+    cudaDeviceGetAttribute(&c, cudaDevAttrMultiProcessorCount, dev);
+    return c;
+  }();
+  return n;
+}
+
+template <class I, class T>
+void launch_split(bool hint, const Tensor& rp, const Tensor& ci, const Tensor& v, const Tensor& x, const Tensor* y0,
+                  double alpha, double beta, Tensor& y) {
+  const long long rows = y.numel(), nnz = v.numel();
+  const long long chunks = (nnz + kChunk - 1) / kChunk;
+  Scratch s(size_t(chunks) * (2 * sizeof(double) + sizeof(long long)));
+  double* head = s.as<double>();
+  double* tail = head + chunks;
+  long long* tail_row = reinterpret_cast<long long*>(tail + chunks);
+  const int wpb = kSplitThreads / 32;
+  const unsigned blocks = unsigned((chunks + wpb - 1) / wpb);
+  const T* y0p = y0 ? y0->data<T>() : nullptr;
+  auto k = hint ? spmv_split<true, I, T> : spmv_split<false, I, T>;
+  k<<<blocks, kSplitThreads, 0, stream()>>>(rp.data<I>(), ci.data<I>(), v.data<T>(), x.data<T>(), y0p, alpha, beta,
+                                           y.data<T>(), rows, nnz, chunks, head, tail, tail_row);
+  check_launch("spmv_csr (split)");
+  spmv_split_fixup<I, T><<<unsigned((chunks + 255) / 256), 256, 0, stream()>>>(rp.data<I>(), y0p, alpha, beta, y.data<T>(),
+                                                                           nnz, chunks, head, tail, tail_row);
+  check_launch("spmv_csr (split fixup)");
+}
+
+template <class I, class T, int UNR, bool HINT>
+void launch_vector(int lanes, const Tensor& rp, const Tensor& ci, const Tensor& v, const Tensor& x, const Tensor* y0,
+                   double alpha, double beta, Tensor& y) {
   const long long rows = y.numel();
-  if (rows == 0) return;
   const int threads = 256;
   // Enough groups to fill the GPU several times over; each group strides over rows.
   long long blocks = (rows * lanes + threads - 1) / threads;
-  int dev = 0, sms = 132;
-  cudaGetDevice(&dev);
-  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
-  blocks = blocks < 64LL * sms ? blocks : 64LL * sms;
+  blocks = std::min<long long>(blocks, 64LL * sms());
   auto args = [&](auto kernel) {
     kernel<<<unsigned(blocks), threads, 0, stream()>>>(rp.data<I>(), ci.data<I>(), v.data<T>(), x.data<T>(),
                                                       y0 ? y0->data<T>() : nullptr, alpha, beta, y.data<T>(), rows);
   };
   switch (lanes) {
-    case 1: args(spmv_kernel<1, UNR, I, T>); break;
-    case 2: args(spmv_kernel<2, UNR, I, T>); break;
-    case 4: args(spmv_kernel<4, UNR, I, T>); break;
-    case 8: args(spmv_kernel<8, UNR, I, T>); break;
-    case 16: args(spmv_kernel<16, UNR, I, T>); break;
-    default: args(spmv_kernel<32, UNR, I, T>); break;
+    case 1: args(spmv_vector<1, UNR, HINT, I, T>); break;
+    case 2: args(spmv_vector<2, UNR, HINT, I, T>); break;
+    case 4: args(spmv_vector<4, UNR, HINT, I, T>); break;
+    case 8: args(spmv_vector<8, UNR, HINT, I, T>); break;
+    case 16: args(spmv_vector<16, UNR, HINT, I, T>); break;
+    default: args(spmv_vector<32, UNR, HINT, I, T>); break;
   }
   check_launch("spmv_csr");
+}
+
+template <class I, class T>
+void launch(const SpmvTuning& t, const Tensor& rp, const Tensor& ci, const Tensor& v, const Tensor& x, const Tensor* y0,
+            double alpha, double beta, Tensor& y) {
+  const long long rows = y.numel(), nnz = v.numel();
+  if (rows == 0) return;
+  const int lanes = t.lanes > 0 ? t.lanes : spmv_lanes(rows, nnz);
+  const int kernel = t.kernel > 0 ? t.kernel : spmv_kernel(rows, nnz);
+  if (kernel == 2 && nnz > 0) return launch_split<I, T>(t.stream_hint, rp, ci, v, x, y0, alpha, beta, y);
+  if (t.unroll == 2) {
+    if (t.stream_hint) launch_vector<I, T, 2, true>(lanes, rp, ci, v, x, y0, alpha, beta, y);
+    else launch_vector<I, T, 2, false>(lanes, rp, ci, v, x, y0, alpha, beta, y);
+  } else {
+    if (t.stream_hint) launch_vector<I, T, 1, true>(lanes, rp, ci, v, x, y0, alpha, beta, y);
+    else launch_vector<I, T, 1, false>(lanes, rp, ci, v, x, y0, alpha, beta, y);
+  }
 }
 
 }  // namespace
@@ -90,22 +274,21 @@ int spmv_lanes(int64_t rows, int64_t nnz) {
   return l;
 }
 
+int spmv_kernel(int64_t rows, int64_t nnz) {
+  // Rows long enough for a whole warp each: the split kernel, balanced by nonzeros.
+  return spmv_lanes(rows, nnz) == 32 ? 2 : 1;
+}
+
 void spmv_csr_native(const Tensor& rp, const Tensor& ci, const Tensor& v, const Tensor& x, const Tensor* y0,
-                     double alpha, double beta, Tensor& y, int lanes, int unroll) {
-  if (lanes <= 0) lanes = spmv_lanes(y.numel(), v.numel());
+                     double alpha, double beta, Tensor& y, const SpmvTuning& t) {
   const bool i64 = rp.dtype() == DType::I64;
-  auto go = [&](auto unr) {
-    constexpr int U = decltype(unr)::value;
-    if (v.dtype() == DType::F64) {
-      if (i64) launch<long long, double, U>(lanes, rp, ci, v, x, y0, alpha, beta, y);
-      else launch<int, double, U>(lanes, rp, ci, v, x, y0, alpha, beta, y);
-    } else {
-      if (i64) launch<long long, float, U>(lanes, rp, ci, v, x, y0, alpha, beta, y);
-      else launch<int, float, U>(lanes, rp, ci, v, x, y0, alpha, beta, y);
-    }
-  };
-  if (unroll == 2) go(std::integral_constant<int, 2>{});
-  else go(std::integral_constant<int, 1>{});
+  if (v.dtype() == DType::F64) {
+    if (i64) launch<long long, double>(t, rp, ci, v, x, y0, alpha, beta, y);
+    else launch<int, double>(t, rp, ci, v, x, y0, alpha, beta, y);
+  } else {
+    if (i64) launch<long long, float>(t, rp, ci, v, x, y0, alpha, beta, y);
+    else launch<int, float>(t, rp, ci, v, x, y0, alpha, beta, y);
+  }
 }
 
 }  // namespace rlx::cuda

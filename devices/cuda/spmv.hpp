@@ -1,20 +1,32 @@
-// The cuda device's own CSR SpMV (spmv.cu), used for f32/f64 values instead of cuSPARSE:
-// a group of L lanes per row (L the power of two nearest below a third of the mean row
-// length, 1 to 32),
-// coalesced loads of each row's values and columns, x through the read-only cache,
-// accumulation in double, a shuffle reduction inside the group, rounding once on store.
+// The cuda device's own CSR SpMV (spmv.cu), used for f32/f64 values instead of cuSPARSE.
+// Two kernels, both accumulating in double and rounding once on store:
+//  - vector: a group of L lanes per row (L the largest power of two not above a third of
+//    the mean row length, 1 to 32), coalesced loads of each row's values and columns, x
+//    through the read-only cache, a shuffle reduction inside the group;
+//  - split (mean row length >= 96, where the vector kernel would give each row a whole
+//    warp): each warp takes 256 consecutive nonzeros whatever rows they belong to, so long
+//    and short rows cost the same per nonzero; rows spanning chunks are completed by a
+//    second kernel from per-chunk partial sums in a fixed order (deterministic).
 #pragma once
 #include "core/tensor.hpp"
 
 namespace rlx::cuda {
 
+// Tuning experiments (rlx-bench cuda --only sweep); the defaults are what the device uses.
+struct SpmvTuning {
+  int kernel = 0;            // 0: spmv_kernel()'s choice, 1: vector, 2: split
+  int lanes = 0;             // vector kernel: lanes per row (0: spmv_lanes())
+  int unroll = 1;            // vector kernel: nonzeros per lane per trip (1 or 2)
+  bool stream_hint = false;  // load the matrix evict-first (ld.global.cs), keeping x cached
+};
+
 // y = alpha * A x (+ beta * y0 when y0 is given). row_ptr/col_idx i32 or i64 (same dtype),
 // values/x/y0/y f32 or f64 (same dtype); every input contiguous; y preallocated.
 void spmv_csr_native(const Tensor& row_ptr, const Tensor& col_idx, const Tensor& values, const Tensor& x,
-                     const Tensor* y0, double alpha, double beta, Tensor& y, int lanes = 0, int unroll = 1);
-// (lanes, unroll: tuning experiments; 0 / 1 are what the device uses. unroll 2 gives each
-// lane two nonzeros and two accumulators per trip.)
-// The lanes per row spmv_csr_native picks for a matrix of this shape (lanes = 0).
+                     const Tensor* y0, double alpha, double beta, Tensor& y, const SpmvTuning& tuning = {});
+// The lanes per row of the vector kernel for a matrix of this shape.
 int spmv_lanes(int64_t rows, int64_t nnz);
+// The kernel spmv_csr_native picks: 1 vector, 2 split.
+int spmv_kernel(int64_t rows, int64_t nnz);
 
 }  // namespace rlx::cuda

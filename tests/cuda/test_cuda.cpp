@@ -141,9 +141,9 @@ BOOST_AUTO_TEST_CASE(every_generated_elementwise_kernel_compiles) {
           ins.push_back(v.value());
           dts.push_back(v.dtype());
         }
-        for (int kind : {0, 2}) {
-          std::vector<int> kinds(ins.size(), kind);
-          std::string src = cuda::elementwise_source({&n}, ins, dts, {y.value()}, kinds, 2, false, {}, {});
+        for (int kind : {0, 2, 3}) {  // contiguous (grid-stride and vector layouts), strided
+          std::vector<int> kinds(ins.size(), kind == 3 ? 0 : kind);
+          std::string src = cuda::elementwise_source({&n}, ins, dts, {y.value()}, kinds, 2, false, {}, {}, kind == 3);
           const std::string id = std::to_string(batched);
           for (size_t at = src.find("rlx_ew"); at != std::string::npos; at = src.find("rlx_ew", at + 1))
             src.insert(at + 6, "_" + id);
@@ -157,7 +157,8 @@ BOOST_AUTO_TEST_CASE(every_generated_elementwise_kernel_compiles) {
   flush();
   // The tuning knobs (unroll, FMA contraction) give compiling sources too.
   const cuda::CodegenOptions saved = cuda::codegen_options();
-  for (cuda::CodegenOptions o : {cuda::CodegenOptions{1, false}, cuda::CodegenOptions{8, true}}) {
+  for (cuda::CodegenOptions o : {cuda::CodegenOptions{1, false, false}, cuda::CodegenOptions{8, true, true},
+                                 cuda::CodegenOptions{16, false, true}}) {
     cuda::set_codegen_options(o);
     ir::Graph g;
     Var a = input(g, "a", DType::F32, {64}), b = input(g, "b", DType::F32, {64});
@@ -167,7 +168,8 @@ BOOST_AUTO_TEST_CASE(every_generated_elementwise_kernel_compiles) {
     for (const ir::Node& n : g.nodes)
       if (cuda::is_elementwise_op(n.op->name)) nodes.push_back(&n);
     std::string src = cuda::elementwise_source(nodes, {a.value(), b.value()}, {DType::F32, DType::F32}, {y.value()},
-                                               {0, 0}, 1, false, {y.value()}, {DType::F32});
+                                               {0, 0}, 1, false, {y.value()}, {DType::F32}, o.vector);
+    BOOST_TEST((src.find("pk<float, ") != std::string::npos) == o.vector);
     BOOST_TEST((src.rfind("// fmad", 0) == 0) == o.fmad);
     std::string log;
     BOOST_TEST(!cuda::nvrtc_compile(src, 90, &log).empty(), "unroll " << o.unroll << ":\n" << log);
@@ -187,6 +189,72 @@ BOOST_AUTO_TEST_CASE(spmv_lane_rule) {
   BOOST_TEST(cuda::spmv_lanes(0, 0) == 1);
 }
 
+// Both SpMV kernels, forced, on structures that stress the split kernel's bookkeeping:
+// empty rows first, in the middle and last; rows spanning many 256-nonzero chunks; rows
+// ending exactly on a chunk boundary; short rows; i32 and i64 indices; f32 and f64; with
+// and without beta * y0. Checked against a long-double host product.
+BOOST_AUTO_TEST_CASE(spmv_kernels_match_host, *utf::precondition(GpuPresent())) {
+  std::mt19937_64 rng(seed() + 3);
+  const int64_t cols = 3000;
+  std::vector<int64_t> lens = {0, 0, 5, 256, 0, 251, 1, 2000, 0, 0, 700, 256, 256, 3, 0};
+  std::uniform_int_distribution<int64_t> len(0, 400), col(0, cols - 1);
+  for (int i = 0; i < 500; ++i) lens.push_back(i % 7 == 0 ? 0 : len(rng));
+  lens.push_back(0);
+  lens.push_back(0);
+  const int64_t rows = int64_t(lens.size());
+  std::vector<int64_t> rp(size_t(rows) + 1, 0), ci;
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t k = 0; k < lens[size_t(r)]; ++k) ci.push_back(col(rng));
+    rp[size_t(r) + 1] = int64_t(ci.size());
+  }
+  const int64_t nnz = int64_t(ci.size());
+  std::uniform_real_distribution<double> u(-1, 1);
+  std::vector<double> val(static_cast<size_t>(nnz)), xv(static_cast<size_t>(cols)), y0v(static_cast<size_t>(rows));
+  for (double& a : val) a = u(rng);
+  for (double& a : xv) a = u(rng);
+  for (double& a : y0v) a = u(rng);
+  for (DType it : {DType::I32, DType::I64})
+    for (DType t : {DType::F64, DType::F32}) {
+      auto host = [&](DType d, const auto& src) {
+        Tensor h = Tensor::empty(d, {int64_t(src.size())});
+        for (size_t i = 0; i < src.size(); ++i) {
+          if (d == DType::I32) h.data<int32_t>()[i] = int32_t(src[i]);
+          else if (d == DType::I64) h.data<int64_t>()[i] = int64_t(src[i]);
+          else if (d == DType::F32) h.data<float>()[i] = float(src[i]);
+          else h.data<double>()[i] = double(src[i]);
+        }
+        return h;
+      };
+      Tensor hv = host(t, val), hx = host(t, xv), hy0 = host(t, y0v);
+      auto dev = [](const Tensor& h) { return h.to(cuda_dev().allocator()); };
+      Tensor drp = dev(host(it, rp)), dci = dev(host(it, ci)), dv = dev(hv), dx = dev(hx), dy0 = dev(hy0);
+      for (bool with_y0 : {false, true})
+        for (int kernel : {1, 2}) {
+          Tensor y = Tensor::empty(t, {rows}, cuda_dev().allocator());
+          cuda::SpmvTuning tune;
+          tune.kernel = kernel;
+          cuda::spmv_csr_native(drp, dci, dv, dx, with_y0 ? &dy0 : nullptr, 1.5, with_y0 ? -0.5 : 0.0, y, tune);
+          Tensor got = y.to(host_allocator());
+          double worst = 0;
+          for (int64_t r = 0; r < rows; ++r) {
+            long double acc = 0, mag = 0;
+            for (int64_t k = rp[size_t(r)]; k < rp[size_t(r) + 1]; ++k) {
+              const long double p = (long double)value(hv, k) * value(hx, ci[size_t(k)]);
+              acc += p;
+              mag += std::fabs(double(p));
+            }
+            long double want = 1.5L * acc;
+            if (with_y0) want += -0.5L * value(hy0, r);
+            const double scale = double(1.5L * mag) + (with_y0 ? 0.5 * std::fabs(value(hy0, r)) : 0.0) + 1e-300;
+            worst = std::max(worst, std::fabs(value(got, r) - double(want)) / scale);
+          }
+          const double tol = t == DType::F64 ? 1e-14 : 1e-6;
+          BOOST_TEST(worst <= tol, dtype_name(t) << "/" << dtype_name(it) << " kernel " << kernel << " y0 " << with_y0
+                                                 << " worst relative error " << worst);
+        }
+    }
+}
+
 BOOST_AUTO_TEST_CASE(fused_chain_matches_reference, *utf::precondition(GpuPresent())) {
   std::mt19937_64 rng(seed());
   for (DType t : {DType::F32, DType::F64, DType::F16, DType::BF16}) {
@@ -203,6 +271,32 @@ BOOST_AUTO_TEST_CASE(fused_chain_matches_reference, *utf::precondition(GpuPresen
     BOOST_TEST(rel_error(got[0], want[0]) <= tol, dtype_name(t) << " elementwise error " << rel_error(got[0], want[0]));
     BOOST_TEST(rel_error(got[1], want[1]) <= tol, dtype_name(t) << " fused sum error " << rel_error(got[1], want[1]));
   }
+}
+
+// The vector layout (packs of neighbours) with a tail that is not a whole pack, and the
+// grid-stride layout it falls back to for an operand at an odd address, under several
+// pack sizes: both against the reference.
+BOOST_AUTO_TEST_CASE(vector_layout_matches_reference, *utf::precondition(GpuPresent())) {
+  std::mt19937_64 rng(seed() + 2);
+  const cuda::CodegenOptions saved = cuda::codegen_options();
+  for (int unroll : {2, 4, 8, 16})
+    for (DType t : {DType::F32, DType::F64, DType::F16, DType::BF16}) {
+      cuda::set_codegen_options({unroll, false, true});
+      const int64_t n = 4099;  // 4099 % 16 = 3
+      ir::Graph g;
+      Var x = input(g, "x", t, {n}), y = input(g, "y", t, {n + 1}), c = input(g, "c", t, {});
+      Var aligned = exp(x * 0.5) * c + x;
+      Var odd = aligned * slice(y, {1}, {n + 1});  // y's view starts one element in
+      output(g, {aligned, odd, sum(aligned)});
+      std::vector<Tensor> in = {random(t, {n}, rng), random(t, {n + 1}, rng), random(t, {}, rng)};
+      auto want = on("reference", g, in);
+      auto got = on("cuda", g, in);
+      const double tol = t == DType::F64 ? 1e-12 : t == DType::F32 ? 1e-5 : t == DType::F16 ? 4e-3 : 2e-2;
+      for (size_t k = 0; k < 3; ++k)
+        BOOST_TEST(rel_error(got[k], want[k]) <= tol,
+                   dtype_name(t) << " unroll " << unroll << " output " << k << " error " << rel_error(got[k], want[k]));
+    }
+  cuda::set_codegen_options(saved);
 }
 
 BOOST_AUTO_TEST_CASE(fused_sums_are_deterministic, *utf::precondition(GpuPresent())) {
