@@ -23,6 +23,7 @@ class ReferenceDevice final : public Device {
     reference::add_source_kernels(t);
     reference::add_dense_la_kernels(t);
     reference::add_sparse_kernels(t);
+    reference::add_sort_kernels(t);
     for (KernelEntry& e : t) {
       std::string op = e.op;
       if (!kernels_.emplace(op, std::move(e)).second) throw InternalError("reference: two kernels for " + op);

@@ -122,6 +122,12 @@ Var cumsum(const Var& x, int64_t axis, bool exclusive, bool reverse, SrcLoc loc)
   return op("cumsum", {x}, {{"axis", axis}, {"exclusive", exclusive}, {"reverse", reverse}}, loc);
 }
 
+Sorted sort(const Var& x, int64_t axis, bool descending, SrcLoc loc) {
+  auto r = op_multi("sort", {x}, {{"axis", axis}, {"descending", descending}}, {}, loc);
+  return {r[0], r[1]};
+}
+Var argsort(const Var& x, int64_t axis, bool descending, SrcLoc loc) { return sort(x, axis, descending, loc).indices; }
+
 Var matmul(const Var& a, const Var& b, bool ta, bool tb, SrcLoc loc) {
   return op("matmul", {a, b}, {{"transpose_a", ta}, {"transpose_b", tb}}, loc);
 }

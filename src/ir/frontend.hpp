@@ -101,6 +101,14 @@ Var min(const Var& x, std::vector<int64_t> axes = {}, bool keepdims = false, Src
 Var argmax(const Var& x, int64_t axis, bool keepdims = false, SrcLoc loc = SrcLoc::current());
 Var cumsum(const Var& x, int64_t axis, bool exclusive = false, bool reverse = false, SrcLoc loc = SrcLoc::current());
 
+// ---- library primitive sort (stable; NaNs last, -0 == +0; see the op's doc in src/ir/ops/sort.cpp) ----
+struct Sorted {
+  Var values;
+  Var indices;  // i64, positions along the axis
+};
+Sorted sort(const Var& x, int64_t axis = -1, bool descending = false, SrcLoc loc = SrcLoc::current());
+Var argsort(const Var& x, int64_t axis = -1, bool descending = false, SrcLoc loc = SrcLoc::current());  // sort's indices
+
 // ---- L2 matmul: a[..., M, K] @ b[..., K, N], batch dimensions broadcast ----
 Var matmul(const Var& a, const Var& b, bool transpose_a = false, bool transpose_b = false,
            SrcLoc loc = SrcLoc::current());

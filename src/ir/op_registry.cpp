@@ -33,6 +33,7 @@ OpRegistry& OpRegistry::get() {
     register_nn_ops(*reg);
     register_sparse_ops(*reg);
     register_dense_la_ops(*reg);
+    register_sort_ops(*reg);
     return reg;
   }();
   return *r;
