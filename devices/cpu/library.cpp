@@ -8,6 +8,7 @@ const std::vector<LibraryKernel>& table() {
     std::vector<LibraryKernel> v;
     add_sparse_kernels(v);
     add_lapack_kernels(v);
+    add_sort_kernels(v);
     return v;
   }();
   return t;

@@ -21,5 +21,6 @@ const LibraryKernel* find_library_kernel(const std::string& op);
 // One function per family (devices/cpu/<family>.cpp).
 void add_sparse_kernels(std::vector<LibraryKernel>& t);
 void add_lapack_kernels(std::vector<LibraryKernel>& t);
+void add_sort_kernels(std::vector<LibraryKernel>& t);
 
 }  // namespace rlx::cpu
