@@ -8,6 +8,7 @@ const LibraryKernel* find_library_kernel(const std::string& op) {
     add_blas_kernels(t);
     add_sparse_kernels(t);
     add_solver_kernels(t);
+    add_sort_kernels(t);
     return t;
   }();
   for (const LibraryKernel& k : table)

@@ -25,6 +25,7 @@ const LibraryKernel* find_library_kernel(const std::string& op);
 void add_blas_kernels(std::vector<LibraryKernel>& t);    // blas.cpp: matmul
 void add_sparse_kernels(std::vector<LibraryKernel>& t);  // sparse.cpp: spmv_csr, spmm_csr, sptrsv_csr
 void add_solver_kernels(std::vector<LibraryKernel>& t);  // solver.cpp: lu_factor, cholesky, qr, ...
+void add_sort_kernels(std::vector<LibraryKernel>& t);    // sort.cu: sort (CUB segmented radix sort)
 
 std::string library_description();
 
