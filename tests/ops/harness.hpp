@@ -2,6 +2,7 @@
 // normalized-error comparison, and compiling/running a graph on one device.
 // Everything here reads and writes memory itself; none of it uses a device's code.
 #pragma once
+#include <boost/test/unit_test.hpp>
 #include <complex>
 #include <cstdint>
 #include <optional>
@@ -65,6 +66,25 @@ CompileOptions test_options();  // no constant folding: the device itself must r
 // (LegalizeError); other errors propagate.
 std::optional<std::vector<Tensor>> compile_and_run(Device& d, const ir::Graph& g, const std::vector<Tensor>& in,
                                                    std::string* why, bool strided_inputs = false);
+// Runs b's graph on every device that can compile it and calls check with the results.
+template <class F>
+void on_every_device(const std::string& what, Build& b, F&& check) {
+  for (Device* d : DeviceRegistry::get().runnable()) {
+    const std::string ctx = what + " device=" + d->name();
+    try {
+      std::string why;
+      auto got = compile_and_run(*d, b.g, b.inputs, &why);
+      if (!got) {
+        BOOST_TEST_MESSAGE("skip " << ctx << ": " << why);
+        continue;
+      }
+      check(ctx, *got);
+    } catch (const std::exception& e) {
+      BOOST_ERROR(ctx << ": " << e.what());
+    }
+  }
+}
+
 // Per-device tallies printed at the end of the run.
 void count(const Device& d, bool skipped);
 

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <numbers>
 #include <numeric>
 
@@ -365,6 +366,32 @@ const std::vector<OpCase>& l2_cases() {
                   {"axis=1,exclusive,reverse", scan({3, 4, 2}, 1, true, true)},
                   {"[7,2053] axis=1", scan({7, 2053}, 1, false, false)},
                   {"[2053,7] axis=0,exclusive", scan({2053, 7}, 0, true, false)}}});
+    // sort: floats drawn from a small set with NaN, +-0 and +-inf among them (many ties,
+    // so stability shows in the indices); ints from a narrow range.
+    auto sorting = [](Shape s, int64_t axis, bool descending) {
+      return [s, axis, descending](Build& b, DType t) {
+        if (!is_float(t)) {
+          Sorted r = sort(b.in(t, s, kCoarse), axis, descending);
+          return std::vector<Var>{r.values, r.indices};
+        }
+        const double specials[] = {std::nan(""), -std::numeric_limits<double>::infinity(),
+                                   std::numeric_limits<double>::infinity(), -0.0, 0.0};
+        std::vector<cd> v(size_t(numel(s)));
+        for (cd& e : v) e = b.rng() % 4 == 0 ? specials[b.rng() % 5] : double(int64_t(b.rng() % 13) - 6) * 0.5;
+        Sorted r = sort(b.fixed(make_tensor(t, s, v)), axis, descending);
+        return std::vector<Var>{r.values, r.indices};
+      };
+    };
+    c.push_back({"sort",
+                 {{"[5,7] axis=-1", sorting({5, 7}, -1, false)},
+                  {"[4,6,3] axis=1 descending", sorting({4, 6, 3}, 1, true)},
+                  {"[9,4] axis=0", sorting({9, 4}, 0, false)},
+                  {"[6] axis=0 descending", sorting({6}, 0, true)},
+                  {"[3,1] axis=1 (rows of one)", sorting({3, 1}, 1, false)},
+                  {"[0,4] axis=1 (empty)", sorting({0, 4}, 1, false)},
+                  {"[3,0] axis=1 (empty rows)", sorting({3, 0}, 1, true)},
+                  {"[37,601] axis=1", sorting({37, 601}, 1, false)},
+                  {"[601,37] axis=0 descending", sorting({601, 37}, 0, true)}}});
 
     auto mm = [](Shape sa, Shape sb, bool ta, bool tb) {
       return [sa, sb, ta, tb](Build& b, DType t) { return one(matmul(b.in(t, sa), b.in(t, sb), ta, tb)); };

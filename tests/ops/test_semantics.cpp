@@ -29,25 +29,6 @@ Tensor ints(DType t, Shape s, const std::vector<int64_t>& v) {
   return x;
 }
 
-// Runs b's graph on every device that can compile it and calls check with the results.
-template <class F>
-void on_every_device(const std::string& what, Build& b, F&& check) {
-  for (Device* d : DeviceRegistry::get().runnable()) {
-    const std::string ctx = what + " device=" + d->name();
-    try {
-      std::string why;
-      auto got = compile_and_run(*d, b.g, b.inputs, &why);
-      if (!got) {
-        BOOST_TEST_MESSAGE("skip " << ctx << ": " << why);
-        continue;
-      }
-      check(ctx, *got);
-    } catch (const std::exception& e) {
-      BOOST_ERROR(ctx << ": " << e.what());
-    }
-  }
-}
-
 // Expects the single result to be exactly `want` (NaN meets NaN).
 void expect_values(const std::string& what, Build& b, Var y, const std::vector<cd>& want, double tol = 0) {
   rlx::output(b.g, {y});
