@@ -72,6 +72,11 @@ std::string DispatchReport::table() const {
     if (n.bytes_staged) why += " (" + std::to_string(n.bytes_staged) + " bytes staged)";
     row("%" + std::to_string(n.id), n.op, n.level, types[i], n.location, route_label(n), why);
   }
+  for (auto& k : kernels) {
+    o << "kernel " << k.kind << " (" << k.what << ") at " << k.location << ":";
+    for (size_t i = 0; i < k.nodes.size(); ++i) o << (i ? ", " : " ") << "%" << k.nodes[i] << " " << k.ops[i];
+    o << "\n";
+  }
   o << "summary: native=" << count(Route::Native) << " common-ir=" << count(Route::CommonIR)
     << " rewritten=" << count(Route::Rewritten) << " host-staged=" << count(Route::HostStaged)
     << " unsupported=" << count(Route::Unsupported) << "\n";
@@ -101,6 +106,10 @@ std::string DispatchReport::json() const {
     e["why"] = n.why;
     j["nodes"].push_back(e);
   }
+  j["kernels"] = nlohmann::ordered_json::array();
+  for (auto& k : kernels)
+    j["kernels"].push_back(nlohmann::ordered_json{
+        {"kind", k.kind}, {"what", k.what}, {"nodes", k.nodes}, {"ops", k.ops}, {"location", k.location}});
   return j.dump(2);
 }
 

@@ -29,11 +29,22 @@ struct NodeReport {
   std::string why;
 };
 
+// Nodes the schedule merged into one device kernel beyond elementwise fusion (a matmul
+// with its bias epilogue), so the report says where a node's work went.
+struct KernelReport {
+  std::string kind;  // "matmul_epilogue"
+  std::string what;  // "bias", "bias+relu"
+  std::vector<int32_t> nodes;  // L2 node ids (the program's graph)
+  std::vector<std::string> ops;
+  std::string location;  // the first node's
+};
+
 struct DispatchReport {
   std::string device;
   std::string policy;
   bool compile_ready = false;
   std::vector<NodeReport> nodes;
+  std::vector<KernelReport> kernels;  // filled by compile() after scheduling
   int64_t count(Route r) const;
   std::string table() const;
   std::string json() const;

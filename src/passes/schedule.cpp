@@ -15,6 +15,79 @@ bool is_runtime_value(const ir::Node& n) {
 
 int64_t bytes_of(const TensorType& t) { return int64_t(dtype_storage_bytes(t.dtype, numel(t.shape))); }
 
+// Who reads each node's first result: reader node ids (one per operand slot), and -1 for
+// each time it is a graph result.
+using Readers = std::vector<std::vector<int32_t>>;
+
+Readers readers_of(const ir::Graph& g) {
+  Readers r(g.nodes.size());
+  for (auto& n : g.nodes)
+    for (auto v : n.inputs)
+      if (v.index == 0) r[size_t(v.node)].push_back(n.id);
+  for (auto v : g.results)
+    if (v.index == 0) r[size_t(v.node)].push_back(-1);
+  return r;
+}
+
+bool all_zero_bytes(const Tensor& t) {
+  if (!t.is_host() || !t.is_contiguous()) return false;
+  const auto* b = static_cast<const unsigned char*>(t.raw());
+  return std::all_of(b, b + t.nbytes(), [](unsigned char c) { return c == 0; });
+}
+
+// The one node that reads node id's result, when it is read once and is no graph result.
+const ir::Node* only_reader(const ir::Graph& g, const Readers& r, int32_t id) {
+  const auto& rs = r[size_t(id)];
+  if (rs.size() != 1 || rs[0] < 0 || g.nodes[size_t(id)].outputs.size() != 1) return nullptr;
+  return &g.nodes[size_t(rs[0])];
+}
+
+// The operand of binary node n that is not `v` (nothing when both are, or neither).
+std::optional<ir::Value> other_operand(const ir::Node& n, ir::Value v) {
+  if (n.inputs.size() != 2 || (n.inputs[0] == v) == (n.inputs[1] == v)) return std::nullopt;
+  return n.inputs[0] == v ? n.inputs[1] : n.inputs[0];
+}
+
+// Whether value v exists by the time node `at` runs: parameters and constants (and views
+// of them) always do, computed values when they come before it.
+bool ready_before(const ir::Graph& g, ir::Value v, int32_t at) {
+  const ir::Node& n = g.nodes[size_t(v.node)];
+  if (n.op->name == "param" || n.op->name == "constant") return true;
+  if (n.op->name == "reshape") return ready_before(g, n.inputs[0], at);
+  return v.node < at;
+}
+
+std::optional<MatmulEpilogue> find_epilogue(const ir::Graph& g, const Readers& readers, int32_t id) {
+  const ir::Node& mm = g.nodes.at(size_t(id));
+  if (mm.op->name != "matmul" || mm.host || mm.outputs.size() != 1) return std::nullopt;
+  const TensorType& y = mm.out();
+  if (!is_float(y.dtype) || y.shape.size() < 2) return std::nullopt;
+  const ir::Node* add = only_reader(g, readers, id);
+  if (!add || add->op->name != "add" || add->host || add->out() != y) return std::nullopt;
+  const auto bias = other_operand(*add, {id, 0});
+  if (!bias || !ready_before(g, *bias, id)) return std::nullopt;  // (the kernel runs where the matmul stood)
+  const TensorType& b = g.type(*bias);
+  if (b.dtype != y.dtype || b.shape.empty() || b.shape.size() > y.shape.size() || b.shape.back() != y.shape.back())
+    return std::nullopt;
+  for (size_t d = 0; d + 1 < b.shape.size(); ++d)
+    if (b.shape[d] != 1) return std::nullopt;
+  MatmulEpilogue e;
+  e.matmul = id;
+  e.add = add->id;
+  e.bias = *bias;
+  if (const ir::Node* mx = only_reader(g, readers, add->id); mx && mx->op->name == "maximum" && !mx->host && mx->out() == y) {
+    const auto zero = other_operand(*mx, {add->id, 0});
+    const ir::Node* z = zero ? &g.nodes[size_t(zero->node)] : nullptr;
+    if (z && z->op->name == "constant" && numel(g.type(*zero).shape) == 1 && g.type(*zero).dtype == y.dtype &&
+        all_zero_bytes(z->attrs.get_tensor("value"))) {
+      e.relu = mx->id;
+      e.activation = MatmulEpilogue::Relu;
+      e.zero = *zero;
+    }
+  }
+  return e;
+}
+
 void close_kernel(Program& p, Kernel& k) {
   if (k.nodes.empty()) return;
   p.kernels.push_back(std::move(k));
@@ -23,9 +96,17 @@ void close_kernel(Program& p, Kernel& k) {
 
 }  // namespace
 
-void schedule_kernels(Program& p, bool fuse, bool fuse_reductions) {
+std::optional<MatmulEpilogue> find_matmul_epilogue(const ir::Graph& g, int32_t id) {
+  return find_epilogue(g, readers_of(g), id);
+}
+
+void schedule_kernels(Program& p, bool fuse, bool fuse_reductions, const Device* epilogues) {
   const ir::Graph& g = p.graph;
   p.kernels.clear();
+  // Nodes a MatmulEpilogue kernel has taken (they run where its matmul stood).
+  std::vector<char> taken(g.nodes.size(), 0);
+  Readers readers;
+  if (epilogues) readers = readers_of(g);
   Kernel open;
   open.kind = Kernel::Fused;
   std::vector<char> in_open(g.nodes.size(), 0);
@@ -36,6 +117,7 @@ void schedule_kernels(Program& p, bool fuse, bool fuse_reductions) {
     open.kind = Kernel::Fused;
   };
   for (auto& n : g.nodes) {
+    if (taken[size_t(n.id)]) continue;
     if (is_runtime_value(n)) {
       for (auto v : n.inputs)
         if (in_open[size_t(v.node)]) flush();  // a view of a value still being computed
@@ -62,6 +144,21 @@ void schedule_kernels(Program& p, bool fuse, bool fuse_reductions) {
       continue;
     }
     flush();
+    if (epilogues && n.op->name == "matmul") {
+      std::optional<MatmulEpilogue> e = find_epilogue(g, readers, n.id);
+      if (e && epilogues->fuses_matmul_epilogue(*e, g)) {
+        Kernel k;
+        k.kind = Kernel::MatmulEpilogue;
+        k.nodes = e->nodes();
+        k.inputs = {n.inputs[0], n.inputs[1], e->bias};
+        if (e->relu >= 0) k.inputs.push_back(e->zero);
+        k.outputs = {{k.nodes.back(), 0}};
+        k.epilogue = *e;
+        for (int32_t id : k.nodes) taken[size_t(id)] = 1;
+        p.kernels.push_back(std::move(k));
+        continue;
+      }
+    }
     Kernel k;
     k.kind = n.op->cls == ir::OpClass::Control ? Kernel::Control : n.host ? Kernel::HostStaged : Kernel::Single;
     k.nodes = {n.id};
@@ -83,6 +180,7 @@ void schedule_kernels(Program& p, bool fuse, bool fuse_reductions) {
   for (auto v : g.results) used_outside[size_t(v.node)][size_t(v.index)] = 1;
   for (size_t ki = 0; ki < p.kernels.size(); ++ki) {
     Kernel& k = p.kernels[ki];
+    if (k.kind == Kernel::MatmulEpilogue) continue;  // inputs and outputs set when formed
     for (int32_t id : k.nodes) {
       const ir::Node& n = g.nodes[size_t(id)];
       for (auto v : n.inputs)

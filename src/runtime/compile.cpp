@@ -14,7 +14,7 @@ void finish_program(Program& p, Device& d, const CompileOptions& opts) {
     p.graph = passes::fold_constants(p.graph, *ref);
   if (opts.cse) p.graph = passes::cse(p.graph);
   p.graph = passes::dce(p.graph);
-  passes::schedule_kernels(p, opts.fuse && d.fuses_elementwise(), d.fuses_reductions());
+  passes::schedule_kernels(p, opts.fuse && d.fuses_elementwise(), d.fuses_reductions(), opts.fuse ? &d : nullptr);
   passes::plan_memory(p);
   for (auto& n : p.graph.nodes)
     // Constants go to the device; where the device cannot run here (no GPU), the program
@@ -33,6 +33,22 @@ void finish_program(Program& p, Device& d, const CompileOptions& opts) {
   }
 }
 
+// The kernels that merged nodes beyond elementwise fusion, into the report (those of
+// control-flow regions too).
+void report_kernels(const Program& p, DispatchReport& r) {
+  for (const Kernel& k : p.kernels) {
+    for (const auto& sub : k.sub) report_kernels(*sub, r);
+    if (k.kind != Kernel::MatmulEpilogue) continue;
+    KernelReport kr;
+    kr.kind = "matmul_epilogue";
+    kr.what = k.epilogue.activation == MatmulEpilogue::Relu ? "bias+relu" : "bias";
+    kr.nodes = k.nodes;
+    for (int32_t id : k.nodes) kr.ops.push_back(p.graph.nodes[size_t(id)].op->name);
+    kr.location = p.graph.nodes[size_t(k.nodes[0])].loc.str();
+    r.kernels.push_back(std::move(kr));
+  }
+}
+
 }  // namespace
 
 Program compile(const ir::Graph& g, Device& d, const CompileOptions& opts) {
@@ -44,6 +60,7 @@ Program compile(const ir::Graph& g, Device& d, const CompileOptions& opts) {
   p.graph = std::move(L.graph);
   p.report = std::move(L.report);
   finish_program(p, d, opts);
+  report_kernels(p, p.report);
   return p;
 }
 

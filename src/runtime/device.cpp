@@ -30,6 +30,30 @@ void Device::run_fused(const FusedRegion& r, std::span<const Tensor> in, std::sp
   }
 }
 
+std::vector<int32_t> MatmulEpilogue::nodes() const {
+  std::vector<int32_t> r = {matmul, add};
+  if (relu >= 0) r.push_back(relu);
+  return r;
+}
+
+void Device::run_matmul_epilogue(const MatmulEpilogue& e, const ir::Graph& g, std::span<const Tensor> in,
+                                 std::span<Tensor> out) {
+  // Node by node: the matmul and the add write whole-size temporaries.
+  const ir::Node &mm = g.nodes.at(size_t(e.matmul)), &add = g.nodes.at(size_t(e.add));
+  auto temporary = [&](const ir::Node& n) { return Tensor::empty(n.out().dtype, n.out().shape, allocator()); };
+  Tensor prod = temporary(mm);
+  run_node(mm, in.subspan(0, 2), std::span<Tensor>(&prod, 1));
+  Tensor sum = e.relu >= 0 ? temporary(add) : out[0];
+  const Tensor add_in[2] = {add.inputs[0] == ir::Value{mm.id, 0} ? prod : in[2],
+                            add.inputs[1] == ir::Value{mm.id, 0} ? prod : in[2]};
+  run_node(add, add_in, std::span<Tensor>(&sum, 1));
+  if (e.relu < 0) return;
+  const ir::Node& relu = g.nodes.at(size_t(e.relu));
+  const Tensor relu_in[2] = {relu.inputs[0] == ir::Value{add.id, 0} ? sum : in[3],
+                             relu.inputs[1] == ir::Value{add.id, 0} ? sum : in[3]};
+  run_node(relu, relu_in, out);
+}
+
 FusedSplit split_fused_sums(const FusedRegion& r, std::span<Tensor> out) {
   FusedSplit s;
   for (size_t o = 0; o < r.outputs.size(); ++o) {

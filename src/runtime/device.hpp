@@ -60,6 +60,19 @@ struct FusedSplit {
 };
 FusedSplit split_fused_sums(const FusedRegion& r, std::span<Tensor> out);
 
+// A matmul whose result only feeds an add of a bias broadcast along its last dim (shape
+// [n] or [1, ..., n]), optionally followed by relu (maximum with a zero constant): one
+// kernel (a library call with a bias epilogue) on devices that take it. The kernel's
+// inputs are the matmul's two operands, the bias and, with relu, the zero constant.
+struct MatmulEpilogue {
+  enum Activation { None, Relu };
+  int32_t matmul = -1, add = -1, relu = -1;  // node ids (relu: -1 without one)
+  Activation activation = None;
+  ir::Value bias;  // the add's operand that is not the matmul's result
+  ir::Value zero;  // Relu: the constant the maximum takes
+  std::vector<int32_t> nodes() const;  // matmul, add[, relu]
+};
+
 class Device {
  public:
   virtual ~Device() = default;
@@ -81,6 +94,13 @@ class Device {
   // Whether run_fused also accepts full `sum` nodes (f32/f64) over values of the region,
   // whose results are complete only when the region has run.
   virtual bool fuses_reductions() const { return false; }
+  // Whether run_matmul_epilogue runs e as one kernel; the planner forms such kernels only
+  // where this says yes.
+  virtual bool fuses_matmul_epilogue(const MatmulEpilogue& e, const ir::Graph& g) const { return false; }
+  // in: the matmul's operands (positionally: matmul(z, z) passes z twice), the bias[, the
+  // zero]; out: the last node's result. The default runs the nodes one by one.
+  virtual void run_matmul_epilogue(const MatmulEpilogue& e, const ir::Graph& g, std::span<const Tensor> in,
+                                   std::span<Tensor> out);
   virtual void synchronize() {}
   // Records the device work `work` issues (without running it) for replay; nullptr when
   // the device cannot record. The work must not wait for the device or copy to the host.

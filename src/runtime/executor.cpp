@@ -19,7 +19,7 @@ Executor::~Executor() {
     const Kernel& k = p_.kernels[ki];
     std::string ops;
     for (int32_t id : k.nodes) ops += (ops.empty() ? "" : ",") + p_.graph.nodes[size_t(id)].op->name;
-    const char* kind[] = {"fused", "single", "control", "host"};
+    const char* kind[] = {"fused", "single", "control", "host", "mm+epi"};
     std::fprintf(stderr, "  k%-3zu %-7s %9.3f  %s %s\n", ki, kind[k.kind], 1e3 * kernel_seconds_[ki] / double(runs_), ops.c_str(),
                  p_.graph.nodes[size_t(k.nodes[0])].out().str().c_str());
   }
@@ -143,14 +143,16 @@ void Executor::execute(const std::vector<Tensor>& inputs, std::vector<Tensor>& r
     const ir::Node& first = g.nodes[size_t(k.nodes[0])];
     auto t0 = profile_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
     // A fused region names each outside value once; a single node takes its operands
-    // positionally (matmul(z, z) reads z twice).
+    // positionally (matmul(z, z) reads z twice), and so does a matmul epilogue's kernel.
     std::vector<Tensor> in, out;
-    for (auto v : (k.kind == Kernel::Fused ? k.inputs : first.inputs)) in.push_back(vals[size_t(v.node)][size_t(v.index)]);
+    const bool listed = k.kind == Kernel::Fused || k.kind == Kernel::MatmulEpilogue;
+    for (auto v : (listed ? k.inputs : first.inputs)) in.push_back(vals[size_t(v.node)][size_t(v.index)]);
     for (auto v : k.outputs) out.push_back(vals[size_t(v.node)][size_t(v.index)]);
     try {
       switch (k.kind) {
         case Kernel::Fused: d_.run_fused(regions_[ki], in, out); break;
         case Kernel::Single: d_.run_node(first, in, out); break;
+        case Kernel::MatmulEpilogue: d_.run_matmul_epilogue(k.epilogue, g, in, out); break;
         case Kernel::Control: run_control(k, vals); break;
         case Kernel::HostStaged: {
           std::vector<Tensor> hin, hout;

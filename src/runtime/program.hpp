@@ -1,5 +1,6 @@
 // L3: a compiled program for one device: the legalized L2 graph, the kernel list
-// (fused elementwise regions, single ops, control flow), and the buffer plan.
+// (fused elementwise regions, single ops, matmuls with a bias epilogue, control flow),
+// and the buffer plan.
 #pragma once
 #include <memory>
 #include <string>
@@ -32,12 +33,13 @@ struct BufferSlot {
 };
 
 struct Kernel {
-  enum Kind { Fused, Single, Control, HostStaged } kind = Single;
+  enum Kind { Fused, Single, Control, HostStaged, MatmulEpilogue } kind = Single;
   std::vector<int32_t> nodes;  // L2 node ids, in order
   std::vector<ir::Value> inputs;
   std::vector<ir::Value> outputs;
   std::vector<std::shared_ptr<struct Program>> sub;  // Control: compiled regions
   FusedRegion region;                                // Fused: what the device runs
+  rlx::MatmulEpilogue epilogue;                      // MatmulEpilogue: its nodes; inputs are positional
 };
 
 struct Program {

@@ -10,6 +10,7 @@
 #include "core/error.hpp"
 #include "ir/op_registry.hpp"
 #include "ir/text.hpp"
+#include "passes/schedule.hpp"
 
 namespace rlx {
 namespace {
@@ -24,7 +25,9 @@ using ir::text::ValueNames;
 using ir::text::ValueRef;
 
 constexpr std::pair<Kernel::Kind, const char*> kKernelKinds[] = {
-    {Kernel::Fused, "fused"}, {Kernel::Single, "single"}, {Kernel::Control, "control"}, {Kernel::HostStaged, "host_staged"}};
+    {Kernel::Fused, "fused"},         {Kernel::Single, "single"},
+    {Kernel::Control, "control"},     {Kernel::HostStaged, "host_staged"},
+    {Kernel::MatmulEpilogue, "matmul_epilogue"}};
 
 const char* kernel_kind_name(Kernel::Kind k) {
   for (auto& [kind, name] : kKernelKinds)
@@ -266,7 +269,7 @@ void parse_kernel(Parser& p, ProgramSyntax& s) {
       k.kind = kind;
       known = true;
     }
-  if (!known) p.fail_expected("a kernel kind (fused, single, control or host_staged)");
+  if (!known) p.fail_expected("a kernel kind (fused, single, control, host_staged or matmul_epilogue)");
   p.next();
   k.inputs = p.parse_value_list("with the kernel's inputs");
   p.expect("->", "between the kernel's inputs and outputs");
@@ -359,6 +362,19 @@ Program build_program(const ProgramSyntax& s, const std::string& file) {
       fail(ks.sub[0].line, "only control kernels hold sub-programs");
     }
     for (const ProgramSyntax& sub : ks.sub) k.sub.push_back(std::make_shared<Program>(build_program(sub, file)));
+    if (k.kind == Kernel::MatmulEpilogue) {
+      // The nodes must be a matmul with its epilogue, the inputs its operands, bias[, zero].
+      std::optional<MatmulEpilogue> e;
+      if (!k.nodes.empty()) e = passes::find_matmul_epilogue(g, k.nodes[0]);
+      if (!e || e->nodes() != k.nodes)
+        fail(ks.line, "a matmul_epilogue kernel holds a matmul, the add of its bias and optionally the maximum with zero");
+      std::vector<ir::Value> want = {g.nodes[size_t(e->matmul)].inputs[0], g.nodes[size_t(e->matmul)].inputs[1], e->bias};
+      if (e->relu >= 0) want.push_back(e->zero);
+      if (k.inputs != want || k.outputs != std::vector<ir::Value>{{k.nodes.back(), 0}})
+        fail(ks.line, "a matmul_epilogue kernel reads the matmul's operands, the bias and (with relu) the zero, "
+                      "and writes the last node's result");
+      k.epilogue = *e;
+    }
     if (k.kind == Kernel::Fused) {
       k.region.graph = &p.graph;
       k.region.nodes = k.nodes;
