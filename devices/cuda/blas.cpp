@@ -1,5 +1,7 @@
-// matmul on the cuda device through cuBLAS, and the process's one cuBLAS handle (solver.cpp
-// and sparse.cpp use it too, through the declarations at their top).
+// matmul on the cuda device: f16, bf16 and f32 through cuBLASLt (with a bias or
+// bias+relu epilogue for the device's MatmulEpilogue kernels), f64 and c64 through cuBLAS;
+// and the process's one cuBLAS handle (solver.cpp and sparse.cpp use it too, through the
+// declarations at their top).
 //
 // Layout. rlx matrices are row-major; cuBLAS's are column-major, where a row-major buffer
 // reads as the transpose. So C = op(A) op(B) (row-major, ldc = n) is computed as
@@ -7,35 +9,57 @@
 // are row-major (unit column stride, row stride >= cols) is passed as it is with
 // ld = row stride; a column-major view (a transpose: unit row stride, column stride >=
 // rows) is passed as it is too, with the transpose flag flipped. Anything else is made
-// contiguous first.
+// contiguous first. In the swapped problem our n is cuBLAS's m (the rows of its
+// column-major output), so a bias along our last dim is cuBLASLt's per-row bias vector
+// (CUBLASLT_EPILOGUE_BIAS: length m, broadcast over the columns and, with batch stride 0,
+// over the batch).
 //
 // Batches. The batch dims broadcast (size-1 and missing dims get stride 0). When every
 // operand's batch offset is one stride times the linear batch index (contiguous batches,
-// a broadcast operand with stride 0, or any mix) one cublasGemmStridedBatchedEx runs;
+// a broadcast operand with stride 0, or any mix) one strided-batched call runs (cuBLASLt:
+// the layouts' BATCH_COUNT and STRIDED_BATCH_OFFSET; cuBLAS: cublasGemmStridedBatchedEx);
 // otherwise one such call per index of the dims outside the largest range of batch dims
 // that does collapse (e.g. [2,1,m,k] @ [3,k,n]: two calls of three).
 //
+// cuBLASLt algorithms. cublasLtMatmulAlgoGetHeuristic picks one per (dtype, compute type,
+// transposes, sizes, leading dimensions, batch count and strides, pointer alignments,
+// epilogue), cached for the process. The alignments are those of the actual pointers
+// (the heuristic otherwise assumes 256 bytes). Where it finds none, a plain matmul runs
+// through cuBLAS and an epilogue kernel runs node by node.
+//
 // CUDA graphs. Nothing here reads or writes host memory, so a recorded program replays
-// it; the handle has its own workspace (set once), so cuBLAS allocates nothing while a
-// graph is being recorded.
+// it; the cuBLAS handle and cuBLASLt have each their own workspace (allocated once, at
+// first use), so nothing allocates while a graph is being recorded.
 //
 // Precision. f32 computes in full f32 (CUBLAS_COMPUTE_32F: no TF32, the op suite checks to
-// 1e-5); RLX_CUDA_TF32=1 in the environment allows TF32 tensor cores for f32. f16 and bf16
-// accumulate in f32 and round once; f64 in f64; c64 in complex f32. Split-K reductions
-// in reduced precision are disallowed on the handle.
+// 1e-5); RLX_CUDA_TF32=1 in the environment allows TF32 tensor cores for f32
+// (CUBLAS_COMPUTE_32F_FAST_TF32). f16 and bf16 accumulate in f32 and round once; f64 in
+// f64; c64 in complex f32. Split-K partial sums are kept in the compute type, never in
+// f16/bf16 (the handle's math mode for cuBLAS, the reduction-scheme mask for cuBLASLt).
+// An epilogue adds the bias (same dtype as the output) to the f32 accumulator and rounds
+// once, where the reference rounds the product and then the sum: for f16/bf16 the results
+// can differ by one rounding of the output, within the op suite's tolerances (2e-3, 1e-2).
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuComplex.h>
 #include <cusolverDn.h>
 #include <cusparse.h>
 
 #include <algorithm>
+#include <array>
+#include <climits>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "core/error.hpp"
+#include "devices/cuda/blas.hpp"
 #include "devices/cuda/common.hpp"
 #include "devices/cuda/library.hpp"
 #include "ir/op_registry.hpp"
@@ -158,41 +182,188 @@ std::optional<int64_t> uniform_stride(const std::vector<int64_t>& st, const Shap
   return s;
 }
 
-void run_matmul(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
+bool lt_dtype(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
+
+// ---------------------------------------------------------------- cuBLASLt
+
+constexpr size_t kLtWorkspace = size_t(32) << 20;
+
+// Created on first use with its workspace (never destroyed, like the cuBLAS handle).
+struct Lt {
+  cublasLtHandle_t handle = nullptr;
+  void* workspace = nullptr;
+};
+const Lt& lt() {
+  static const Lt x = [] {
+    Lt l;
+    check_cublas(cublasLtCreate(&l.handle), "cublasLtCreate");
+    check(cudaMalloc(&l.workspace, kLtWorkspace), "cudaMalloc (cuBLASLt workspace, 32 MiB)");
+    return l;
+  }();
+  return x;
+}
+
+// The descriptors of one call, destroyed with it.
+struct LtDescs {
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+  cublasLtMatmulPreference_t pref = nullptr;
+  LtDescs() = default;
+  LtDescs(const LtDescs&) = delete;
+  LtDescs& operator=(const LtDescs&) = delete;
+  ~LtDescs() {
+    if (pref) cublasLtMatmulPreferenceDestroy(pref);
+    if (d) cublasLtMatrixLayoutDestroy(d);
+    if (b) cublasLtMatrixLayoutDestroy(b);
+    if (a) cublasLtMatrixLayoutDestroy(a);
+    if (op) cublasLtMatmulDescDestroy(op);
+  }
+};
+
+// The largest power of two (at most 256) that divides the address.
+uint32_t alignment(const void* p) {
+  const auto x = reinterpret_cast<uintptr_t>(p);
+  uint32_t a = 256;
+  while (a > 1 && x % a != 0) a /= 2;
+  return a;
+}
+
+// One column-major problem as cuBLAS(Lt) sees it: D [m, n] = op_a(A) op_b(B), `count`
+// matrices at strides sa, sb, sd (elements); A is our B, B our A (see the top).
+struct Gemm {
+  cublasOperation_t op_a = CUBLAS_OP_N, op_b = CUBLAS_OP_N;
+  int64_t m = 0, n = 0, k = 0, lda = 0, ldb = 0, ldd = 0, count = 1, sa = 0, sb = 0, sd = 0;
+};
+
+// What the epilogue adds: bias (length m of the column-major problem), then maybe relu.
+struct Epilogue {
+  const void* bias = nullptr;
+  bool relu = false;
+};
+
+using LtKey = std::array<int64_t, 20>;
+
+// The algorithms found, by key; nothing where cuBLASLt has none.
+std::mutex lt_mu;
+std::map<LtKey, std::optional<cublasLtMatmulAlgo_t>> lt_algos;
+
+// The algorithm for the problem ds describes (key: all it depends on); nothing when
+// cuBLASLt has none.
+std::optional<cublasLtMatmulAlgo_t> lt_algo(const LtDescs& ds, const LtKey& key) {
+  std::lock_guard<std::mutex> lk(lt_mu);
+  if (auto it = lt_algos.find(key); it != lt_algos.end()) return it->second;
+  cublasLtMatmulHeuristicResult_t r{};
+  int found = 0;
+  const cublasStatus_t s =
+      cublasLtMatmulAlgoGetHeuristic(lt().handle, ds.op, ds.a, ds.b, ds.d, ds.d, ds.pref, 1, &r, &found);
+  if (s != CUBLAS_STATUS_NOT_SUPPORTED) check_cublas(s, "cublasLtMatmulAlgoGetHeuristic");
+  std::optional<cublasLtMatmulAlgo_t> algo;
+  if (s == CUBLAS_STATUS_SUCCESS && found > 0 && r.state == CUBLAS_STATUS_SUCCESS) algo = r.algo;
+  lt_algos.emplace(key, algo);
+  return algo;
+}
+
+// An algorithm the heuristic offered and cublasLtMatmul refused: not offered again.
+void lt_refused(const LtKey& key) {
+  std::lock_guard<std::mutex> lk(lt_mu);
+  lt_algos[key] = std::nullopt;
+}
+
+// A cuBLASLt plan for g over the calls whose pointers are listed (a, b, d per call), or
+// nothing when cuBLASLt cannot take it (sizes past 32 bits, no algorithm).
+struct LtPlan {
+  LtDescs ds;
+  cublasLtMatmulAlgo_t algo{};
+  LtKey key{};
+};
+std::unique_ptr<LtPlan> lt_plan(DType t, const Gemm& g, const Epilogue* epi,
+                                const std::vector<std::array<const void*, 3>>& calls) {
+  for (int64_t v : {g.m, g.n, g.k, g.lda, g.ldb, g.ldd, g.count})
+    if (v > INT_MAX) return nullptr;
+  const cudaDataType dt = cuda_type(t);
+  const cublasComputeType_t compute =
+      t == DType::F32 && tf32_allowed() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  auto plan = std::make_unique<LtPlan>();
+  LtDescs& ds = plan->ds;
+  check_cublas(cublasLtMatmulDescCreate(&ds.op, compute, CUDA_R_32F), "cublasLtMatmulDescCreate");
+  auto set_op = [&](cublasLtMatmulDescAttributes_t a, const void* v, size_t size) {
+    check_cublas(cublasLtMatmulDescSetAttribute(ds.op, a, v, size), "cublasLtMatmulDescSetAttribute");
+  };
+  const int32_t op_a = g.op_a, op_b = g.op_b;
+  set_op(CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a));
+  set_op(CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b));
+  const cublasLtEpilogue_t ep = !epi ? CUBLASLT_EPILOGUE_DEFAULT
+                                : epi->relu ? CUBLASLT_EPILOGUE_RELU_BIAS
+                                            : CUBLASLT_EPILOGUE_BIAS;
+  if (epi) {
+    const uint32_t epv = ep;
+    set_op(CUBLASLT_MATMUL_DESC_EPILOGUE, &epv, sizeof(epv));
+    set_op(CUBLASLT_MATMUL_DESC_BIAS_POINTER, &epi->bias, sizeof(epi->bias));  // (same dtype as D)
+  }
+  // Stored shapes: A is [m, k] (op N) or [k, m] (op T), B [k, n] or [n, k], D [m, n].
+  auto layout = [&](cublasLtMatrixLayout_t& l, int64_t rows, int64_t cols, int64_t ld, int64_t stride) {
+    check_cublas(cublasLtMatrixLayoutCreate(&l, dt, uint64_t(rows), uint64_t(cols), ld), "cublasLtMatrixLayoutCreate");
+    if (g.count == 1) return;
+    const int32_t count = int32_t(g.count);
+    check_cublas(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)),
+                 "cublasLtMatrixLayoutSetAttribute (batch count)");
+    check_cublas(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof(stride)),
+                 "cublasLtMatrixLayoutSetAttribute (batch stride)");
+  };
+  const bool ta = g.op_a != CUBLAS_OP_N, tb = g.op_b != CUBLAS_OP_N;
+  layout(ds.a, ta ? g.k : g.m, ta ? g.m : g.k, g.lda, g.sa);
+  layout(ds.b, tb ? g.n : g.k, tb ? g.k : g.n, g.ldb, g.sb);
+  layout(ds.d, g.m, g.n, g.ldd, g.sd);  // C is D (beta = 0)
+
+  // The alignment every call's pointers have.
+  uint32_t al[3] = {256, 256, 256};
+  for (const auto& c : calls)
+    for (int i = 0; i < 3; ++i) al[i] = std::min(al[i], alignment(c[size_t(i)]));
+  check_cublas(cublasLtMatmulPreferenceCreate(&ds.pref), "cublasLtMatmulPreferenceCreate");
+  auto set_pref = [&](cublasLtMatmulPreferenceAttributes_t a, const void* v, size_t size) {
+    check_cublas(cublasLtMatmulPreferenceSetAttribute(ds.pref, a, v, size), "cublasLtMatmulPreferenceSetAttribute");
+  };
+  const uint64_t ws = kLtWorkspace;
+  // f16/bf16: split-K partial sums in f32 only (not in place in the output, not in the output type).
+  const uint32_t schemes = t == DType::F32 ? uint32_t(CUBLASLT_REDUCTION_SCHEME_MASK)
+                                           : uint32_t(CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE);
+  set_pref(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
+  set_pref(CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &schemes, sizeof(schemes));
+  set_pref(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al[0], sizeof(al[0]));
+  set_pref(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al[1], sizeof(al[1]));
+  set_pref(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al[2], sizeof(al[2]));
+  set_pref(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al[2], sizeof(al[2]));
+
+  const LtKey key = {int64_t(t), int64_t(compute), int64_t(g.op_a), int64_t(g.op_b), g.m, g.n, g.k, g.lda, g.ldb,
+                     g.ldd, g.count, g.sa, g.sb, g.sd, al[0], al[1], al[2], int64_t(ep),
+                     epi ? int64_t(alignment(epi->bias)) : 0, 0};
+  std::optional<cublasLtMatmulAlgo_t> algo = lt_algo(ds, key);
+  if (!algo) return nullptr;
+  plan->algo = *algo;
+  plan->key = key;
+  return plan;
+}
+
+// ---------------------------------------------------------------- matmul
+
+// y = op(a0) op(b0), plus the epilogue when there is one. Returns false (having done
+// nothing) only for an epilogue that cuBLASLt has no algorithm for.
+bool matmul(const ir::Node& n, const Tensor& a0, const Tensor& b0, Tensor& y, const Epilogue* epi) {
   const bool ta = n.attrs.get_bool("transpose_a"), tb = n.attrs.get_bool("transpose_b");
-  Tensor& y = out[0];
   const DType t = y.dtype();
   const size_t es = dtype_size(t);
   const int ry = y.rank();
   const int64_t m = y.shape()[size_t(ry - 2)], nn = y.shape()[size_t(ry - 1)];
-  const Tensor &a0 = in[0], &b0 = in[1];
   const int64_t k = a0.shape()[size_t(a0.rank() - (ta ? 2 : 1))];
   const Shape batch(y.shape().begin(), y.shape().end() - 2);
   const int64_t count = numel(batch);
-  if (m == 0 || nn == 0 || count == 0) return;
-  if (k == 0) {  // an empty sum: zeros
+  if (m == 0 || nn == 0 || count == 0) return true;
+  if (k == 0 && !epi) {  // an empty sum: zeros
     check(cudaMemsetAsync(y.raw(), 0, y.nbytes(), stream()), "matmul: cudaMemsetAsync");
-    return;
+    return true;
   }
+  if (k == 0) return false;  // (the bias alone: node by node)
   const Operand a = operand(a0, batch), b = operand(b0, batch);
-  // C^T [nn, m] = op(B)^T op(A)^T, column-major, ldc = nn.
-  const cublasOperation_t op_b = (tb != b.col_major) ? CUBLAS_OP_T : CUBLAS_OP_N;
-  const cublasOperation_t op_a = (ta != a.col_major) ? CUBLAS_OP_T : CUBLAS_OP_N;
-  const cudaDataType dt = cuda_type(t);
-  cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
-  if (t == DType::F64) compute = CUBLAS_COMPUTE_64F;
-  else if (t == DType::F32 && tf32_allowed()) compute = CUBLAS_COMPUTE_32F_FAST_TF32;
-  // alpha = 1, beta = 0 in the scale type (f64 for f64, complex f32 for c64, else f32).
-  const double one_d = 1.0, zero_d = 0.0;
-  const float one_f = 1.0f, zero_f = 0.0f;
-  const cuComplex one_c = make_cuComplex(1.0f, 0.0f), zero_c = make_cuComplex(0.0f, 0.0f);
-  const void* alpha = t == DType::F64 ? static_cast<const void*>(&one_d)
-                      : t == DType::C64 ? static_cast<const void*>(&one_c)
-                                        : static_cast<const void*>(&one_f);
-  const void* beta = t == DType::F64 ? static_cast<const void*>(&zero_d)
-                     : t == DType::C64 ? static_cast<const void*>(&zero_c)
-                                       : static_cast<const void*>(&zero_f);
-  cublasHandle_t h = cublas_handle();
 
   // One strided-batched call over the batch dims [lo, hi) that collapse to one stride in
   // every operand (all of them when the strides are regular), looping over the others:
@@ -216,8 +387,10 @@ void run_matmul(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor>
       if (!xa || !xb || !xy) continue;
       best = extent, lo = l, hi = r, sa = *xa, sb = *xb, sy = *xy;
     }
-  // One call per index of the other dims (row-major), its offsets from its number.
-  for (int64_t call = 0, calls = count / best; call < calls; ++call) {
+  // One call per index of the other dims (row-major), its pointers from its number:
+  // cuBLAS's A (our B), B (our A), D.
+  std::vector<std::array<const void*, 3>> calls;
+  for (int64_t call = 0, ncalls = count / best; call < ncalls; ++call) {
     int64_t oa = 0, ob = 0, oy = 0, rest = call;
     for (size_t d = nb; d-- > 0;) {
       if (d >= lo && d < hi) continue;
@@ -225,18 +398,67 @@ void run_matmul(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor>
       rest /= batch[d];
       oa += i * a.batch[d], ob += i * b.batch[d], oy += i * ys[d];
     }
-    check_cublas(cublasGemmStridedBatchedEx_64(h, op_b, op_a, nn, m, k, alpha, b.base + ob * int64_t(es), dt, b.ld, sb,
-                                               a.base + oa * int64_t(es), dt, a.ld, sa, beta,
-                                               static_cast<char*>(y.raw()) + oy * int64_t(es), dt, nn, sy, best,
+    calls.push_back({b.base + ob * int64_t(es), a.base + oa * int64_t(es), static_cast<char*>(y.raw()) + oy * int64_t(es)});
+  }
+  // C^T [nn, m] = op(B)^T op(A)^T, column-major, ldc = nn.
+  Gemm g;
+  g.op_a = (tb != b.col_major) ? CUBLAS_OP_T : CUBLAS_OP_N;
+  g.op_b = (ta != a.col_major) ? CUBLAS_OP_T : CUBLAS_OP_N;
+  g.m = nn, g.n = m, g.k = k, g.lda = b.ld, g.ldb = a.ld, g.ldd = nn, g.count = best, g.sa = sb, g.sb = sa, g.sd = sy;
+
+  if (lt_dtype(t)) {
+    if (std::unique_ptr<LtPlan> plan = lt_plan(t, g, epi, calls)) {
+      const float one = 1.0f, zero = 0.0f;
+      bool refused = false;
+      for (size_t i = 0; i < calls.size(); ++i) {
+        void* d = const_cast<void*>(calls[i][2]);
+        const cublasStatus_t st = cublasLtMatmul(lt().handle, plan->ds.op, &one, calls[i][0], plan->ds.a, calls[i][1],
+                                                 plan->ds.b, &zero, d, plan->ds.d, d, plan->ds.d, &plan->algo,
+                                                 lt().workspace, kLtWorkspace, stream());
+        // Refused before anything ran: as if the heuristic had found nothing.
+        if (i == 0 && st == CUBLAS_STATUS_NOT_SUPPORTED) {
+          lt_refused(plan->key);
+          refused = true;
+          break;
+        }
+        check_cublas(st, "cublasLtMatmul");
+      }
+      if (!refused) return true;
+    }
+    if (epi) return false;
+  }
+
+  const cudaDataType dt = cuda_type(t);
+  cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
+  if (t == DType::F64) compute = CUBLAS_COMPUTE_64F;
+  else if (t == DType::F32 && tf32_allowed()) compute = CUBLAS_COMPUTE_32F_FAST_TF32;
+  // alpha = 1, beta = 0 in the scale type (f64 for f64, complex f32 for c64, else f32).
+  const double one_d = 1.0, zero_d = 0.0;
+  const float one_f = 1.0f, zero_f = 0.0f;
+  const cuComplex one_c = make_cuComplex(1.0f, 0.0f), zero_c = make_cuComplex(0.0f, 0.0f);
+  const void* alpha = t == DType::F64 ? static_cast<const void*>(&one_d)
+                      : t == DType::C64 ? static_cast<const void*>(&one_c)
+                                        : static_cast<const void*>(&one_f);
+  const void* beta = t == DType::F64 ? static_cast<const void*>(&zero_d)
+                     : t == DType::C64 ? static_cast<const void*>(&zero_c)
+                                       : static_cast<const void*>(&zero_f);
+  cublasHandle_t h = cublas_handle();
+  for (const auto& c : calls)
+    check_cublas(cublasGemmStridedBatchedEx_64(h, g.op_a, g.op_b, g.m, g.n, g.k, alpha, c[0], dt, g.lda, g.sa, c[1], dt,
+                                               g.ldb, g.sb, beta, const_cast<void*>(c[2]), dt, g.ldd, g.sd, g.count,
                                                compute, CUBLAS_GEMM_DEFAULT),
                  "cublasGemmStridedBatchedEx");
-  }
+  return true;
+}
+
+void run_matmul(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
+  matmul(n, in[0], in[1], out[0], nullptr);
 }
 
 Capability matmul_supports(const ir::Node& n, const ir::Graph& g) {
   const TensorType &a = g.type(n.inputs.at(0)), &b = g.type(n.inputs.at(1));
   if (!matmul_dtype(a.dtype) || b.dtype != a.dtype)
-    return Capability::no(std::string("no ") + dtype_name(a.dtype) + " matmul on cuda (cuBLAS: f16 bf16 f32 f64 c64)");
+    return Capability::no(std::string("no ") + dtype_name(a.dtype) + " matmul on cuda (cuBLASLt: f16 bf16 f32; cuBLAS: f64 c64)");
   if (a.shape.size() < 2 || b.shape.size() < 2) return Capability::no("matmul operands must have rank >= 2");
   return Capability::yes();
 }
@@ -248,6 +470,20 @@ std::string version(int major, int minor, int patch) {
 }  // namespace
 
 void add_blas_kernels(std::vector<LibraryKernel>& t) { t.push_back({"matmul", matmul_supports, run_matmul}); }
+
+bool takes_matmul_epilogue(const MatmulEpilogue& e, const ir::Graph& g) {
+  const ir::Node& mm = g.nodes.at(size_t(e.matmul));
+  return lt_dtype(mm.out().dtype) && !mm.host;
+}
+
+bool run_matmul_epilogue(const MatmulEpilogue& e, const ir::Graph& g, std::span<const Tensor> in, Tensor& out) {
+  const ir::Node& mm = g.nodes.at(size_t(e.matmul));
+  const Tensor bias = contiguous(in[2]);  // ([n] or [1, ..., n]: n packed elements)
+  Epilogue epi;
+  epi.bias = bias.raw();
+  epi.relu = e.activation == MatmulEpilogue::Relu;
+  return matmul(mm, in[0], in[1], out, &epi);
+}
 
 // The versions the process links (library properties need no device), else the headers'.
 std::string library_description() {

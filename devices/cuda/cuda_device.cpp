@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "core/error.hpp"
+#include "devices/cuda/blas.hpp"
 #include "devices/cuda/codegen.hpp"
 #include "devices/cuda/common.hpp"
 #include "devices/cuda/kernels.hpp"
@@ -210,6 +211,20 @@ class CudaDevice final : public Device {
         break;
     }
     after(n);
+  }
+
+  bool fuses_matmul_epilogue(const MatmulEpilogue& e, const ir::Graph& g) const override {
+    return takes_matmul_epilogue(e, g);
+  }
+
+  void run_matmul_epilogue(const MatmulEpilogue& e, const ir::Graph& g, std::span<const Tensor> in,
+                           std::span<Tensor> out) override {
+    const ir::Node& last = g.nodes.at(size_t(e.nodes().back()));
+    {
+      NodeScope scope("matmul epilogue ending in " + node_label(last));
+      if (cuda::run_matmul_epilogue(e, g, in, out[0])) return after(last);
+    }
+    Device::run_matmul_epilogue(e, g, in, out);  // no cuBLASLt algorithm: node by node
   }
 
   void run_fused(const FusedRegion& r, std::span<const Tensor> in, std::span<Tensor> out) override {
