@@ -1,0 +1,277 @@
+// matmul on the cuda device through cuBLASLt, and matmul + bias (+ relu) as one kernel
+// with a cuBLASLt epilogue: the schedule forms the kernel (checked by compiling, also
+// without a GPU), the L3 text and the dispatch report show it, and on a GPU the results
+// match the reference device on fresh random data (f32, bf16, f16; batched; transposed
+// operands; broadcast bias; recorded and replayed). Every GPU case is skipped, with the
+// reason, where this process has no usable GPU.
+#define BOOST_TEST_MODULE cuda_matmul
+#include <boost/test/unit_test.hpp>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+
+#include "tests/support/seed.hpp"
+#include "ir/frontend.hpp"
+#include "ir/op_registry.hpp"
+#include "runtime/executor.hpp"
+#include "runtime/program_text.hpp"
+#include "runtime/runtime.hpp"
+
+using namespace rlx;
+namespace utf = boost::unit_test;
+
+namespace {
+
+Device& device(const char* name) { return DeviceRegistry::get().at(name); }
+
+struct GpuPresent {
+  boost::test_tools::assertion_result operator()(utf::test_unit_id) const {
+    const std::string why = device("cuda").unavailable();
+    boost::test_tools::assertion_result r(why.empty());
+    r.message() << "no usable GPU here: " << why;
+    return r;
+  }
+};
+
+// For the TF32 case: RLX_CUDA_TF32 is read once per process, so that case runs only in the
+// process started with it (ctest's test_cuda_matmul_tf32).
+struct Tf32Enabled {
+  boost::test_tools::assertion_result operator()(utf::test_unit_id) const {
+    const char* e = std::getenv("RLX_CUDA_TF32");
+    const std::string why = device("cuda").unavailable();
+    boost::test_tools::assertion_result r(why.empty() && e && std::strcmp(e, "1") == 0);
+    r.message() << (why.empty() ? std::string("RLX_CUDA_TF32=1 is not set (ctest runs this case as test_cuda_matmul_tf32)")
+                                : "no usable GPU here: " + why);
+    return r;
+  }
+};
+
+// x cast to t by the reference device (the one rounding every device agrees on).
+Tensor cast_on_reference(const Tensor& x, DType t) {
+  ir::Graph c;
+  output(c, {cast(input(c, "x", x.dtype(), x.shape()), t)});
+  return run(compile(c, device("reference")), device("reference"), {x})[0];
+}
+
+Tensor random_tensor(DType t, const Shape& s, std::mt19937_64& rng) {
+  Tensor h = Tensor::empty(DType::F64, s);
+  std::uniform_real_distribution<double> u(-1.0, 1.0);
+  for (int64_t i = 0; i < h.numel(); ++i) h.data<double>()[i] = u(rng);
+  return t == DType::F64 ? h : cast_on_reference(h, t);
+}
+
+// max |got - want| / max |want|, both read as f64.
+double normalized_error(const Tensor& got, const Tensor& want) {
+  const Tensor g = cast_on_reference(got, DType::F64), w = cast_on_reference(want, DType::F64);
+  BOOST_REQUIRE_EQUAL(g.numel(), w.numel());
+  double worst = 0, scale = 0;
+  for (int64_t i = 0; i < w.numel(); ++i) {
+    worst = std::max(worst, std::fabs(g.data<double>()[i] - w.data<double>()[i]));
+    scale = std::max(scale, std::fabs(w.data<double>()[i]));
+  }
+  return scale > 0 ? worst / scale : worst;
+}
+
+double tolerance(DType t) { return t == DType::F32 ? 1e-5 : t == DType::F16 ? 2e-3 : 1e-2; }
+
+const Kernel* epilogue_kernel(const Program& p) {
+  for (const Kernel& k : p.kernels)
+    if (k.kind == Kernel::MatmulEpilogue) return &k;
+  return nullptr;
+}
+
+// One shape of the problem: y = [relu](op(a) op(b) + bias).
+struct Case {
+  const char* name;
+  Shape a, b, bias;
+  bool ta = false, tb = false, relu = true;
+};
+
+const Case kCases[] = {
+    {"2d", {37, 64}, {64, 29}, {29}},
+    {"2d, no relu", {37, 64}, {64, 29}, {29}, false, false, false},
+    {"transposed a", {64, 37}, {64, 29}, {29}, true, false},
+    {"transposed b (linear)", {37, 64}, {29, 64}, {29}, false, true},
+    {"both transposed", {64, 37}, {29, 64}, {1, 29}, true, true},
+    {"batched", {3, 37, 64}, {3, 64, 29}, {29}},
+    {"batched, broadcast b", {2, 3, 37, 64}, {64, 29}, {1, 1, 29}},
+    {"batched, broadcast a, transposed b", {37, 64}, {4, 29, 64}, {29}, false, true},
+    {"uneven batches", {2, 1, 37, 64}, {3, 64, 29}, {29}, false, false, false},
+};
+
+ir::Graph build(const Case& c, DType t) {
+  ir::Graph g;
+  Var a = input(g, "a", t, c.a), b = input(g, "b", t, c.b), bias = input(g, "bias", t, c.bias);
+  Var y = matmul(a, b, c.ta, c.tb) + bias;
+  output(g, {c.relu ? relu(y) : y});
+  return g;
+}
+
+}  // namespace
+
+// Compile only: no GPU needed.
+BOOST_AUTO_TEST_CASE(schedule_forms_the_epilogue_kernel_for_cuda) {
+  for (const Case& c : kCases)
+    for (DType t : {DType::F32, DType::BF16, DType::F16}) {
+      const std::string what = std::string(c.name) + " " + dtype_name(t);
+      Program p = compile(build(c, t), device("cuda"));
+      const Kernel* k = epilogue_kernel(p);
+      BOOST_REQUIRE_MESSAGE(k, what << ": no matmul_epilogue kernel in\n" << print_program(p));
+      BOOST_TEST(k->nodes.size() == (c.relu ? 3u : 2u), what);
+      BOOST_TEST(k->inputs.size() == (c.relu ? 4u : 3u), what);
+      BOOST_TEST((k->epilogue.activation == MatmulEpilogue::Relu) == c.relu, what);
+      BOOST_TEST(p.graph.nodes[size_t(k->epilogue.matmul)].op->name == "matmul", what);
+      BOOST_TEST(p.kernels.size() == 1u, what << ": the epilogue kernel is the whole program\n" << print_program(p));
+      // The L3 text shows it and parses back to the same kernel.
+      const std::string text = print_program(p);
+      BOOST_TEST(text.find("matmul_epilogue") != std::string::npos, text);
+      Program q = parse_program(text, "l3");
+      const Kernel* kq = epilogue_kernel(q);
+      BOOST_REQUIRE(kq);
+      BOOST_TEST(kq->nodes == k->nodes);
+      BOOST_TEST(kq->inputs == k->inputs);
+      BOOST_TEST(kq->epilogue.relu == k->epilogue.relu);
+      BOOST_TEST(print_program(q) == text);
+      // So does the dispatch report, as a table and as JSON.
+      const std::string table = p.report.table(), json = p.report.json();
+      BOOST_TEST(table.find(c.relu ? "matmul_epilogue (bias+relu)" : "matmul_epilogue (bias)") != std::string::npos,
+                 table);
+      BOOST_TEST(json.find("\"kind\": \"matmul_epilogue\"") != std::string::npos, json);
+    }
+}
+
+BOOST_AUTO_TEST_CASE(no_epilogue_kernel_where_the_graph_or_device_does_not_allow_it) {
+  auto has_epilogue = [](const ir::Graph& g, const char* dev, CompileOptions o = {}) {
+    return epilogue_kernel(compile(g, device(dev), o)) != nullptr;
+  };
+  const Case& c = kCases[0];
+  BOOST_TEST(!has_epilogue(build(c, DType::F32), "cpu"));        // the cpu device does not ask for it
+  BOOST_TEST(!has_epilogue(build(c, DType::F32), "reference"));
+  CompileOptions unfused;
+  unfused.fuse = false;
+  BOOST_TEST(!has_epilogue(build(c, DType::F32), "cuda", unfused));
+  BOOST_TEST(!has_epilogue(build(c, DType::F64), "cuda"));  // f64 stays on cuBLAS
+  {  // the product is also a result
+    ir::Graph g;
+    Var a = input(g, "a", DType::F32, {8, 4}), b = input(g, "b", DType::F32, {4, 5}), bias = input(g, "bias", DType::F32, {5});
+    Var y = matmul(a, b);
+    output(g, {relu(y + bias), y});
+    BOOST_TEST(!has_epilogue(g, "cuda"));
+  }
+  {  // a bias along the rows, and a full-size addend
+    ir::Graph g;
+    Var a = input(g, "a", DType::F32, {8, 4}), b = input(g, "b", DType::F32, {4, 5});
+    Var rows = input(g, "rows", DType::F32, {8, 1}), full = input(g, "full", DType::F32, {5, 8});
+    output(g, {matmul(a, b) + rows, matmul(b, a, true, true) + full});
+    BOOST_TEST(!has_epilogue(g, "cuda"));
+  }
+  {  // a bias computed after the matmul stays a separate kernel, as does a relu whose input is also a result
+    ir::Graph g;
+    Var a = input(g, "a", DType::F32, {8, 4}), b = input(g, "b", DType::F32, {4, 5}), s = input(g, "s", DType::F32, {5});
+    Var y = matmul(a, b);
+    Var z = y + exp(s);
+    output(g, {z});
+    Program p = compile(g, device("cuda"));
+    BOOST_TEST(!epilogue_kernel(p), print_program(p));
+    ir::Graph h;
+    Var a2 = input(h, "a", DType::F32, {8, 4}), b2 = input(h, "b", DType::F32, {4, 5}), c2 = input(h, "c", DType::F32, {5});
+    Var sum = matmul(a2, b2) + c2;
+    output(h, {relu(sum), sum});
+    Program q = compile(h, device("cuda"));
+    const Kernel* kq = epilogue_kernel(q);
+    BOOST_REQUIRE(kq);
+    BOOST_TEST(kq->epilogue.relu == -1, print_program(q));  // bias only; the relu runs on its own
+  }
+}
+
+// The default Device::run_matmul_epilogue (node by node) through a program text that
+// names the kernel for a device that does not form it: the cpu device runs it and agrees
+// with the reference.
+BOOST_AUTO_TEST_CASE(default_run_path_runs_the_nodes_one_by_one) {
+  std::mt19937_64 rng(test::run_seed("test_cuda_matmul"));
+  const Case& c = kCases[3];
+  ir::Graph g = build(c, DType::F32);
+  std::string text = print_program(compile(g, device("cuda")));
+  const std::string from = "device \"cuda\"";
+  text.replace(text.find(from), from.size(), "device \"cpu\"");
+  Program p = parse_program(text, "l3");
+  BOOST_REQUIRE(epilogue_kernel(p));
+  for (int round = 0; round < 2; ++round) {
+    std::vector<Tensor> in = {random_tensor(DType::F32, c.a, rng), random_tensor(DType::F32, c.b, rng),
+                              random_tensor(DType::F32, c.bias, rng)};
+    // (Constants of a parsed program are on the host: the cpu device reads host memory.)
+    auto got = run(p, device("cpu"), in);
+    auto want = run(compile(g, device("reference")), device("reference"), in);
+    BOOST_TEST(normalized_error(got[0], want[0]) <= 1e-5);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(epilogue_kernel_matches_reference, *utf::precondition(GpuPresent())) {
+  std::mt19937_64 rng(test::run_seed("test_cuda_matmul") + 1);
+  for (const Case& c : kCases)
+    for (DType t : {DType::F32, DType::BF16, DType::F16}) {
+      ir::Graph g = build(c, t);
+      std::vector<Tensor> in = {random_tensor(t, c.a, rng), random_tensor(t, c.b, rng), random_tensor(t, c.bias, rng)};
+      auto want = run(compile(g, device("reference")), device("reference"), in);
+      Program p = compile(g, device("cuda"));
+      BOOST_REQUIRE(epilogue_kernel(p));
+      auto got = run(p, device("cuda"), in);
+      const double err = normalized_error(got[0], want[0]);
+      BOOST_TEST(err <= tolerance(t), c.name << " " << dtype_name(t) << ": normalized error " << err);
+    }
+}
+
+// The plain matmul path (cuBLASLt without an epilogue) on the same shapes.
+BOOST_AUTO_TEST_CASE(plain_matmul_matches_reference, *utf::precondition(GpuPresent())) {
+  std::mt19937_64 rng(test::run_seed("test_cuda_matmul") + 2);
+  for (const Case& c : kCases)
+    for (DType t : {DType::F32, DType::BF16, DType::F16}) {
+      ir::Graph g;
+      Var a = input(g, "a", t, c.a), b = input(g, "b", t, c.b);
+      output(g, {matmul(a, b, c.ta, c.tb)});
+      std::vector<Tensor> in = {random_tensor(t, c.a, rng), random_tensor(t, c.b, rng)};
+      auto want = run(compile(g, device("reference")), device("reference"), in);
+      auto got = run(compile(g, device("cuda")), device("cuda"), in);
+      const double err = normalized_error(got[0], want[0]);
+      BOOST_TEST(err <= tolerance(t), c.name << " " << dtype_name(t) << ": normalized error " << err);
+    }
+}
+
+BOOST_AUTO_TEST_CASE(recorded_epilogue_kernel_replays, *utf::precondition(GpuPresent())) {
+  std::mt19937_64 rng(test::run_seed("test_cuda_matmul") + 3);
+  const Case& c = kCases[6];
+  ir::Graph g = build(c, DType::F32);
+  Device& d = device("cuda");
+  Program p = compile(g, d);
+  Executor ex(p, d);
+  std::vector<Tensor> in = {random_tensor(DType::F32, c.a, rng).to(d.allocator()),
+                            random_tensor(DType::F32, c.b, rng).to(d.allocator()),
+                            random_tensor(DType::F32, c.bias, rng).to(d.allocator())};
+  const Shape ys = g.type(g.results[0]).shape;
+  std::vector<Tensor> out = {Tensor::empty(DType::F32, ys, d.allocator())};
+  std::unique_ptr<Replay> r = ex.capture(in, out);
+  for (int round = 0; round < 2; ++round) {
+    std::vector<Tensor> host = {random_tensor(DType::F32, c.a, rng), random_tensor(DType::F32, c.b, rng),
+                                random_tensor(DType::F32, c.bias, rng)};
+    for (size_t i = 0; i < in.size(); ++i) in[i].allocator()->copy_from_host(in[i].raw(), host[i].raw(), host[i].nbytes());
+    r->launch();
+    d.synchronize();
+    auto want = run(compile(g, device("reference")), device("reference"), host);
+    BOOST_TEST(normalized_error(out[0].to(host_allocator()), want[0]) <= 1e-5, "round " << round);
+  }
+}
+
+// TF32 tensor cores (RLX_CUDA_TF32=1): 10-bit mantissas in the products, f32 sums.
+BOOST_AUTO_TEST_CASE(tf32_matches_reference_within_tf32_tolerance, *utf::precondition(Tf32Enabled())) {
+  std::mt19937_64 rng(test::run_seed("test_cuda_matmul") + 4);
+  for (const Case& c : kCases) {
+    ir::Graph g = build(c, DType::F32);
+    std::vector<Tensor> in = {random_tensor(DType::F32, c.a, rng), random_tensor(DType::F32, c.b, rng),
+                              random_tensor(DType::F32, c.bias, rng)};
+    auto want = run(compile(g, device("reference")), device("reference"), in);
+    auto got = run(compile(g, device("cuda")), device("cuda"), in);
+    const double err = normalized_error(got[0], want[0]);
+    BOOST_TEST(err <= 5e-3, c.name << ": normalized error " << err);
+  }
+}
