@@ -27,6 +27,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <random>
@@ -173,7 +174,12 @@ void bench_gemm(int reps) {
   cublasHandle_t h;
   if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) throw std::runtime_error("cublasCreate");
   cublasSetStream(h, cuda::stream());
-  for (DType t : {DType::F32, DType::BF16}) {
+  // RLX_CUDA_TF32=1 (read once per process) lets rlx's f32 matmul use TF32 tensor cores;
+  // the peer then computes with CUBLAS_COMPUTE_32F_FAST_TF32 too, and the row says tf32.
+  const char* tf = std::getenv("RLX_CUDA_TF32");
+  const bool tf32 = tf && std::string(tf) == "1";
+  const double flop = 2.0 * double(n) * double(n) * double(n);
+  for (DType t : {DType::F32, DType::BF16, DType::F16}) {
     ir::Graph g;
     Var A = input(g, "A", t, {n, n}), B = input(g, "B", t, {n, n});
     output(g, {matmul(A, B)});
@@ -182,21 +188,46 @@ void bench_gemm(int reps) {
     std::vector<Tensor> in = {device_random(t, {n, n}, 4), device_random(t, {n, n}, 5)};
     std::vector<Tensor> out = {Tensor::empty(t, {n, n}, d.allocator())};
     double ms_rlx = time_ms(reps, [&] { ex.run_into(in, out); });
-    const cudaDataType ct = t == DType::F32 ? CUDA_R_32F : CUDA_R_16BF;
+    const cudaDataType ct = t == DType::F32 ? CUDA_R_32F : t == DType::BF16 ? CUDA_R_16BF : CUDA_R_16F;
+    const cublasComputeType_t comp = t == DType::F32 && tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
     const float one = 1.0f, zero = 0.0f;
     cublasSetMathMode(h, CUBLAS_DEFAULT_MATH);
     // Row-major C = A B is column-major C^T = B^T A^T.
     double ms_lib = time_ms(reps, [&] {
       cublasStatus_t s = cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, int(n), int(n), int(n), &one, in[1].raw(), ct, int(n),
-                                      in[0].raw(), ct, int(n), &zero, out[0].raw(), ct, int(n), CUBLAS_COMPUTE_32F,
-                                      CUBLAS_GEMM_DEFAULT);
+                                      in[0].raw(), ct, int(n), &zero, out[0].raw(), ct, int(n), comp, CUBLAS_GEMM_DEFAULT);
       if (s != CUBLAS_STATUS_SUCCESS) throw std::runtime_error("cublasGemmEx");
     });
-    double flop = 2.0 * double(n) * double(n) * double(n);
+    const char* label = t == DType::F32 && tf32 ? "tf32" : dtype_name(t);
     std::printf("gemm    %-4s 8192^3   rlx %8.3f ms %6.1f TFLOP/s | cuBLAS %8.3f ms %6.1f TFLOP/s | rlx/cuBLAS time %.3f\n",
-                dtype_name(t), ms_rlx, flop / ms_rlx / 1e9, ms_lib, flop / ms_lib / 1e9, ms_rlx / ms_lib);
+                label, ms_rlx, flop / ms_rlx / 1e9, ms_lib, flop / ms_lib / 1e9, ms_rlx / ms_lib);
   }
   cublasDestroy(h);
+  // A dense layer, relu(x w + b): the matmul_epilogue kernel (one cublasLtMatmul with
+  // RELU_BIAS) against the same program compiled without fusion (the matmul, then the
+  // bias add and relu as generated kernels).
+  const int64_t m = 8192, k = 4096, nn = 4096;
+  for (DType t : {DType::F32, DType::BF16}) {
+    ir::Graph g;
+    Var x = input(g, "x", t, {m, k}), w = input(g, "w", t, {k, nn}), b = input(g, "b", t, {nn});
+    output(g, {relu(matmul(x, w) + b)});
+    std::vector<Tensor> in = {device_random(t, {m, k}, 8), device_random(t, {k, nn}, 9), device_random(t, {nn}, 10)};
+    std::vector<Tensor> out = {Tensor::empty(t, {m, nn}, d.allocator())};
+    double ms[2];
+    size_t kernels[2];
+    for (int fuse = 1; fuse >= 0; --fuse) {
+      CompileOptions o;
+      o.fuse = fuse == 1;
+      Program p = compile(g, d, o);
+      Executor ex(p, d);
+      kernels[fuse] = p.kernels.size();
+      ms[fuse] = time_ms(reps, [&] { ex.run_into(in, out); });
+    }
+    const double f = 2.0 * double(m) * double(k) * double(nn);
+    std::printf("gemm    %-4s relu(x w + b) [8192x4096]x[4096x4096]: fused %8.3f ms %6.1f TFLOP/s (%zu kernel) | "
+                "unfused %8.3f ms (%zu kernels) | fused/unfused time %.3f\n",
+                dtype_name(t), ms[1], f / ms[1] / 1e9, kernels[1], ms[0], kernels[0], ms[1] / ms[0]);
+  }
 }
 
 void bench_spmv_one(int reps, const std::string& label, const sparse::CsrMatrix& A) {
@@ -232,8 +263,8 @@ void bench_spmv_one(int reps, const std::string& label, const sparse::CsrMatrix&
     cusparseSpMV(h, CUSPARSE_OPERATION_NON_TRANSPOSE, &one, mat, vx, &zero, vy, CUDA_R_64F, CUSPARSE_SPMV_ALG_DEFAULT,
                  buf.get());
   });
-  // The rlx kernels under their tuning knobs (the device picks spmv_kernel() and
-  // spmv_lanes(); the others are for tuning that choice): vector kernel by lanes per row
+  // The rlx kernels under their tuning knobs (the device runs spmv_choice(); the others
+  // are for tuning that choice): vector kernel by lanes per row
   // (x2: two nonzeros per lane per trip), the split kernel, each also with the matrix
   // loaded evict-first (h).
   std::string lanes_line;
@@ -249,9 +280,16 @@ void bench_spmv_one(int reps, const std::string& label, const sparse::CsrMatrix&
         variant((std::to_string(l) + (unroll == 2 ? "x2" : "")).c_str(), {1, l, unroll, hint});
     variant("split", {2, 0, 1, hint});
   }
-  std::printf("spmv    %-14s rlx kernels (ms):%s (device default %s)\n", label.c_str(), lanes_line.c_str(),
-              cuda::spmv_kernel(A.rows(), A.nnz()) == 2 ? "split"
-                                                        : std::to_string(cuda::spmv_lanes(A.rows(), A.nnz())).c_str());
+  if (g_sweep)
+    for (int carve : {0, 100, -1}) {  // the most L1, the most shared memory, CUDA's default again
+      cuda::SpmvTuning t = cuda::spmv_choice(A.rows(), A.nnz());
+      t.carveout = carve;
+      variant(("default/carveout" + std::to_string(carve)).c_str(), t);
+    }
+  const cuda::SpmvTuning c = cuda::spmv_choice(A.rows(), A.nnz());
+  std::printf("spmv    %-14s rlx kernels (ms):%s (device default %d%s%s)\n", label.c_str(), lanes_line.c_str(), c.lanes,
+              c.unroll == 2 ? "x2" : "", c.stream_hint ? "h" : "");
+
   cusparseDestroySpMat(mat);
   cusparseDestroyDnVec(vx);
   cusparseDestroyDnVec(vy);

@@ -223,14 +223,18 @@ void launch_split(bool hint, const Tensor& rp, const Tensor& ci, const Tensor& v
 }
 
 template <class I, class T, int UNR, bool HINT>
-void launch_vector(int lanes, const Tensor& rp, const Tensor& ci, const Tensor& v, const Tensor& x, const Tensor* y0,
+void launch_vector(const SpmvTuning& t, const Tensor& rp, const Tensor& ci, const Tensor& v, const Tensor& x, const Tensor* y0,
                    double alpha, double beta, Tensor& y) {
   const long long rows = y.numel();
+  const int lanes = t.lanes;
   const int threads = 256;
   // Enough groups to fill the GPU several times over; each group strides over rows.
   long long blocks = (rows * lanes + threads - 1) / threads;
   blocks = std::min<long long>(blocks, 64LL * sms());
   auto args = [&](auto kernel) {
+    if (t.carveout >= -1)
+      check(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, t.carveout),
+            "spmv_csr: setting the L1/shared carveout");
     kernel<<<unsigned(blocks), threads, 0, stream()>>>(rp.data<I>(), ci.data<I>(), v.data<T>(), x.data<T>(),
                                                       y0 ? y0->data<T>() : nullptr, alpha, beta, y.data<T>(), rows);
   };
@@ -246,37 +250,53 @@ void launch_vector(int lanes, const Tensor& rp, const Tensor& ci, const Tensor& 
 }
 
 template <class I, class T>
-void launch(const SpmvTuning& t, const Tensor& rp, const Tensor& ci, const Tensor& v, const Tensor& x, const Tensor* y0,
+void launch(SpmvTuning t, const Tensor& rp, const Tensor& ci, const Tensor& v, const Tensor& x, const Tensor* y0,
             double alpha, double beta, Tensor& y) {
   const long long rows = y.numel(), nnz = v.numel();
   if (rows == 0) return;
-  const int lanes = t.lanes > 0 ? t.lanes : spmv_lanes(rows, nnz);
-  const int kernel = t.kernel > 0 ? t.kernel : spmv_kernel(rows, nnz);
-  if (kernel == 2 && nnz > 0) return launch_split<I, T>(t.stream_hint, rp, ci, v, x, y0, alpha, beta, y);
+  if (t.kernel <= 0) t = spmv_choice(rows, nnz);
+  if (t.lanes <= 0) t.lanes = spmv_choice(rows, nnz).lanes;
+  if (t.kernel == 2 && nnz > 0) return launch_split<I, T>(t.stream_hint, rp, ci, v, x, y0, alpha, beta, y);
   if (t.unroll == 2) {
-    if (t.stream_hint) launch_vector<I, T, 2, true>(lanes, rp, ci, v, x, y0, alpha, beta, y);
-    else launch_vector<I, T, 2, false>(lanes, rp, ci, v, x, y0, alpha, beta, y);
+    if (t.stream_hint) launch_vector<I, T, 2, true>(t, rp, ci, v, x, y0, alpha, beta, y);
+    else launch_vector<I, T, 2, false>(t, rp, ci, v, x, y0, alpha, beta, y);
   } else {
-    if (t.stream_hint) launch_vector<I, T, 1, true>(lanes, rp, ci, v, x, y0, alpha, beta, y);
-    else launch_vector<I, T, 1, false>(lanes, rp, ci, v, x, y0, alpha, beta, y);
+    if (t.stream_hint) launch_vector<I, T, 1, true>(t, rp, ci, v, x, y0, alpha, beta, y);
+    else launch_vector<I, T, 1, false>(t, rp, ci, v, x, y0, alpha, beta, y);
   }
 }
 
 }  // namespace
 
-int spmv_lanes(int64_t rows, int64_t nnz) {
-  // The largest power of two not above a third of the mean row length (1 to 32): each
-  // lane takes about three nonzeros, so more rows are in flight per warp. On the H200,
-  // 3D Poisson 160^3 (7 per row): 2 lanes 0.130 ms, 4 lanes 0.147, 8 lanes 0.200.
+SpmvTuning spmv_choice(int64_t rows, int64_t nnz) {
+  // Fitted on the H200 to the five matrices of `rlx-bench cuda --only sweep` (ms, f64):
+  //  - short rows (mean < 12): lanes the largest power of two not above a third of the
+  //    mean, two nonzeros per lane per trip (3D Poisson, 7 per row: 2x2 0.121, 2 lanes
+  //    0.130, 4 lanes 0.148; banded, 11 per row: 2x2 0.160, 2 lanes 0.164);
+  //  - medium rows: lanes the largest power of two not above half the mean, two per lane,
+  //    so one trip covers a typical row, and the matrix loaded evict-first, which keeps x
+  //    in L2 (random, 16 per row over 4 M columns: 8x2 evict-first 0.596, 4 lanes 0.779;
+  //    block diagonal, 16 per row: 0.268 against its best, 4 lanes, 0.230). Evict-first
+  //    hurts where a group reads a row over several trips (Poisson, 2 lanes: 0.198 against
+  //    0.130): the rest of each sector has left L1 by the next trip;
+  //  - long rows (mean >= 64): a warp per row, evict-first (power-law rows of 1 to 1000:
+  //    0.608; the split kernel 0.622).
   const double mean = rows > 0 ? double(nnz) / double(rows) : 0.0;
-  int l = 1;
-  while (l < 32 && 2 * l <= mean / 3) l *= 2;
-  return l;
-}
-
-int spmv_kernel(int64_t rows, int64_t nnz) {
-  // Rows long enough for a whole warp each: the split kernel, balanced by nonzeros.
-  return spmv_lanes(rows, nnz) == 32 ? 2 : 1;
+  SpmvTuning t;
+  t.kernel = 1;
+  t.lanes = 1;
+  if (mean < 12) {
+    while (t.lanes < 32 && 2 * t.lanes <= mean / 3) t.lanes *= 2;
+    t.unroll = 2;
+  } else if (mean < 64) {
+    while (t.lanes < 32 && 2 * t.lanes <= mean / 2) t.lanes *= 2;
+    t.unroll = 2;
+    t.stream_hint = true;
+  } else {
+    t.lanes = 32;
+    t.stream_hint = true;
+  }
+  return t;
 }
 
 void spmv_csr_native(const Tensor& rp, const Tensor& ci, const Tensor& v, const Tensor& x, const Tensor* y0,

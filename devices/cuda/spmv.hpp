@@ -12,21 +12,21 @@
 
 namespace rlx::cuda {
 
-// Tuning experiments (rlx-bench cuda --only sweep); the defaults are what the device uses.
+// What the device runs (spmv_choice) and tuning experiments (rlx-bench cuda --only sweep).
 struct SpmvTuning {
-  int kernel = 0;            // 0: spmv_kernel()'s choice, 1: vector, 2: split
-  int lanes = 0;             // vector kernel: lanes per row (0: spmv_lanes())
+  int kernel = 0;            // 0: spmv_choice()'s, 1: vector, 2: split
+  int lanes = 0;             // vector kernel: lanes per row (0: spmv_choice()'s)
   int unroll = 1;            // vector kernel: nonzeros per lane per trip (1 or 2)
   bool stream_hint = false;  // load the matrix evict-first (ld.global.cs), keeping x cached
+  int carveout = -2;         // vector kernel: set its preferred shared-memory carveout to this
+                             // % (-1: back to CUDA's default; -2: leave it as it is)
 };
 
 // y = alpha * A x (+ beta * y0 when y0 is given). row_ptr/col_idx i32 or i64 (same dtype),
 // values/x/y0/y f32 or f64 (same dtype); every input contiguous; y preallocated.
 void spmv_csr_native(const Tensor& row_ptr, const Tensor& col_idx, const Tensor& values, const Tensor& x,
                      const Tensor* y0, double alpha, double beta, Tensor& y, const SpmvTuning& tuning = {});
-// The lanes per row of the vector kernel for a matrix of this shape.
-int spmv_lanes(int64_t rows, int64_t nnz);
-// The kernel spmv_csr_native picks: 1 vector, 2 split.
-int spmv_kernel(int64_t rows, int64_t nnz);
+// The kernel and knobs the device uses for a matrix of this shape (from the mean row length).
+SpmvTuning spmv_choice(int64_t rows, int64_t nnz);
 
 }  // namespace rlx::cuda

@@ -183,10 +183,15 @@ BOOST_AUTO_TEST_CASE(every_generated_elementwise_kernel_compiles) {
 }
 
 BOOST_AUTO_TEST_CASE(spmv_lane_rule) {
-  BOOST_TEST(cuda::spmv_lanes(4'096'000, 28'518'400) == 2);  // 3D Poisson: 7 per row
-  BOOST_TEST(cuda::spmv_lanes(100, 100) == 1);
-  BOOST_TEST(cuda::spmv_lanes(100, 100 * 1000) == 32);
-  BOOST_TEST(cuda::spmv_lanes(0, 0) == 1);
+  auto is = [](cuda::SpmvTuning t, int lanes, int unroll, bool hint) {
+    return t.kernel == 1 && t.lanes == lanes && t.unroll == unroll && t.stream_hint == hint;
+  };
+  BOOST_TEST(is(cuda::spmv_choice(4'096'000, 28'518'400), 2, 2, false));  // 3D Poisson: 7 per row
+  BOOST_TEST(is(cuda::spmv_choice(4'000'000, 44'000'000), 2, 2, false));  // 11 per row
+  BOOST_TEST(is(cuda::spmv_choice(4'000'000, 64'000'000), 8, 2, true));   // 16 per row
+  BOOST_TEST(is(cuda::spmv_choice(100, 100), 1, 2, false));
+  BOOST_TEST(is(cuda::spmv_choice(100, 100 * 1000), 32, 1, true));
+  BOOST_TEST(is(cuda::spmv_choice(0, 0), 1, 2, false));
 }
 
 // Both SpMV kernels, forced, on structures that stress the split kernel's bookkeeping:

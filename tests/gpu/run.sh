@@ -23,13 +23,18 @@ t0=$(date +%s)
 cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 "${EXTRA[@]}" \
   >"$OUT/configure.log" 2>&1 || { tail -30 "$OUT/configure.log"; exit 1; }
 grep -E "rlx (features|devices)" "$OUT/configure.log"
-ninja -C "$BUILD" rlx_cli rlx_bench test_cuda test_ops test_krylov >"$OUT/build.log" 2>&1 ||
+ninja -C "$BUILD" rlx_cli rlx_bench test_cuda test_cuda_matmul test_ops test_krylov >"$OUT/build.log" 2>&1 ||
   { grep -E "error|FAILED" "$OUT/build.log" | head -40; exit 1; }
 echo "build: $(( $(date +%s) - t0 )) s"
 "$BUILD/bin/rlx" devices
 rc=0
-for t in test_cuda test_ops test_krylov; do
-  (cd "$BUILD" && ./tests/*/"$t" --log_level=test_suite --report_level=short) >"$OUT/$t.log" 2>&1
+for t in test_cuda test_cuda_matmul test_cuda_matmul_tf32 test_ops test_krylov; do
+  case $t in
+    # RLX_CUDA_TF32 is read once per process: the TF32 case runs in a process of its own.
+    test_cuda_matmul_tf32) (cd "$BUILD" && RLX_CUDA_TF32=1 ./tests/cuda/test_cuda_matmul \
+        --run_test=tf32_matches_reference_within_tf32_tolerance --log_level=test_suite --report_level=short) ;;
+    *) (cd "$BUILD" && ./tests/*/"$t" --log_level=test_suite --report_level=short) ;;
+  esac >"$OUT/$t.log" 2>&1
   r=$?
   echo "$t: exit $r"
   [ $r -ne 0 ] && { grep -E "error|fatal" "$OUT/$t.log" | head -${ERRLINES:-40}; rc=1; }
@@ -39,6 +44,7 @@ grep -E "test_ops: device" "$OUT/test_ops.log"
 [ "${1:-}" = quick ] && exit $rc
 [ "${1:-}" = sweep ] && "$BUILD/bin/rlx-bench" cuda --only sweep 2>&1 | tee "$OUT/sweep.txt"
 "$BUILD/bin/rlx-bench" cuda 2>&1 | tee "$OUT/bench.txt"
+RLX_CUDA_TF32=1 "$BUILD/bin/rlx-bench" cuda --only gemm 2>&1 | grep tf32 | tee -a "$OUT/bench.txt"
 if [ -f "$ROOT/apps/bench/peers_cuda.py" ]; then
   PYTHONUNBUFFERED=1 python3 "$ROOT/apps/bench/peers_cuda.py" 2>&1 | tee "$OUT/peers.txt"
 fi
