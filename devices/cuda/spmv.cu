@@ -273,7 +273,7 @@ SpmvTuning spmv_choice(int64_t rows, int64_t nnz) {
   //  - short rows (mean < 12): lanes the largest power of two not above a third of the
   //    mean, two nonzeros per lane per trip (3D Poisson, 7 per row: 2x2 0.121, 2 lanes
   //    0.130, 4 lanes 0.148; banded, 11 per row: 2x2 0.160, 2 lanes 0.164);
-  //  - medium rows: lanes the largest power of two not above half the mean, two per lane,
+  //  - medium rows: lanes the largest power of two not above half the mean (rounded), two per lane,
   //    so one trip covers a typical row, and the matrix loaded evict-first, which keeps x
   //    in L2 (random, 16 per row over 4 M columns: 8x2 evict-first 0.596, 4 lanes 0.779;
   //    block diagonal, 16 per row: 0.268 against its best, 4 lanes, 0.230). Evict-first
@@ -289,7 +289,7 @@ SpmvTuning spmv_choice(int64_t rows, int64_t nnz) {
     while (t.lanes < 32 && 2 * t.lanes <= mean / 3) t.lanes *= 2;
     t.unroll = 2;
   } else if (mean < 64) {
-    while (t.lanes < 32 && 2 * t.lanes <= mean / 2) t.lanes *= 2;
+    while (t.lanes < 32 && 2 * t.lanes <= mean / 2 + 0.5) t.lanes *= 2;  // (random:16, 15.99997 per row: 8)
     t.unroll = 2;
     t.stream_hint = true;
   } else {

@@ -189,6 +189,8 @@ BOOST_AUTO_TEST_CASE(spmv_lane_rule) {
   BOOST_TEST(is(cuda::spmv_choice(4'096'000, 28'518'400), 2, 2, false));  // 3D Poisson: 7 per row
   BOOST_TEST(is(cuda::spmv_choice(4'000'000, 44'000'000), 2, 2, false));  // 11 per row
   BOOST_TEST(is(cuda::spmv_choice(4'000'000, 64'000'000), 8, 2, true));   // 16 per row
+  BOOST_TEST(is(cuda::spmv_choice(4'000'000, 63'999'872), 8, 2, true));   // the benchmark's random:16
+  BOOST_TEST(is(cuda::spmv_choice(4'000'000, 48'000'000), 4, 2, true));   // 12 per row
   BOOST_TEST(is(cuda::spmv_choice(100, 100), 1, 2, false));
   BOOST_TEST(is(cuda::spmv_choice(100, 100 * 1000), 32, 1, true));
   BOOST_TEST(is(cuda::spmv_choice(0, 0), 1, 2, false));
