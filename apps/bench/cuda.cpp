@@ -6,17 +6,21 @@
 //          cudaMemcpy, 1 GiB each way, and the latency of a 16-byte readback;
 //   fused  gelu(x * a + b), f32, 2^28 elements, one generated kernel: bytes = 4 read + 4 written
 //          per element, as a fraction of the copy figure;
-//   gemm   C = A B at 8192^3 through rlx (cuBLAS inside) next to cublasGemmEx called directly
-//          with the same types and compute mode (f32 without TF32, bf16 with f32 accumulation);
+//   gemm   C = A B at 8192^3 through rlx (cuBLASLt inside) next to cublasGemmEx called directly
+//          with the same types and compute mode (f32 without TF32 -- with TF32 on both sides
+//          when RLX_CUDA_TF32=1 --, bf16 and f16 with f32 accumulation); relu(x w + b) as one
+//          matmul_epilogue kernel next to the same program compiled without fusion;
 //   spmv   y = A x, f64 CSR, i32 indices, through rlx next to cusparseSpMV called directly
 //          (CUSPARSE_SPMV_ALG_DEFAULT), on five structures: 3D Poisson 160^3 (4.1 M rows),
 //          banded (11 diagonals, 4 M rows), power-law row lengths (log-uniform 1..1000, 0.5 M
 //          rows), block diagonal (dense 16 x 16 blocks, 4 M rows), random (16 per row, 4 M rows);
 //   pcg    PCG-Jacobi on 3D Poisson 128^3, a fixed 200 iterations, time per iteration;
-//   replay a 100-op program (bench_replay) run by the executor and replayed as a CUDA graph.
+//   replay a 100-op program (bench_replay) run by the executor and replayed as a CUDA graph;
+//   sort   sort (values + indices, stable) of f32 [2^24] and of the rows of [4096, 4096].
 // --only sweep times tuning variants instead: the fused chain under each code generator
-// setting (unroll 1/2/4/8, FMA contraction off/on) and the SpMV kernel at every lane width
-// with one or two nonzeros per lane per trip, on all five matrices.
+// setting (layout, unroll 1/2/4/8, FMA contraction off/on) and the SpMV kernels at every
+// lane width with one or two nonzeros per lane per trip, with and without evict-first
+// matrix loads, the split kernel and the carveout, on all five matrices.
 // Each figure is the median of --reps timed runs after 3 warm-up runs, timed with CUDA
 // events on the device's stream (rlx) or on the same stream (peers). Every run writes
 // fresh random inputs first (not zeros). apps/bench/peers_cuda.py times PyTorch and CuPy.
@@ -230,6 +234,27 @@ void bench_gemm(int reps) {
   }
 }
 
+// sort (values + i64 indices, stable) of f32 along the last axis: one long row, and many
+// rows. Peer: torch.sort(stable=True) in peers_cuda.py.
+void bench_sort(int reps) {
+  Device& d = DeviceRegistry::get().at("cuda");
+  for (Shape s : {Shape{int64_t(1) << 24}, Shape{4096, 4096}}) {
+    ir::Graph g;
+    Var x = input(g, "x", DType::F32, s);
+    Sorted r = sort(x);
+    output(g, {r.values, r.indices});
+    Program p = compile(g, d);
+    Executor ex(p, d);
+    std::vector<Tensor> in = {device_random(DType::F32, s, 11)};
+    std::vector<Tensor> out = {Tensor::empty(DType::F32, s, d.allocator()), Tensor::empty(DType::I64, s, d.allocator())};
+    const double ms = time_ms(reps, [&] { ex.run_into(in, out); });
+    std::string name;
+    for (int64_t e : s) name += (name.empty() ? "" : "x") + std::to_string(e);
+    std::printf("sort    rlx f32 [%s] stable, values + indices %8.3f ms  %6.2f G elements/s\n", name.c_str(), ms,
+                double(numel(s)) / (ms * 1e-3) / 1e9);
+  }
+}
+
 void bench_spmv_one(int reps, const std::string& label, const sparse::CsrMatrix& A) {
   Device& d = DeviceRegistry::get().at("cuda");
   ir::Graph g;
@@ -417,9 +442,15 @@ int bench_cuda(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--reps" && i + 1 < argc) reps = std::stoi(argv[++i]);
-    else if (a == "--only" && i + 1 < argc) only = argv[++i];
-    else {
-      std::fprintf(stderr, "rlx-bench cuda: unknown option '%s' (options: --reps N, --only copy|xfer|fused|gemm|spmv|pcg|replay|sweep)\n",
+    else if (a == "--only" && i + 1 < argc) {
+      only = argv[++i];
+      static const char* known[] = {"copy", "xfer", "fused", "gemm", "spmv", "pcg", "replay", "sort", "sweep"};
+      if (std::find(std::begin(known), std::end(known), only) == std::end(known)) {
+        std::fprintf(stderr, "rlx-bench cuda: unknown section '%s' for --only\n", only.c_str());
+        return 2;
+      }
+    } else {
+      std::fprintf(stderr, "rlx-bench cuda: unknown option '%s' (options: --reps N, --only copy|xfer|fused|gemm|spmv|pcg|replay|sort|sweep)\n",
                    a.c_str());
       return 2;
     }
@@ -444,6 +475,7 @@ int bench_cuda(int argc, char** argv) {
     if (only.empty() || only == "spmv") bench_spmv(reps);
     if (only.empty() || only == "pcg") bench_pcg(128, 200);
     if (only.empty() || only == "replay") bench_replay(reps);
+    if (only.empty() || only == "sort") bench_sort(reps);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "rlx-bench cuda: %s\n", e.what());
     return 1;

@@ -7,9 +7,12 @@
   spmv   f64 CSR 3D Poisson 160^3 through cupyx.scipy.sparse (cuSPARSE)
   pcg    cupyx.scipy.sparse.linalg.cg with a Jacobi preconditioner on 3D Poisson 128^3,
          a fixed 200 iterations (tol=0), time per iteration
+  sort   torch.sort(stable=True) of f32 [2^24] and of the rows of f32 [4096, 4096]
+`peers_cuda.py [SECTION ...]` runs only those sections (default: all).
 Medians of 20 timed runs after 3 warm-ups, CUDA events. Inputs are random, not zeros.
 """
 import statistics
+import sys
 import time
 
 import torch
@@ -42,20 +45,49 @@ def poisson3d(n):
 
 
 def main():
+    only = set(sys.argv[1:])
+    unknown = only - {"copy", "fused", "gemm", "replay", "spmv", "pcg", "sort"}
+    if unknown:
+        sys.exit(f"peers_cuda.py: unknown section(s) {sorted(unknown)}")
+    want = lambda name: not only or name in only
     dev = torch.device("cuda")
     print("device:", torch.cuda.get_device_name(0), "torch", torch.__version__)
-    nbytes = 1 << 30
-    src = torch.empty(nbytes, dtype=torch.uint8, device=dev).random_()
-    dst = torch.empty_like(src)
-    ms = bench(lambda: dst.copy_(src))
-    copy = 2 * nbytes / (ms * 1e-3) / 1e9
-    print(f"copy    torch 1 GiB                      {ms:8.3f} ms  {copy:7.0f} GB/s")
+    if want("copy"):
+        nbytes = 1 << 30
+        src = torch.empty(nbytes, dtype=torch.uint8, device=dev).random_()
+        dst = torch.empty_like(src)
+        ms = bench(lambda: dst.copy_(src))
+        copy = 2 * nbytes / (ms * 1e-3) / 1e9
+        print(f"copy    torch 1 GiB                      {ms:8.3f} ms  {copy:7.0f} GB/s")
+        del src, dst
+    if want("fused"):
+        fused(dev)
+    if want("gemm"):
+        torch.backends.cuda.matmul.allow_tf32 = False
+        m = 8192
+        for dt in (torch.float32, torch.bfloat16):
+            A = (torch.rand(m, m, device=dev) * 2 - 1).to(dt)
+            B = (torch.rand(m, m, device=dev) * 2 - 1).to(dt)
+            ms = bench(lambda: torch.matmul(A, B), reps=5)
+            print(f"gemm    torch {str(dt):15s} 8192^3      {ms:8.3f} ms {2 * m**3 / ms / 1e9:6.1f} TFLOP/s")
+            del A, B
+    if want("replay"):
+        replay(dev)
+    if want("sort"):
+        for shape in ((1 << 24,), (4096, 4096)):
+            x = torch.rand(*shape, device=dev) * 2 - 1
+            ms = bench(lambda: torch.sort(x, dim=-1, stable=True))
+            name = "x".join(str(d) for d in shape)
+            print(f"sort    torch f32 [{name}] stable       {ms:8.3f} ms  {x.numel() / (ms * 1e-3) / 1e9:6.2f} G elements/s")
+    if want("spmv") or want("pcg"):
+        sparse(want)
 
+
+def fused(dev):
     n = 1 << 28
     x = torch.rand(n, device=dev) * 2 - 1
     a = torch.rand((), device=dev)
     b = torch.rand((), device=dev)
-    y = torch.empty_like(x)
     f = lambda: torch.nn.functional.gelu(x * a + b)
     ms = bench(f)
     print(f"fused   torch eager gelu(x*a+b)          {ms:8.3f} ms  {8 * n / (ms * 1e-3) / 1e9:7.0f} GB/s (effective)")
@@ -65,17 +97,9 @@ def main():
         print(f"fused   torch.compile gelu(x*a+b)        {ms:8.3f} ms  {8 * n / (ms * 1e-3) / 1e9:7.0f} GB/s")
     except Exception as e:  # noqa: BLE001 - report and go on
         print("fused   torch.compile unavailable:", type(e).__name__, str(e)[:120])
-    del x, y
 
-    torch.backends.cuda.matmul.allow_tf32 = False
-    m = 8192
-    for dt in (torch.float32, torch.bfloat16):
-        A = (torch.rand(m, m, device=dev) * 2 - 1).to(dt)
-        B = (torch.rand(m, m, device=dev) * 2 - 1).to(dt)
-        ms = bench(lambda: torch.matmul(A, B), reps=5)
-        print(f"gemm    torch {str(dt):15s} 8192^3      {ms:8.3f} ms {2 * m**3 / ms / 1e9:6.1f} TFLOP/s")
-        del A, B
 
+def replay(dev):
     # The 100-op program of `rlx-bench cuda` (replay): 20 rounds of y = tanh(y W + b) * 0.5 + y.
     m = 256
     x0 = torch.rand(m, m, device=dev) * 2 - 1
@@ -104,18 +128,23 @@ def main():
     except Exception as e:  # noqa: BLE001
         print("replay  torch CUDA graph unavailable:", type(e).__name__, str(e)[:120])
 
+
+def sparse(want):
     try:
         import cupy as cp
         import cupyx.scipy.sparse.linalg as la
     except ImportError as e:
         print("cupy unavailable:", e)
         return
-    A = poisson3d(160)
-    xv = cp.random.rand(A.shape[1]) * 2 - 1
-    ms = bench(lambda: A @ xv)
-    nnz, rows = A.nnz, A.shape[0]
-    byts = nnz * 12 + (rows + 1) * 4 + 16 * rows
-    print(f"spmv    cupyx f64 poisson3d:160 ({rows} rows, {nnz} nnz) {ms:7.3f} ms {byts / ms / 1e6:6.0f} GB/s")
+    if want("spmv"):
+        A = poisson3d(160)
+        xv = cp.random.rand(A.shape[1]) * 2 - 1
+        ms = bench(lambda: A @ xv)
+        nnz, rows = A.nnz, A.shape[0]
+        byts = nnz * 12 + (rows + 1) * 4 + 16 * rows
+        print(f"spmv    cupyx f64 poisson3d:160 ({rows} rows, {nnz} nnz) {ms:7.3f} ms {byts / ms / 1e6:6.0f} GB/s")
+    if not want("pcg"):
+        return
 
     A = poisson3d(128)
     bvec = cp.ones(A.shape[0])
