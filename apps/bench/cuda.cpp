@@ -152,7 +152,7 @@ void bench_fused(int reps, double copy_gbs) {
   std::vector<Tensor> in = {device_random(DType::F32, {n}, 1), device_random(DType::F32, {}, 2),
                             device_random(DType::F32, {}, 3)};
   std::vector<Tensor> out = {Tensor::empty(DType::F32, {n}, d.allocator())};
-  double ms = time_ms(reps, [&] { ex.run_into(in, out); });
+  double ms = time_ms(reps, [&] { ex.enqueue(in, out); });
   double gbs = 8.0 * double(n) / (ms * 1e-3) / 1e9;
   std::printf("fused   gelu(x*a+b) f32 2^28 (%zu kernel%s) %8.3f ms  %7.0f GB/s = %.1f %% of copy\n", p.kernels.size(),
               p.kernels.size() == 1 ? "" : "s", ms, gbs, 100.0 * gbs / copy_gbs);
@@ -191,7 +191,7 @@ void bench_gemm(int reps) {
     Executor ex(p, d);
     std::vector<Tensor> in = {device_random(t, {n, n}, 4), device_random(t, {n, n}, 5)};
     std::vector<Tensor> out = {Tensor::empty(t, {n, n}, d.allocator())};
-    double ms_rlx = time_ms(reps, [&] { ex.run_into(in, out); });
+    double ms_rlx = time_ms(reps, [&] { ex.enqueue(in, out); });
     const cudaDataType ct = t == DType::F32 ? CUDA_R_32F : t == DType::BF16 ? CUDA_R_16BF : CUDA_R_16F;
     const cublasComputeType_t comp = t == DType::F32 && tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
     const float one = 1.0f, zero = 0.0f;
@@ -225,7 +225,7 @@ void bench_gemm(int reps) {
       Program p = compile(g, d, o);
       Executor ex(p, d);
       kernels[fuse] = p.kernels.size();
-      ms[fuse] = time_ms(reps, [&] { ex.run_into(in, out); });
+      ms[fuse] = time_ms(reps, [&] { ex.enqueue(in, out); });
     }
     const double f = 2.0 * double(m) * double(k) * double(nn);
     std::printf("gemm    %-4s relu(x w + b) [8192x4096]x[4096x4096]: fused %8.3f ms %6.1f TFLOP/s (%zu kernel) | "
@@ -247,7 +247,7 @@ void bench_sort(int reps) {
     Executor ex(p, d);
     std::vector<Tensor> in = {device_random(DType::F32, s, 11)};
     std::vector<Tensor> out = {Tensor::empty(DType::F32, s, d.allocator()), Tensor::empty(DType::I64, s, d.allocator())};
-    const double ms = time_ms(reps, [&] { ex.run_into(in, out); });
+    const double ms = time_ms(reps, [&] { ex.enqueue(in, out); });
     std::string name;
     for (int64_t e : s) name += (name.empty() ? "" : "x") + std::to_string(e);
     std::printf("sort    rlx f32 [%s] stable, values + indices %8.3f ms  %6.2f G elements/s\n", name.c_str(), ms,
@@ -267,7 +267,7 @@ void bench_spmv_one(int reps, const std::string& label, const sparse::CsrMatrix&
   for (const Tensor& t : A.arrays()) in.push_back(t.to(d.allocator()));
   in.push_back(device_random(DType::F64, {A.cols()}, 6));
   std::vector<Tensor> out = {Tensor::empty(DType::F64, {A.rows()}, d.allocator())};
-  double ms_rlx = time_ms(reps, [&] { ex.run_into(in, out); });
+  double ms_rlx = time_ms(reps, [&] { ex.enqueue(in, out); });
 
   cusparseHandle_t h;
   if (cusparseCreate(&h) != CUSPARSE_STATUS_SUCCESS) throw std::runtime_error("cusparseCreate");
@@ -427,7 +427,7 @@ void bench_replay(int reps) {
   Program p = compile(g, d);
   Executor ex(p, d);
   std::vector<Tensor> out = {Tensor::empty(DType::F32, {m, m}, d.allocator())};
-  double ms_run = time_ms(reps, [&] { ex.run_into(in, out); });
+  double ms_run = time_ms(reps, [&] { ex.enqueue(in, out); });
   std::unique_ptr<Replay> r = ex.capture(in, out);
   double ms_graph = time_ms(reps, [&] { r->launch(); });
   std::printf("replay  100-op program (%zu kernels): executor run %.3f ms | CUDA graph replay %.3f ms\n", p.kernels.size(),

@@ -50,6 +50,10 @@ void Executor::run_into(const std::vector<Tensor>& inputs, std::vector<Tensor>& 
   execute(inputs, results, true);
 }
 
+void Executor::enqueue(const std::vector<Tensor>& inputs, std::vector<Tensor>& results) {
+  execute(inputs, results, true, false);
+}
+
 std::unique_ptr<Replay> Executor::capture(const std::vector<Tensor>& inputs, std::vector<Tensor>& results) {
   for (const Kernel& k : p_.kernels)
     if (k.kind == Kernel::Control || k.kind == Kernel::HostStaged)
@@ -78,7 +82,8 @@ std::unique_ptr<Replay> Executor::capture(const std::vector<Tensor>& inputs, std
   return h;
 }
 
-void Executor::execute(const std::vector<Tensor>& inputs, std::vector<Tensor>& results, bool have_results) {
+void Executor::execute(const std::vector<Tensor>& inputs, std::vector<Tensor>& results, bool have_results,
+                       bool wait) {
   const ir::Graph& g = p_.graph;
   if (inputs.size() != g.params.size())
     throw InputError("program takes " + std::to_string(g.params.size()) + " inputs, got " + std::to_string(inputs.size()));
@@ -172,7 +177,7 @@ void Executor::execute(const std::vector<Tensor>& inputs, std::vector<Tensor>& r
       kernel_seconds_[ki] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     }
   }
-  d_.synchronize();
+  if (wait) d_.synchronize();
   ++runs_;
   // Results that are not result buffers (parameters, constants, views of the arena)
   // are copied, so the caller never holds memory the next run overwrites.

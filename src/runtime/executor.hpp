@@ -18,6 +18,12 @@ class Executor {
   std::vector<Tensor> run(const std::vector<Tensor>& inputs);
   // As run, writing results into caller-provided device tensors of the right types.
   void run_into(const std::vector<Tensor>& inputs, std::vector<Tensor>& results);
+  // As run_into, but returns once the work is queued on the device instead of waiting for
+  // it (host devices finish it before returning anyway). Read the results only after
+  // Device::synchronize() or a synchronous call; device inputs must not change before
+  // then; a fault in the queued work is reported at that later point. Calls queue in order,
+  // so repeated enqueues overlap the host's work for the next with the device's for this.
+  void enqueue(const std::vector<Tensor>& inputs, std::vector<Tensor>& results);
   // Runs once (compiling and caching whatever the device needs), then records a run_into
   // of the same tensors for replay (a CUDA graph on the cuda device): launch() reruns the
   // whole program on the tensors' current contents. Inputs and results must be device
@@ -27,7 +33,7 @@ class Executor {
   std::unique_ptr<Replay> capture(const std::vector<Tensor>& inputs, std::vector<Tensor>& results);
 
  private:
-  void execute(const std::vector<Tensor>& inputs, std::vector<Tensor>& results, bool have_results);
+  void execute(const std::vector<Tensor>& inputs, std::vector<Tensor>& results, bool have_results, bool wait = true);
   void run_control(const Kernel& k, std::vector<std::vector<Tensor>>& vals);
   const Program& p_;
   Device& d_;
