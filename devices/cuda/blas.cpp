@@ -1,5 +1,5 @@
-// matmul on the cuda device: f16, bf16 and f32 through cuBLASLt (with a bias or
-// bias+relu epilogue for the device's MatmulEpilogue kernels), f64 and c64 through cuBLAS;
+// matmul on the cuda device: f16, bf16 and f32 through cuBLASLt (with a bias epilogue
+// for the device's MatmulEpilogue kernels), f64 and c64 through cuBLAS;
 // and the process's one cuBLAS handle (solver.cpp and sparse.cpp use it too, through the
 // declarations at their top).
 //
@@ -29,7 +29,13 @@
 //
 // CUDA graphs. Nothing here reads or writes host memory, so a recorded program replays
 // it; the cuBLAS handle and cuBLASLt have each their own workspace (allocated once, at
-// first use), so nothing allocates while a graph is being recorded.
+// first use). Operands that must be made contiguous (and a bias at an address cuBLASLt
+// may not take) are copied into blocks of the device allocator, which a recording keeps.
+//
+// Relu is not fused (the schedule's bias+relu form is refused; the bias-only form is
+// taken and the relu runs as a generated kernel): rlx's maximum(NaN, 0) is NaN, and
+// cuBLASLt does not document what its RELU_BIAS epilogue does with a NaN — a relu that
+// turned NaN into 0 would hide a diverging computation.
 //
 // Precision. f32 computes in full f32 (CUBLAS_COMPUTE_32F: no TF32, the op suite checks to
 // 1e-5); RLX_CUDA_TF32=1 in the environment allows TF32 tensor cores for f32
@@ -351,6 +357,7 @@ std::unique_ptr<LtPlan> lt_plan(DType t, const Gemm& g, const Epilogue* epi,
 bool matmul(const ir::Node& n, const Tensor& a0, const Tensor& b0, Tensor& y, const Epilogue* epi) {
   const bool ta = n.attrs.get_bool("transpose_a"), tb = n.attrs.get_bool("transpose_b");
   const DType t = y.dtype();
+  if (epi && !lt_dtype(t)) return false;  // (an L3 text may name one for f64: run it node by node)
   const size_t es = dtype_size(t);
   const int ry = y.rank();
   const int64_t m = y.shape()[size_t(ry - 2)], nn = y.shape()[size_t(ry - 1)];
@@ -473,12 +480,16 @@ void add_blas_kernels(std::vector<LibraryKernel>& t) { t.push_back({"matmul", ma
 
 bool takes_matmul_epilogue(const MatmulEpilogue& e, const ir::Graph& g) {
   const ir::Node& mm = g.nodes.at(size_t(e.matmul));
-  return lt_dtype(mm.out().dtype) && !mm.host;
+  // Bias only: see "Relu is not fused" at the top.
+  return e.activation == MatmulEpilogue::None && lt_dtype(mm.out().dtype) && !mm.host;
 }
 
 bool run_matmul_epilogue(const MatmulEpilogue& e, const ir::Graph& g, std::span<const Tensor> in, Tensor& out) {
   const ir::Node& mm = g.nodes.at(size_t(e.matmul));
-  const Tensor bias = contiguous(in[2]);  // ([n] or [1, ..., n]: n packed elements)
+  Tensor bias = contiguous(in[2]);  // ([n] or [1, ..., n]: n packed elements)
+  // cuBLASLt documents no alignment rule for the bias: give it a fresh, aligned block when
+  // it is a view at an odd offset (n elements; a block of the allocator is 512-aligned).
+  if (reinterpret_cast<uintptr_t>(bias.raw()) % 16 != 0) bias = bias.to(allocator());
   Epilogue epi;
   epi.bias = bias.raw();
   epi.relu = e.activation == MatmulEpilogue::Relu;

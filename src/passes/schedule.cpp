@@ -146,6 +146,9 @@ void schedule_kernels(Program& p, bool fuse, bool fuse_reductions, const Device*
     flush();
     if (epilogues && n.op->name == "matmul") {
       std::optional<MatmulEpilogue> e = find_epilogue(g, readers, n.id);
+      if (e && e->relu >= 0 && !epilogues->fuses_matmul_epilogue(*e, g)) {
+        e->drop_activation();  // the device may take the bias without the relu
+      }
       if (e && epilogues->fuses_matmul_epilogue(*e, g)) {
         Kernel k;
         k.kind = Kernel::MatmulEpilogue;

@@ -36,6 +36,12 @@ std::vector<int32_t> MatmulEpilogue::nodes() const {
   return r;
 }
 
+void MatmulEpilogue::drop_activation() {
+  relu = -1;
+  activation = None;
+  zero = {};
+}
+
 void Device::run_matmul_epilogue(const MatmulEpilogue& e, const ir::Graph& g, std::span<const Tensor> in,
                                  std::span<Tensor> out) {
   // Node by node: the matmul and the add write whole-size temporaries.

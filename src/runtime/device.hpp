@@ -71,6 +71,7 @@ struct MatmulEpilogue {
   ir::Value bias;  // the add's operand that is not the matmul's result
   ir::Value zero;  // Relu: the constant the maximum takes
   std::vector<int32_t> nodes() const;  // matmul, add[, relu]
+  void drop_activation();               // the bias only (a relu found after it runs on its own)
 };
 
 class Device {

@@ -366,6 +366,7 @@ Program build_program(const ProgramSyntax& s, const std::string& file) {
       // The nodes must be a matmul with its epilogue, the inputs its operands, bias[, zero].
       std::optional<MatmulEpilogue> e;
       if (!k.nodes.empty()) e = passes::find_matmul_epilogue(g, k.nodes[0]);
+      if (e && e->relu >= 0 && k.nodes.size() == 2) e->drop_activation();  // bias taken, relu left out
       if (!e || e->nodes() != k.nodes)
         fail(ks.line, "a matmul_epilogue kernel holds a matmul, the add of its bias and optionally the maximum with zero");
       std::vector<ir::Value> want = {g.nodes[size_t(e->matmul)].inputs[0], g.nodes[size_t(e->matmul)].inputs[1], e->bias};

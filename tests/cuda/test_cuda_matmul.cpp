@@ -118,11 +118,12 @@ BOOST_AUTO_TEST_CASE(schedule_forms_the_epilogue_kernel_for_cuda) {
       Program p = compile(build(c, t), device("cuda"));
       const Kernel* k = epilogue_kernel(p);
       BOOST_REQUIRE_MESSAGE(k, what << ": no matmul_epilogue kernel in\n" << print_program(p));
-      BOOST_TEST(k->nodes.size() == (c.relu ? 3u : 2u), what);
-      BOOST_TEST(k->inputs.size() == (c.relu ? 4u : 3u), what);
-      BOOST_TEST((k->epilogue.activation == MatmulEpilogue::Relu) == c.relu, what);
+      // Bias only: the cuda device refuses to fuse the relu (NaN), which then runs on its own.
+      BOOST_TEST(k->nodes.size() == 2u, what);
+      BOOST_TEST(k->inputs.size() == 3u, what);
+      BOOST_TEST(k->epilogue.activation == MatmulEpilogue::None, what);
       BOOST_TEST(p.graph.nodes[size_t(k->epilogue.matmul)].op->name == "matmul", what);
-      BOOST_TEST(p.kernels.size() == 1u, what << ": the epilogue kernel is the whole program\n" << print_program(p));
+      BOOST_TEST(p.kernels.size() == (c.relu ? 2u : 1u), what << "\n" << print_program(p));
       // The L3 text shows it and parses back to the same kernel.
       const std::string text = print_program(p);
       BOOST_TEST(text.find("matmul_epilogue") != std::string::npos, text);
@@ -135,8 +136,7 @@ BOOST_AUTO_TEST_CASE(schedule_forms_the_epilogue_kernel_for_cuda) {
       BOOST_TEST(print_program(q) == text);
       // So does the dispatch report, as a table and as JSON.
       const std::string table = p.report.table(), json = p.report.json();
-      BOOST_TEST(table.find(c.relu ? "matmul_epilogue (bias+relu)" : "matmul_epilogue (bias)") != std::string::npos,
-                 table);
+      BOOST_TEST(table.find("matmul_epilogue (bias)") != std::string::npos, table);
       BOOST_TEST(json.find("\"kind\": \"matmul_epilogue\"") != std::string::npos, json);
     }
 }
@@ -220,6 +220,45 @@ BOOST_AUTO_TEST_CASE(epilogue_kernel_matches_reference, *utf::precondition(GpuPr
       const double err = normalized_error(got[0], want[0]);
       BOOST_TEST(err <= tolerance(t), c.name << " " << dtype_name(t) << ": normalized error " << err);
     }
+}
+
+// relu(x w + b[1:]) with a NaN in x: the bias is a view one element in (not 16-byte
+// aligned: the epilogue takes an aligned copy), and the NaN reaches the output as the
+// reference says (maximum(NaN, 0) = NaN: the relu is not fused, see blas.cpp).
+ir::Graph nan_and_odd_bias(DType t) {
+  ir::Graph g;
+  Var x = input(g, "x", t, {37, 64}), w = input(g, "w", t, {64, 29}), b = input(g, "b", t, {30});
+  Var bias = slice(b, {1}, {30});
+  output(g, {relu(matmul(x, w) + bias)});
+  return g;
+}
+
+BOOST_AUTO_TEST_CASE(bias_view_at_an_odd_offset_is_fused) {
+  Program p = compile(nan_and_odd_bias(DType::F32), device("cuda"));
+  BOOST_TEST(epilogue_kernel(p) != nullptr, print_program(p));
+}
+
+BOOST_AUTO_TEST_CASE(nan_and_odd_bias_match_reference, *utf::precondition(GpuPresent())) {
+  std::mt19937_64 rng(test::run_seed("test_cuda_matmul") + 3);
+  ir::Graph g = nan_and_odd_bias(DType::F32);
+  std::vector<Tensor> in = {random_tensor(DType::F32, {37, 64}, rng), random_tensor(DType::F32, {64, 29}, rng),
+                            random_tensor(DType::F32, {30}, rng)};
+  in[0].data<float>()[5 * 64 + 3] = std::nanf("");
+  auto want = run(compile(g, device("reference")), device("reference"), in);
+  auto got = run(compile(g, device("cuda")), device("cuda"), in);
+  int nan_rows = 0;
+  double worst = 0;
+  for (int64_t i = 0; i < 37 * 29; ++i) {
+    const float a = got[0].data<float>()[i], b = want[0].data<float>()[i];
+    if (std::isnan(b)) {
+      BOOST_TEST(std::isnan(a), "element " << i << ": reference NaN, cuda " << a);
+      nan_rows += i / 29 == 5;
+    } else {
+      worst = std::max(worst, double(std::fabs(a - b)));
+    }
+  }
+  BOOST_TEST(nan_rows == 29);  // the whole row of the NaN
+  BOOST_TEST(worst <= 1e-4, "largest difference " << worst);
 }
 
 // The plain matmul path (cuBLASLt without an epilogue) on the same shapes.
