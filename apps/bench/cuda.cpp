@@ -40,6 +40,7 @@
 
 #include "apps/bench/common.hpp"
 #include "devices/cuda/codegen.hpp"
+#include "devices/cuda/library.hpp"
 #include "devices/cuda/common.hpp"
 #include "devices/cuda/spmv.hpp"
 #include "ir/frontend.hpp"
@@ -235,9 +236,11 @@ void bench_gemm(int reps) {
 }
 
 // sort (values + i64 indices, stable) of f32 along the last axis: one long row, and many
-// rows. Peer: torch.sort(stable=True) in peers_cuda.py.
+// rows, under both strategies of sort.cu (library.hpp). Peer: torch.sort(stable=True) in
+// peers_cuda.py.
 void bench_sort(int reps) {
   Device& d = DeviceRegistry::get().at("cuda");
+  const cuda::SortStrategy saved = cuda::sort_strategy();
   for (Shape s : {Shape{int64_t(1) << 24}, Shape{4096, 4096}}) {
     ir::Graph g;
     Var x = input(g, "x", DType::F32, s);
@@ -247,12 +250,16 @@ void bench_sort(int reps) {
     Executor ex(p, d);
     std::vector<Tensor> in = {device_random(DType::F32, s, 11)};
     std::vector<Tensor> out = {Tensor::empty(DType::F32, s, d.allocator()), Tensor::empty(DType::I64, s, d.allocator())};
-    const double ms = time_ms(reps, [&] { ex.enqueue(in, out); });
     std::string name;
     for (int64_t e : s) name += (name.empty() ? "" : "x") + std::to_string(e);
-    std::printf("sort    rlx f32 [%s] stable, values + indices %8.3f ms  %6.2f G elements/s\n", name.c_str(), ms,
-                double(numel(s)) / (ms * 1e-3) / 1e9);
+    for (cuda::SortStrategy st : {cuda::SortStrategy::Segmented, cuda::SortStrategy::Radix}) {
+      cuda::set_sort_strategy(st);
+      const double ms = time_ms(reps, [&] { ex.enqueue(in, out); });
+      std::printf("sort    rlx f32 [%s] stable, values + indices, %-9s %8.3f ms  %6.2f G elements/s\n", name.c_str(),
+                  st == cuda::SortStrategy::Radix ? "radix" : "segmented", ms, double(numel(s)) / (ms * 1e-3) / 1e9);
+    }
   }
+  cuda::set_sort_strategy(saved);
 }
 
 void bench_spmv_one(int reps, const std::string& label, const sparse::CsrMatrix& A) {

@@ -13,8 +13,11 @@
 // CUDA graph recording keeps hold of); everything is ordered on stream().
 #include <cuda_runtime.h>
 
+#include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_segmented_radix_sort.cuh>
+#include <atomic>
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 
 #include "core/error.hpp"
@@ -58,17 +61,52 @@ __global__ void __launch_bounds__(256) row_offsets(int* __restrict__ offsets, i6
     offsets[r] = int(r * len);
 }
 
-// Element i of the sorted rows (row i / len, rank i % len) came from position pos[i] of its row.
+// Element i of the sorted rows (row i / len, rank i % len) came from position pos[i] of its
+// row (global: pos[i] is its index among all elements, row-major over the rows).
 template <class U>
 __global__ void __launch_bounds__(256) write_results(const U* __restrict__ x, View xv, const int* __restrict__ pos,
                                                       View ov, U* __restrict__ values, int64_t* __restrict__ indices,
-                                                      i64 total, int len) {
+                                                      i64 total, int len, bool global) {
   for (i64 i = i64(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += i64(gridDim.x) * blockDim.x) {
-    const i64 p = pos[i];
+    const i64 from = global ? i64(pos[i]) : i - i % len + pos[i];
     const i64 o = offset_of(ov, i);
-    values[o] = x[offset_of(xv, i - i % len + p)];
-    indices[o] = p;
+    values[o] = x[offset_of(xv, from)];
+    indices[o] = from % len;
   }
+}
+
+// Keys of 32 bits or fewer with their row above them: one radix sort of these orders every
+// row at once (row first, then key; stable, so ties keep their order).
+template <class U>
+__global__ void __launch_bounds__(256) row_major_keys(const U* __restrict__ keys, uint64_t* __restrict__ out,
+                                                       int* __restrict__ index, i64 total, int len) {
+  for (i64 i = i64(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += i64(gridDim.x) * blockDim.x) {
+    out[i] = (uint64_t(i / len) << (8 * sizeof(U))) | uint64_t(keys[i]);
+    index[i] = int(i);
+  }
+}
+
+// The row of each element, from its global index (after the pass by key).
+__global__ void __launch_bounds__(256) rows_of(const int* __restrict__ index, uint32_t* __restrict__ row, i64 total,
+                                               int len) {
+  for (i64 i = i64(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += i64(gridDim.x) * blockDim.x)
+    row[i] = uint32_t(index[i] / len);
+}
+
+// Bits needed to hold 0 .. n-1.
+int bits_for(i64 n) {
+  int b = 0;
+  while (b < 63 && (i64(1) << b) < n) ++b;
+  return b;
+}
+
+__global__ void __launch_bounds__(256) iota_int(int* __restrict__ p, i64 total) {
+  for (i64 i = i64(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += i64(gridDim.x) * blockDim.x) p[i] = int(i);
+}
+
+void index_sequence(int* p, i64 total) {
+  iota_int<<<blocks_for(total), 256, 0, stream()>>>(p, total);
+  check_launch("sort iota");
 }
 
 // v with axis `ax` moved last.
@@ -94,7 +132,6 @@ void sort_typed(const Tensor& x, int ax, bool descending, Tensor& values, Tensor
   const U* xp = static_cast<const U*>(x.raw());
 
   Scratch keys(2 * size_t(total) * sizeof(U)), pos(2 * size_t(total) * sizeof(int));
-  Scratch offsets(size_t(rows + 1) * sizeof(int));
   U* keys_in = keys.as<U>();
   U* keys_out = keys_in + total;
   int* pos_in = pos.as<int>();
@@ -102,22 +139,65 @@ void sort_typed(const Tensor& x, int ax, bool descending, Tensor& values, Tensor
   make_keys<U><<<blocks_for(total), 256, 0, stream()>>>(xp, xv, keys_in, pos_in, total, len, lay.kind,
                                                         U(lay.inf_bits), descending);
   check_launch("sort make_keys");
-  row_offsets<<<blocks_for(rows + 1), 256, 0, stream()>>>(offsets.as<int>(), rows, len);
-  check_launch("sort row_offsets");
-
-  const int* begin = offsets.as<int>();
-  size_t temp_bytes = 0;
-  check(cub::DeviceSegmentedRadixSort::SortPairs(nullptr, temp_bytes, keys_in, keys_out, pos_in, pos_out, int(total),
-                                                 int(rows), begin, begin + 1, 0, int(sizeof(U) * 8), stream()),
-        "cub::DeviceSegmentedRadixSort::SortPairs (sizing)");
-  Scratch temp(temp_bytes > 0 ? temp_bytes : 1);
-  check(cub::DeviceSegmentedRadixSort::SortPairs(temp.get(), temp_bytes, keys_in, keys_out, pos_in, pos_out,
-                                                 int(total), int(rows), begin, begin + 1, 0, int(sizeof(U) * 8),
-                                                 stream()),
-        "cub::DeviceSegmentedRadixSort::SortPairs");
-
-  write_results<U><<<blocks_for(total), 256, 0, stream()>>>(xp, xv, pos_out, ov, static_cast<U*>(values.raw()),
-                                                           static_cast<int64_t*>(indices.raw()), total, len);
+  const int key_bits = int(sizeof(U) * 8);
+  // CUB's calls take their temporary storage size first (a call with no storage), then run.
+  auto cub_call = [&](const char* what, auto&& call) {
+    size_t bytes = 0;
+    check(call(nullptr, bytes), std::string(what) + " (sizing)");
+    Scratch temp(bytes > 0 ? bytes : 1);
+    check(call(temp.get(), bytes), what);
+  };
+  const int* result = pos_out;
+  bool global = false;
+  if (sort_strategy() == SortStrategy::Radix && rows == 1) {
+    cub_call("cub::DeviceRadixSort::SortPairs", [&](void* t, size_t& b) {
+      return cub::DeviceRadixSort::SortPairs(t, b, keys_in, keys_out, pos_in, pos_out, int(total), 0, key_bits,
+                                             stream());
+    });
+  } else if (sort_strategy() == SortStrategy::Radix) {
+    if constexpr (sizeof(U) <= 4) {
+      // One pass over (row, key): 64-bit keys, the row in the bits above the key's.
+      Scratch wide(2 * size_t(total) * sizeof(uint64_t));
+      uint64_t* wk_in = wide.as<uint64_t>();
+      uint64_t* wk_out = wk_in + total;
+      row_major_keys<U><<<blocks_for(total), 256, 0, stream()>>>(keys_in, wk_in, pos_in, total, len);
+      check_launch("sort row_major_keys");
+      cub_call("cub::DeviceRadixSort::SortPairs", [&](void* t, size_t& b) {
+        return cub::DeviceRadixSort::SortPairs(t, b, wk_in, wk_out, pos_in, pos_out, int(total), 0,
+                                               key_bits + bits_for(rows), stream());
+      });
+      global = true;
+    } else {
+      // 64-bit keys: by key over all elements, then (stably) by row.
+      index_sequence(pos_in, total);
+      cub_call("cub::DeviceRadixSort::SortPairs", [&](void* t, size_t& b) {
+        return cub::DeviceRadixSort::SortPairs(t, b, keys_in, keys_out, pos_in, pos_out, int(total), 0, key_bits,
+                                               stream());
+      });
+      Scratch rk(2 * size_t(total) * sizeof(uint32_t));
+      uint32_t* row_in = rk.as<uint32_t>();
+      uint32_t* row_out = row_in + total;
+      rows_of<<<blocks_for(total), 256, 0, stream()>>>(pos_out, row_in, total, len);
+      check_launch("sort rows_of");
+      cub_call("cub::DeviceRadixSort::SortPairs (by row)", [&](void* t, size_t& b) {
+        return cub::DeviceRadixSort::SortPairs(t, b, row_in, row_out, pos_out, pos_in, int(total), 0, bits_for(rows),
+                                               stream());
+      });
+      result = pos_in;
+      global = true;
+    }
+  } else {
+    Scratch offsets(size_t(rows + 1) * sizeof(int));
+    row_offsets<<<blocks_for(rows + 1), 256, 0, stream()>>>(offsets.as<int>(), rows, len);
+    check_launch("sort row_offsets");
+    const int* begin = offsets.as<int>();
+    cub_call("cub::DeviceSegmentedRadixSort::SortPairs", [&](void* t, size_t& b) {
+      return cub::DeviceSegmentedRadixSort::SortPairs(t, b, keys_in, keys_out, pos_in, pos_out, int(total), int(rows),
+                                                      begin, begin + 1, 0, key_bits, stream());
+    });
+  }
+  write_results<U><<<blocks_for(total), 256, 0, stream()>>>(xp, xv, result, ov, static_cast<U*>(values.raw()),
+                                                           static_cast<int64_t*>(indices.raw()), total, len, global);
   check_launch("sort write_results");
 }
 
@@ -148,6 +228,22 @@ void sort_run(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> o
 }
 
 }  // namespace
+
+namespace {
+// 0: not set (the environment decides), else 1 + SortStrategy.
+std::atomic<int> g_strategy{0};
+}  // namespace
+
+SortStrategy sort_strategy() {
+  if (int v = g_strategy.load(); v > 0) return SortStrategy(v - 1);
+  static const SortStrategy from_env = [] {
+    const char* e = std::getenv("RLX_CUDA_SORT");
+    return e && std::string(e) == "radix" ? SortStrategy::Radix : SortStrategy::Segmented;
+  }();
+  return from_env;
+}
+
+void set_sort_strategy(SortStrategy s) { g_strategy.store(1 + int(s)); }
 
 void add_sort_kernels(std::vector<LibraryKernel>& t) { t.push_back({"sort", sort_supports, sort_run}); }
 

@@ -6,6 +6,7 @@
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <random>
@@ -14,6 +15,7 @@
 #include "tests/support/seed.hpp"
 #include "core/error.hpp"
 #include "devices/cuda/codegen.hpp"
+#include "devices/cuda/library.hpp"
 #include "devices/cuda/spmv.hpp"
 #include "ir/op_registry.hpp"
 #include "ir/frontend.hpp"
@@ -304,6 +306,50 @@ BOOST_AUTO_TEST_CASE(vector_layout_matches_reference, *utf::precondition(GpuPres
                    dtype_name(t) << " unroll " << unroll << " output " << k << " error " << rel_error(got[k], want[k]));
     }
   cuda::set_codegen_options(saved);
+}
+
+// Both sort strategies (library.hpp) against the reference, bit for bit: one long row,
+// many rows, both directions, 64-bit and narrow keys, a sort along axis 0; values drawn
+// from a small set with NaN, +-0 and +-inf, so there are many ties.
+BOOST_AUTO_TEST_CASE(sort_strategies_match_reference, *utf::precondition(GpuPresent())) {
+  std::mt19937_64 rng(seed() + 4);
+  const double pool[] = {NAN, -0.0, 0.0, INFINITY, -INFINITY, 1.5, -2.0, 3.0, 7.0, -100.0};
+  auto tricky = [&](DType t, Shape s) {
+    Tensor h = Tensor::empty(DType::F64, s);
+    std::uniform_int_distribution<int> pick(0, 9);
+    for (int64_t i = 0; i < h.numel(); ++i) h.data<double>()[i] = pool[pick(rng)] + (pick(rng) == 0 ? 0.25 * pick(rng) : 0.0);
+    if (t == DType::F64) return h;
+    ir::Graph c;
+    output(c, {cast(input(c, "x", DType::F64, s), t)});
+    Device& ref = DeviceRegistry::get().at("reference");
+    return run(compile(c, ref), ref, {h})[0];
+  };
+  struct Case {
+    DType t;
+    Shape s;
+    int64_t axis;
+    bool desc;
+  };
+  const Case cases[] = {{DType::F32, {100003}, -1, false}, {DType::F32, {37, 601}, -1, true},
+                        {DType::F64, {5, 1000}, -1, false}, {DType::F64, {1, 4097}, -1, true},
+                        {DType::BF16, {64, 33}, -1, false}, {DType::I8, {3, 7}, 0, false},
+                        {DType::I64, {4, 257}, 1, true},    {DType::F16, {300, 2}, 0, true}};
+  for (cuda::SortStrategy st : {cuda::SortStrategy::Segmented, cuda::SortStrategy::Radix}) {
+    cuda::set_sort_strategy(st);
+    for (const Case& c : cases) {
+      ir::Graph g;
+      Sorted r = sort(input(g, "x", c.t, c.s), c.axis, c.desc);
+      output(g, {r.values, r.indices});
+      Tensor x = tricky(c.t, c.s);
+      auto want = on("reference", g, {x});
+      auto got = on("cuda", g, {x});
+      const std::string what = std::string(st == cuda::SortStrategy::Radix ? "radix " : "segmented ") +
+                               dtype_name(c.t) + " axis " + std::to_string(c.axis) + (c.desc ? " desc" : "");
+      BOOST_TEST(std::memcmp(got[0].raw(), want[0].raw(), want[0].nbytes()) == 0, what << ": values differ");
+      BOOST_TEST(std::memcmp(got[1].raw(), want[1].raw(), want[1].nbytes()) == 0, what << ": indices differ");
+    }
+  }
+  cuda::set_sort_strategy(cuda::SortStrategy::Segmented);
 }
 
 BOOST_AUTO_TEST_CASE(fused_sums_are_deterministic, *utf::precondition(GpuPresent())) {
