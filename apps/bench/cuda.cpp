@@ -312,6 +312,17 @@ void bench_spmv_one(int reps, const std::string& label, const sparse::CsrMatrix&
         variant((std::to_string(l) + (unroll == 2 ? "x2" : "")).c_str(), {1, l, unroll, hint});
     variant("split", {2, 0, 1, hint});
   }
+  if (g_sweep)  // the slab experiment (spmv.hpp), where the columns make at most 64 slabs
+    for (long long w : {16384LL, 32768LL, 65536LL}) {
+      if ((A.cols() + w - 1) / w > 64) continue;
+      for (bool reuse : {false, true}) {
+        cuda::SpmvTuning t;
+        t.kernel = 3;
+        t.slab_cols = w;
+        t.slab_reuse = reuse;
+        variant(("slab" + std::to_string(w / 1024) + "k" + (reuse ? "(offsets kept)" : "")).c_str(), t);
+      }
+    }
   if (g_sweep)
     for (int carve : {0, 100, -1}) {  // the most L1, the most shared memory, CUDA's default again
       cuda::SpmvTuning t = cuda::spmv_choice(A.rows(), A.nnz());

@@ -3,6 +3,7 @@
 #include "devices/cuda/spmv.hpp"
 
 #include <algorithm>
+#include <tuple>
 #include <type_traits>
 
 namespace rlx::cuda {
@@ -191,6 +192,67 @@ __global__ void spmv_split_fixup(const I* __restrict__ rp, const T* __restrict__
   y[r] = static_cast<T>(finish(s, alpha, beta, y0, r, std::is_same_v<T, double>));
 }
 
+// ---------------------------------------------------------------- slab kernel (experiment)
+// For long rows with columns spread over an x much larger than L1: the columns are cut
+// into slabs of W, and the grid sweeps slab by slab (slab in blockIdx.y, so every row's
+// piece of slab 0 is done before slab 1 starts), so the x a multiprocessor gathers from
+// at any time is one slab that fits its L1. Each row's piece of a slab is contiguous when
+// the columns of a row are sorted (required). Partial sums per (slab, row) are added in
+// slab order by a second kernel (deterministic).
+
+// seg[r * (S + 1) + s] = the first nonzero of row r whose column is >= s * W (row end if
+// none), for s = 0..S. A warp per row: element k starts the pieces of every slab after
+// that of element k - 1, up to its own.
+template <class I>
+__global__ void __launch_bounds__(256) slab_offsets(const I* __restrict__ rp, const I* __restrict__ ci,
+                                                    long long rows, int S, long long W, I* __restrict__ seg) {
+  const int lane = threadIdx.x & 31;
+  const long long warps = static_cast<long long>(gridDim.x) * (blockDim.x / 32);
+  for (long long r = (static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x) / 32; r < rows; r += warps) {
+    const long long b = static_cast<long long>(rp[r]), e = static_cast<long long>(rp[r + 1]);
+    I* out = seg + r * (S + 1);
+    for (long long k = b + lane; k < e; k += 32) {
+      const long long slab = static_cast<long long>(ci[k]) / W;
+      const long long prev = k == b ? -1 : static_cast<long long>(ci[k - 1]) / W;
+      for (long long t = prev + 1; t <= slab && t <= S; ++t) out[t] = static_cast<I>(k);
+    }
+    // Slabs after the last nonzero's (all of them for an empty row) start at the row's end.
+    const long long last = e > b ? static_cast<long long>(ci[e - 1]) / W : -1;
+    for (long long t = last + 1 + lane; t <= S; t += 32) out[t] = static_cast<I>(e);
+  }
+}
+
+template <int L, class I, class T>
+__global__ void __launch_bounds__(256) spmv_slab(const I* __restrict__ seg, const I* __restrict__ ci,
+                                                 const T* __restrict__ v, const T* __restrict__ x, long long rows,
+                                                 int S, double* __restrict__ partial) {
+  const long long r = (static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x) / L;
+  const int lane = threadIdx.x & (L - 1);
+  const int s = static_cast<int>(blockIdx.y);
+  long long b = 0, e = 0;
+  if (r < rows) {
+    b = static_cast<long long>(seg[r * (S + 1) + s]);
+    e = static_cast<long long>(seg[r * (S + 1) + s + 1]);
+  }
+  double acc = 0;
+  for (long long k = b + lane; k < e; k += L)
+    acc += static_cast<double>(__ldcs(v + k)) * static_cast<double>(__ldg(x + __ldcs(ci + k)));
+#pragma unroll
+  for (int o = L / 2; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o, L);
+  if (lane == 0 && r < rows) partial[static_cast<long long>(s) * rows + r] = acc;
+}
+
+template <class T>
+__global__ void __launch_bounds__(256) slab_combine(const double* __restrict__ partial, int S, long long rows,
+                                                    double alpha, double beta, const T* __restrict__ y0,
+                                                    T* __restrict__ y) {
+  const long long r = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (r >= rows) return;
+  double acc = 0;
+  for (int s = 0; s < S; ++s) acc += partial[static_cast<long long>(s) * rows + r];
+  y[r] = static_cast<T>(finish(acc, alpha, beta, y0, r, std::is_same_v<T, double>));
+}
+
 int sms() {
   static const int n = [] {
     int dev = 0, c = 132;
@@ -220,6 +282,49 @@ void launch_split(bool hint, const Tensor& rp, const Tensor& ci, const Tensor& v
   spmv_split_fixup<I, T><<<unsigned((chunks + 255) / 256), 256, 0, stream()>>>(rp.data<I>(), y0p, alpha, beta, y.data<T>(),
                                                                            nnz, chunks, head, tail, tail_row);
   check_launch("spmv_csr (split fixup)");
+}
+
+// The slab experiment: false (nothing launched) when the columns need more than
+// kMaxSlabs slabs. With reuse, the offsets of the last matrix with the same arrays and
+// shape are used again (for timing the sweep apart from the offsets: the caller must not
+// have changed the structure).
+constexpr int kMaxSlabs = 64;
+
+template <class I, class T>
+bool launch_slab(const SpmvTuning& t, const Tensor& rp, const Tensor& ci, const Tensor& v, const Tensor& x,
+                 const Tensor* y0, double alpha, double beta, Tensor& y) {
+  const long long rows = y.numel(), cols = x.numel(), W = t.slab_cols > 0 ? t.slab_cols : 32768;
+  const long long slabs = (cols + W - 1) / W;
+  if (slabs < 1 || slabs > kMaxSlabs) return false;
+  const int S = static_cast<int>(slabs);
+  // The reused offsets and what they were made from (never destroyed: a device block must
+  // not be freed after the CUDA runtime has gone at process exit).
+  static Tensor& kept = *new Tensor();
+  static std::tuple<const void*, const void*, long long, long long, long long> kept_key;
+  const auto key = std::make_tuple(rp.raw(), ci.raw(), rows, v.numel(), W);
+  Tensor seg;
+  if (t.slab_reuse && kept.defined() && kept_key == key) {
+    seg = kept;
+  } else {
+    seg = Tensor::empty(rp.dtype(), {rows * (S + 1)}, allocator());
+    slab_offsets<I><<<unsigned(std::min<long long>((rows * 32 + 255) / 256, 64LL * sms())), 256, 0, stream()>>>(
+        rp.data<I>(), ci.data<I>(), rows, S, W, seg.data<I>());
+    check_launch("spmv_csr (slab offsets)");
+    if (t.slab_reuse) {
+      kept = seg;
+      kept_key = key;
+    }
+  }
+  Scratch partial(size_t(S) * size_t(rows) * sizeof(double));
+  constexpr int L = 8;
+  const dim3 grid(unsigned((rows * L + 255) / 256), unsigned(S));
+  spmv_slab<L, I, T><<<grid, 256, 0, stream()>>>(seg.data<I>(), ci.data<I>(), v.data<T>(), x.data<T>(), rows, S,
+                                                 partial.as<double>());
+  check_launch("spmv_csr (slab)");
+  slab_combine<T><<<unsigned((rows + 255) / 256), 256, 0, stream()>>>(partial.as<double>(), S, rows, alpha, beta,
+                                                                     y0 ? y0->data<T>() : nullptr, y.data<T>());
+  check_launch("spmv_csr (slab combine)");
+  return true;
 }
 
 template <class I, class T, int UNR, bool HINT>
@@ -257,6 +362,7 @@ void launch(SpmvTuning t, const Tensor& rp, const Tensor& ci, const Tensor& v, c
   if (t.kernel <= 0) t = spmv_choice(rows, nnz);
   if (t.lanes <= 0) t.lanes = spmv_choice(rows, nnz).lanes;
   if (t.kernel == 2 && nnz > 0) return launch_split<I, T>(t.stream_hint, rp, ci, v, x, y0, alpha, beta, y);
+  if (t.kernel == 3 && launch_slab<I, T>(t, rp, ci, v, x, y0, alpha, beta, y)) return;
   if (t.unroll == 2) {
     if (t.stream_hint) launch_vector<I, T, 2, true>(t, rp, ci, v, x, y0, alpha, beta, y);
     else launch_vector<I, T, 2, false>(t, rp, ci, v, x, y0, alpha, beta, y);

@@ -15,12 +15,19 @@ namespace rlx::cuda {
 
 // What the device runs (spmv_choice) and tuning experiments (rlx-bench cuda --only sweep).
 struct SpmvTuning {
-  int kernel = 0;            // 0: spmv_choice()'s, 1: vector, 2: split
+  int kernel = 0;            // 0: spmv_choice()'s, 1: vector, 2: split, 3: slab (experiment)
   int lanes = 0;             // vector kernel: lanes per row (0: spmv_choice()'s)
   int unroll = 1;            // vector kernel: nonzeros per lane per trip (1 or 2)
   bool stream_hint = false;  // load the matrix evict-first (ld.global.cs), keeping x cached
   int carveout = -2;         // vector kernel: set its preferred shared-memory carveout to this
                              // % (-1: back to CUDA's default; -2: leave it as it is)
+  // kernel 3, the slab experiment (spmv.cu; written after the last GPU run, not yet run on
+  // a GPU, never chosen by the device): columns cut into slabs of slab_cols, swept slab by
+  // slab so the x being gathered fits L1. Needs the columns of each row sorted; at most 64
+  // slabs (else the vector kernel runs). slab_reuse: keep the slab offsets of the last
+  // matrix with the same arrays (timing only: the structure must not have changed).
+  long long slab_cols = 32768;
+  bool slab_reuse = false;
 };
 
 // y = alpha * A x (+ beta * y0 when y0 is given). row_ptr/col_idx i32 or i64 (same dtype),

@@ -4,6 +4,7 @@
 // Every GPU case is skipped, with the reason, where this process has no usable GPU.
 #define BOOST_TEST_MODULE cuda
 #include <boost/test/unit_test.hpp>
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -198,7 +199,7 @@ BOOST_AUTO_TEST_CASE(spmv_lane_rule) {
   BOOST_TEST(is(cuda::spmv_choice(0, 0), 1, 2, false));
 }
 
-// Both SpMV kernels, forced, on structures that stress the split kernel's bookkeeping:
+// The SpMV kernels, forced, on structures that stress the split and slab kernels' bookkeeping:
 // empty rows first, in the middle and last; rows spanning many 256-nonzero chunks; rows
 // ending exactly on a chunk boundary; short rows; i32 and i64 indices; f32 and f64; with
 // and without beta * y0. Checked against a long-double host product.
@@ -214,6 +215,7 @@ BOOST_AUTO_TEST_CASE(spmv_kernels_match_host, *utf::precondition(GpuPresent())) 
   std::vector<int64_t> rp(size_t(rows) + 1, 0), ci;
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t k = 0; k < lens[size_t(r)]; ++k) ci.push_back(col(rng));
+    std::sort(ci.end() - lens[size_t(r)], ci.end());  // (the slab kernel needs sorted rows)
     rp[size_t(r) + 1] = int64_t(ci.size());
   }
   const int64_t nnz = int64_t(ci.size());
@@ -238,10 +240,11 @@ BOOST_AUTO_TEST_CASE(spmv_kernels_match_host, *utf::precondition(GpuPresent())) 
       auto dev = [](const Tensor& h) { return h.to(cuda_dev().allocator()); };
       Tensor drp = dev(host(it, rp)), dci = dev(host(it, ci)), dv = dev(hv), dx = dev(hx), dy0 = dev(hy0);
       for (bool with_y0 : {false, true})
-        for (int kernel : {1, 2}) {
+        for (int kernel : {1, 2, 3}) {
           Tensor y = Tensor::empty(t, {rows}, cuda_dev().allocator());
           cuda::SpmvTuning tune;
           tune.kernel = kernel;
+          tune.slab_cols = 256;  // 12 slabs of the 3000 columns
           cuda::spmv_csr_native(drp, dci, dv, dx, with_y0 ? &dy0 : nullptr, 1.5, with_y0 ? -0.5 : 0.0, y, tune);
           Tensor got = y.to(host_allocator());
           double worst = 0;
