@@ -20,6 +20,19 @@ inline double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+// The median seconds of f() over reps runs, after one warm-up run.
+template <class F>
+double median_seconds(int reps, F&& f) {
+  f();
+  std::vector<double> t;
+  for (int i = 0; i < reps; ++i) {
+    const Clock::time_point t0 = Clock::now();
+    f();
+    t.push_back(seconds_since(t0));
+  }
+  return median(t);
+}
+
 // "a,b,,c" -> {"a", "b", "c"}
 inline std::vector<std::string> split(const std::string& s) {
   std::vector<std::string> r;

@@ -3,6 +3,9 @@
 //            next to memcpy bandwidth measured in the same run
 //   gemm     SGEMM/DGEMM n x n through compile/run, GFLOP/s
 //   compile  compile() time of a 10,000-node graph (elementwise chains + matmuls)
+//   sort     sort (values + i64 indices, stable) of f32 [2^24] (one row), f32 [4096, 4096]
+//            (rows) and f64 [2^22], with std::stable_sort of the same f32 row (one thread)
+//            beside it
 // Every figure is the median of --reps runs (after warm-up runs).
 #include <algorithm>
 #include <chrono>
@@ -200,11 +203,40 @@ void bench_compile(Device& d, const Options& o) {
 
 [[noreturn]] void usage(int code) {
   std::printf(
-      "usage: rlx-bench [--only fused,gemm,compile] [--reps N] [--fused-log2 26,20]\n"
+      "usage: rlx-bench [--only fused,gemm,compile,sort] [--reps N] [--fused-log2 26,20]\n"
       "                 [--gemm-sizes 512,1024,2048,4096] [--nodes 10000] [--device cpu]\n"
       "Threads: RLX_NUM_THREADS (default: all cores). GEMM: OpenBLAS loaded at run time, or\n"
       "RLX_CPU_GEMM=builtin for the device's own kernels.\n");
   std::exit(code);
+}
+
+void bench_sort(Device& d, const Options& o) {
+  const int reps = o.reps > 0 ? o.reps : 5;
+  for (auto [t, s] : {std::pair{DType::F32, Shape{int64_t(1) << 24}}, std::pair{DType::F32, Shape{4096, 4096}},
+                      std::pair{DType::F64, Shape{int64_t(1) << 22}}}) {
+    ir::Graph g;
+    Sorted r = sort(input(g, "x", t, s));
+    output(g, {r.values, r.indices});
+    Program p = compile(g, d);
+    Executor ex(p, d);
+    Tensor x = Tensor::empty(t, s);
+    fill_random(x, 5);
+    std::vector<Tensor> in = {x}, out = {Tensor::empty(t, s), Tensor::empty(DType::I64, s)};
+    const double ms = 1e3 * median_seconds(reps, [&] { ex.run_into(in, out); });
+    std::string name;
+    for (int64_t e : s) name += (name.empty() ? "" : "x") + std::to_string(e);
+    std::printf("sort    rlx %s [%s] values + indices %9.1f ms  %6.1f M elements/s\n", dtype_name(t), name.c_str(), ms,
+                double(numel(s)) / (ms * 1e-3) / 1e6);
+    if (t == DType::F32 && s.size() == 1) {
+      std::vector<float> v(x.data<float>(), x.data<float>() + x.numel());
+      const double ms_std = 1e3 * median_seconds(reps, [&] {
+        std::vector<float> w = v;
+        std::stable_sort(w.begin(), w.end());
+      });
+      std::printf("sort    std::stable_sort f32 [%s] values only  %9.1f ms  %6.1f M elements/s\n", name.c_str(), ms_std,
+                  double(numel(s)) / (ms_std * 1e-3) / 1e6);
+    }
+  }
 }
 
 }  // namespace
@@ -253,6 +285,7 @@ int main(int argc, char** argv) {
     if (want("fused")) bench_fused(d, o);
     if (want("gemm")) bench_gemm(d, o);
     if (want("compile")) bench_compile(d, o);
+    if (want("sort")) bench_sort(d, o);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "rlx-bench: %s\n", e.what());
     return 1;

@@ -1,9 +1,9 @@
 #!/usr/bin/python3
-"""Peer figures for rlx-bench: the same fused expression and the same GEMMs in NumPy
-(+ scipy.special.erf) and PyTorch, with 2 threads, medians of repeated runs.
+"""Peer figures for rlx-bench: the same fused expression, the same GEMMs and the same sorts
+in NumPy (+ scipy.special.erf) and PyTorch, with 2 threads, medians of repeated runs.
 
 Run with Debian's interpreter (python3-numpy, python3-scipy, python3-torch):
-    /usr/bin/python3 apps/bench/peers.py [--only fused,gemm] [--reps N]
+    /usr/bin/python3 apps/bench/peers.py [--only fused,gemm,sort] [--reps N]
 OpenBLAS picks its kernels at load time; compare OPENBLAS_CORETYPE unset and
 OPENBLAS_CORETYPE=SkylakeX (the script prints the core each library reports).
 """
@@ -118,6 +118,26 @@ def bench_gemm(sizes, reps):
             print(f"RESULT peer_gemm dtype={name} n={n} numpy_gflops={fl(tn):.1f} torch_gflops={fl(tt):.1f}", flush=True)
 
 
+def bench_sort(reps):
+    """Values and indices, stable, as rlx-bench --only sort (same shapes, uniform(-3, 3))."""
+    r = reps or 5
+    rng = np.random.default_rng(5)
+    for shape, dt, name in [((1 << 24,), np.float32, "f32"), ((4096, 4096), np.float32, "f32"),
+                            ((1 << 22,), np.float64, "f64")]:
+        x = rng.uniform(-3, 3, shape).astype(dt)
+        xt = torch.from_numpy(x)
+
+        def numpy_sort():
+            i = np.argsort(x, axis=-1, kind="stable")
+            return np.take_along_axis(x, i, axis=-1), i
+        tn = median_time(numpy_sort, r, warmup=1)
+        tt = median_time(lambda: torch.sort(xt, dim=-1, stable=True), r, warmup=1)
+        label = "x".join(str(d) for d in shape)
+        print(f"sort {name} [{label}] values + indices: numpy argsort(stable)+take {tn * 1e3:9.1f} ms   "
+              f"torch.sort(stable) {tt * 1e3:9.1f} ms")
+        print(f"RESULT peer_sort dtype={name} shape={label} numpy_ms={tn * 1e3:.1f} torch_ms={tt * 1e3:.1f}", flush=True)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--only", default="fused,gemm")
@@ -137,6 +157,8 @@ def main():
         bench_fused([int(s) for s in a.fused_log2.split(",")], a.reps)
     if "gemm" in only:
         bench_gemm([int(s) for s in a.gemm_sizes.split(",")], a.reps)
+    if "sort" in only:
+        bench_sort(a.reps)
 
 
 if __name__ == "__main__":
