@@ -4,9 +4,11 @@
 // stable order. Keys of up to 32 bits are packed with the position into one u64, so the
 // sort moves and compares single integers. Rows of 1024 or more go through an LSD radix
 // sort (stable, so ties keep their order), shorter ones through std::sort. Values are
-// copied bit for bit from x. A row is sorted by one thread.
+// copied bit for bit from x. Rows run in parallel; with fewer rows than threads, each long
+// row (2^16 or more) is sorted by all the threads in turn.
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <utility>
 #include <vector>
 
@@ -22,10 +24,12 @@ namespace {
 // Rows at least this long are radix sorted (LSD, 8-bit digits, stable); shorter ones go
 // through std::sort of the keys with the position as tie-break (the same order).
 constexpr int64_t kRadixMin = 1024;
+// With fewer rows than threads, rows at least this long are sorted by all the threads.
+constexpr int64_t kRowParallelMin = int64_t(1) << 16;
 
 // Stable LSD radix sort of a by the key_bits low bits of key(record), 8 bits per pass: the
 // counts of every digit in one read of a, then one scatter per digit; a digit that is the
-// same for every record is skipped. tmp: scratch of a's size.
+// same for every record is skipped. tmp: scratch of a's size. One thread.
 template <class R, class Key>
 void radix_sort(std::vector<R>& a, std::vector<R>& tmp, int key_bits, Key key) {
   const size_t n = a.size();
@@ -47,40 +51,114 @@ void radix_sort(std::vector<R>& a, std::vector<R>& tmp, int key_bits, Key key) {
   }
 }
 
-// Sorts rows [r0, r1) of the contiguous x, viewed as [outer, len, inner]: row r starts at
-// (r / inner) * len * inner + r % inner, and its elements are `inner` apart.
+// The same order on nt threads, each taking a contiguous share of the records: per pass
+// the threads count their share's digits, then each scatters its share to offsets that
+// put thread t's records after thread t-1's (which keeps the sort stable).
+template <class R, class Key>
+void radix_sort(std::vector<R>& a, std::vector<R>& tmp, int key_bits, Key key, int nt) {
+  if (nt <= 1) return radix_sort(a, tmp, key_bits, key);
+  const size_t n = a.size();
+  auto share = [&](int t) { return n * size_t(t) / size_t(nt); };
+  std::vector<size_t> count(size_t(nt) * 256);
+  for (int shift = 0; shift < key_bits; shift += 8) {
+    std::fill(count.begin(), count.end(), size_t(0));
+    ThreadPool::instance().run(nt, [&](int t, int) {
+      size_t* c = count.data() + size_t(t) * 256;
+      const R* src = a.data();
+      const size_t i1 = share(t + 1);
+      for (size_t i = share(t); i < i1; ++i) ++c[(key(src[i]) >> shift) & 0xFF];
+    });
+    // Offsets, digit-major then thread: where thread t's first record of digit d goes.
+    size_t at = 0;
+    bool one_bucket = false;
+    for (int d = 0; d < 256; ++d) {
+      size_t total = 0;
+      for (int t = 0; t < nt; ++t) total += count[size_t(t) * 256 + size_t(d)];
+      one_bucket |= total == n;
+      for (int t = 0; t < nt; ++t) {
+        const size_t c = count[size_t(t) * 256 + size_t(d)];
+        count[size_t(t) * 256 + size_t(d)] = at;
+        at += c;
+      }
+    }
+    if (one_bucket) continue;
+    ThreadPool::instance().run(nt, [&](int t, int) {
+      size_t* off = count.data() + size_t(t) * 256;
+      const R* src = a.data();
+      R* dst = tmp.data();
+      const size_t i1 = share(t + 1);
+      for (size_t i = share(t); i < i1; ++i) dst[off[(key(src[i]) >> shift) & 0xFF]++] = src[i];
+    });
+    a.swap(tmp);
+  }
+}
+
+// Per-thread buffers, reused from row to row.
 template <class U>
-void sort_rows(const U* x, U* values, int64_t* indices, int64_t r0, int64_t r1, int64_t len, int64_t inner,
-               const sort_key::Layout& lay, bool descending) {
+struct Buffers {
+  std::vector<uint64_t> packed, packed_tmp;
+  std::vector<std::pair<U, int64_t>> pairs, pairs_tmp;
+};
+
+// Sorts row `r` of the contiguous x, viewed as [outer, len, inner]: the row starts at
+// (r / inner) * len * inner + r % inner, and its elements are `inner` apart. nt threads
+// work on the row (1 inside a parallel loop over rows).
+template <class U>
+void sort_row(const U* x, U* values, int64_t* indices, int64_t r, int64_t len, int64_t inner,
+              const sort_key::Layout& lay, bool descending, int nt, Buffers<U>& buf) {
   const U inf = U(lay.inf_bits);
   const size_t n = size_t(len);
   const bool pack = sizeof(U) <= 4 && len <= int64_t(UINT32_MAX);
   const bool radix = len >= kRadixMin;
-  std::vector<uint64_t> packed(pack ? n : 0), packed_tmp(pack && radix ? n : 0);
-  std::vector<std::pair<U, int64_t>> pairs(pack ? 0 : n), pairs_tmp(!pack && radix ? n : 0);
-  for (int64_t r = r0; r < r1; ++r) {
-    const int64_t base = (r / inner) * len * inner + r % inner;
-    auto at = [&](int64_t j) { return base + j * inner; };
-    auto emit = [&](int64_t j, int64_t from) {
-      values[at(j)] = x[at(from)];
-      indices[at(j)] = from;
-    };
-    if (pack) {
-      for (int64_t j = 0; j < len; ++j)
-        packed[size_t(j)] = uint64_t(sort_key::key<U>(x[at(j)], lay.kind, inf, descending)) << 32 | uint64_t(j);
-      if (radix)  // positions are already in order: sorting stably by the key alone is enough
-        radix_sort(packed, packed_tmp, int(8 * sizeof(U)), [](uint64_t p) { return p >> 32; });
-      else
-        std::sort(packed.begin(), packed.end());
-      for (int64_t j = 0; j < len; ++j) emit(j, int64_t(packed[size_t(j)] & 0xFFFFFFFFu));
+  const int64_t base = (r / inner) * len * inner + r % inner;
+  // (By value: the loops below are also handed to the pool, and a by-reference capture
+  // would make every store through values/indices a possible write to base or inner.)
+  auto at = [base, inner](int64_t j) { return base + j * inner; };
+  // Loops over the row's elements, split over the nt threads.
+  auto over = [&](auto&& f) {  // (a template, so the one-thread case inlines)
+    if (nt == 1) f(int64_t(0), len);
+    else ThreadPool::instance().run(nt, [&](int t, int m) { f(len * t / m, len * (t + 1) / m); });
+  };
+  if (pack) {
+    auto& p = buf.packed;
+    p.resize(n);
+    over([&](int64_t j0, int64_t j1) {
+      for (int64_t j = j0; j < j1; ++j)
+        p[size_t(j)] = uint64_t(sort_key::key<U>(x[at(j)], lay.kind, inf, descending)) << 32 | uint64_t(j);
+    });
+    if (radix) {  // positions are already in order: sorting stably by the key alone is enough
+      buf.packed_tmp.resize(n);
+      radix_sort(p, buf.packed_tmp, int(8 * sizeof(U)), [](uint64_t q) { return q >> 32; }, nt);
     } else {
-      for (int64_t j = 0; j < len; ++j) pairs[size_t(j)] = {sort_key::key<U>(x[at(j)], lay.kind, inf, descending), j};
-      if (radix)
-        radix_sort(pairs, pairs_tmp, int(8 * sizeof(U)), [](const std::pair<U, int64_t>& p) { return uint64_t(p.first); });
-      else
-        std::sort(pairs.begin(), pairs.end());
-      for (int64_t j = 0; j < len; ++j) emit(j, pairs[size_t(j)].second);
+      std::sort(p.begin(), p.end());
     }
+    over([&](int64_t j0, int64_t j1) {
+      for (int64_t j = j0; j < j1; ++j) {
+        const int64_t from = int64_t(p[size_t(j)] & 0xFFFFFFFFu);
+        values[at(j)] = x[at(from)];
+        indices[at(j)] = from;
+      }
+    });
+  } else {
+    auto& p = buf.pairs;
+    p.resize(n);
+    over([&](int64_t j0, int64_t j1) {
+      for (int64_t j = j0; j < j1; ++j) p[size_t(j)] = {sort_key::key<U>(x[at(j)], lay.kind, inf, descending), j};
+    });
+    if (radix) {
+      buf.pairs_tmp.resize(n);
+      radix_sort(p, buf.pairs_tmp, int(8 * sizeof(U)), [](const std::pair<U, int64_t>& q) { return uint64_t(q.first); },
+                 nt);
+    } else {
+      std::sort(p.begin(), p.end());
+    }
+    over([&](int64_t j0, int64_t j1) {
+      for (int64_t j = j0; j < j1; ++j) {
+        const int64_t from = p[size_t(j)].second;
+        values[at(j)] = x[at(from)];
+        indices[at(j)] = from;
+      }
+    });
   }
 }
 
@@ -96,8 +174,16 @@ void sort_typed(const Tensor& x, int ax, bool descending, std::span<Tensor> out)
   const U* xp = x.data<U>();
   U* vp = out[0].data<U>();
   int64_t* ip = out[1].data<int64_t>();
+  const int threads = ThreadPool::in_task() ? 1 : num_threads();
+  if (rows < threads && len >= kRowParallelMin) {
+    // Fewer rows than threads: each row on every thread, one row after another.
+    Buffers<U> buf;
+    for (int64_t r = 0; r < rows; ++r) sort_row<U>(xp, vp, ip, r, len, inner, lay, descending, threads, buf);
+    return;
+  }
   parallel_for(rows, std::max<int64_t>(1, 4096 / len), [&](int64_t r0, int64_t r1) {
-    sort_rows<U>(xp, vp, ip, r0, r1, len, inner, lay, descending);
+    Buffers<U> buf;
+    for (int64_t r = r0; r < r1; ++r) sort_row<U>(xp, vp, ip, r, len, inner, lay, descending, 1, buf);
   });
 }
 

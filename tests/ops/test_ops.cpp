@@ -393,7 +393,8 @@ const std::vector<OpCase>& l2_cases() {
                   {"[37,601] axis=1", sorting({37, 601}, 1, false)},
                   {"[601,37] axis=0 descending", sorting({601, 37}, 0, true)},
                   {"[3,5000] axis=1 (long rows)", sorting({3, 5000}, 1, false)},
-                  {"[4099,2] axis=0 descending (long rows)", sorting({4099, 2}, 0, true)}}});
+                  {"[4099,2] axis=0 descending (long rows)", sorting({4099, 2}, 0, true)},
+                  {"[70001] axis=0 (one row sorted by every thread)", sorting({70001}, 0, false)}}});
 
     auto mm = [](Shape sa, Shape sb, bool ta, bool tb) {
       return [sa, sb, ta, tb](Build& b, DType t) { return one(matmul(b.in(t, sa), b.in(t, sb), ta, tb)); };
