@@ -452,16 +452,6 @@ int compute_capability() {
   return cc;
 }
 
-int sm_count() {
-  static int n = [] {
-    int dev = 0, c = 0;
-    check(cudaGetDevice(&dev), "cudaGetDevice");
-    check(cudaDeviceGetAttribute(&c, cudaDevAttrMultiProcessorCount, dev), "multiprocessor count");
-    return c;
-  }();
-  return n;
-}
-
 std::string compiler_description() { return "NVRTC " + nvrtc_version() + ", kernel cache " + cache_dir().string(); }
 
 std::string elementwise_source(const std::vector<const ir::Node*>& nodes, const std::vector<ir::Value>& inputs,

@@ -50,7 +50,6 @@ CodegenOptions codegen_options();
 std::string nvrtc_compile(const std::string& src, int cc, std::string* log);
 
 std::string compiler_description();  // "NVRTC 13.0 for sm_90, cache <dir>"
-int sm_count();
 int compute_capability();  // e.g. 90
 
 }  // namespace rlx::cuda

@@ -19,6 +19,9 @@ void check(cudaError_t e, const std::string& what);
 // After a kernel launch: reports a bad launch configuration or an earlier fault.
 void check_launch(const char* kernel);
 
+// Multiprocessors of the current GPU (asked once).
+int sm_count();
+
 // All device work is ordered on this one stream (created on first use).
 cudaStream_t stream();
 // Whether stream() is being recorded into a CUDA graph: then nothing may wait for the

@@ -27,6 +27,7 @@
 
 #include "core/error.hpp"
 #include "devices/cuda/common.hpp"
+#include "devices/cuda/device_util.cuh"
 #include "devices/cuda/kernels.hpp"
 
 namespace rlx::cuda {
@@ -41,10 +42,6 @@ constexpr unsigned kFullMask = 0xffffffffu;
 // device query, so that launch shapes (and hence summation orders) are the same on
 // every GPU.
 constexpr i64 kWaveThreads = 132 * 2048;
-constexpr i64 kMaxGrid = i64(1) << 30;  // grids above this loop (grid-stride)
-
-__host__ __device__ constexpr i64 ceil_div(i64 a, i64 b) { return (a + b - 1) / b; }
-unsigned grid_for(i64 work, i64 per_block) { return unsigned(std::clamp<i64>(ceil_div(work, per_block), 1, kMaxGrid)); }
 
 std::string node_suffix() {
   const std::string& n = current_node();
@@ -260,19 +257,6 @@ __device__ typename Op::A block_reduce(typename Op::A v) {
   return v;
 }
 
-// Element offset of linear index i (row-major over v.shape) through v.strides.
-__device__ inline i64 view_offset(const View& v, i64 i) {
-  if (v.rank == 0) return 0;
-  if (v.rank == 1) return i * v.strides[0];
-  i64 off = 0;
-  for (int d = v.rank - 1; d > 0; --d) {
-    const i64 s = v.shape[d];
-    const i64 q = i / s;
-    off += (i - q * s) * v.strides[d];
-    i = q;
-  }
-  return off + i * v.strides[0];
-}
 
 // ------------------------------------------------------------------------------------
 // Reductions. The operand is described as M rows of K elements: row m starts at

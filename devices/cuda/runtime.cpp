@@ -41,6 +41,16 @@ cudaStream_t stream() {
   return s;
 }
 
+int sm_count() {
+  static int n = [] {
+    int dev = 0, c = 0;
+    check(cudaGetDevice(&dev), "cudaGetDevice");
+    check(cudaDeviceGetAttribute(&c, cudaDevAttrMultiProcessorCount, dev), "multiprocessor count");
+    return c;
+  }();
+  return n;
+}
+
 bool capturing() {
   cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
   check(cudaStreamIsCapturing(stream(), &st), "cudaStreamIsCapturing");

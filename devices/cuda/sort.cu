@@ -23,6 +23,7 @@
 #include "core/error.hpp"
 #include "core/sort_key.hpp"
 #include "devices/cuda/common.hpp"
+#include "devices/cuda/device_util.cuh"
 #include "devices/cuda/library.hpp"
 #include "ir/op_registry.hpp"
 
@@ -31,27 +32,13 @@ namespace {
 
 using i64 = long long;
 
-unsigned blocks_for(i64 n) {
-  const i64 b = (n + 255) / 256;
-  return unsigned(b < 65535 ? (b > 0 ? b : 1) : 65535);  // grid-stride loops cover the rest
-}
-
-// Offset of element i (row-major over v.shape) through v.strides.
-__device__ i64 offset_of(const View& v, i64 i) {
-  i64 off = 0;
-  for (int d = v.rank - 1; d >= 0; --d) {
-    off += (i % v.shape[d]) * v.strides[d];
-    i /= v.shape[d];
-  }
-  return off;
-}
 
 template <class U>
 __global__ void __launch_bounds__(256) make_keys(const U* __restrict__ x, View xv, U* __restrict__ keys,
                                                   int* __restrict__ pos, i64 total, int len, sort_key::Kind kind,
                                                   U inf, bool descending) {
   for (i64 i = i64(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += i64(gridDim.x) * blockDim.x) {
-    keys[i] = sort_key::key<U>(x[offset_of(xv, i)], kind, inf, descending);
+    keys[i] = sort_key::key<U>(x[view_offset(xv, i)], kind, inf, descending);
     pos[i] = int(i % len);
   }
 }
@@ -69,8 +56,8 @@ __global__ void __launch_bounds__(256) write_results(const U* __restrict__ x, Vi
                                                       i64 total, int len, bool global) {
   for (i64 i = i64(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += i64(gridDim.x) * blockDim.x) {
     const i64 from = global ? i64(pos[i]) : i - i % len + pos[i];
-    const i64 o = offset_of(ov, i);
-    values[o] = x[offset_of(xv, from)];
+    const i64 o = view_offset(ov, i);
+    values[o] = x[view_offset(xv, from)];
     indices[o] = from % len;
   }
 }
@@ -105,7 +92,7 @@ __global__ void __launch_bounds__(256) iota_int(int* __restrict__ p, i64 total) 
 }
 
 void index_sequence(int* p, i64 total) {
-  iota_int<<<blocks_for(total), 256, 0, stream()>>>(p, total);
+  iota_int<<<grid_for(total, 256), 256, 0, stream()>>>(p, total);
   check_launch("sort iota");
 }
 
@@ -136,7 +123,7 @@ void sort_typed(const Tensor& x, int ax, bool descending, Tensor& values, Tensor
   U* keys_out = keys_in + total;
   int* pos_in = pos.as<int>();
   int* pos_out = pos_in + total;
-  make_keys<U><<<blocks_for(total), 256, 0, stream()>>>(xp, xv, keys_in, pos_in, total, len, lay.kind,
+  make_keys<U><<<grid_for(total, 256), 256, 0, stream()>>>(xp, xv, keys_in, pos_in, total, len, lay.kind,
                                                         U(lay.inf_bits), descending);
   check_launch("sort make_keys");
   const int key_bits = int(sizeof(U) * 8);
@@ -160,7 +147,7 @@ void sort_typed(const Tensor& x, int ax, bool descending, Tensor& values, Tensor
       Scratch wide(2 * size_t(total) * sizeof(uint64_t));
       uint64_t* wk_in = wide.as<uint64_t>();
       uint64_t* wk_out = wk_in + total;
-      row_major_keys<U><<<blocks_for(total), 256, 0, stream()>>>(keys_in, wk_in, pos_in, total, len);
+      row_major_keys<U><<<grid_for(total, 256), 256, 0, stream()>>>(keys_in, wk_in, pos_in, total, len);
       check_launch("sort row_major_keys");
       cub_call("cub::DeviceRadixSort::SortPairs", [&](void* t, size_t& b) {
         return cub::DeviceRadixSort::SortPairs(t, b, wk_in, wk_out, pos_in, pos_out, int(total), 0,
@@ -177,7 +164,7 @@ void sort_typed(const Tensor& x, int ax, bool descending, Tensor& values, Tensor
       Scratch rk(2 * size_t(total) * sizeof(uint32_t));
       uint32_t* row_in = rk.as<uint32_t>();
       uint32_t* row_out = row_in + total;
-      rows_of<<<blocks_for(total), 256, 0, stream()>>>(pos_out, row_in, total, len);
+      rows_of<<<grid_for(total, 256), 256, 0, stream()>>>(pos_out, row_in, total, len);
       check_launch("sort rows_of");
       cub_call("cub::DeviceRadixSort::SortPairs (by row)", [&](void* t, size_t& b) {
         return cub::DeviceRadixSort::SortPairs(t, b, row_in, row_out, pos_out, pos_in, int(total), 0, bits_for(rows),
@@ -188,7 +175,7 @@ void sort_typed(const Tensor& x, int ax, bool descending, Tensor& values, Tensor
     }
   } else {
     Scratch offsets(size_t(rows + 1) * sizeof(int));
-    row_offsets<<<blocks_for(rows + 1), 256, 0, stream()>>>(offsets.as<int>(), rows, len);
+    row_offsets<<<grid_for(rows + 1, 256), 256, 0, stream()>>>(offsets.as<int>(), rows, len);
     check_launch("sort row_offsets");
     const int* begin = offsets.as<int>();
     cub_call("cub::DeviceSegmentedRadixSort::SortPairs", [&](void* t, size_t& b) {
@@ -196,7 +183,7 @@ void sort_typed(const Tensor& x, int ax, bool descending, Tensor& values, Tensor
                                                       begin, begin + 1, 0, key_bits, stream());
     });
   }
-  write_results<U><<<blocks_for(total), 256, 0, stream()>>>(xp, xv, result, ov, static_cast<U*>(values.raw()),
+  write_results<U><<<grid_for(total, 256), 256, 0, stream()>>>(xp, xv, result, ov, static_cast<U*>(values.raw()),
                                                            static_cast<int64_t*>(indices.raw()), total, len, global);
   check_launch("sort write_results");
 }

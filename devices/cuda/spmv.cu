@@ -253,16 +253,6 @@ __global__ void __launch_bounds__(256) slab_combine(const double* __restrict__ p
   y[r] = static_cast<T>(finish(acc, alpha, beta, y0, r, std::is_same_v<T, double>));
 }
 
-int sms() {
-  static const int n = [] {
-    int dev = 0, c = 132;
-    cudaGetDevice(&dev);
-    cudaDeviceGetAttribute(&c, cudaDevAttrMultiProcessorCount, dev);
-    return c;
-  }();
-  return n;
-}
-
 template <class I, class T>
 void launch_split(bool hint, const Tensor& rp, const Tensor& ci, const Tensor& v, const Tensor& x, const Tensor* y0,
                   double alpha, double beta, Tensor& y) {
@@ -307,7 +297,7 @@ bool launch_slab(const SpmvTuning& t, const Tensor& rp, const Tensor& ci, const 
     seg = kept;
   } else {
     seg = Tensor::empty(rp.dtype(), {rows * (S + 1)}, allocator());
-    slab_offsets<I><<<unsigned(std::min<long long>((rows * 32 + 255) / 256, 64LL * sms())), 256, 0, stream()>>>(
+    slab_offsets<I><<<unsigned(std::min<long long>((rows * 32 + 255) / 256, 64LL * sm_count())), 256, 0, stream()>>>(
         rp.data<I>(), ci.data<I>(), rows, S, W, seg.data<I>());
     check_launch("spmv_csr (slab offsets)");
     if (t.slab_reuse) {
@@ -335,7 +325,7 @@ void launch_vector(const SpmvTuning& t, const Tensor& rp, const Tensor& ci, cons
   const int threads = 256;
   // Enough groups to fill the GPU several times over; each group strides over rows.
   long long blocks = (rows * lanes + threads - 1) / threads;
-  blocks = std::min<long long>(blocks, 64LL * sms());
+  blocks = std::min<long long>(blocks, 64LL * sm_count());
   auto args = [&](auto kernel) {
     if (t.carveout >= -1)
       check(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, t.carveout),

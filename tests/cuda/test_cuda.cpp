@@ -43,16 +43,21 @@ struct GpuPresent {
 
 uint64_t seed() { return test::run_seed("test_cuda"); }
 
+// An f64 host tensor in dtype t, rounded through the reference device's cast, so that
+// every device sees the same values.
+Tensor as_dtype(const Tensor& h, DType t) {
+  if (t == DType::F64) return h;
+  ir::Graph c;
+  output(c, {cast(input(c, "x", DType::F64, h.shape()), t)});
+  Device& ref = DeviceRegistry::get().at("reference");
+  return run(compile(c, ref), ref, {h})[0];
+}
+
 Tensor random(DType t, Shape s, std::mt19937_64& g, double lo = -2, double hi = 2) {
   Tensor h = Tensor::empty(DType::F64, s);
   std::uniform_real_distribution<double> u(lo, hi);
   for (int64_t i = 0; i < h.numel(); ++i) h.data<double>()[i] = u(g);
-  if (t == DType::F64) return h;
-  // Round through the reference device's cast, so both devices see the same values.
-  ir::Graph c;
-  output(c, {cast(input(c, "x", DType::F64, s), t)});
-  Device& ref = DeviceRegistry::get().at("reference");
-  return run(compile(c, ref), ref, {h})[0];
+  return as_dtype(h, t);
 }
 
 double value(const Tensor& t, int64_t i) {
@@ -321,11 +326,7 @@ BOOST_AUTO_TEST_CASE(sort_strategies_match_reference, *utf::precondition(GpuPres
     Tensor h = Tensor::empty(DType::F64, s);
     std::uniform_int_distribution<int> pick(0, 9);
     for (int64_t i = 0; i < h.numel(); ++i) h.data<double>()[i] = pool[pick(rng)] + (pick(rng) == 0 ? 0.25 * pick(rng) : 0.0);
-    if (t == DType::F64) return h;
-    ir::Graph c;
-    output(c, {cast(input(c, "x", DType::F64, s), t)});
-    Device& ref = DeviceRegistry::get().at("reference");
-    return run(compile(c, ref), ref, {h})[0];
+    return as_dtype(h, t);
   };
   struct Case {
     DType t;
