@@ -20,7 +20,8 @@
 // --only sweep times tuning variants instead: the fused chain under each code generator
 // setting (layout, unroll 1/2/4/8, FMA contraction off/on) and the SpMV kernels at every
 // lane width with one or two nonzeros per lane per trip, with and without evict-first
-// matrix loads, the split kernel and the carveout, on all five matrices.
+// matrix loads, the split kernel, the carveout, cache policies and grid shapes, on all five
+// matrices. --matrix NAME limits the SpMV benchmarks to one of them (for a profiler).
 // Each figure is the median of --reps timed runs after 3 warm-up runs, timed with CUDA
 // events on the device's stream (rlx) or on the same stream (peers). Every run writes
 // fresh random inputs first (not zeros). apps/bench/peers_cuda.py times PyTorch and CuPy.
@@ -56,6 +57,8 @@ using namespace rlx::bench;
 namespace {
 
 bool g_sweep = false;  // --only sweep: tuning variants too (SpMV lanes x unroll, codegen knobs)
+std::string g_matrix;  // --matrix NAME: the SpMV benchmarks on that matrix only (e.g. under a profiler)
+bool spmv_wanted(const char* label) { return g_matrix.empty() || g_matrix == label; }
 
 void ck(cudaError_t e, const char* what) {
   if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
@@ -236,7 +239,7 @@ void bench_gemm(int reps) {
 }
 
 // sort (values + i64 indices, stable) of f32 along the last axis: one long row, and many
-// rows, under both strategies of sort.cu (library.hpp). Peer: torch.sort(stable=True) in
+// rows, under each strategy of sort.cu (library.hpp). Peer: torch.sort(stable=True) in
 // peers_cuda.py.
 void bench_sort(int reps) {
   Device& d = DeviceRegistry::get().at("cuda");
@@ -252,11 +255,12 @@ void bench_sort(int reps) {
     std::vector<Tensor> out = {Tensor::empty(DType::F32, s, d.allocator()), Tensor::empty(DType::I64, s, d.allocator())};
     std::string name;
     for (int64_t e : s) name += (name.empty() ? "" : "x") + std::to_string(e);
-    for (cuda::SortStrategy st : {cuda::SortStrategy::Segmented, cuda::SortStrategy::Radix}) {
+    for (cuda::SortStrategy st : {cuda::SortStrategy::Auto, cuda::SortStrategy::Segmented, cuda::SortStrategy::Radix}) {
+      if (st == cuda::SortStrategy::Auto && s.size() == 1) continue;  // (one long row: Auto is Radix)
       cuda::set_sort_strategy(st);
       const double ms = time_ms(reps, [&] { ex.enqueue(in, out); });
       std::printf("sort    rlx f32 [%s] stable, values + indices, %-9s %8.3f ms  %6.2f G elements/s\n", name.c_str(),
-                  st == cuda::SortStrategy::Radix ? "radix" : "segmented", ms, double(numel(s)) / (ms * 1e-3) / 1e9);
+                  st == cuda::SortStrategy::Radix ? "radix" : st == cuda::SortStrategy::Auto ? "auto" : "segmented", ms, double(numel(s)) / (ms * 1e-3) / 1e9);
     }
   }
   cuda::set_sort_strategy(saved);
@@ -312,17 +316,27 @@ void bench_spmv_one(int reps, const std::string& label, const sparse::CsrMatrix&
         variant((std::to_string(l) + (unroll == 2 ? "x2" : "")).c_str(), {1, l, unroll, hint});
     variant("split", {2, 0, 1, hint});
   }
-  if (g_sweep)  // the slab experiment (spmv.hpp), where the columns make at most 64 slabs
-    for (long long w : {16384LL, 32768LL, 65536LL}) {
-      if ((A.cols() + w - 1) / w > 64) continue;
-      for (bool reuse : {false, true}) {
-        cuda::SpmvTuning t;
-        t.kernel = 3;
-        t.slab_cols = w;
-        t.slab_reuse = reuse;
-        variant(("slab" + std::to_string(w / 1024) + "k" + (reuse ? "(offsets kept)" : "")).c_str(), t);
-      }
-    }
+  if (g_sweep) {  // experiments on the device's choice: cache policies, grid shape (spmv.hpp)
+    const cuda::SpmvTuning c = cuda::spmv_choice(A.rows(), A.nnz());
+    auto with = [&](const char* name, auto&& change) {
+      cuda::SpmvTuning t = c;
+      change(t);
+      variant(name, t);
+    };
+    with("default/cache2", [](cuda::SpmvTuning& t) { t.cache = 2; });
+    with("default/cache3", [](cuda::SpmvTuning& t) { t.cache = 3; });
+    with("default/nocap", [](cuda::SpmvTuning& t) { t.blocks_per_sm = 0; });
+    with("default/cap64", [](cuda::SpmvTuning& t) { t.blocks_per_sm = 64; });
+    with("default/nocap/t64", [](cuda::SpmvTuning& t) { t.blocks_per_sm = 0, t.threads = 64; });
+    with("default/nocap/t128", [](cuda::SpmvTuning& t) { t.blocks_per_sm = 0, t.threads = 128; });
+    with("default/cap16", [](cuda::SpmvTuning& t) { t.blocks_per_sm = 16; });
+    with("default/cache2/nocap/t64", [](cuda::SpmvTuning& t) { t.cache = 2, t.blocks_per_sm = 0, t.threads = 64; });
+    with("default/aligned", [](cuda::SpmvTuning& t) { t.aligned = true; });
+    with("default/aligned/nocap", [](cuda::SpmvTuning& t) { t.aligned = true, t.blocks_per_sm = 0; });
+    with("default/aligned/cap64", [](cuda::SpmvTuning& t) { t.aligned = true, t.blocks_per_sm = 64; });
+    with("default/aligned/nocap/t128", [](cuda::SpmvTuning& t) { t.aligned = true, t.blocks_per_sm = 0, t.threads = 128; });
+    with("default/aligned/cache2", [](cuda::SpmvTuning& t) { t.aligned = true, t.cache = 2; });
+  }
   if (g_sweep)
     for (int carve : {0, 100, -1}) {  // the most L1, the most shared memory, CUDA's default again
       cuda::SpmvTuning t = cuda::spmv_choice(A.rows(), A.nnz());
@@ -369,10 +383,10 @@ sparse::CsrMatrix make_csr(int64_t rows, int64_t cols, const std::function<void(
 }
 
 void bench_spmv(int reps) {
-  bench_spmv_one(reps, "poisson3d:160", sparse::poisson3d(160));
+  if (spmv_wanted("poisson3d:160")) bench_spmv_one(reps, "poisson3d:160", sparse::poisson3d(160));
   const int64_t n = 4'000'000;
   // banded: 11 diagonals (offsets -5..5)
-  bench_spmv_one(reps, "banded:11", make_csr(n, n, [&](int64_t r, std::vector<int32_t>& c) {
+  if (spmv_wanted("banded:11")) bench_spmv_one(reps, "banded:11", make_csr(n, n, [&](int64_t r, std::vector<int32_t>& c) {
     for (int64_t o = -5; o <= 5; ++o)
       if (r + o >= 0 && r + o < n) c.push_back(int32_t(r + o));
   }, 11));
@@ -380,18 +394,20 @@ void bench_spmv(int reps) {
   std::mt19937_64 g(12);
   std::uniform_real_distribution<double> u(0, 1);
   const int64_t m = 500'000;
-  bench_spmv_one(reps, "power-law", make_csr(m, m, [&](int64_t, std::vector<int32_t>& c) {
+  if (spmv_wanted("power-law")) bench_spmv_one(reps, "power-law", make_csr(m, m, [&](int64_t, std::vector<int32_t>& c) {
     int64_t len = int64_t(std::exp(u(g) * std::log(1000.0)));
     for (int64_t k = 0; k < len; ++k) c.push_back(int32_t(g() % uint64_t(m)));
   }, 13));
   // block diagonal: dense 16 x 16 blocks
-  bench_spmv_one(reps, "block:16", make_csr(n, n, [&](int64_t r, std::vector<int32_t>& c) {
+  if (spmv_wanted("block:16")) bench_spmv_one(reps, "block:16", make_csr(n, n, [&](int64_t r, std::vector<int32_t>& c) {
     int64_t b = r / 16 * 16;
     for (int64_t k = 0; k < 16; ++k) c.push_back(int32_t(b + k));
   }, 14));
-  // random: 16 uniformly random columns per row
-  bench_spmv_one(reps, "random:16", make_csr(n, n, [&](int64_t, std::vector<int32_t>& c) {
-    for (int k = 0; k < 16; ++k) c.push_back(int32_t(g() % uint64_t(n)));
+  // random: 16 uniformly random columns per row (its own generator, so --matrix gives the
+  // same matrix as a full run)
+  std::mt19937_64 g16(16);
+  if (spmv_wanted("random:16")) bench_spmv_one(reps, "random:16", make_csr(n, n, [&](int64_t, std::vector<int32_t>& c) {
+    for (int k = 0; k < 16; ++k) c.push_back(int32_t(g16() % uint64_t(n)));
   }, 15));
 }
 
@@ -460,6 +476,15 @@ int bench_cuda(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--reps" && i + 1 < argc) reps = std::stoi(argv[++i]);
+    else if (a == "--matrix" && i + 1 < argc) {
+      g_matrix = argv[++i];
+      static const char* names[] = {"poisson3d:160", "banded:11", "power-law", "block:16", "random:16"};
+      if (std::find(std::begin(names), std::end(names), g_matrix) == std::end(names)) {
+        std::fprintf(stderr, "rlx-bench cuda: unknown matrix '%s' for --matrix (poisson3d:160 banded:11 power-law block:16 random:16)\n",
+                     g_matrix.c_str());
+        return 2;
+      }
+    }
     else if (a == "--only" && i + 1 < argc) {
       only = argv[++i];
       static const char* known[] = {"copy", "xfer", "fused", "gemm", "spmv", "pcg", "replay", "sort", "sweep"};
@@ -468,7 +493,7 @@ int bench_cuda(int argc, char** argv) {
         return 2;
       }
     } else {
-      std::fprintf(stderr, "rlx-bench cuda: unknown option '%s' (options: --reps N, --only copy|xfer|fused|gemm|spmv|pcg|replay|sort|sweep)\n",
+      std::fprintf(stderr, "rlx-bench cuda: unknown option '%s' (options: --reps N, --only copy|xfer|fused|gemm|spmv|pcg|replay|sort|sweep, --matrix NAME)\n",
                    a.c_str());
       return 2;
     }

@@ -26,13 +26,14 @@ void add_blas_kernels(std::vector<LibraryKernel>& t);    // blas.cpp: matmul
 void add_sparse_kernels(std::vector<LibraryKernel>& t);  // sparse.cpp: spmv_csr, spmm_csr, sptrsv_csr
 void add_solver_kernels(std::vector<LibraryKernel>& t);  // solver.cpp: lu_factor, cholesky, qr, ...
 void add_sort_kernels(std::vector<LibraryKernel>& t);
-// How sort.cu sorts: Segmented (CUB's segmented radix sort, a thread block per row: what
-// ran on the H200; one long row sorts on one SM) or Radix (CUB's device-wide radix sort:
-// one row directly, many rows as (row, key) — not yet run on a GPU). RLX_CUDA_SORT=radix in
-// the environment, or set_sort_strategy(), picks Radix; the default is Segmented.
-enum class SortStrategy { Segmented, Radix };
+// How sort.cu sorts (its header has the details): Auto (the default) — rows up to 4096
+// elements (2048 for 64-bit keys) sorted by a thread block each in shared memory, longer
+// rows by CUB's device-wide radix sort; Radix — always the device-wide sort; Segmented —
+// CUB's segmented radix sort, a thread block per row (for comparison). RLX_CUDA_SORT=
+// auto|radix|segmented in the environment, or set_sort_strategy(), picks one.
+enum class SortStrategy { Auto, Segmented, Radix };
 SortStrategy sort_strategy();
-void set_sort_strategy(SortStrategy s);    // sort.cu: sort (CUB segmented radix sort)
+void set_sort_strategy(SortStrategy s);
 
 std::string library_description();
 

@@ -1,18 +1,27 @@
-// sort on the cuda device: CUB's stable segmented radix sort over unsigned keys.
+// sort on the cuda device: stable radix sorts over unsigned keys (CUB).
 //
 // Each element becomes a key (core/sort_key.hpp, the same keys the cpu device sorts: NaNs
-// last, -0 == +0, descending as complemented keys) paired with its position in its row;
-// cub::DeviceSegmentedRadixSort::SortPairs sorts every row (a segment) stably, which is the
-// op's order; then the positions give the values (copied bit for bit from x) and the i64
-// indices. Rows need not be contiguous: the keys are read through x's view with the
-// sorted axis moved last, and the results written back through the output's strides in
-// the same order, so neither x nor the results are ever transposed in memory.
+// last, -0 == +0, descending as complemented keys) paired with its position in its row; a
+// stable sort of (key, position) is the op's order; the positions give the values (copied
+// bit for bit from x) and the i64 indices. Rows need not be contiguous: the keys are read
+// through x's view with the sorted axis moved last, and the results written back through
+// the output's strides in the same order, so neither x nor the results are transposed.
+//
+// Three strategies (library.hpp's SortStrategy; Auto is the default):
+//  - rows of at most 4096 elements (2048 for 64-bit keys), Auto: a thread block per row
+//    sorts it in shared memory (cub::BlockRadixSort), one kernel, x read once;
+//  - longer rows, or Radix: CUB's device-wide radix sort — one row directly; many rows
+//    with keys of 32 bits or fewer as one sort of (row, key) packed in 64 bits; 64-bit keys
+//    as two stable passes (by key, then by row);
+//  - Segmented (for comparison): cub::DeviceSegmentedRadixSort, a thread block per row
+//    whatever its length (one long row sorts on one multiprocessor).
 //
 // Memory: keys and positions (double-buffered), the row offsets and CUB's temporary
 // storage all come from Scratch (the device's stream-ordered caching allocator, which a
 // CUDA graph recording keeps hold of); everything is ordered on stream().
 #include <cuda_runtime.h>
 
+#include <cub/block/block_radix_sort.cuh>
 #include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_segmented_radix_sort.cuh>
 #include <atomic>
@@ -96,6 +105,61 @@ void index_sequence(int* p, i64 total) {
   check_launch("sort iota");
 }
 
+// Rows that fit one tile (THREADS x ITEMS elements): a thread block per row sorts it in
+// shared memory (cub::BlockRadixSort: stable, LSD over the blocked arrangement, so equal
+// keys keep the order of their positions), reading x and writing both results once.
+// Positions past the row's end get the largest key and sort after every element (they
+// are later in the blocked order than any element with that key too).
+template <class U, int THREADS, int ITEMS>
+__global__ void __launch_bounds__(THREADS) block_sort(const U* __restrict__ x, View xv, View ov, U* __restrict__ values,
+                                                      int64_t* __restrict__ indices, int len, sort_key::Kind kind,
+                                                      U inf, bool descending) {
+  using Sort = cub::BlockRadixSort<U, THREADS, ITEMS, int>;
+  __shared__ typename Sort::TempStorage temp;
+  const i64 row = blockIdx.x, first = row * len;
+  U k[ITEMS];
+  int p[ITEMS];
+#pragma unroll
+  for (int j = 0; j < ITEMS; ++j) {
+    const int at = int(threadIdx.x) * ITEMS + j;
+    p[j] = at;
+    k[j] = at < len ? sort_key::key<U>(x[view_offset(xv, first + at)], kind, inf, descending) : U(~U(0));
+  }
+  Sort(temp).SortBlockedToStriped(k, p);
+#pragma unroll
+  for (int j = 0; j < ITEMS; ++j) {
+    const int rank = j * THREADS + int(threadIdx.x);
+    if (rank < len) {
+      const i64 o = view_offset(ov, first + rank);
+      values[o] = x[view_offset(xv, first + p[j])];
+      indices[o] = p[j];
+    }
+  }
+}
+
+// The longest row one tile takes, by key width (shared memory: 48 KB of static storage).
+template <class U>
+constexpr int block_sort_max() {
+  return sizeof(U) <= 4 ? 4096 : 2048;
+}
+
+template <class U>
+void launch_block_sort(const U* xp, View xv, View ov, Tensor& values, Tensor& indices, i64 rows, int len,
+                       const sort_key::Layout& lay, bool descending) {
+  U* vp = static_cast<U*>(values.raw());
+  int64_t* ip = static_cast<int64_t*>(indices.raw());
+  const unsigned grid = unsigned(rows);
+  if (len <= 512)
+    block_sort<U, 128, 4><<<grid, 128, 0, stream()>>>(xp, xv, ov, vp, ip, len, lay.kind, U(lay.inf_bits), descending);
+  else if (len <= 2048)
+    block_sort<U, 256, 8><<<grid, 256, 0, stream()>>>(xp, xv, ov, vp, ip, len, lay.kind, U(lay.inf_bits), descending);
+  else if constexpr (block_sort_max<U>() >= 4096)
+    block_sort<U, 512, 8><<<grid, 512, 0, stream()>>>(xp, xv, ov, vp, ip, len, lay.kind, U(lay.inf_bits), descending);
+  else
+    throw InternalError("cuda sort: a row of " + std::to_string(len) + " for one tile");
+  check_launch("sort block_sort");
+}
+
 // v with axis `ax` moved last.
 View axis_last(View v, int ax) {
   View r = v;
@@ -117,6 +181,9 @@ void sort_typed(const Tensor& x, int ax, bool descending, Tensor& values, Tensor
   const sort_key::Layout lay = sort_key::layout_of(x.dtype());
   const View xv = axis_last(view_of(x), ax), ov = axis_last(view_of(values), ax);
   const U* xp = static_cast<const U*>(x.raw());
+  const SortStrategy strategy = sort_strategy();
+  if (strategy == SortStrategy::Auto && len <= block_sort_max<U>())
+    return launch_block_sort<U>(xp, xv, ov, values, indices, rows, len, lay, descending);
 
   Scratch keys(2 * size_t(total) * sizeof(U)), pos(2 * size_t(total) * sizeof(int));
   U* keys_in = keys.as<U>();
@@ -136,12 +203,12 @@ void sort_typed(const Tensor& x, int ax, bool descending, Tensor& values, Tensor
   };
   const int* result = pos_out;
   bool global = false;
-  if (sort_strategy() == SortStrategy::Radix && rows == 1) {
+  if (strategy != SortStrategy::Segmented && rows == 1) {
     cub_call("cub::DeviceRadixSort::SortPairs", [&](void* t, size_t& b) {
       return cub::DeviceRadixSort::SortPairs(t, b, keys_in, keys_out, pos_in, pos_out, int(total), 0, key_bits,
                                              stream());
     });
-  } else if (sort_strategy() == SortStrategy::Radix) {
+  } else if (strategy != SortStrategy::Segmented) {
     if constexpr (sizeof(U) <= 4) {
       // One pass over (row, key): 64-bit keys, the row in the bits above the key's.
       Scratch wide(2 * size_t(total) * sizeof(uint64_t));
@@ -225,7 +292,11 @@ SortStrategy sort_strategy() {
   if (int v = g_strategy.load(); v > 0) return SortStrategy(v - 1);
   static const SortStrategy from_env = [] {
     const char* e = std::getenv("RLX_CUDA_SORT");
-    return e && std::string(e) == "radix" ? SortStrategy::Radix : SortStrategy::Segmented;
+    const std::string v = e ? e : "";
+    if (v.empty() || v == "auto") return SortStrategy::Auto;
+    if (v == "radix") return SortStrategy::Radix;
+    if (v == "segmented") return SortStrategy::Segmented;
+    throw InputError("RLX_CUDA_SORT=" + v + ": expected auto, radix or segmented");
   }();
   return from_env;
 }

@@ -2,20 +2,69 @@
 #include "devices/cuda/common.hpp"
 #include "devices/cuda/spmv.hpp"
 
+#include "core/error.hpp"
+
 #include <algorithm>
-#include <tuple>
+#include <cstdint>
 #include <type_traits>
 
 namespace rlx::cuda {
 namespace {
 
-// Matrix entries are read once: with HINT they are loaded evict-first (ld.global.cs), so
-// they do not push x (gathered many times) out of the caches.
-template <bool HINT, class S>
-__device__ __forceinline__ S once(const S* p) {
-  if constexpr (HINT) return __ldcs(p);
-  else return *p;
+// How the kernels load (SpmvTuning::cache). Matrix entries are read once, x many times:
+//  0: plain loads (x through the read-only cache);
+//  1: the matrix evict-first (ld.global.cs), so it does not push x out of the caches;
+//  2: the matrix not allocated in L1 at all and evict-first in L2, x evict-last in L2
+//     (L2 policies from createpolicy);
+//  3: as 2, and x evict-last in L1 too.
+#define RLX_SPMV_LD(QUAL, T, PT, C)                                                                \
+  if constexpr (std::is_same_v<S, T>) {                                                             \
+    T r;                                                                                            \
+    asm("ld.global.nc" QUAL ".L2::cache_hint." PT " %0, [%1], %2;" : "=" C(r) : "l"(p), "l"(pol)); \
+    return r;                                                                                       \
+  } else
+#define RLX_SPMV_LD_TYPES(QUAL)            \
+  RLX_SPMV_LD(QUAL, int, "s32", "r")       \
+  RLX_SPMV_LD(QUAL, long long, "s64", "l") \
+  RLX_SPMV_LD(QUAL, float, "f32", "f")     \
+  RLX_SPMV_LD(QUAL, double, "f64", "d")    \
+  static_assert(sizeof(S) == 0, "spmv: no hinted load of this type");
+// Q: 0 not allocated in L1, 1 no L1 hint, 2 evict-last in L1; each with the L2 policy pol.
+template <int Q, class S>
+__device__ __forceinline__ S ld_hint(const S* p, uint64_t pol) {
+  if constexpr (Q == 0) {
+    RLX_SPMV_LD_TYPES(".L1::no_allocate")
+  } else if constexpr (Q == 1) {
+    RLX_SPMV_LD_TYPES("")
+  } else {
+    RLX_SPMV_LD_TYPES(".L1::evict_last")
+  }
 }
+#undef RLX_SPMV_LD_TYPES
+#undef RLX_SPMV_LD
+
+template <int MODE>
+struct Loads {
+  uint64_t first = 0, last = 0;  // L2 policies (modes 2 and 3)
+  __device__ Loads() {
+    if constexpr (MODE >= 2) {
+      asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(first));
+      asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(last));
+    }
+  }
+  template <class S>
+  __device__ __forceinline__ S once(const S* p) const {
+    if constexpr (MODE == 0) return *p;
+    else if constexpr (MODE == 1) return __ldcs(p);
+    else return ld_hint<0>(p, first);
+  }
+  template <class S>
+  __device__ __forceinline__ S gather(const S* p) const {
+    if constexpr (MODE <= 1) return __ldg(p);
+    else if constexpr (MODE == 2) return ld_hint<1>(p, last);
+    else return ld_hint<2>(p, last);
+  }
+};
 
 __device__ __forceinline__ double finish(double acc, double alpha, double beta, const void* y0, long long r, bool f64) {
   double out = alpha * acc;
@@ -25,17 +74,18 @@ __device__ __forceinline__ double finish(double acc, double alpha, double beta, 
 
 // ---------------------------------------------------------------- vector kernel
 // A group of L lanes per row, rows strided over the groups of the grid.
-template <int L, int UNR, bool HINT, class I, class T>
+template <int L, int UNR, int MODE, class I, class T>
 __global__ void __launch_bounds__(256) spmv_vector(const I* __restrict__ rp, const I* __restrict__ ci,
                                                    const T* __restrict__ v, const T* __restrict__ x,
                                                    const T* __restrict__ y0, double alpha, double beta,
-                                                   T* __restrict__ y, long long rows) {
+                                                   T* __restrict__ y, long long rows, bool aligned) {
   const long long group = (static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x) / L;
   const int lane = threadIdx.x & (L - 1);
   const long long ngroups = static_cast<long long>(gridDim.x) * blockDim.x / L;
   // The loop is uniform across the warp (the shuffles need every lane): the warp's first
   // group decides, and groups past the last row idle through it.
   const long long first = group - (threadIdx.x & 31) / L;
+  const Loads<MODE> ld;
   for (long long base = first; base < rows; base += ngroups) {
     const long long r = base + (group - first);
     long long b = 0, e = 0;
@@ -44,20 +94,24 @@ __global__ void __launch_bounds__(256) spmv_vector(const I* __restrict__ rp, con
       e = static_cast<long long>(rp[r + 1]);
     }
     double acc = 0;
+    // With `aligned`, the group's trips start at a multiple of L, so each trip's loads are
+    // L aligned elements (whole sectors) instead of straddling one more sector per array;
+    // lanes before the row's first nonzero skip the first trip.
+    const long long start = aligned ? b - b % L : b;
     if constexpr (UNR == 1) {
-      for (long long k = b + lane; k < e; k += L)
-        acc += static_cast<double>(once<HINT>(v + k)) * static_cast<double>(__ldg(x + once<HINT>(ci + k)));
+      for (long long k = start + lane; k < e; k += L)
+        if (k >= b) acc += static_cast<double>(ld.once(v + k)) * static_cast<double>(ld.gather(x + ld.once(ci + k)));
     } else {
-      // Two nonzeros per lane per trip, two accumulators: twice the gathers in flight.
+      // Two nonzeros per lane per trip (k and k + L), two accumulators: twice the gathers
+      // in flight. k < b only on an aligned first trip; k + L >= b always.
       double acc2 = 0;
-      long long k = b + lane;
-      for (; k + L < e; k += 2 * L) {
-        const I c0 = once<HINT>(ci + k), c1 = once<HINT>(ci + k + L);
-        const T v0 = once<HINT>(v + k), v1 = once<HINT>(v + k + L);
-        acc += static_cast<double>(v0) * static_cast<double>(__ldg(x + c0));
-        acc2 += static_cast<double>(v1) * static_cast<double>(__ldg(x + c1));
+      for (long long k = start + lane; k < e; k += 2 * L) {
+        const bool in0 = k >= b, in1 = k + L < e;
+        const I c0 = in0 ? ld.once(ci + k) : I(0), c1 = in1 ? ld.once(ci + k + L) : I(0);
+        const T v0 = in0 ? ld.once(v + k) : T(0), v1 = in1 ? ld.once(v + k + L) : T(0);
+        if (in0) acc += static_cast<double>(v0) * static_cast<double>(ld.gather(x + c0));
+        if (in1) acc2 += static_cast<double>(v1) * static_cast<double>(ld.gather(x + c1));
       }
-      if (k < e) acc += static_cast<double>(once<HINT>(v + k)) * static_cast<double>(__ldg(x + once<HINT>(ci + k)));
       acc += acc2;
     }
 #pragma unroll
@@ -119,6 +173,7 @@ __global__ void __launch_bounds__(kSplitThreads) spmv_split(const I* __restrict_
   if (w >= chunks) return;  // whole warps only: the shuffles below stay warp-uniform
   constexpr bool f64 = std::is_same_v<T, double>;
   double* pr = prod[wib];
+  const Loads<HINT ? 1 : 0> ld;
   const long long base = w * kChunk, end = base + kChunk < nnz ? base + kChunk : nnz;
   // Products: all loads of the chunk issued before the first multiply.
   {
@@ -127,11 +182,11 @@ __global__ void __launch_bounds__(kSplitThreads) spmv_split(const I* __restrict_
 #pragma unroll
     for (int m = 0; m < kSplitK; ++m) {
       const long long k = base + m * 32 + lane;
-      c[m] = k < end ? once<HINT>(ci + k) : I(0);
-      a[m] = k < end ? once<HINT>(v + k) : T(0);
+      c[m] = k < end ? ld.once(ci + k) : I(0);
+      a[m] = k < end ? ld.once(v + k) : T(0);
     }
 #pragma unroll
-    for (int m = 0; m < kSplitK; ++m) pr[m * 32 + lane] = static_cast<double>(a[m]) * static_cast<double>(__ldg(x + c[m]));
+    for (int m = 0; m < kSplitK; ++m) pr[m * 32 + lane] = static_cast<double>(a[m]) * static_cast<double>(ld.gather(x + c[m]));
   }
   __syncwarp();
   const bool last = w == chunks - 1;
@@ -192,67 +247,6 @@ __global__ void spmv_split_fixup(const I* __restrict__ rp, const T* __restrict__
   y[r] = static_cast<T>(finish(s, alpha, beta, y0, r, std::is_same_v<T, double>));
 }
 
-// ---------------------------------------------------------------- slab kernel (experiment)
-// For long rows with columns spread over an x much larger than L1: the columns are cut
-// into slabs of W, and the grid sweeps slab by slab (slab in blockIdx.y, so every row's
-// piece of slab 0 is done before slab 1 starts), so the x a multiprocessor gathers from
-// at any time is one slab that fits its L1. Each row's piece of a slab is contiguous when
-// the columns of a row are sorted (required). Partial sums per (slab, row) are added in
-// slab order by a second kernel (deterministic).
-
-// seg[r * (S + 1) + s] = the first nonzero of row r whose column is >= s * W (row end if
-// none), for s = 0..S. A warp per row: element k starts the pieces of every slab after
-// that of element k - 1, up to its own.
-template <class I>
-__global__ void __launch_bounds__(256) slab_offsets(const I* __restrict__ rp, const I* __restrict__ ci,
-                                                    long long rows, int S, long long W, I* __restrict__ seg) {
-  const int lane = threadIdx.x & 31;
-  const long long warps = static_cast<long long>(gridDim.x) * (blockDim.x / 32);
-  for (long long r = (static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x) / 32; r < rows; r += warps) {
-    const long long b = static_cast<long long>(rp[r]), e = static_cast<long long>(rp[r + 1]);
-    I* out = seg + r * (S + 1);
-    for (long long k = b + lane; k < e; k += 32) {
-      const long long slab = static_cast<long long>(ci[k]) / W;
-      const long long prev = k == b ? -1 : static_cast<long long>(ci[k - 1]) / W;
-      for (long long t = prev + 1; t <= slab && t <= S; ++t) out[t] = static_cast<I>(k);
-    }
-    // Slabs after the last nonzero's (all of them for an empty row) start at the row's end.
-    const long long last = e > b ? static_cast<long long>(ci[e - 1]) / W : -1;
-    for (long long t = last + 1 + lane; t <= S; t += 32) out[t] = static_cast<I>(e);
-  }
-}
-
-template <int L, class I, class T>
-__global__ void __launch_bounds__(256) spmv_slab(const I* __restrict__ seg, const I* __restrict__ ci,
-                                                 const T* __restrict__ v, const T* __restrict__ x, long long rows,
-                                                 int S, double* __restrict__ partial) {
-  const long long r = (static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x) / L;
-  const int lane = threadIdx.x & (L - 1);
-  const int s = static_cast<int>(blockIdx.y);
-  long long b = 0, e = 0;
-  if (r < rows) {
-    b = static_cast<long long>(seg[r * (S + 1) + s]);
-    e = static_cast<long long>(seg[r * (S + 1) + s + 1]);
-  }
-  double acc = 0;
-  for (long long k = b + lane; k < e; k += L)
-    acc += static_cast<double>(__ldcs(v + k)) * static_cast<double>(__ldg(x + __ldcs(ci + k)));
-#pragma unroll
-  for (int o = L / 2; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o, L);
-  if (lane == 0 && r < rows) partial[static_cast<long long>(s) * rows + r] = acc;
-}
-
-template <class T>
-__global__ void __launch_bounds__(256) slab_combine(const double* __restrict__ partial, int S, long long rows,
-                                                    double alpha, double beta, const T* __restrict__ y0,
-                                                    T* __restrict__ y) {
-  const long long r = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (r >= rows) return;
-  double acc = 0;
-  for (int s = 0; s < S; ++s) acc += partial[static_cast<long long>(s) * rows + r];
-  y[r] = static_cast<T>(finish(acc, alpha, beta, y0, r, std::is_same_v<T, double>));
-}
-
 template <class I, class T>
 void launch_split(bool hint, const Tensor& rp, const Tensor& ci, const Tensor& v, const Tensor& x, const Tensor* y0,
                   double alpha, double beta, Tensor& y) {
@@ -274,74 +268,47 @@ void launch_split(bool hint, const Tensor& rp, const Tensor& ci, const Tensor& v
   check_launch("spmv_csr (split fixup)");
 }
 
-// The slab experiment: false (nothing launched) when the columns need more than
-// kMaxSlabs slabs. With reuse, the offsets of the last matrix with the same arrays and
-// shape are used again (for timing the sweep apart from the offsets: the caller must not
-// have changed the structure).
-constexpr int kMaxSlabs = 64;
-
-template <class I, class T>
-bool launch_slab(const SpmvTuning& t, const Tensor& rp, const Tensor& ci, const Tensor& v, const Tensor& x,
-                 const Tensor* y0, double alpha, double beta, Tensor& y) {
-  const long long rows = y.numel(), cols = x.numel(), W = t.slab_cols > 0 ? t.slab_cols : 32768;
-  const long long slabs = (cols + W - 1) / W;
-  if (slabs < 1 || slabs > kMaxSlabs) return false;
-  const int S = static_cast<int>(slabs);
-  // The reused offsets and what they were made from (never destroyed: a device block must
-  // not be freed after the CUDA runtime has gone at process exit).
-  static Tensor& kept = *new Tensor();
-  static std::tuple<const void*, const void*, long long, long long, long long> kept_key;
-  const auto key = std::make_tuple(rp.raw(), ci.raw(), rows, v.numel(), W);
-  Tensor seg;
-  if (t.slab_reuse && kept.defined() && kept_key == key) {
-    seg = kept;
-  } else {
-    seg = Tensor::empty(rp.dtype(), {rows * (S + 1)}, allocator());
-    slab_offsets<I><<<unsigned(std::min<long long>((rows * 32 + 255) / 256, 64LL * sm_count())), 256, 0, stream()>>>(
-        rp.data<I>(), ci.data<I>(), rows, S, W, seg.data<I>());
-    check_launch("spmv_csr (slab offsets)");
-    if (t.slab_reuse) {
-      kept = seg;
-      kept_key = key;
-    }
-  }
-  Scratch partial(size_t(S) * size_t(rows) * sizeof(double));
-  constexpr int L = 8;
-  const dim3 grid(unsigned((rows * L + 255) / 256), unsigned(S));
-  spmv_slab<L, I, T><<<grid, 256, 0, stream()>>>(seg.data<I>(), ci.data<I>(), v.data<T>(), x.data<T>(), rows, S,
-                                                 partial.as<double>());
-  check_launch("spmv_csr (slab)");
-  slab_combine<T><<<unsigned((rows + 255) / 256), 256, 0, stream()>>>(partial.as<double>(), S, rows, alpha, beta,
-                                                                     y0 ? y0->data<T>() : nullptr, y.data<T>());
-  check_launch("spmv_csr (slab combine)");
-  return true;
-}
-
-template <class I, class T, int UNR, bool HINT>
+template <class I, class T, int UNR, int MODE>
 void launch_vector(const SpmvTuning& t, const Tensor& rp, const Tensor& ci, const Tensor& v, const Tensor& x, const Tensor* y0,
                    double alpha, double beta, Tensor& y) {
   const long long rows = y.numel();
   const int lanes = t.lanes;
-  const int threads = 256;
-  // Enough groups to fill the GPU several times over; each group strides over rows.
+  const int threads = t.threads == 64 || t.threads == 128 ? t.threads : 256;
+  // Enough groups to fill the GPU several times over; each group strides over rows (with
+  // no cap, one group per row and the block scheduler balances).
   long long blocks = (rows * lanes + threads - 1) / threads;
-  blocks = std::min<long long>(blocks, 64LL * sm_count());
+  if (t.blocks_per_sm > 0) blocks = std::min<long long>(blocks, t.blocks_per_sm * static_cast<long long>(sm_count()));
+  blocks = std::min<long long>(blocks, 0x7fffffffLL);
   auto args = [&](auto kernel) {
     if (t.carveout >= -1)
       check(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, t.carveout),
             "spmv_csr: setting the L1/shared carveout");
     kernel<<<unsigned(blocks), threads, 0, stream()>>>(rp.data<I>(), ci.data<I>(), v.data<T>(), x.data<T>(),
-                                                      y0 ? y0->data<T>() : nullptr, alpha, beta, y.data<T>(), rows);
+                                                      y0 ? y0->data<T>() : nullptr, alpha, beta, y.data<T>(), rows,
+                                                      t.aligned);
   };
   switch (lanes) {
-    case 1: args(spmv_vector<1, UNR, HINT, I, T>); break;
-    case 2: args(spmv_vector<2, UNR, HINT, I, T>); break;
-    case 4: args(spmv_vector<4, UNR, HINT, I, T>); break;
-    case 8: args(spmv_vector<8, UNR, HINT, I, T>); break;
-    case 16: args(spmv_vector<16, UNR, HINT, I, T>); break;
-    default: args(spmv_vector<32, UNR, HINT, I, T>); break;
+    case 1: args(spmv_vector<1, UNR, MODE, I, T>); break;
+    case 2: args(spmv_vector<2, UNR, MODE, I, T>); break;
+    case 4: args(spmv_vector<4, UNR, MODE, I, T>); break;
+    case 8: args(spmv_vector<8, UNR, MODE, I, T>); break;
+    case 16: args(spmv_vector<16, UNR, MODE, I, T>); break;
+    default: args(spmv_vector<32, UNR, MODE, I, T>); break;
   }
   check_launch("spmv_csr");
+}
+
+template <class I, class T, int UNR>
+void launch_mode(const SpmvTuning& t, const Tensor& rp, const Tensor& ci, const Tensor& v, const Tensor& x,
+                 const Tensor* y0, double alpha, double beta, Tensor& y) {
+  const int mode = t.cache >= 2 ? t.cache : t.stream_hint ? 1 : 0;
+  if constexpr (std::is_same_v<T, double>) {  // the cache-policy experiments (modes 2, 3): f64 only
+    if (mode == 3) return launch_vector<I, T, UNR, 3>(t, rp, ci, v, x, y0, alpha, beta, y);
+    if (mode == 2) return launch_vector<I, T, UNR, 2>(t, rp, ci, v, x, y0, alpha, beta, y);
+  }
+  if (mode >= 2) throw InputError("spmv_csr: SpmvTuning::cache " + std::to_string(mode) + " is for f64 values only");
+  if (mode == 1) return launch_vector<I, T, UNR, 1>(t, rp, ci, v, x, y0, alpha, beta, y);
+  launch_vector<I, T, UNR, 0>(t, rp, ci, v, x, y0, alpha, beta, y);
 }
 
 template <class I, class T>
@@ -352,14 +319,8 @@ void launch(SpmvTuning t, const Tensor& rp, const Tensor& ci, const Tensor& v, c
   if (t.kernel <= 0) t = spmv_choice(rows, nnz);
   if (t.lanes <= 0) t.lanes = spmv_choice(rows, nnz).lanes;
   if (t.kernel == 2 && nnz > 0) return launch_split<I, T>(t.stream_hint, rp, ci, v, x, y0, alpha, beta, y);
-  if (t.kernel == 3 && launch_slab<I, T>(t, rp, ci, v, x, y0, alpha, beta, y)) return;
-  if (t.unroll == 2) {
-    if (t.stream_hint) launch_vector<I, T, 2, true>(t, rp, ci, v, x, y0, alpha, beta, y);
-    else launch_vector<I, T, 2, false>(t, rp, ci, v, x, y0, alpha, beta, y);
-  } else {
-    if (t.stream_hint) launch_vector<I, T, 1, true>(t, rp, ci, v, x, y0, alpha, beta, y);
-    else launch_vector<I, T, 1, false>(t, rp, ci, v, x, y0, alpha, beta, y);
-  }
+  if (t.unroll == 2) launch_mode<I, T, 2>(t, rp, ci, v, x, y0, alpha, beta, y);
+  else launch_mode<I, T, 1>(t, rp, ci, v, x, y0, alpha, beta, y);
 }
 
 }  // namespace
@@ -375,8 +336,11 @@ SpmvTuning spmv_choice(int64_t rows, int64_t nnz) {
   //    block diagonal, 16 per row: 0.268 against its best, 4 lanes, 0.230). Evict-first
   //    hurts where a group reads a row over several trips (Poisson, 2 lanes: 0.198 against
   //    0.130): the rest of each sector has left L1 by the next trip;
-  //  - long rows (mean >= 64): a warp per row, evict-first (power-law rows of 1 to 1000:
-  //    0.608; the split kernel 0.622).
+  //  - long rows (mean >= 64): a warp per row, evict-first, one warp per row in the grid
+  //    (no cap: the block scheduler balances rows of very different length; power-law rows
+  //    of 1 to 1000: 0.585 against 0.608 with at most 64 blocks per multiprocessor, each
+  //    warp then striding over ~7 rows; the split kernel 0.622). Not for medium rows
+  //    (block diagonal 16 per row: 0.290 against 0.268).
   const double mean = rows > 0 ? double(nnz) / double(rows) : 0.0;
   SpmvTuning t;
   t.kernel = 1;
@@ -391,6 +355,7 @@ SpmvTuning spmv_choice(int64_t rows, int64_t nnz) {
   } else {
     t.lanes = 32;
     t.stream_hint = true;
+    t.blocks_per_sm = 0;
   }
   return t;
 }

@@ -15,19 +15,21 @@ namespace rlx::cuda {
 
 // What the device runs (spmv_choice) and tuning experiments (rlx-bench cuda --only sweep).
 struct SpmvTuning {
-  int kernel = 0;            // 0: spmv_choice()'s, 1: vector, 2: split, 3: slab (experiment)
+  int kernel = 0;            // 0: spmv_choice()'s, 1: vector, 2: split
   int lanes = 0;             // vector kernel: lanes per row (0: spmv_choice()'s)
   int unroll = 1;            // vector kernel: nonzeros per lane per trip (1 or 2)
   bool stream_hint = false;  // load the matrix evict-first (ld.global.cs), keeping x cached
   int carveout = -2;         // vector kernel: set its preferred shared-memory carveout to this
                              // % (-1: back to CUDA's default; -2: leave it as it is)
-  // kernel 3, the slab experiment (spmv.cu; written after the last GPU run, not yet run on
-  // a GPU, never chosen by the device): columns cut into slabs of slab_cols, swept slab by
-  // slab so the x being gathered fits L1. Needs the columns of each row sorted; at most 64
-  // slabs (else the vector kernel runs). slab_reuse: keep the slab offsets of the last
-  // matrix with the same arrays (timing only: the structure must not have changed).
-  long long slab_cols = 32768;
-  bool slab_reuse = false;
+  // Experiments (rlx-bench cuda --only sweep), vector kernel: cache policies (spmv.cu's
+  // Loads: 0/1 follow stream_hint; 2: matrix not in L1 and evict-first in L2, x
+  // evict-last in L2; 3: as 2 and x evict-last in L1; 2 and 3 for f64 only), the grid
+  // cap in blocks per multiprocessor (0: one group per row, no cap) and threads per block
+  // (64, 128 or 256).
+  int cache = 0;
+  int blocks_per_sm = 64;
+  int threads = 256;
+  bool aligned = false;  // vector kernel: each row's trips start at a multiple of the lanes
 };
 
 // y = alpha * A x (+ beta * y0 when y0 is given). row_ptr/col_idx i32 or i64 (same dtype),

@@ -201,10 +201,12 @@ BOOST_AUTO_TEST_CASE(spmv_lane_rule) {
   BOOST_TEST(is(cuda::spmv_choice(4'000'000, 48'000'000), 4, 2, true));   // 12 per row
   BOOST_TEST(is(cuda::spmv_choice(100, 100), 1, 2, false));
   BOOST_TEST(is(cuda::spmv_choice(100, 100 * 1000), 32, 1, true));
+  BOOST_TEST(cuda::spmv_choice(100, 100 * 1000).blocks_per_sm == 0);    // long rows: no grid cap
+  BOOST_TEST(cuda::spmv_choice(4'000'000, 64'000'000).blocks_per_sm == 64);
   BOOST_TEST(is(cuda::spmv_choice(0, 0), 1, 2, false));
 }
 
-// The SpMV kernels, forced, on structures that stress the split and slab kernels' bookkeeping:
+// The SpMV kernels and knobs, forced, on structures that stress the split kernel's bookkeeping:
 // empty rows first, in the middle and last; rows spanning many 256-nonzero chunks; rows
 // ending exactly on a chunk boundary; short rows; i32 and i64 indices; f32 and f64; with
 // and without beta * y0. Checked against a long-double host product.
@@ -220,7 +222,7 @@ BOOST_AUTO_TEST_CASE(spmv_kernels_match_host, *utf::precondition(GpuPresent())) 
   std::vector<int64_t> rp(size_t(rows) + 1, 0), ci;
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t k = 0; k < lens[size_t(r)]; ++k) ci.push_back(col(rng));
-    std::sort(ci.end() - lens[size_t(r)], ci.end());  // (the slab kernel needs sorted rows)
+    std::sort(ci.end() - lens[size_t(r)], ci.end());
     rp[size_t(r) + 1] = int64_t(ci.size());
   }
   const int64_t nnz = int64_t(ci.size());
@@ -245,11 +247,28 @@ BOOST_AUTO_TEST_CASE(spmv_kernels_match_host, *utf::precondition(GpuPresent())) 
       auto dev = [](const Tensor& h) { return h.to(cuda_dev().allocator()); };
       Tensor drp = dev(host(it, rp)), dci = dev(host(it, ci)), dv = dev(hv), dx = dev(hx), dy0 = dev(hy0);
       for (bool with_y0 : {false, true})
-        for (int kernel : {1, 2, 3}) {
-          Tensor y = Tensor::empty(t, {rows}, cuda_dev().allocator());
+        for (int variant = 0; variant < 8; ++variant) {
+          // vector (the device's choice), split, then the vector kernel's experiment knobs:
+          // cache policies 2 and 3 (f64 only), no grid cap with 64-thread blocks, one block
+          // per multiprocessor, trips aligned to the lanes (one and two per lane).
           cuda::SpmvTuning tune;
-          tune.kernel = kernel;
-          tune.slab_cols = 256;  // 12 slabs of the 3000 columns
+          tune.kernel = variant == 1 ? 2 : 1;
+          if (variant == 2 || variant == 3) {
+            tune.cache = variant;
+            tune.lanes = variant == 2 ? 32 : 4;
+            tune.unroll = variant == 2 ? 1 : 2;
+            if (t != DType::F64) {
+              Tensor y = Tensor::empty(t, {rows}, cuda_dev().allocator());
+              BOOST_CHECK_THROW(cuda::spmv_csr_native(drp, dci, dv, dx, nullptr, 1.0, 0.0, y, tune), InputError);
+              continue;
+            }
+          }
+          if (variant == 4) tune.blocks_per_sm = 0, tune.threads = 64, tune.lanes = 8;
+          if (variant == 5) tune.blocks_per_sm = 1, tune.threads = 128, tune.lanes = 2, tune.stream_hint = true;
+          if (variant == 6) tune.aligned = true, tune.lanes = 32;  // rows starting anywhere in a trip
+          if (variant == 7) tune.aligned = true, tune.lanes = 4, tune.unroll = 2;
+          const std::string kernel = "variant " + std::to_string(variant);
+          Tensor y = Tensor::empty(t, {rows}, cuda_dev().allocator());
           cuda::spmv_csr_native(drp, dci, dv, dx, with_y0 ? &dy0 : nullptr, 1.5, with_y0 ? -0.5 : 0.0, y, tune);
           Tensor got = y.to(host_allocator());
           double worst = 0;
@@ -316,8 +335,9 @@ BOOST_AUTO_TEST_CASE(vector_layout_matches_reference, *utf::precondition(GpuPres
   cuda::set_codegen_options(saved);
 }
 
-// Both sort strategies (library.hpp) against the reference, bit for bit: one long row,
-// many rows, both directions, 64-bit and narrow keys, a sort along axis 0; values drawn
+// The three sort strategies (library.hpp) against the reference, bit for bit: one long row,
+// many rows, both directions, 64-bit and narrow keys, a sort along axis 0, rows at and
+// past each tile of the block sort (512, 2048, 4096; 2048 for 64-bit keys); values drawn
 // from a small set with NaN, +-0 and +-inf, so there are many ties.
 BOOST_AUTO_TEST_CASE(sort_strategies_match_reference, *utf::precondition(GpuPresent())) {
   std::mt19937_64 rng(seed() + 4);
@@ -337,8 +357,12 @@ BOOST_AUTO_TEST_CASE(sort_strategies_match_reference, *utf::precondition(GpuPres
   const Case cases[] = {{DType::F32, {100003}, -1, false}, {DType::F32, {37, 601}, -1, true},
                         {DType::F64, {5, 1000}, -1, false}, {DType::F64, {1, 4097}, -1, true},
                         {DType::BF16, {64, 33}, -1, false}, {DType::I8, {3, 7}, 0, false},
-                        {DType::I64, {4, 257}, 1, true},    {DType::F16, {300, 2}, 0, true}};
-  for (cuda::SortStrategy st : {cuda::SortStrategy::Segmented, cuda::SortStrategy::Radix}) {
+                        {DType::I64, {4, 257}, 1, true},    {DType::F16, {300, 2}, 0, true},
+                        {DType::F32, {9, 4096}, -1, false}, {DType::F32, {2, 512}, -1, true},
+                        {DType::F32, {4, 513}, -1, false},  {DType::I32, {3, 2048}, -1, false},
+                        {DType::F64, {3, 2048}, -1, true},  {DType::F64, {2, 2049}, -1, false},
+                        {DType::U8, {2, 3000}, -1, false},  {DType::F32, {4097, 3}, 0, false}};
+  for (cuda::SortStrategy st : {cuda::SortStrategy::Auto, cuda::SortStrategy::Segmented, cuda::SortStrategy::Radix}) {
     cuda::set_sort_strategy(st);
     for (const Case& c : cases) {
       ir::Graph g;
@@ -347,13 +371,13 @@ BOOST_AUTO_TEST_CASE(sort_strategies_match_reference, *utf::precondition(GpuPres
       Tensor x = tricky(c.t, c.s);
       auto want = on("reference", g, {x});
       auto got = on("cuda", g, {x});
-      const std::string what = std::string(st == cuda::SortStrategy::Radix ? "radix " : "segmented ") +
+      const std::string what = std::string(st == cuda::SortStrategy::Radix ? "radix " : st == cuda::SortStrategy::Auto ? "auto " : "segmented ") +
                                dtype_name(c.t) + " axis " + std::to_string(c.axis) + (c.desc ? " desc" : "");
       BOOST_TEST(std::memcmp(got[0].raw(), want[0].raw(), want[0].nbytes()) == 0, what << ": values differ");
       BOOST_TEST(std::memcmp(got[1].raw(), want[1].raw(), want[1].nbytes()) == 0, what << ": indices differ");
     }
   }
-  cuda::set_sort_strategy(cuda::SortStrategy::Segmented);
+  cuda::set_sort_strategy(cuda::SortStrategy::Auto);
 }
 
 BOOST_AUTO_TEST_CASE(fused_sums_are_deterministic, *utf::precondition(GpuPresent())) {
