@@ -201,8 +201,10 @@ BOOST_AUTO_TEST_CASE(spmv_lane_rule) {
   BOOST_TEST(is(cuda::spmv_choice(4'000'000, 48'000'000), 4, 2, true));   // 12 per row
   BOOST_TEST(is(cuda::spmv_choice(100, 100), 1, 2, false));
   BOOST_TEST(is(cuda::spmv_choice(100, 100 * 1000), 32, 1, true));
-  BOOST_TEST(cuda::spmv_choice(100, 100 * 1000).blocks_per_sm == 0);    // long rows: no grid cap
+  BOOST_TEST(cuda::spmv_choice(100, 100 * 1000).blocks_per_sm == 0);    // long rows: no grid cap,
+  BOOST_TEST(cuda::spmv_choice(100, 100 * 1000).aligned);               // trips aligned
   BOOST_TEST(cuda::spmv_choice(4'000'000, 64'000'000).blocks_per_sm == 64);
+  BOOST_TEST(!cuda::spmv_choice(4'000'000, 64'000'000).aligned);
   BOOST_TEST(is(cuda::spmv_choice(0, 0), 1, 2, false));
 }
 
