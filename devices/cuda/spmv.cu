@@ -103,14 +103,27 @@ __global__ void __launch_bounds__(256) spmv_vector(const I* __restrict__ rp, con
         if (k >= b) acc += static_cast<double>(ld.once(v + k)) * static_cast<double>(ld.gather(x + ld.once(ci + k)));
     } else {
       // Two nonzeros per lane per trip (k and k + L), two accumulators: twice the gathers
-      // in flight. k < b only on an aligned first trip; k + L >= b always.
+      // in flight.
       double acc2 = 0;
-      for (long long k = start + lane; k < e; k += 2 * L) {
-        const bool in0 = k >= b, in1 = k + L < e;
-        const I c0 = in0 ? ld.once(ci + k) : I(0), c1 = in1 ? ld.once(ci + k + L) : I(0);
-        const T v0 = in0 ? ld.once(v + k) : T(0), v1 = in1 ? ld.once(v + k + L) : T(0);
-        if (in0) acc += static_cast<double>(v0) * static_cast<double>(ld.gather(x + c0));
-        if (in1) acc2 += static_cast<double>(v1) * static_cast<double>(ld.gather(x + c1));
+      long long k = start + lane;
+      if (aligned) {  // k < b only on the first trip; k + L >= b always
+        for (; k < e; k += 2 * L) {
+          const bool in0 = k >= b, in1 = k + L < e;
+          const I c0 = in0 ? ld.once(ci + k) : I(0), c1 = in1 ? ld.once(ci + k + L) : I(0);
+          const T v0 = in0 ? ld.once(v + k) : T(0), v1 = in1 ? ld.once(v + k + L) : T(0);
+          if (in0) acc += static_cast<double>(v0) * static_cast<double>(ld.gather(x + c0));
+          if (in1) acc2 += static_cast<double>(v1) * static_cast<double>(ld.gather(x + c1));
+        }
+      } else {
+        // (Unpredicated whole trips, then the odd one: on random rows of 16, 0.606 ms
+        // against 0.658 for the predicated loop above.)
+        for (; k + L < e; k += 2 * L) {
+          const I c0 = ld.once(ci + k), c1 = ld.once(ci + k + L);
+          const T v0 = ld.once(v + k), v1 = ld.once(v + k + L);
+          acc += static_cast<double>(v0) * static_cast<double>(ld.gather(x + c0));
+          acc2 += static_cast<double>(v1) * static_cast<double>(ld.gather(x + c1));
+        }
+        if (k < e) acc += static_cast<double>(ld.once(v + k)) * static_cast<double>(ld.gather(x + ld.once(ci + k)));
       }
       acc += acc2;
     }
