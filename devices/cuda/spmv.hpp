@@ -2,12 +2,13 @@
 // Two kernels, both accumulating in double and rounding once on store:
 //  - vector (what the device runs; spmv_choice() picks its knobs from the mean row length):
 //    a group of L lanes per row (1 to 32), coalesced loads of each row's values and
-//    columns, x through the read-only cache, a shuffle reduction inside the group;
+//    columns, x through the read-only cache, a shuffle reduction inside the group; for
+//    long rows one warp per row with no grid cap and trips aligned to 32 nonzeros;
 //  - split (a knob, for rows of very uneven length): each warp takes 256 consecutive
 //    nonzeros whatever rows they belong to, so long and short rows cost the same per
 //    nonzero; rows spanning chunks are completed by a second kernel from per-chunk
 //    partial sums in a fixed order (deterministic). On the benchmark's power-law rows
-//    (1 to 1000 per row) it was 2-5 % behind a warp per row, so it is not the default.
+//    (1 to 1000 per row) it was 5-10 % behind the vector kernel, so it is not the default.
 #pragma once
 #include "core/tensor.hpp"
 
