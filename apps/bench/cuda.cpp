@@ -21,7 +21,7 @@
 // setting (layout, unroll 1/2/4/8, FMA contraction off/on) and the SpMV kernels at every
 // lane width with one or two nonzeros per lane per trip, with and without evict-first
 // matrix loads, the split kernel, the carveout, cache policies and grid shapes, on all five
-// matrices. --matrix NAME limits the SpMV benchmarks to one of them (for a profiler).
+// matrices. --matrix NAME[,NAME] limits the SpMV benchmarks to those (e.g. for a profiler).
 // Each figure is the median of --reps timed runs after 3 warm-up runs, timed with CUDA
 // events on the device's stream (rlx) or on the same stream (peers). Every run writes
 // fresh random inputs first (not zeros). apps/bench/peers_cuda.py times PyTorch and CuPy.
@@ -57,8 +57,10 @@ using namespace rlx::bench;
 namespace {
 
 bool g_sweep = false;  // --only sweep: tuning variants too (SpMV lanes x unroll, codegen knobs)
-std::string g_matrix;  // --matrix NAME: the SpMV benchmarks on that matrix only (e.g. under a profiler)
-bool spmv_wanted(const char* label) { return g_matrix.empty() || g_matrix == label; }
+std::vector<std::string> g_matrices;  // --matrix NAME[,NAME]: the SpMV benchmarks on those only (e.g. for a profiler)
+bool spmv_wanted(const char* label) {
+  return g_matrices.empty() || std::find(g_matrices.begin(), g_matrices.end(), label) != g_matrices.end();
+}
 
 void ck(cudaError_t e, const char* what) {
   if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
@@ -336,6 +338,9 @@ void bench_spmv_one(int reps, const std::string& label, const sparse::CsrMatrix&
     with("default/aligned/cap64", [](cuda::SpmvTuning& t) { t.aligned = true, t.blocks_per_sm = 64; });
     with("default/aligned/nocap/t128", [](cuda::SpmvTuning& t) { t.aligned = true, t.blocks_per_sm = 0, t.threads = 128; });
     with("default/aligned/cache2", [](cuda::SpmvTuning& t) { t.aligned = true, t.cache = 2; });
+    for (int slices : {4, 8, 16})  // the scan kernel (spmv.cu), with the default's evict-first choice
+      with(("scan" + std::to_string(slices)).c_str(), [&](cuda::SpmvTuning& t) { t.kernel = 3, t.slices = slices; });
+    with("scan8/plain", [](cuda::SpmvTuning& t) { t.kernel = 3, t.slices = 8, t.stream_hint = false; });
   }
   if (g_sweep)
     for (int carve : {0, 100, -1}) {  // the most L1, the most shared memory, CUDA's default again
@@ -477,12 +482,18 @@ int bench_cuda(int argc, char** argv) {
     std::string a = argv[i];
     if (a == "--reps" && i + 1 < argc) reps = std::stoi(argv[++i]);
     else if (a == "--matrix" && i + 1 < argc) {
-      g_matrix = argv[++i];
       static const char* names[] = {"poisson3d:160", "banded:11", "power-law", "block:16", "random:16"};
-      if (std::find(std::begin(names), std::end(names), g_matrix) == std::end(names)) {
-        std::fprintf(stderr, "rlx-bench cuda: unknown matrix '%s' for --matrix (poisson3d:160 banded:11 power-law block:16 random:16)\n",
-                     g_matrix.c_str());
-        return 2;
+      std::string list = argv[++i];
+      for (size_t at = 0; at <= list.size();) {
+        const size_t comma = std::min(list.find(',', at), list.size());
+        const std::string name = list.substr(at, comma - at);
+        if (std::find(std::begin(names), std::end(names), name) == std::end(names)) {
+          std::fprintf(stderr, "rlx-bench cuda: unknown matrix '%s' for --matrix (poisson3d:160 banded:11 power-law block:16 random:16)\n",
+                       name.c_str());
+          return 2;
+        }
+        g_matrices.push_back(name);
+        at = comma + 1;
       }
     }
     else if (a == "--only" && i + 1 < argc) {
@@ -493,7 +504,7 @@ int bench_cuda(int argc, char** argv) {
         return 2;
       }
     } else {
-      std::fprintf(stderr, "rlx-bench cuda: unknown option '%s' (options: --reps N, --only copy|xfer|fused|gemm|spmv|pcg|replay|sort|sweep, --matrix NAME)\n",
+      std::fprintf(stderr, "rlx-bench cuda: unknown option '%s' (options: --reps N, --only copy|xfer|fused|gemm|spmv|pcg|replay|sort|sweep, --matrix NAME[,NAME])\n",
                    a.c_str());
       return 2;
     }

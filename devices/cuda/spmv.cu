@@ -245,7 +245,7 @@ __global__ void __launch_bounds__(kSplitThreads) spmv_split(const I* __restrict_
 
 template <class I, class T>
 __global__ void spmv_split_fixup(const I* __restrict__ rp, const T* __restrict__ y0, double alpha, double beta,
-                                 T* __restrict__ y, long long nnz, long long chunks, const double* __restrict__ head,
+                                 T* __restrict__ y, long long chunk, long long chunks, const double* __restrict__ head,
                                  const double* __restrict__ tail, const long long* __restrict__ tail_row) {
   const long long w = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (w >= chunks) return;
@@ -255,7 +255,7 @@ __global__ void spmv_split_fixup(const I* __restrict__ rp, const T* __restrict__
   double s = tail[w];
   for (long long u = w + 1; u < chunks; ++u) {
     s += head[u];
-    if (stop <= (u + 1) * kChunk) break;
+    if (stop <= (u + 1) * chunk) break;
   }
   y[r] = static_cast<T>(finish(s, alpha, beta, y0, r, std::is_same_v<T, double>));
 }
@@ -277,8 +277,168 @@ void launch_split(bool hint, const Tensor& rp, const Tensor& ci, const Tensor& v
                                            y.data<T>(), rows, nnz, chunks, head, tail, tail_row);
   check_launch("spmv_csr (split)");
   spmv_split_fixup<I, T><<<unsigned((chunks + 255) / 256), 256, 0, stream()>>>(rp.data<I>(), y0p, alpha, beta, y.data<T>(),
-                                                                           nnz, chunks, head, tail, tail_row);
+                                                                           kChunk, chunks, head, tail, tail_row);
   check_launch("spmv_csr (split fixup)");
+}
+
+// ---------------------------------------------------------------- scan kernel (experiment)
+// Nonzero-balanced like the split kernel, without its searches and shared-memory staging:
+//  1. spmv_partition: part[w] = the first row starting at or after nonzero w * C (a binary
+//     search per chunk, one thread each; part[chunks] = rows);
+//  2. spmv_scan: warp w takes nonzeros [w C, w C + C) as K slices of 32 (aligned: whole
+//     sectors), loads the K slices' columns and values at once, then the K gathers; each
+//     lane follows the row of its element with a cursor into row_ptr (cached), and each
+//     slice is summed by row with a segmented shuffle scan; a row running on into the next
+//     slice carries its sum over. A finished row that began in the chunk is written to y;
+//     the row the chunk begins inside of goes to head[w], a row running past the chunk to
+//     tail[w] (spmv_split_fixup completes it, as for the split kernel). Empty rows starting
+//     in the chunk are written as rows of zero sum.
+template <class I>
+__global__ void __launch_bounds__(256) spmv_partition(const I* __restrict__ rp, long long rows, long long chunk,
+                                                      long long chunks, long long* __restrict__ part) {
+  const long long w = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (w > chunks) return;
+  if (w == chunks) {
+    part[w] = rows;
+    return;
+  }
+  const long long target = w * chunk;
+  long long lo = 0, hi = rows;  // first r in [0, rows) with rp[r] >= target (rows if none)
+  while (lo < hi) {
+    const long long mid = (lo + hi) / 2;
+    if (static_cast<long long>(rp[mid]) < target) lo = mid + 1;
+    else hi = mid;
+  }
+  part[w] = lo;
+}
+
+template <int K, bool HINT, class I, class T>
+__global__ void __launch_bounds__(256) spmv_scan(const I* __restrict__ rp, const I* __restrict__ ci,
+                                                 const T* __restrict__ v, const T* __restrict__ x,
+                                                 const T* __restrict__ y0, double alpha, double beta,
+                                                 T* __restrict__ y, long long rows, long long nnz, long long chunks,
+                                                 const long long* __restrict__ part, double* __restrict__ head,
+                                                 double* __restrict__ tail, long long* __restrict__ tail_row) {
+  constexpr long long C = 32LL * K;
+  constexpr bool f64 = std::is_same_v<T, double>;
+  const int lane = threadIdx.x & 31;
+  const long long w = (static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  if (w >= chunks) return;  // whole warps only
+  const Loads<HINT ? 1 : 0> ld;
+  const long long base = w * C, end = base + C < nnz ? base + C : nnz;
+  const long long own_lo = part[w], own_hi = part[w + 1];  // rows starting in the chunk
+  // Empty rows starting in the chunk (the last chunk also owns those at the very end).
+  for (long long r = own_lo + lane; r < own_hi; r += 32)
+    if (rp[r] == rp[r + 1]) y[r] = static_cast<T>(finish(0.0, alpha, beta, y0, r, f64));
+  // All loads of the chunk before the first multiply.
+  I c[K];
+  T a[K];
+#pragma unroll
+  for (int m = 0; m < K; ++m) {
+    const long long k = base + m * 32 + lane;
+    c[m] = k < end ? ld.once(ci + k) : I(0);
+    a[m] = k < end ? ld.once(v + k) : T(0);
+  }
+  double p[K];
+#pragma unroll
+  for (int m = 0; m < K; ++m) {
+    const long long k = base + m * 32 + lane;
+    p[m] = k < end ? static_cast<double>(a[m]) * static_cast<double>(ld.gather(x + c[m])) : 0.0;
+  }
+  // The row holding nonzero `base`: the first row starting there (skipping empty ones) or
+  // the row before the first one starting after it.
+  long long cur = (own_lo < rows && static_cast<long long>(rp[own_lo]) == base) ? own_lo : own_lo - 1;
+  const long long first_row = cur;
+  long long next_start = static_cast<long long>(rp[cur + 1]);  // where row `cur` ends
+  // What this lane found for head[w] / tail[w] (one lane each, at most), written at the end.
+  bool has_head = false, has_tail = false;
+  double head_v = 0.0, tail_v = 0.0;
+  double carry = 0.0;
+  long long carry_row = -1;
+#pragma unroll
+  for (int m = 0; m < K; ++m) {
+    const long long k0 = base + m * 32;
+    if (k0 >= end) break;  // warp-uniform
+    const long long k = k0 + lane;
+    const bool valid = k < end;
+    if (valid)
+      while (next_start <= k) {
+        ++cur;
+        next_start = static_cast<long long>(rp[cur + 1]);
+      }
+    const int rel = valid ? static_cast<int>(cur - first_row) : 0x7fffffff;
+    double s = p[m];
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      const double t = __shfl_up_sync(0xffffffffu, s, o);
+      const int rr = __shfl_up_sync(0xffffffffu, rel, o);
+      if (lane >= o && rr == rel) s += t;
+    }
+    const int lane0_rel = __shfl_sync(0xffffffffu, rel, 0);
+    if (carry_row >= 0 && rel == lane0_rel && first_row + lane0_rel == carry_row) s += carry;
+    const int next_rel = __shfl_down_sync(0xffffffffu, rel, 1);
+    const bool seg_end = valid && (lane == 31 || next_rel != rel);
+    const bool row_ends = next_start == k + 1;  // k is the row's last nonzero
+    const bool began_here = static_cast<long long>(rp[cur]) >= base;
+    bool carries = false;
+    if (seg_end) {
+      if (row_ends && began_here) {
+        y[cur] = static_cast<T>(finish(s, alpha, beta, y0, cur, f64));
+      } else if (!row_ends && k + 1 < end) {
+        carries = true;  // lane 31: the row goes on in the next slice
+      } else if (began_here) {  // runs past the chunk
+        has_tail = true;
+        tail_v = s;
+      } else {  // began before the chunk; ends in it or runs past it
+        has_head = true;
+        head_v = s;
+      }
+    }
+    const bool any = __shfl_sync(0xffffffffu, carries, 31);
+    carry = __shfl_sync(0xffffffffu, s, 31);
+    carry_row = any ? __shfl_sync(0xffffffffu, cur, 31) : -1;
+  }
+  const unsigned hb = __ballot_sync(0xffffffffu, has_head), tb = __ballot_sync(0xffffffffu, has_tail);
+  const int hl = hb ? __ffs(static_cast<int>(hb)) - 1 : 0, tl = tb ? __ffs(static_cast<int>(tb)) - 1 : 0;
+  const double hv = __shfl_sync(0xffffffffu, head_v, hl), tv = __shfl_sync(0xffffffffu, tail_v, tl);
+  const long long tr = __shfl_sync(0xffffffffu, cur, tl);
+  if (lane == 0) {
+    head[w] = hb ? hv : 0.0;
+    tail[w] = tv;
+    tail_row[w] = tb ? tr : -1;
+  }
+}
+
+template <class I, class T, int K>
+void launch_scan_k(bool hint, const Tensor& rp, const Tensor& ci, const Tensor& v, const Tensor& x, const Tensor* y0,
+                   double alpha, double beta, Tensor& y) {
+  const long long rows = y.numel(), nnz = v.numel();
+  constexpr long long C = 32LL * K;
+  const long long chunks = (nnz + C - 1) / C;
+  Scratch s(size_t(chunks) * (2 * sizeof(double) + sizeof(long long)) + size_t(chunks + 1) * sizeof(long long));
+  double* head = s.as<double>();
+  double* tail = head + chunks;
+  long long* tail_row = reinterpret_cast<long long*>(tail + chunks);
+  long long* part = tail_row + chunks;
+  const T* y0p = y0 ? y0->data<T>() : nullptr;
+  spmv_partition<I><<<unsigned((chunks + 1 + 255) / 256), 256, 0, stream()>>>(rp.data<I>(), rows, C, chunks, part);
+  check_launch("spmv_csr (partition)");
+  auto k = hint ? spmv_scan<K, true, I, T> : spmv_scan<K, false, I, T>;
+  k<<<unsigned((chunks * 32 + 255) / 256), 256, 0, stream()>>>(rp.data<I>(), ci.data<I>(), v.data<T>(), x.data<T>(), y0p,
+                                                               alpha, beta, y.data<T>(), rows, nnz, chunks, part, head,
+                                                               tail, tail_row);
+  check_launch("spmv_csr (scan)");
+  spmv_split_fixup<I, T><<<unsigned((chunks + 255) / 256), 256, 0, stream()>>>(rp.data<I>(), y0p, alpha, beta, y.data<T>(),
+                                                                           C, chunks, head, tail, tail_row);
+  check_launch("spmv_csr (scan fixup)");
+}
+
+template <class I, class T>
+void launch_scan(const SpmvTuning& t, const Tensor& rp, const Tensor& ci, const Tensor& v, const Tensor& x,
+                 const Tensor* y0, double alpha, double beta, Tensor& y) {
+  if (t.slices == 4) return launch_scan_k<I, T, 4>(t.stream_hint, rp, ci, v, x, y0, alpha, beta, y);
+  if (t.slices == 16) return launch_scan_k<I, T, 16>(t.stream_hint, rp, ci, v, x, y0, alpha, beta, y);
+  launch_scan_k<I, T, 8>(t.stream_hint, rp, ci, v, x, y0, alpha, beta, y);
 }
 
 template <class I, class T, int UNR, int MODE>
@@ -332,6 +492,7 @@ void launch(SpmvTuning t, const Tensor& rp, const Tensor& ci, const Tensor& v, c
   if (t.kernel <= 0) t = spmv_choice(rows, nnz);
   if (t.lanes <= 0) t.lanes = spmv_choice(rows, nnz).lanes;
   if (t.kernel == 2 && nnz > 0) return launch_split<I, T>(t.stream_hint, rp, ci, v, x, y0, alpha, beta, y);
+  if (t.kernel == 3 && nnz > 0) return launch_scan<I, T>(t, rp, ci, v, x, y0, alpha, beta, y);
   if (t.unroll == 2) launch_mode<I, T, 2>(t, rp, ci, v, x, y0, alpha, beta, y);
   else launch_mode<I, T, 1>(t, rp, ci, v, x, y0, alpha, beta, y);
 }
