@@ -338,9 +338,6 @@ void bench_spmv_one(int reps, const std::string& label, const sparse::CsrMatrix&
     with("default/aligned/cap64", [](cuda::SpmvTuning& t) { t.aligned = true, t.blocks_per_sm = 64; });
     with("default/aligned/nocap/t128", [](cuda::SpmvTuning& t) { t.aligned = true, t.blocks_per_sm = 0, t.threads = 128; });
     with("default/aligned/cache2", [](cuda::SpmvTuning& t) { t.aligned = true, t.cache = 2; });
-    for (int slices : {4, 8, 16})  // the scan kernel (spmv.cu), with the default's evict-first choice
-      with(("scan" + std::to_string(slices)).c_str(), [&](cuda::SpmvTuning& t) { t.kernel = 3, t.slices = slices; });
-    with("scan8/plain", [](cuda::SpmvTuning& t) { t.kernel = 3, t.slices = 8, t.stream_hint = false; });
   }
   if (g_sweep)
     for (int carve : {0, 100, -1}) {  // the most L1, the most shared memory, CUDA's default again

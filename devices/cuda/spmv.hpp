@@ -16,7 +16,7 @@ namespace rlx::cuda {
 
 // What the device runs (spmv_choice) and tuning experiments (rlx-bench cuda --only sweep).
 struct SpmvTuning {
-  int kernel = 0;            // 0: spmv_choice()'s, 1: vector, 2: split, 3: scan (experiment)
+  int kernel = 0;            // 0: spmv_choice()'s, 1: vector, 2: split
   int lanes = 0;             // vector kernel: lanes per row (0: spmv_choice()'s)
   int unroll = 1;            // vector kernel: nonzeros per lane per trip (1 or 2)
   bool stream_hint = false;  // load the matrix evict-first (ld.global.cs), keeping x cached
@@ -31,7 +31,6 @@ struct SpmvTuning {
   int blocks_per_sm = 64;
   int threads = 256;
   bool aligned = false;  // vector kernel: each row's trips start at a multiple of the lanes
-  int slices = 8;        // scan kernel: 32-nonzero slices per warp (4, 8 or 16)
 };
 
 // y = alpha * A x (+ beta * y0 when y0 is given). row_ptr/col_idx i32 or i64 (same dtype),

@@ -208,7 +208,7 @@ BOOST_AUTO_TEST_CASE(spmv_lane_rule) {
   BOOST_TEST(is(cuda::spmv_choice(0, 0), 1, 2, false));
 }
 
-// The SpMV kernels and knobs, forced, on structures that stress the split and scan kernels' bookkeeping:
+// The SpMV kernels and knobs, forced, on structures that stress the split kernel's bookkeeping:
 // empty rows first, in the middle and last; rows spanning many 256-nonzero chunks; rows
 // ending exactly on a chunk boundary; short rows; i32 and i64 indices; f32 and f64; with
 // and without beta * y0. Checked against a long-double host product.
@@ -249,11 +249,10 @@ BOOST_AUTO_TEST_CASE(spmv_kernels_match_host, *utf::precondition(GpuPresent())) 
       auto dev = [](const Tensor& h) { return h.to(cuda_dev().allocator()); };
       Tensor drp = dev(host(it, rp)), dci = dev(host(it, ci)), dv = dev(hv), dx = dev(hx), dy0 = dev(hy0);
       for (bool with_y0 : {false, true})
-        for (int variant = 0; variant < 11; ++variant) {
+        for (int variant = 0; variant < 8; ++variant) {
           // vector (the device's choice), split, then the vector kernel's experiment knobs:
           // cache policies 2 and 3 (f64 only), no grid cap with 64-thread blocks, one block
-          // per multiprocessor, trips aligned to the lanes (one and two per lane); the scan
-          // kernel with 4, 8 and 16 slices per warp.
+          // per multiprocessor, trips aligned to the lanes (one and two per lane).
           cuda::SpmvTuning tune;
           tune.kernel = variant == 1 ? 2 : 1;
           if (variant == 2 || variant == 3) {
@@ -270,8 +269,6 @@ BOOST_AUTO_TEST_CASE(spmv_kernels_match_host, *utf::precondition(GpuPresent())) 
           if (variant == 5) tune.blocks_per_sm = 1, tune.threads = 128, tune.lanes = 2, tune.stream_hint = true;
           if (variant == 6) tune.aligned = true, tune.lanes = 32;  // rows starting anywhere in a trip
           if (variant == 7) tune.aligned = true, tune.lanes = 4, tune.unroll = 2;
-          if (variant >= 8) tune.kernel = 3, tune.slices = variant == 8 ? 4 : variant == 9 ? 8 : 16,
-                            tune.stream_hint = variant == 9;  // the scan kernel, 128/256/512 per warp
           const std::string kernel = "variant " + std::to_string(variant);
           Tensor y = Tensor::empty(t, {rows}, cuda_dev().allocator());
           cuda::spmv_csr_native(drp, dci, dv, dx, with_y0 ? &dy0 : nullptr, 1.5, with_y0 ? -0.5 : 0.0, y, tune);
