@@ -16,7 +16,8 @@ namespace {
 //  1: the matrix evict-first (ld.global.cs), so it does not push x out of the caches;
 //  2: the matrix not allocated in L1 at all and evict-first in L2, x evict-last in L2
 //     (L2 policies from createpolicy);
-//  3: as 2, and x evict-last in L1 too.
+//  3: as 2, and x evict-last in L1 too;
+//  4: the matrix as in 1 (evict-first in L1 and L2), x evict-last in L2.
 #define RLX_SPMV_LD(QUAL, T, PT, C)                                                                \
   if constexpr (std::is_same_v<S, T>) {                                                             \
     T r;                                                                                            \
@@ -45,7 +46,7 @@ __device__ __forceinline__ S ld_hint(const S* p, uint64_t pol) {
 
 template <int MODE>
 struct Loads {
-  uint64_t first = 0, last = 0;  // L2 policies (modes 2 and 3)
+  uint64_t first = 0, last = 0;  // L2 policies (modes 2 to 4)
   __device__ Loads() {
     if constexpr (MODE >= 2) {
       asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(first));
@@ -55,13 +56,13 @@ struct Loads {
   template <class S>
   __device__ __forceinline__ S once(const S* p) const {
     if constexpr (MODE == 0) return *p;
-    else if constexpr (MODE == 1) return __ldcs(p);
+    else if constexpr (MODE == 1 || MODE == 4) return __ldcs(p);
     else return ld_hint<0>(p, first);
   }
   template <class S>
   __device__ __forceinline__ S gather(const S* p) const {
     if constexpr (MODE <= 1) return __ldg(p);
-    else if constexpr (MODE == 2) return ld_hint<1>(p, last);
+    else if constexpr (MODE == 2 || MODE == 4) return ld_hint<1>(p, last);
     else return ld_hint<2>(p, last);
   }
 };
@@ -315,7 +316,9 @@ template <class I, class T, int UNR>
 void launch_mode(const SpmvTuning& t, const Tensor& rp, const Tensor& ci, const Tensor& v, const Tensor& x,
                  const Tensor* y0, double alpha, double beta, Tensor& y) {
   const int mode = t.cache >= 2 ? t.cache : t.stream_hint ? 1 : 0;
-  if constexpr (std::is_same_v<T, double>) {  // the cache-policy experiments (modes 2, 3): f64 only
+  if (mode > 4) throw InputError("spmv_csr: SpmvTuning::cache " + std::to_string(mode) + " (0 to 4)");
+  if constexpr (std::is_same_v<T, double>) {  // the cache-policy experiments (modes 2 to 4): f64 only
+    if (mode == 4) return launch_vector<I, T, UNR, 4>(t, rp, ci, v, x, y0, alpha, beta, y);
     if (mode == 3) return launch_vector<I, T, UNR, 3>(t, rp, ci, v, x, y0, alpha, beta, y);
     if (mode == 2) return launch_vector<I, T, UNR, 2>(t, rp, ci, v, x, y0, alpha, beta, y);
   }

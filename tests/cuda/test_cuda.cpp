@@ -249,10 +249,11 @@ BOOST_AUTO_TEST_CASE(spmv_kernels_match_host, *utf::precondition(GpuPresent())) 
       auto dev = [](const Tensor& h) { return h.to(cuda_dev().allocator()); };
       Tensor drp = dev(host(it, rp)), dci = dev(host(it, ci)), dv = dev(hv), dx = dev(hx), dy0 = dev(hy0);
       for (bool with_y0 : {false, true})
-        for (int variant = 0; variant < 8; ++variant) {
+        for (int variant = 0; variant < 9; ++variant) {
           // vector (the device's choice), split, then the vector kernel's experiment knobs:
           // cache policies 2 and 3 (f64 only), no grid cap with 64-thread blocks, one block
-          // per multiprocessor, trips aligned to the lanes (one and two per lane).
+          // per multiprocessor, trips aligned to the lanes (one and two per lane), cache
+          // policy 4.
           cuda::SpmvTuning tune;
           tune.kernel = variant == 1 ? 2 : 1;
           if (variant == 2 || variant == 3) {
@@ -269,6 +270,10 @@ BOOST_AUTO_TEST_CASE(spmv_kernels_match_host, *utf::precondition(GpuPresent())) 
           if (variant == 5) tune.blocks_per_sm = 1, tune.threads = 128, tune.lanes = 2, tune.stream_hint = true;
           if (variant == 6) tune.aligned = true, tune.lanes = 32;  // rows starting anywhere in a trip
           if (variant == 7) tune.aligned = true, tune.lanes = 4, tune.unroll = 2;
+          if (variant == 8) {  // cache policy 4 (f64 only; checked above for f32 with 2 and 3)
+            if (t != DType::F64) continue;
+            tune.cache = 4, tune.lanes = 8, tune.unroll = 2;
+          }
           const std::string kernel = "variant " + std::to_string(variant);
           Tensor y = Tensor::empty(t, {rows}, cuda_dev().allocator());
           cuda::spmv_csr_native(drp, dci, dv, dx, with_y0 ? &dy0 : nullptr, 1.5, with_y0 ? -0.5 : 0.0, y, tune);
