@@ -262,7 +262,7 @@ void bench_sort(int reps) {
       cuda::set_sort_strategy(st);
       const double ms = time_ms(reps, [&] { ex.enqueue(in, out); });
       std::printf("sort    rlx f32 [%s] stable, values + indices, %-9s %8.3f ms  %6.2f G elements/s\n", name.c_str(),
-                  st == cuda::SortStrategy::Radix ? "radix" : st == cuda::SortStrategy::Auto ? "auto" : "segmented", ms, double(numel(s)) / (ms * 1e-3) / 1e9);
+                  cuda::sort_strategy_name(st), ms, double(numel(s)) / (ms * 1e-3) / 1e9);
     }
   }
   cuda::set_sort_strategy(saved);
@@ -309,7 +309,7 @@ void bench_spmv_one(int reps, const std::string& label, const sparse::CsrMatrix&
   auto variant = [&](const char* name, cuda::SpmvTuning t) {
     double ms = time_ms(reps, [&] { cuda::spmv_csr_native(in[0], in[1], in[2], in[3], nullptr, 1.0, 0.0, out[0], t); });
     char b[64];
-    std::snprintf(b, sizeof b, " %s%s:%.3f", name, t.stream_hint ? "h" : "", ms);
+    std::snprintf(b, sizeof b, " %s%s:%.3f", name, t.stream_hint && t.cache < 2 ? "h" : "", ms);
     lanes_line += b;
   };
   for (bool hint : g_sweep ? std::vector<bool>{false, true} : std::vector<bool>{false}) {
@@ -385,33 +385,53 @@ sparse::CsrMatrix make_csr(int64_t rows, int64_t cols, const std::function<void(
   return sparse::CsrMatrix(rows, cols, trp, tci, tv);
 }
 
+// The five test matrices by name (rlx-bench cuda --matrix takes these names).
+struct SpmvCase {
+  const char* name;
+  std::function<sparse::CsrMatrix()> make;
+};
+
+const std::vector<SpmvCase>& spmv_cases() {
+  static const int64_t n = 4'000'000, m = 500'000;
+  static const std::vector<SpmvCase> cases = {
+      {"poisson3d:160", [] { return sparse::poisson3d(160); }},
+      // banded: 11 diagonals (offsets -5..5)
+      {"banded:11", [] {
+         return make_csr(n, n, [&](int64_t r, std::vector<int32_t>& c) {
+           for (int64_t o = -5; o <= 5; ++o)
+             if (r + o >= 0 && r + o < n) c.push_back(int32_t(r + o));
+         }, 11);
+       }},
+      // power-law rows: lengths log-uniform in [1, 1000], random columns
+      {"power-law", [] {
+         std::mt19937_64 g(12);
+         std::uniform_real_distribution<double> u(0, 1);
+         return make_csr(m, m, [&](int64_t, std::vector<int32_t>& c) {
+           int64_t len = int64_t(std::exp(u(g) * std::log(1000.0)));
+           for (int64_t k = 0; k < len; ++k) c.push_back(int32_t(g() % uint64_t(m)));
+         }, 13);
+       }},
+      // block diagonal: dense 16 x 16 blocks
+      {"block:16", [] {
+         return make_csr(n, n, [&](int64_t r, std::vector<int32_t>& c) {
+           int64_t b = r / 16 * 16;
+           for (int64_t k = 0; k < 16; ++k) c.push_back(int32_t(b + k));
+         }, 14);
+       }},
+      // random: 16 uniformly random columns per row
+      {"random:16", [] {
+         std::mt19937_64 g(16);
+         return make_csr(n, n, [&](int64_t, std::vector<int32_t>& c) {
+           for (int k = 0; k < 16; ++k) c.push_back(int32_t(g() % uint64_t(n)));
+         }, 15);
+       }},
+  };
+  return cases;
+}
+
 void bench_spmv(int reps) {
-  if (spmv_wanted("poisson3d:160")) bench_spmv_one(reps, "poisson3d:160", sparse::poisson3d(160));
-  const int64_t n = 4'000'000;
-  // banded: 11 diagonals (offsets -5..5)
-  if (spmv_wanted("banded:11")) bench_spmv_one(reps, "banded:11", make_csr(n, n, [&](int64_t r, std::vector<int32_t>& c) {
-    for (int64_t o = -5; o <= 5; ++o)
-      if (r + o >= 0 && r + o < n) c.push_back(int32_t(r + o));
-  }, 11));
-  // power-law rows: lengths log-uniform in [1, 1000], random columns
-  std::mt19937_64 g(12);
-  std::uniform_real_distribution<double> u(0, 1);
-  const int64_t m = 500'000;
-  if (spmv_wanted("power-law")) bench_spmv_one(reps, "power-law", make_csr(m, m, [&](int64_t, std::vector<int32_t>& c) {
-    int64_t len = int64_t(std::exp(u(g) * std::log(1000.0)));
-    for (int64_t k = 0; k < len; ++k) c.push_back(int32_t(g() % uint64_t(m)));
-  }, 13));
-  // block diagonal: dense 16 x 16 blocks
-  if (spmv_wanted("block:16")) bench_spmv_one(reps, "block:16", make_csr(n, n, [&](int64_t r, std::vector<int32_t>& c) {
-    int64_t b = r / 16 * 16;
-    for (int64_t k = 0; k < 16; ++k) c.push_back(int32_t(b + k));
-  }, 14));
-  // random: 16 uniformly random columns per row (its own generator, so --matrix gives the
-  // same matrix as a full run)
-  std::mt19937_64 g16(16);
-  if (spmv_wanted("random:16")) bench_spmv_one(reps, "random:16", make_csr(n, n, [&](int64_t, std::vector<int32_t>& c) {
-    for (int k = 0; k < 16; ++k) c.push_back(int32_t(g16() % uint64_t(n)));
-  }, 15));
+  for (const SpmvCase& c : spmv_cases())
+    if (spmv_wanted(c.name)) bench_spmv_one(reps, c.name, c.make());
 }
 
 void bench_pcg(int64_t grid, int iters) {
@@ -480,14 +500,14 @@ int bench_cuda(int argc, char** argv) {
     std::string a = argv[i];
     if (a == "--reps" && i + 1 < argc) reps = std::stoi(argv[++i]);
     else if (a == "--matrix" && i + 1 < argc) {
-      static const char* names[] = {"poisson3d:160", "banded:11", "power-law", "block:16", "random:16"};
       std::string list = argv[++i];
       for (size_t at = 0; at <= list.size();) {
         const size_t comma = std::min(list.find(',', at), list.size());
         const std::string name = list.substr(at, comma - at);
-        if (std::find(std::begin(names), std::end(names), name) == std::end(names)) {
-          std::fprintf(stderr, "rlx-bench cuda: unknown matrix '%s' for --matrix (poisson3d:160 banded:11 power-law block:16 random:16)\n",
-                       name.c_str());
+        std::string known;
+        for (const SpmvCase& c : spmv_cases()) known += std::string(known.empty() ? "" : " ") + c.name;
+        if (std::none_of(spmv_cases().begin(), spmv_cases().end(), [&](const SpmvCase& c) { return name == c.name; })) {
+          std::fprintf(stderr, "rlx-bench cuda: unknown matrix '%s' for --matrix (%s)\n", name.c_str(), known.c_str());
           return 2;
         }
         g_matrices.push_back(name);

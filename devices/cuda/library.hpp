@@ -26,14 +26,15 @@ void add_blas_kernels(std::vector<LibraryKernel>& t);    // blas.cpp: matmul
 void add_sparse_kernels(std::vector<LibraryKernel>& t);  // sparse.cpp: spmv_csr, spmm_csr, sptrsv_csr
 void add_solver_kernels(std::vector<LibraryKernel>& t);  // solver.cpp: lu_factor, cholesky, qr, ...
 void add_sort_kernels(std::vector<LibraryKernel>& t);
-// How sort.cu sorts (its header has the details): Auto (the default) — rows up to 4096
-// elements (2048 for 64-bit keys) sorted by a thread block each in shared memory, longer
+// How sort.cu sorts (its header has the details): Auto (the default) — rows of 65 to 4096
+// elements (to 2048 for 64-bit keys) sorted by a thread block each in shared memory, other
 // rows by CUB's device-wide radix sort; Radix — always the device-wide sort; Segmented —
 // CUB's segmented radix sort, a thread block per row (for comparison). RLX_CUDA_SORT=
 // auto|radix|segmented in the environment, or set_sort_strategy(), picks one.
 enum class SortStrategy { Auto, Segmented, Radix };
 SortStrategy sort_strategy();
 void set_sort_strategy(SortStrategy s);
+const char* sort_strategy_name(SortStrategy s);  // "auto", "radix", "segmented"
 
 std::string library_description();
 

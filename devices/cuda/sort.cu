@@ -8,15 +8,16 @@
 // the output's strides in the same order, so neither x nor the results are transposed.
 //
 // Three strategies (library.hpp's SortStrategy; Auto is the default):
-//  - rows of at most 4096 elements (2048 for 64-bit keys), Auto: a thread block per row
+//  - rows of 65 to 4096 elements (to 2048 for 64-bit keys), Auto: a thread block per row
 //    sorts it in shared memory (cub::BlockRadixSort), one kernel, x read once;
-//  - longer rows, or Radix: CUB's device-wide radix sort — one row directly; many rows
+//  - other rows, or Radix: CUB's device-wide radix sort — one row directly; many rows
 //    with keys of 32 bits or fewer as one sort of (row, key) packed in 64 bits; 64-bit keys
 //    as two stable passes (by key, then by row);
 //  - Segmented (for comparison): cub::DeviceSegmentedRadixSort, a thread block per row
 //    whatever its length (one long row sorts on one multiprocessor).
 //
-// Memory: keys and positions (double-buffered), the row offsets and CUB's temporary
+// Memory (the device-wide and segmented sorts; the block sort needs none beyond its shared
+// memory): keys and positions (double-buffered), the row offsets and CUB's temporary
 // storage all come from Scratch (the device's stream-ordered caching allocator, which a
 // CUDA graph recording keeps hold of); everything is ordered on stream().
 #include <cuda_runtime.h>
@@ -137,7 +138,12 @@ __global__ void __launch_bounds__(THREADS) block_sort(const U* __restrict__ x, V
   }
 }
 
-// The longest row one tile takes, by key width (shared memory: 48 KB of static storage).
+// Rows the block sort takes: longer than kBlockSortMin (shorter rows in a 512-slot tile would
+// be mostly padding, and many of them are one device-wide sort of (row, key) instead), up
+// to 4096 elements for keys of 32 bits or fewer and 2048 for 64-bit keys (a 512 x 8 tile
+// of 64-bit keys would fit the 48 KB of static shared memory too, ~34 KB, but has not been
+// measured).
+constexpr int kBlockSortMin = 64;
 template <class U>
 constexpr int block_sort_max() {
   return sizeof(U) <= 4 ? 4096 : 2048;
@@ -148,13 +154,15 @@ void launch_block_sort(const U* xp, View xv, View ov, Tensor& values, Tensor& in
                        const sort_key::Layout& lay, bool descending) {
   U* vp = static_cast<U*>(values.raw());
   int64_t* ip = static_cast<int64_t*>(indices.raw());
-  const unsigned grid = unsigned(rows);
+  auto launch = [&](auto kernel, int threads) {
+    kernel<<<unsigned(rows), threads, 0, stream()>>>(xp, xv, ov, vp, ip, len, lay.kind, U(lay.inf_bits), descending);
+  };
   if (len <= 512)
-    block_sort<U, 128, 4><<<grid, 128, 0, stream()>>>(xp, xv, ov, vp, ip, len, lay.kind, U(lay.inf_bits), descending);
+    launch(block_sort<U, 128, 4>, 128);
   else if (len <= 2048)
-    block_sort<U, 256, 8><<<grid, 256, 0, stream()>>>(xp, xv, ov, vp, ip, len, lay.kind, U(lay.inf_bits), descending);
+    launch(block_sort<U, 256, 8>, 256);
   else if constexpr (block_sort_max<U>() >= 4096)
-    block_sort<U, 512, 8><<<grid, 512, 0, stream()>>>(xp, xv, ov, vp, ip, len, lay.kind, U(lay.inf_bits), descending);
+    launch(block_sort<U, 512, 8>, 512);
   else
     throw InternalError("cuda sort: a row of " + std::to_string(len) + " for one tile");
   check_launch("sort block_sort");
@@ -182,7 +190,7 @@ void sort_typed(const Tensor& x, int ax, bool descending, Tensor& values, Tensor
   const View xv = axis_last(view_of(x), ax), ov = axis_last(view_of(values), ax);
   const U* xp = static_cast<const U*>(x.raw());
   const SortStrategy strategy = sort_strategy();
-  if (strategy == SortStrategy::Auto && len <= block_sort_max<U>())
+  if (strategy == SortStrategy::Auto && len > kBlockSortMin && len <= block_sort_max<U>())
     return launch_block_sort<U>(xp, xv, ov, values, indices, rows, len, lay, descending);
 
   Scratch keys(2 * size_t(total) * sizeof(U)), pos(2 * size_t(total) * sizeof(int));
@@ -264,7 +272,7 @@ Capability sort_supports(const ir::Node& n, const ir::Graph& g) {
                           std::to_string(kMaxRank) + ")");
   if (numel(t.shape) > i64(INT32_MAX))
     return Capability::no("cuda sort: " + std::to_string(numel(t.shape)) +
-                          " elements (CUB's segmented radix sort counts with int: at most 2^31 - 1)");
+                          " elements (positions and CUB's item counts are int: at most 2^31 - 1)");
   return Capability::yes();
 }
 
@@ -302,6 +310,15 @@ SortStrategy sort_strategy() {
 }
 
 void set_sort_strategy(SortStrategy s) { g_strategy.store(1 + int(s)); }
+
+const char* sort_strategy_name(SortStrategy s) {
+  switch (s) {
+    case SortStrategy::Auto: return "auto";
+    case SortStrategy::Radix: return "radix";
+    case SortStrategy::Segmented: return "segmented";
+  }
+  return "?";
+}
 
 void add_sort_kernels(std::vector<LibraryKernel>& t) { t.push_back({"sort", sort_supports, sort_run}); }
 

@@ -287,7 +287,7 @@ void launch_vector(const SpmvTuning& t, const Tensor& rp, const Tensor& ci, cons
                    double alpha, double beta, Tensor& y) {
   const long long rows = y.numel();
   const int lanes = t.lanes;
-  const int threads = t.threads == 64 || t.threads == 128 ? t.threads : 256;
+  const int threads = t.threads;
   // Enough groups to fill the GPU several times over; each group strides over rows (with
   // no cap, one group per row and the block scheduler balances).
   long long blocks = (rows * lanes + threads - 1) / threads;
@@ -334,6 +334,15 @@ void launch(SpmvTuning t, const Tensor& rp, const Tensor& ci, const Tensor& v, c
   if (rows == 0) return;
   if (t.kernel <= 0) t = spmv_choice(rows, nnz);
   if (t.lanes <= 0) t.lanes = spmv_choice(rows, nnz).lanes;
+  // The experiment knobs, checked rather than ignored.
+  if (t.kernel != 1 && t.kernel != 2) throw InputError("spmv_csr: SpmvTuning::kernel " + std::to_string(t.kernel) + " (1 or 2)");
+  if (t.lanes > 32 || (t.lanes & (t.lanes - 1)) != 0)
+    throw InputError("spmv_csr: SpmvTuning::lanes " + std::to_string(t.lanes) + " (1, 2, 4, 8, 16 or 32)");
+  if (t.unroll != 1 && t.unroll != 2) throw InputError("spmv_csr: SpmvTuning::unroll " + std::to_string(t.unroll) + " (1 or 2)");
+  if (t.threads != 64 && t.threads != 128 && t.threads != 256)
+    throw InputError("spmv_csr: SpmvTuning::threads " + std::to_string(t.threads) + " (64, 128 or 256)");
+  if (t.kernel == 2 && (t.cache >= 2 || t.aligned || t.unroll != 1))
+    throw InputError("spmv_csr: the split kernel takes no cache policy, aligned trips or unroll");
   if (t.kernel == 2 && nnz > 0) return launch_split<I, T>(t.stream_hint, rp, ci, v, x, y0, alpha, beta, y);
   if (t.unroll == 2) launch_mode<I, T, 2>(t, rp, ci, v, x, y0, alpha, beta, y);
   else launch_mode<I, T, 1>(t, rp, ci, v, x, y0, alpha, beta, y);

@@ -248,6 +248,21 @@ BOOST_AUTO_TEST_CASE(spmv_kernels_match_host, *utf::precondition(GpuPresent())) 
       Tensor hv = host(t, val), hx = host(t, xv), hy0 = host(t, y0v);
       auto dev = [](const Tensor& h) { return h.to(cuda_dev().allocator()); };
       Tensor drp = dev(host(it, rp)), dci = dev(host(it, ci)), dv = dev(hv), dx = dev(hx), dy0 = dev(hy0);
+      {  // knobs out of range are refused, not ignored
+        Tensor y = Tensor::empty(t, {rows}, cuda_dev().allocator());
+        auto refused = [&](auto&& change) {
+          cuda::SpmvTuning bad;
+          bad.kernel = 1;
+          change(bad);
+          BOOST_CHECK_THROW(cuda::spmv_csr_native(drp, dci, dv, dx, nullptr, 1.0, 0.0, y, bad), InputError);
+        };
+        refused([](cuda::SpmvTuning& b) { b.kernel = 3; });
+        refused([](cuda::SpmvTuning& b) { b.lanes = 3; });
+        refused([](cuda::SpmvTuning& b) { b.unroll = 4; });
+        refused([](cuda::SpmvTuning& b) { b.threads = 100; });
+        refused([](cuda::SpmvTuning& b) { b.cache = 5; });
+        refused([](cuda::SpmvTuning& b) { b.kernel = 2, b.aligned = true; });
+      }
       for (bool with_y0 : {false, true})
         for (int variant = 0; variant < 9; ++variant) {
           // vector (the device's choice), split, then the vector kernel's experiment knobs:
@@ -255,7 +270,7 @@ BOOST_AUTO_TEST_CASE(spmv_kernels_match_host, *utf::precondition(GpuPresent())) 
           // per multiprocessor, trips aligned to the lanes (one and two per lane), cache
           // policy 4.
           cuda::SpmvTuning tune;
-          tune.kernel = variant == 1 ? 2 : 1;
+          tune.kernel = variant == 0 ? 0 : variant == 1 ? 2 : 1;  // 0: all of spmv_choice()'s knobs
           if (variant == 2 || variant == 3) {
             tune.cache = variant;
             tune.lanes = variant == 2 ? 32 : 4;
@@ -344,7 +359,7 @@ BOOST_AUTO_TEST_CASE(vector_layout_matches_reference, *utf::precondition(GpuPres
 
 // The three sort strategies (library.hpp) against the reference, bit for bit: one long row,
 // many rows, both directions, 64-bit and narrow keys, a sort along axis 0, rows at and
-// past each tile of the block sort (512, 2048, 4096; 2048 for 64-bit keys); values drawn
+// past each edge of the block sort (64, 512, 2048, 4096; 2048 for 64-bit keys); values drawn
 // from a small set with NaN, +-0 and +-inf, so there are many ties.
 BOOST_AUTO_TEST_CASE(sort_strategies_match_reference, *utf::precondition(GpuPresent())) {
   std::mt19937_64 rng(seed() + 4);
@@ -368,7 +383,9 @@ BOOST_AUTO_TEST_CASE(sort_strategies_match_reference, *utf::precondition(GpuPres
                         {DType::F32, {9, 4096}, -1, false}, {DType::F32, {2, 512}, -1, true},
                         {DType::F32, {4, 513}, -1, false},  {DType::I32, {3, 2048}, -1, false},
                         {DType::F64, {3, 2048}, -1, true},  {DType::F64, {2, 2049}, -1, false},
-                        {DType::U8, {2, 3000}, -1, false},  {DType::F32, {4097, 3}, 0, false}};
+                        {DType::U8, {2, 3000}, -1, false},  {DType::F32, {4097, 3}, 0, false},
+                        {DType::F32, {5, 64}, -1, false},   {DType::F32, {5, 65}, -1, true}};
+  const cuda::SortStrategy saved = cuda::sort_strategy();
   for (cuda::SortStrategy st : {cuda::SortStrategy::Auto, cuda::SortStrategy::Segmented, cuda::SortStrategy::Radix}) {
     cuda::set_sort_strategy(st);
     for (const Case& c : cases) {
@@ -378,13 +395,13 @@ BOOST_AUTO_TEST_CASE(sort_strategies_match_reference, *utf::precondition(GpuPres
       Tensor x = tricky(c.t, c.s);
       auto want = on("reference", g, {x});
       auto got = on("cuda", g, {x});
-      const std::string what = std::string(st == cuda::SortStrategy::Radix ? "radix " : st == cuda::SortStrategy::Auto ? "auto " : "segmented ") +
+      const std::string what = std::string(cuda::sort_strategy_name(st)) + " " +
                                dtype_name(c.t) + " axis " + std::to_string(c.axis) + (c.desc ? " desc" : "");
       BOOST_TEST(std::memcmp(got[0].raw(), want[0].raw(), want[0].nbytes()) == 0, what << ": values differ");
       BOOST_TEST(std::memcmp(got[1].raw(), want[1].raw(), want[1].nbytes()) == 0, what << ": indices differ");
     }
   }
-  cuda::set_sort_strategy(cuda::SortStrategy::Auto);
+  cuda::set_sort_strategy(saved);
 }
 
 BOOST_AUTO_TEST_CASE(fused_sums_are_deterministic, *utf::precondition(GpuPresent())) {
