@@ -328,6 +328,7 @@ void bench_spmv_one(int reps, const std::string& label, const sparse::CsrMatrix&
     with("default/cache2", [](cuda::SpmvTuning& t) { t.cache = 2; });
     with("default/cache3", [](cuda::SpmvTuning& t) { t.cache = 3; });
     with("default/cache4", [](cuda::SpmvTuning& t) { t.cache = 4; });
+    with("default/persist-x", [](cuda::SpmvTuning& t) { t.persist_x = true; });
     with("default/nocap", [](cuda::SpmvTuning& t) { t.blocks_per_sm = 0; });
     with("default/cap64", [](cuda::SpmvTuning& t) { t.blocks_per_sm = 64; });
     with("default/nocap/t64", [](cuda::SpmvTuning& t) { t.blocks_per_sm = 0, t.threads = 64; });

@@ -301,6 +301,38 @@ void launch_vector(const SpmvTuning& t, const Tensor& rp, const Tensor& ci, cons
                                                       y0 ? y0->data<T>() : nullptr, alpha, beta, y.data<T>(), rows,
                                                       t.aligned);
   };
+  // Experiment: x in a persisting L2 access-policy window for this launch (as much of x as
+  // the device lets persist), then the window closed and the persisting lines released.
+  struct PersistX {
+    bool on = false;
+    explicit PersistX(bool want, const void* base, size_t bytes) {
+      if (!want) return;
+      int dev = 0, max_window = 0, max_persist = 0;
+      check(cudaGetDevice(&dev), "spmv_csr: cudaGetDevice");
+      check(cudaDeviceGetAttribute(&max_window, cudaDevAttrMaxAccessPolicyWindowSize, dev), "spmv_csr: window size");
+      check(cudaDeviceGetAttribute(&max_persist, cudaDevAttrMaxPersistingL2CacheSize, dev), "spmv_csr: persisting L2 size");
+      if (max_window <= 0 || max_persist <= 0) return;
+      const size_t window = std::min(bytes, static_cast<size_t>(max_window));
+      check(cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, std::min(window, static_cast<size_t>(max_persist))),
+            "spmv_csr: setting the persisting L2 size");
+      cudaStreamAttrValue a = {};
+      a.accessPolicyWindow.base_ptr = const_cast<void*>(base);
+      a.accessPolicyWindow.num_bytes = window;
+      a.accessPolicyWindow.hitRatio = std::min(1.0f, static_cast<float>(max_persist) / static_cast<float>(window));
+      a.accessPolicyWindow.hitProp = cudaAccessPropertyPersisting;
+      a.accessPolicyWindow.missProp = cudaAccessPropertyStreaming;
+      check(cudaStreamSetAttribute(stream(), cudaStreamAttributeAccessPolicyWindow, &a), "spmv_csr: L2 access window");
+      on = true;
+    }
+    ~PersistX() {
+      if (!on) return;
+      cudaStreamAttrValue a = {};
+      a.accessPolicyWindow.num_bytes = 0;
+      cudaStreamSetAttribute(stream(), cudaStreamAttributeAccessPolicyWindow, &a);
+      cudaCtxResetPersistingL2Cache();
+      cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, 0);
+    }
+  } persist(t.persist_x, x.raw(), static_cast<size_t>(x.nbytes()));
   switch (lanes) {
     case 1: args(spmv_vector<1, UNR, MODE, I, T>); break;
     case 2: args(spmv_vector<2, UNR, MODE, I, T>); break;
@@ -341,8 +373,8 @@ void launch(SpmvTuning t, const Tensor& rp, const Tensor& ci, const Tensor& v, c
   if (t.unroll != 1 && t.unroll != 2) throw InputError("spmv_csr: SpmvTuning::unroll " + std::to_string(t.unroll) + " (1 or 2)");
   if (t.threads != 64 && t.threads != 128 && t.threads != 256)
     throw InputError("spmv_csr: SpmvTuning::threads " + std::to_string(t.threads) + " (64, 128 or 256)");
-  if (t.kernel == 2 && (t.cache >= 2 || t.aligned || t.unroll != 1))
-    throw InputError("spmv_csr: the split kernel takes no cache policy, aligned trips or unroll");
+  if (t.kernel == 2 && (t.cache >= 2 || t.aligned || t.unroll != 1 || t.persist_x))
+    throw InputError("spmv_csr: the split kernel takes no cache policy, aligned trips, unroll or L2 window");
   if (t.kernel == 2 && nnz > 0) return launch_split<I, T>(t.stream_hint, rp, ci, v, x, y0, alpha, beta, y);
   if (t.unroll == 2) launch_mode<I, T, 2>(t, rp, ci, v, x, y0, alpha, beta, y);
   else launch_mode<I, T, 1>(t, rp, ci, v, x, y0, alpha, beta, y);

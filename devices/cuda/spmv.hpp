@@ -31,6 +31,7 @@ struct SpmvTuning {
   int blocks_per_sm = 64;
   int threads = 256;
   bool aligned = false;  // vector kernel: each row's trips start at a multiple of the lanes
+  bool persist_x = false;  // vector kernel: x in a persisting L2 access-policy window
 };
 
 // y = alpha * A x (+ beta * y0 when y0 is given). row_ptr/col_idx i32 or i64 (same dtype),

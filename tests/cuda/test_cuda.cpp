@@ -264,11 +264,11 @@ BOOST_AUTO_TEST_CASE(spmv_kernels_match_host, *utf::precondition(GpuPresent())) 
         refused([](cuda::SpmvTuning& b) { b.kernel = 2, b.aligned = true; });
       }
       for (bool with_y0 : {false, true})
-        for (int variant = 0; variant < 9; ++variant) {
+        for (int variant = 0; variant < 10; ++variant) {
           // vector (the device's choice), split, then the vector kernel's experiment knobs:
           // cache policies 2 and 3 (f64 only), no grid cap with 64-thread blocks, one block
           // per multiprocessor, trips aligned to the lanes (one and two per lane), cache
-          // policy 4.
+          // policy 4, x in a persisting L2 window.
           cuda::SpmvTuning tune;
           tune.kernel = variant == 0 ? 0 : variant == 1 ? 2 : 1;  // 0: all of spmv_choice()'s knobs
           if (variant == 2 || variant == 3) {
@@ -289,6 +289,7 @@ BOOST_AUTO_TEST_CASE(spmv_kernels_match_host, *utf::precondition(GpuPresent())) 
             if (t != DType::F64) continue;
             tune.cache = 4, tune.lanes = 8, tune.unroll = 2;
           }
+          if (variant == 9) tune.persist_x = true, tune.lanes = 8, tune.unroll = 2, tune.stream_hint = true;
           const std::string kernel = "variant " + std::to_string(variant);
           Tensor y = Tensor::empty(t, {rows}, cuda_dev().allocator());
           cuda::spmv_csr_native(drp, dci, dv, dx, with_y0 ? &dy0 : nullptr, 1.5, with_y0 ? -0.5 : 0.0, y, tune);
