@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Build, test and benchmark the cuda device on a machine with an NVIDIA GPU, in one go:
-#   tests/gpu/run.sh [quick|sweep]
+#   tests/gpu/run.sh [quick|sweep|profile]
 # Where Boost.Test or nlohmann-json are not installed (the lent GPU machine has neither),
 # Debian packages placed in .debs/ are unpacked to /tmp/deps and used (see README.md here).
 # Logs and figures go to $OUT (default build-gpu/out). "quick" skips the benchmarks;
-# "sweep" also times the tuning variants (rlx-bench cuda --only sweep).
+# "sweep" also times the tuning variants (rlx-bench cuda --only sweep); "profile" runs the
+# suites, then ncu on SpMV (rlx and cuSPARSE, power-law and random rows) instead of the
+# benchmarks.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=${BUILD:-$ROOT/build-gpu}
@@ -43,6 +45,22 @@ grep -E "test_ops: device" "$OUT/test_ops.log"
 "$BUILD/bin/rlx" solve poisson3d:64 --method pcg --pc jacobi --device cuda --explain --out "$OUT/poisson3d.h5" 2>&1 | tail -12
 [ "${1:-}" = quick ] && exit $rc
 [ "${1:-}" = sweep ] && "$BUILD/bin/rlx-bench" cuda --only sweep 2>&1 | tee "$OUT/sweep.txt"
+if [ "${1:-}" = profile ]; then
+  # Hardware counters of rlx's SpMV kernel and cuSPARSE's on the two matrices where rlx is
+  # not ahead: per matrix, rlx's 4 launches (3 warm-ups + 1) then cuSPARSE's 4 calls
+  # (partition + csrmv kernels). Clocks left alone (--clock-control none).
+  for m in power-law random:16; do
+    ncu --clock-control none -k regex:"spmv_vector|csr" -c 12 --metrics \
+gpu__time_duration.sum,launch__grid_size,launch__block_size,launch__registers_per_thread,\
+sm__warps_active.avg.pct_of_peak_sustained_active,l1tex__t_sector_hit_rate.pct,lts__t_sector_hit_rate.pct,\
+lts__t_sectors_srcunit_tex_op_read.sum,dram__bytes_read.sum,lts__throughput.avg.pct_of_peak_sustained_elapsed,\
+smsp__inst_executed.sum "$BUILD/bin/rlx-bench" cuda --only spmv --matrix "$m" --reps 1 >"$OUT/ncu-$m.txt" 2>&1
+    echo "ncu $m: exit $?"
+    grep -E "^  [a-z].*\(|duration|sectors_srcunit|hit_rate|lts__throughput|dram__bytes|warps_active|registers" \
+      "$OUT/ncu-$m.txt" | sed -e 's/(const.*) (/ (/' | tail -40
+  done
+  exit $rc
+fi
 "$BUILD/bin/rlx-bench" cuda 2>&1 | tee "$OUT/bench.txt"
 RLX_CUDA_TF32=1 "$BUILD/bin/rlx-bench" cuda --only gemm 2>&1 | grep tf32 | tee -a "$OUT/bench.txt"
 if [ -f "$ROOT/apps/bench/peers_cuda.py" ]; then
