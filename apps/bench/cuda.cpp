@@ -308,6 +308,7 @@ void bench_spmv_one(int reps, const std::string& label, const sparse::CsrMatrix&
   std::string lanes_line;
   auto variant = [&](const char* name, cuda::SpmvTuning t) {
     double ms = time_ms(reps, [&] { cuda::spmv_csr_native(in[0], in[1], in[2], in[3], nullptr, 1.0, 0.0, out[0], t); });
+    if (t.persist_x) cuda::reset_l2_persistence();
     char b[64];
     std::snprintf(b, sizeof b, " %s%s:%.3f", name, t.stream_hint && t.cache < 2 ? "h" : "", ms);
     lanes_line += b;

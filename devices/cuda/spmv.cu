@@ -301,38 +301,7 @@ void launch_vector(const SpmvTuning& t, const Tensor& rp, const Tensor& ci, cons
                                                       y0 ? y0->data<T>() : nullptr, alpha, beta, y.data<T>(), rows,
                                                       t.aligned);
   };
-  // Experiment: x in a persisting L2 access-policy window for this launch (as much of x as
-  // the device lets persist), then the window closed and the persisting lines released.
-  struct PersistX {
-    bool on = false;
-    explicit PersistX(bool want, const void* base, size_t bytes) {
-      if (!want) return;
-      int dev = 0, max_window = 0, max_persist = 0;
-      check(cudaGetDevice(&dev), "spmv_csr: cudaGetDevice");
-      check(cudaDeviceGetAttribute(&max_window, cudaDevAttrMaxAccessPolicyWindowSize, dev), "spmv_csr: window size");
-      check(cudaDeviceGetAttribute(&max_persist, cudaDevAttrMaxPersistingL2CacheSize, dev), "spmv_csr: persisting L2 size");
-      if (max_window <= 0 || max_persist <= 0) return;
-      const size_t window = std::min(bytes, static_cast<size_t>(max_window));
-      check(cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, std::min(window, static_cast<size_t>(max_persist))),
-            "spmv_csr: setting the persisting L2 size");
-      cudaStreamAttrValue a = {};
-      a.accessPolicyWindow.base_ptr = const_cast<void*>(base);
-      a.accessPolicyWindow.num_bytes = window;
-      a.accessPolicyWindow.hitRatio = std::min(1.0f, static_cast<float>(max_persist) / static_cast<float>(window));
-      a.accessPolicyWindow.hitProp = cudaAccessPropertyPersisting;
-      a.accessPolicyWindow.missProp = cudaAccessPropertyStreaming;
-      check(cudaStreamSetAttribute(stream(), cudaStreamAttributeAccessPolicyWindow, &a), "spmv_csr: L2 access window");
-      on = true;
-    }
-    ~PersistX() {
-      if (!on) return;
-      cudaStreamAttrValue a = {};
-      a.accessPolicyWindow.num_bytes = 0;
-      cudaStreamSetAttribute(stream(), cudaStreamAttributeAccessPolicyWindow, &a);
-      cudaCtxResetPersistingL2Cache();
-      cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, 0);
-    }
-  } persist(t.persist_x, x.raw(), static_cast<size_t>(x.nbytes()));
+  if (t.persist_x) persist_in_l2(x.raw(), static_cast<size_t>(x.nbytes()));
   switch (lanes) {
     case 1: args(spmv_vector<1, UNR, MODE, I, T>); break;
     case 2: args(spmv_vector<2, UNR, MODE, I, T>); break;
@@ -381,6 +350,33 @@ void launch(SpmvTuning t, const Tensor& rp, const Tensor& ci, const Tensor& v, c
 }
 
 }  // namespace
+
+void persist_in_l2(const void* base, size_t bytes) {
+  int dev = 0, max_window = 0, max_persist = 0;
+  check(cudaGetDevice(&dev), "spmv_csr: cudaGetDevice");
+  check(cudaDeviceGetAttribute(&max_window, cudaDevAttrMaxAccessPolicyWindowSize, dev), "spmv_csr: window size");
+  check(cudaDeviceGetAttribute(&max_persist, cudaDevAttrMaxPersistingL2CacheSize, dev), "spmv_csr: persisting L2 size");
+  if (max_window <= 0 || max_persist <= 0) return;  // the device has no persisting L2
+  const size_t window = std::min(bytes, static_cast<size_t>(max_window));
+  check(cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, std::min(window, static_cast<size_t>(max_persist))),
+        "spmv_csr: setting the persisting L2 size");
+  cudaStreamAttrValue a = {};
+  a.accessPolicyWindow.base_ptr = const_cast<void*>(base);
+  a.accessPolicyWindow.num_bytes = window;
+  a.accessPolicyWindow.hitRatio = std::min(1.0f, static_cast<float>(max_persist) / static_cast<float>(window));
+  a.accessPolicyWindow.hitProp = cudaAccessPropertyPersisting;
+  a.accessPolicyWindow.missProp = cudaAccessPropertyStreaming;
+  check(cudaStreamSetAttribute(stream(), cudaStreamAttributeAccessPolicyWindow, &a), "spmv_csr: L2 access window");
+}
+
+void reset_l2_persistence() {
+  cudaStreamAttrValue a = {};
+  a.accessPolicyWindow.num_bytes = 0;
+  check(cudaStreamSetAttribute(stream(), cudaStreamAttributeAccessPolicyWindow, &a), "closing the L2 access window");
+  check(cudaStreamSynchronize(stream()), "closing the L2 access window");
+  check(cudaCtxResetPersistingL2Cache(), "releasing persisting L2 lines");
+  check(cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, 0), "releasing the persisting L2 set-aside");
+}
 
 SpmvTuning spmv_choice(int64_t rows, int64_t nnz) {
   // Fitted on the H200 to the five matrices of `rlx-bench cuda --only sweep` (ms, f64):

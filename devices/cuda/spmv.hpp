@@ -31,7 +31,8 @@ struct SpmvTuning {
   int blocks_per_sm = 64;
   int threads = 256;
   bool aligned = false;  // vector kernel: each row's trips start at a multiple of the lanes
-  bool persist_x = false;  // vector kernel: x in a persisting L2 access-policy window
+  bool persist_x = false;  // vector kernel: x in a persisting L2 access-policy window on the
+                           // stream (persist_in_l2), left open: reset_l2_persistence() ends it
 };
 
 // y = alpha * A x (+ beta * y0 when y0 is given). row_ptr/col_idx i32 or i64 (same dtype),
@@ -40,5 +41,11 @@ void spmv_csr_native(const Tensor& row_ptr, const Tensor& col_idx, const Tensor&
                      const Tensor* y0, double alpha, double beta, Tensor& y, const SpmvTuning& tuning = {});
 // The kernel and knobs the device uses for a matrix of this shape (from the mean row length).
 SpmvTuning spmv_choice(int64_t rows, int64_t nnz);
+
+// The persist_x experiment: later kernels on the device's stream keep [base, base + bytes)
+// (as much as the device allows) in a persisting part of L2, until reset_l2_persistence()
+// closes the window, waits for the stream and releases the lines and the set-aside.
+void persist_in_l2(const void* base, size_t bytes);
+void reset_l2_persistence();
 
 }  // namespace rlx::cuda
