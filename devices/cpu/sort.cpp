@@ -114,6 +114,13 @@ void sort_row(const U* x, U* values, int64_t* indices, int64_t r, int64_t len, i
   // (By value: the loops below are also handed to the pool, and a by-reference capture
   // would make every store through values/indices a possible write to base or inner.)
   auto at = [base, inner](int64_t j) { return base + j * inner; };
+  // A sorted element's value from its key (no random read of x), except NaNs and zeros,
+  // whose keys do not say which bits they had: those are copied from x.
+  auto value_of = [&](U k, int64_t from) {
+    bool exact = true;
+    const U v = sort_key::bits_of<U>(k, lay.kind, descending, exact);
+    return exact ? v : x[at(from)];
+  };
   // Loops over the row's elements, split over the nt threads.
   auto over = [&](auto&& f) {  // (a template, so the one-thread case inlines)
     if (nt == 1) f(int64_t(0), len);
@@ -135,7 +142,7 @@ void sort_row(const U* x, U* values, int64_t* indices, int64_t r, int64_t len, i
     over([&](int64_t j0, int64_t j1) {
       for (int64_t j = j0; j < j1; ++j) {
         const int64_t from = int64_t(p[size_t(j)] & 0xFFFFFFFFu);
-        values[at(j)] = x[at(from)];
+        values[at(j)] = value_of(U(p[size_t(j)] >> 32), from);
         indices[at(j)] = from;
       }
     });
@@ -155,7 +162,7 @@ void sort_row(const U* x, U* values, int64_t* indices, int64_t r, int64_t len, i
     over([&](int64_t j0, int64_t j1) {
       for (int64_t j = j0; j < j1; ++j) {
         const int64_t from = p[size_t(j)].second;
-        values[at(j)] = x[at(from)];
+        values[at(j)] = value_of(p[size_t(j)].first, from);
         indices[at(j)] = from;
       }
     });

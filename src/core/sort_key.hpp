@@ -64,4 +64,23 @@ RLX_SORT_KEY_FN U key(U bits, Kind kind, U inf_bits, bool descending) {
   return descending ? U(~k) : k;
 }
 
+// The raw bits of the element whose key is `k` (the inverse of key()), exact for every
+// element but two kinds of float: NaNs (all one key, whatever their payload) and zeros (-0
+// and +0 share a key). For those `exact` is false and the caller copies the element itself.
+template <class U>
+RLX_SORT_KEY_FN U bits_of(U k, Kind kind, bool descending, bool& exact) {
+  const U sign = U(U(1) << (sizeof(U) * 8 - 1));
+  if (descending) k = U(~k);
+  exact = true;
+  if (kind == Kind::Signed) return U(k ^ sign);
+  if (kind == Kind::Float) {
+    if (k == U(~U(0)) || k == sign) {
+      exact = false;
+      return k;
+    }
+    return (k & sign) ? U(k ^ sign) : U(~k);
+  }
+  return k;
+}
+
 }  // namespace rlx::sort_key

@@ -1,8 +1,8 @@
 // Unit tests of the cpu device's own machinery: the vectorized f32 approximations
 // against libm, the f16/bf16 conversions, the chunked fused executor against
 // node-by-node evaluation on the reference device, GEMM against a naive loop, the
-// threaded reduction/movement/source paths at sizes the op suite does not reach, and
-// the thread pool.
+// threaded reduction/movement/source paths at sizes the op suite does not reach, the
+// sort keys' inverse (values rebuilt from keys), and the thread pool.
 #define BOOST_TEST_MODULE cpu_kernels
 #include <boost/test/unit_test.hpp>
 
@@ -14,6 +14,7 @@
 #include <random>
 
 #include "core/half.hpp"
+#include "core/sort_key.hpp"
 #include "devices/cpu/ew_kernels.hpp"
 #include "devices/cpu/fused.hpp"
 #include "devices/cpu/gemm.hpp"
@@ -258,6 +259,60 @@ BOOST_AUTO_TEST_CASE(cast_semantics) {
   BOOST_TEST(int(u8[1]) == 212);
   BOOST_TEST(int(u8[2]) == 255);
   BOOST_TEST(int(u8[3]) == 0);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// sort_key::bits_of inverts sort_key::key for every element except NaNs and zeros, which
+// it reports as inexact (their keys do not keep the payload or the sign): every dtype the
+// sort keys cover, both directions, all 8- and 16-bit patterns and 2^20 random 32- and
+// 64-bit ones plus the special values.
+template <class U>
+void check_bits_of(DType t, const std::vector<U>& patterns) {
+  const sort_key::Layout lay = sort_key::layout_of(t);
+  const U sign = U(U(1) << (sizeof(U) * 8 - 1));
+  int64_t bad = 0;
+  for (bool descending : {false, true})
+    for (U bits : patterns) {
+      const U k = sort_key::key<U>(bits, lay.kind, U(lay.inf_bits), descending);
+      bool exact = true;
+      const U back = sort_key::bits_of<U>(k, lay.kind, descending, exact);
+      const U magnitude = U(bits & U(~sign));
+      const bool special = lay.kind == sort_key::Kind::Float && (magnitude > U(lay.inf_bits) || magnitude == 0);
+      if (exact == special || (exact && back != bits)) {
+        if (++bad <= 5)
+          BOOST_ERROR(dtype_name(t) << (descending ? " descending" : "") << ": bits " << uint64_t(bits) << " came back as "
+                                    << uint64_t(back) << (exact ? " (exact)" : " (inexact)"));
+      }
+    }
+  BOOST_TEST(bad == 0, dtype_name(t) << ": " << bad << " patterns wrong");
+}
+
+BOOST_AUTO_TEST_SUITE(sort_keys)
+
+BOOST_AUTO_TEST_CASE(inverse) {
+  std::vector<uint8_t> p8;
+  for (int i = 0; i < 256; ++i) p8.push_back(uint8_t(i));
+  std::vector<uint16_t> p16;
+  for (int i = 0; i < 65536; ++i) p16.push_back(uint16_t(i));
+  std::mt19937_64 rng(7);
+  std::vector<uint32_t> p32 = {0u, 0x80000000u, 0x7F800000u, 0xFF800000u, 0x7FC00000u, 0xFFC00001u, 0x7F800001u,
+                               0x00000001u, 0x80000001u, 0x7F7FFFFFu, 0xFF7FFFFFu, 0xFFFFFFFFu, 0x7FFFFFFFu};
+  std::vector<uint64_t> p64 = {0, 0x8000000000000000u, 0x7FF0000000000000u, 0xFFF0000000000000u,
+                               0x7FF8000000000000u, 0xFFF0000000000001u, 1, 0x8000000000000001u,
+                               0x7FEFFFFFFFFFFFFFu, 0xFFFFFFFFFFFFFFFFu, 0x7FFFFFFFFFFFFFFFu};
+  for (int i = 0; i < (1 << 20); ++i) {
+    p32.push_back(uint32_t(rng()));
+    p64.push_back(rng());
+  }
+  check_bits_of<uint8_t>(DType::U8, p8);
+  check_bits_of<uint8_t>(DType::I8, p8);
+  check_bits_of<uint16_t>(DType::F16, p16);
+  check_bits_of<uint16_t>(DType::BF16, p16);
+  check_bits_of<uint32_t>(DType::I32, p32);
+  check_bits_of<uint32_t>(DType::F32, p32);
+  check_bits_of<uint64_t>(DType::I64, p64);
+  check_bits_of<uint64_t>(DType::F64, p64);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
