@@ -4,7 +4,8 @@
 // stable order. Keys of up to 32 bits are packed with the position into one u64, so the
 // sort moves and compares single integers. Rows of 1024 or more go through an LSD radix
 // sort (stable, so ties keep their order), shorter ones through std::sort. Values are
-// copied bit for bit from x. Rows run in parallel; with fewer rows than threads, each long
+// rebuilt from the sorted keys (sort_key::bits_of), which is exact but for NaNs and zeros:
+// those are copied bit for bit from x (payload and sign kept). Rows run in parallel; with fewer rows than threads, each long
 // row (2^16 or more) is sorted by all the threads in turn.
 #include <algorithm>
 #include <cstring>
