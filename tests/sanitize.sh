@@ -12,7 +12,9 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 MODE=${1:-address}
 case $MODE in
   address) SAN="address,undefined"; EXTRA="-fno-sanitize-recover=undefined"; BUILD=${2:-$ROOT/build-asan}
-           export ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ;;
+           # (HDF5 handles a failed malloc of a damaged file's claimed sizes: let it see one)
+           export ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1 \
+                  LSAN_OPTIONS="suppressions=$ROOT/tests/lsan.supp" ;;
   thread)  SAN="thread"; EXTRA=""; BUILD=${2:-$ROOT/build-tsan}
            export TSAN_OPTIONS="suppressions=$ROOT/tests/tsan.supp" ;;
   *) echo "tests/sanitize.sh: unknown mode '$MODE' (address or thread)" >&2; exit 2 ;;

@@ -149,7 +149,13 @@ struct H5Writer::Impl {
 H5Writer::H5Writer(const std::string& path) : impl_(std::make_unique<Impl>()) {
   impl_->path = path;
   impl_->tmp = path + ".tmp." + std::to_string(::getpid());
-  impl_->file = Handle(H5Fcreate(impl_->tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
+  // The 1.10 file format (superblock v3, object header v2): its metadata carry checksums,
+  // so a damaged file of ours fails to open or read cleanly instead of feeding HDF5's
+  // parser garbage (readable by HDF5 1.10 and later: h5py, NetCDF-4, ...).
+  Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
+  if (!fapl.ok() || H5Pset_libver_bounds(fapl.get(), H5F_LIBVER_V110, H5F_LIBVER_V110) < 0)
+    throw Error(path + ": cannot set the HDF5 file format");
+  impl_->file = Handle(H5Fcreate(impl_->tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()), H5Fclose);
   if (!impl_->file.ok()) throw InputError(path + ": cannot create HDF5 file (is the folder writable?)");
 }
 
@@ -263,7 +269,34 @@ Tensor H5Reader::read(const std::string& name) const {
   int rank = H5Sget_simple_extent_ndims(space.get());
   if (rank < 0) throw InputError(where + ": unreadable dataspace");
   std::vector<hsize_t> dims(static_cast<size_t>(rank));
-  H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
+  if (H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr) < 0) throw InputError(where + ": unreadable dataspace");
+  // What the shape needs, checked against what the file holds before anything is
+  // allocated or read: a damaged header can claim any shape, and HDF5's own reader does
+  // not always notice (a contiguous or compact dataset whose storage disagrees with its
+  // shape can make it read through a null pointer).
+  uint64_t bytes = dtype_size(t);
+  for (hsize_t d : dims) {
+    if (d != 0 && bytes > (uint64_t(1) << 62) / d) throw InputError(where + ": a shape too large for any memory (damaged file?)");
+    bytes *= d;
+  }
+  Handle dcpl(H5Dget_create_plist(ds.get()), H5Pclose);
+  if (!dcpl.ok()) throw InputError(where + ": unreadable dataset properties");
+  const H5D_layout_t layout = H5Pget_layout(dcpl.get());
+  if (layout != H5D_CONTIGUOUS && layout != H5D_COMPACT && layout != H5D_CHUNKED)
+    throw InputError(where + ": unsupported or damaged dataset layout");
+  if (layout != H5D_CHUNKED && bytes > 0) {
+    const uint64_t stored = H5Dget_storage_size(ds.get());
+    hsize_t file_bytes = 0;
+    if (H5Fget_filesize(impl_->file.get(), &file_bytes) < 0) throw InputError(where + ": cannot size the file");
+    if (stored != bytes || stored > file_bytes)
+      throw InputError(where + ": the file stores " + std::to_string(stored) + " bytes, the shape needs " +
+                       std::to_string(bytes) + " (damaged file?)");
+    if (layout == H5D_CONTIGUOUS) {
+      const haddr_t at = H5Dget_offset(ds.get());
+      if (at == HADDR_UNDEF || at > file_bytes || file_bytes - at < stored)
+        throw InputError(where + ": the data lie outside the file (damaged file?)");
+    }
+  }
   Tensor r = Tensor::empty(t, Shape(dims.begin(), dims.end()));
   Handle mt = mem_type(t, where);
   if (r.numel() > 0 && H5Dread(ds.get(), mt.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, r.raw()) < 0)
@@ -276,21 +309,32 @@ H5Attr H5Reader::attr(const std::string& object, const std::string& name) const 
   if (H5Aexists_by_name(impl_->file.get(), object.c_str(), name.c_str(), H5P_DEFAULT) <= 0)
     throw InputError(where + ": no such attribute");
   Handle a(H5Aopen_by_name(impl_->file.get(), object.c_str(), name.c_str(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
+  if (!a.ok()) throw InputError(where + ": cannot open the attribute (damaged file?)");
   Handle t(H5Aget_type(a.get()), H5Tclose);
+  if (!t.ok()) throw InputError(where + ": unreadable attribute type");
+  // One value: a scalar or one-element attribute (the reads below fill one).
+  Handle space(H5Aget_space(a.get()), H5Sclose);
+  const hssize_t n = space.ok() ? H5Sget_simple_extent_npoints(space.get()) : -1;
+  if (n != 1) throw InputError(where + ": not a single value");
+  auto read_into = [&](hid_t type, void* out) {
+    if (H5Aread(a.get(), type, out) < 0) throw InputError(where + ": unreadable attribute (damaged file?)");
+  };
   H5T_class_t c = H5Tget_class(t.get());
   if (c == H5T_INTEGER) {
     int64_t v = 0;
-    H5Aread(a.get(), H5T_NATIVE_INT64, &v);
+    read_into(H5T_NATIVE_INT64, &v);
     return v;
   }
   if (c == H5T_FLOAT) {
     double v = 0;
-    H5Aread(a.get(), H5T_NATIVE_DOUBLE, &v);
+    read_into(H5T_NATIVE_DOUBLE, &v);
     return v;
   }
   if (c == H5T_STRING && !H5Tis_variable_str(t.get())) {
-    std::string s(H5Tget_size(t.get()), '\0');
-    H5Aread(a.get(), t.get(), s.data());
+    const size_t size = H5Tget_size(t.get());
+    if (size == 0 || size > (size_t(1) << 20)) throw InputError(where + ": string attribute of " + std::to_string(size) + " bytes");
+    std::string s(size, '\0');
+    read_into(t.get(), s.data());
     s.erase(s.find_last_not_of('\0') + 1);
     return s;
   }
