@@ -117,9 +117,9 @@ void sort_row(const U* x, U* values, int64_t* indices, int64_t r, int64_t len, i
   auto at = [base, inner](int64_t j) { return base + j * inner; };
   // A sorted element's value from its key (no random read of x), except NaNs and zeros,
   // whose keys do not say which bits they had: those are copied from x.
-  auto value_of = [&](U k, int64_t from) {
+  auto value_of = [x, at, kind = lay.kind, descending](U k, int64_t from) {  // (by value, as `at`)
     bool exact = true;
-    const U v = sort_key::bits_of<U>(k, lay.kind, descending, exact);
+    const U v = sort_key::bits_of<U>(k, kind, descending, exact);
     return exact ? v : x[at(from)];
   };
   // Loops over the row's elements, split over the nt threads.

@@ -279,7 +279,7 @@ void spmv_typed(const Tensor& rp_t, const Tensor& ci_t, const Tensor& v_t, const
 
 // ---------------------------------------------------------------- spmm
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__SANITIZE_THREAD__)
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_THREAD__)
 #define RLX_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define RLX_CLONES

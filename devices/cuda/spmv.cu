@@ -317,7 +317,6 @@ template <class I, class T, int UNR>
 void launch_mode(const SpmvTuning& t, const Tensor& rp, const Tensor& ci, const Tensor& v, const Tensor& x,
                  const Tensor* y0, double alpha, double beta, Tensor& y) {
   const int mode = t.cache >= 2 ? t.cache : t.stream_hint ? 1 : 0;
-  if (mode > 4) throw InputError("spmv_csr: SpmvTuning::cache " + std::to_string(mode) + " (0 to 4)");
   if constexpr (std::is_same_v<T, double>) {  // the cache-policy experiments (modes 2 to 4): f64 only
     if (mode == 4) return launch_vector<I, T, UNR, 4>(t, rp, ci, v, x, y0, alpha, beta, y);
     if (mode == 3) return launch_vector<I, T, UNR, 3>(t, rp, ci, v, x, y0, alpha, beta, y);
@@ -340,6 +339,11 @@ void launch(SpmvTuning t, const Tensor& rp, const Tensor& ci, const Tensor& v, c
   if (t.lanes > 32 || (t.lanes & (t.lanes - 1)) != 0)
     throw InputError("spmv_csr: SpmvTuning::lanes " + std::to_string(t.lanes) + " (1, 2, 4, 8, 16 or 32)");
   if (t.unroll != 1 && t.unroll != 2) throw InputError("spmv_csr: SpmvTuning::unroll " + std::to_string(t.unroll) + " (1 or 2)");
+  if (t.cache < 0 || t.cache > 4) throw InputError("spmv_csr: SpmvTuning::cache " + std::to_string(t.cache) + " (0 to 4)");
+  if (t.blocks_per_sm < 0)
+    throw InputError("spmv_csr: SpmvTuning::blocks_per_sm " + std::to_string(t.blocks_per_sm) + " (0: no cap, or more)");
+  if (t.carveout < -2 || t.carveout > 100)
+    throw InputError("spmv_csr: SpmvTuning::carveout " + std::to_string(t.carveout) + " (-2, -1 or 0 to 100)");
   if (t.threads != 64 && t.threads != 128 && t.threads != 256)
     throw InputError("spmv_csr: SpmvTuning::threads " + std::to_string(t.threads) + " (64, 128 or 256)");
   if (t.kernel == 2 && (t.cache >= 2 || t.aligned || t.unroll != 1 || t.persist_x))
@@ -351,7 +355,16 @@ void launch(SpmvTuning t, const Tensor& rp, const Tensor& ci, const Tensor& v, c
 
 }  // namespace
 
+namespace {
+// The window persist_in_l2 last opened (none: base null), so that repeated calls for the
+// same x cost nothing inside a timed loop.
+const void* g_window_base = nullptr;
+size_t g_window_bytes = 0;
+}  // namespace
+
 void persist_in_l2(const void* base, size_t bytes) {
+  if (capturing()) throw InputError("spmv_csr: the L2 window (persist_x) cannot be opened while recording a CUDA graph");
+  if (base == g_window_base && bytes == g_window_bytes) return;
   int dev = 0, max_window = 0, max_persist = 0;
   check(cudaGetDevice(&dev), "spmv_csr: cudaGetDevice");
   check(cudaDeviceGetAttribute(&max_window, cudaDevAttrMaxAccessPolicyWindowSize, dev), "spmv_csr: window size");
@@ -367,9 +380,14 @@ void persist_in_l2(const void* base, size_t bytes) {
   a.accessPolicyWindow.hitProp = cudaAccessPropertyPersisting;
   a.accessPolicyWindow.missProp = cudaAccessPropertyStreaming;
   check(cudaStreamSetAttribute(stream(), cudaStreamAttributeAccessPolicyWindow, &a), "spmv_csr: L2 access window");
+  g_window_base = base;
+  g_window_bytes = bytes;
 }
 
 void reset_l2_persistence() {
+  if (capturing()) throw InputError("the L2 window cannot be closed while recording a CUDA graph");
+  g_window_base = nullptr;
+  g_window_bytes = 0;
   cudaStreamAttrValue a = {};
   a.accessPolicyWindow.num_bytes = 0;
   check(cudaStreamSetAttribute(stream(), cudaStreamAttributeAccessPolicyWindow, &a), "closing the L2 access window");

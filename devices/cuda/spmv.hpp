@@ -44,7 +44,8 @@ SpmvTuning spmv_choice(int64_t rows, int64_t nnz);
 
 // The persist_x experiment: later kernels on the device's stream keep [base, base + bytes)
 // (as much as the device allows) in a persisting part of L2, until reset_l2_persistence()
-// closes the window, waits for the stream and releases the lines and the set-aside.
+// closes the window, waits for the stream and releases the lines and the set-aside. A
+// second call for the same range does nothing; neither may run while a graph is recorded.
 void persist_in_l2(const void* base, size_t bytes);
 void reset_l2_persistence();
 

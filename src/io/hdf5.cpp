@@ -1,5 +1,6 @@
 #include "io/hdf5.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -153,7 +154,12 @@ H5Writer::H5Writer(const std::string& path) : impl_(std::make_unique<Impl>()) {
   // so a damaged file of ours fails to open or read cleanly instead of feeding HDF5's
   // parser garbage (readable by HDF5 1.10 and later: h5py, NetCDF-4, ...).
   Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
-  if (!fapl.ok() || H5Pset_libver_bounds(fapl.get(), H5F_LIBVER_V110, H5F_LIBVER_V110) < 0)
+#if H5_VERSION_GE(1, 10, 2)
+  const H5F_libver_t format = H5F_LIBVER_V110;
+#else
+  const H5F_libver_t format = H5F_LIBVER_LATEST;
+#endif
+  if (!fapl.ok() || H5Pset_libver_bounds(fapl.get(), format, format) < 0)
     throw Error(path + ": cannot set the HDF5 file format");
   impl_->file = Handle(H5Fcreate(impl_->tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()), H5Fclose);
   if (!impl_->file.ok()) throw InputError(path + ": cannot create HDF5 file (is the folder writable?)");
@@ -273,31 +279,46 @@ Tensor H5Reader::read(const std::string& name) const {
   // What the shape needs, checked against what the file holds before anything is
   // allocated or read: a damaged header can claim any shape, and HDF5's own reader does
   // not always notice (a contiguous or compact dataset whose storage disagrees with its
-  // shape can make it read through a null pointer).
-  uint64_t bytes = dtype_size(t);
+  // shape can make it read through a null pointer). The file's element size may differ
+  // from the tensor's (u32 is read as i64). Datasets never written (their storage not
+  // allocated: HDF5 reads fill values), with external storage, virtual or chunked (stored
+  // compressed or partly) are not checked here.
+  uint64_t numel = 1;
+  const uint64_t limit = uint64_t(1) << 62;
   for (hsize_t d : dims) {
-    if (d != 0 && bytes > (uint64_t(1) << 62) / d) throw InputError(where + ": a shape too large for any memory (damaged file?)");
-    bytes *= d;
+    if (d != 0 && numel > limit / d) throw InputError(where + ": a shape too large for any memory (damaged file?)");
+    numel *= d;
   }
+  const uint64_t file_elem = H5Tget_size(ft.get());
+  if (file_elem == 0 || (numel > 0 && file_elem > limit / numel) || dtype_size(t) > limit / std::max<uint64_t>(numel, 1))
+    throw InputError(where + ": a shape too large for any memory (damaged file?)");
   Handle dcpl(H5Dget_create_plist(ds.get()), H5Pclose);
   if (!dcpl.ok()) throw InputError(where + ": unreadable dataset properties");
   const H5D_layout_t layout = H5Pget_layout(dcpl.get());
-  if (layout != H5D_CONTIGUOUS && layout != H5D_COMPACT && layout != H5D_CHUNKED)
-    throw InputError(where + ": unsupported or damaged dataset layout");
-  if (layout != H5D_CHUNKED && bytes > 0) {
-    const uint64_t stored = H5Dget_storage_size(ds.get());
+  if (layout < 0 || layout >= H5D_NLAYOUTS) throw InputError(where + ": unreadable or damaged dataset layout");
+  H5D_space_status_t status = H5D_SPACE_STATUS_ERROR;
+  if (H5Dget_space_status(ds.get(), &status) < 0) throw InputError(where + ": unreadable dataset storage");
+  const bool in_file = (layout == H5D_CONTIGUOUS || layout == H5D_COMPACT) && numel > 0 &&
+                       status != H5D_SPACE_STATUS_NOT_ALLOCATED && H5Pget_external_count(dcpl.get()) == 0;
+  if (in_file) {
+    const uint64_t need = numel * file_elem, stored = H5Dget_storage_size(ds.get());
     hsize_t file_bytes = 0;
     if (H5Fget_filesize(impl_->file.get(), &file_bytes) < 0) throw InputError(where + ": cannot size the file");
-    if (stored != bytes || stored > file_bytes)
+    if (stored != need || stored > file_bytes)
       throw InputError(where + ": the file stores " + std::to_string(stored) + " bytes, the shape needs " +
-                       std::to_string(bytes) + " (damaged file?)");
+                       std::to_string(need) + " (damaged file?)");
     if (layout == H5D_CONTIGUOUS) {
       const haddr_t at = H5Dget_offset(ds.get());
       if (at == HADDR_UNDEF || at > file_bytes || file_bytes - at < stored)
         throw InputError(where + ": the data lie outside the file (damaged file?)");
     }
   }
-  Tensor r = Tensor::empty(t, Shape(dims.begin(), dims.end()));
+  Tensor r;
+  try {
+    r = Tensor::empty(t, Shape(dims.begin(), dims.end()));
+  } catch (const Error& e) {  // a shape no memory here holds (chunked data are not checked above)
+    throw InputError(where + ": " + std::to_string(numel) + " elements: " + e.what());
+  }
   Handle mt = mem_type(t, where);
   if (r.numel() > 0 && H5Dread(ds.get(), mt.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, r.raw()) < 0)
     throw InputError(where + ": read failed (corrupt file or unsupported layout)");

@@ -262,6 +262,10 @@ BOOST_AUTO_TEST_CASE(spmv_kernels_match_host, *utf::precondition(GpuPresent())) 
         refused([](cuda::SpmvTuning& b) { b.threads = 100; });
         refused([](cuda::SpmvTuning& b) { b.cache = 5; });
         refused([](cuda::SpmvTuning& b) { b.kernel = 2, b.aligned = true; });
+        refused([](cuda::SpmvTuning& b) { b.kernel = 2, b.persist_x = true; });
+        refused([](cuda::SpmvTuning& b) { b.cache = -1; });
+        refused([](cuda::SpmvTuning& b) { b.blocks_per_sm = -3; });
+        refused([](cuda::SpmvTuning& b) { b.carveout = 101; });
       }
       for (bool with_y0 : {false, true})
         for (int variant = 0; variant < 10; ++variant) {

@@ -54,10 +54,10 @@ if [ "${1:-}" = profile ]; then
 gpu__time_duration.sum,launch__grid_size,launch__block_size,launch__registers_per_thread,\
 sm__warps_active.avg.pct_of_peak_sustained_active,l1tex__t_sector_hit_rate.pct,lts__t_sector_hit_rate.pct,\
 lts__t_sectors_srcunit_tex_op_read.sum,dram__bytes_read.sum,lts__throughput.avg.pct_of_peak_sustained_elapsed,\
-smsp__inst_executed.sum "$BUILD/bin/rlx-bench" cuda --only spmv --matrix "$m" --reps 1 >"$OUT/ncu-$m.txt" 2>&1
+smsp__inst_executed.sum "$BUILD/bin/rlx-bench" cuda --only spmv --matrix "$m" --reps 1 >"$OUT/ncu-${m//:/_}.txt" 2>&1
     echo "ncu $m: exit $?"
     grep -E "^  [a-z].*\(|duration|sectors_srcunit|hit_rate|lts__throughput|dram__bytes|warps_active|registers" \
-      "$OUT/ncu-$m.txt" | sed -e 's/(const.*) (/ (/' | tail -40
+      "$OUT/ncu-${m//:/_}.txt" | sed -e 's/(const.*) (/ (/' | tail -40
   done
   exit $rc
 fi
