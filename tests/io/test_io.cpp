@@ -52,6 +52,28 @@ bool same_bytes(const Tensor& a, const Tensor& b) {
 
 void write_bytes(const fs::path& p, const std::string& s) { std::ofstream(p, std::ios::binary) << s; }
 
+std::string read_bytes(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+}
+
+// The mutation tests' tally: read() either succeeds (read) or throws an InputError
+// (refused); any other exception is a test error naming `what`.
+struct Outcomes {
+  int read = 0, refused = 0;
+  template <class F>
+  void attempt(const std::string& what, F&& read_it) {
+    try {
+      read_it();
+      ++read;
+    } catch (const InputError&) {
+      ++refused;
+    } catch (const std::exception& e) {
+      BOOST_ERROR(what << ": not an InputError: " << e.what());
+    }
+  }
+};
+
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(npy_round_trip_every_dtype) {
@@ -75,22 +97,16 @@ BOOST_AUTO_TEST_CASE(npy_truncations_and_mutations) {
     Tensor a = random_tensor(t, {3, 5}, 9);
     fs::path good = scratch() / "fuzz_good.npy";
     io::write_npy(good.string(), a);
-    std::ifstream f(good, std::ios::binary);
-    const std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    const std::string bytes = read_bytes(good);
     const size_t header = bytes.size() - size_t(a.nbytes());
     fs::path p = scratch() / "fuzz.npy";
-    int read = 0, refused = 0;
+    Outcomes o;
     auto attempt = [&](const std::string& content, const std::string& what) {
       write_bytes(p, content);
-      try {
+      o.attempt(std::string(dtype_name(t)) + " " + what, [&] {
         Tensor b = io::read_npy(p.string());
         BOOST_CHECK_MESSAGE(b.nbytes() <= int64_t(content.size()), what << ": more bytes than the file");
-        ++read;
-      } catch (const InputError&) {
-        ++refused;
-      } catch (const std::exception& e) {
-        BOOST_ERROR(dtype_name(t) << " " << what << ": not an InputError: " << e.what());
-      }
+      });
     };
     for (size_t len = 0; len < bytes.size(); len += len < header ? 1 : 7)
       attempt(bytes.substr(0, len), "prefix " + std::to_string(len));
@@ -100,8 +116,8 @@ BOOST_AUTO_TEST_CASE(npy_truncations_and_mutations) {
         m[i] = ch;
         attempt(m, "byte " + std::to_string(i) + " -> " + std::to_string(int(static_cast<unsigned char>(ch))));
       }
-    BOOST_TEST(read > 0, dtype_name(t));
-    BOOST_TEST(refused > 0, dtype_name(t));
+    BOOST_TEST(o.read > 0, dtype_name(t));
+    BOOST_TEST(o.refused > 0, dtype_name(t));
   }
 }
 
@@ -109,8 +125,7 @@ BOOST_AUTO_TEST_CASE(npy_bad_files_are_named) {
   Tensor a = random_tensor(DType::F32, {4, 4}, 3);
   fs::path good = scratch() / "good.npy";
   io::write_npy(good.string(), a);
-  std::ifstream f(good, std::ios::binary);
-  std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  const std::string bytes = read_bytes(good);
   struct Case {
     const char* name;
     std::string content;
@@ -270,10 +285,9 @@ BOOST_AUTO_TEST_CASE(hdf5_mutations_are_errors_not_crashes) {
     w.write_csr("A", csr);
     w.commit();
   }
-  std::ifstream f(good, std::ios::binary);
-  const std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  const std::string bytes = read_bytes(good);
   fs::path p = scratch() / "fuzz.h5";
-  int read = 0, refused = 0;
+  Outcomes o;
   {  // the unchanged file reads
     io::H5Reader r(good.string());
     BOOST_TEST(r.read("x").numel() == 5);
@@ -286,21 +300,16 @@ BOOST_AUTO_TEST_CASE(hdf5_mutations_are_errors_not_crashes) {
       m[i] = ch;
       fs::remove(p);  // a new file each time (HDF5 must not find an earlier one still open)
       write_bytes(p, m);
-      try {
+      o.attempt("byte " + std::to_string(i) + " -> " + std::to_string(int(static_cast<unsigned char>(ch))), [&] {
         io::H5Reader r(p.string());
         (void)r.read("x");
         (void)r.attr("/", "iterations");
         (void)r.read_csr("A");
-        ++read;
-      } catch (const InputError&) {
-        ++refused;
-      } catch (const std::exception& e) {
-        BOOST_ERROR("byte " << i << " -> " << int(static_cast<unsigned char>(ch)) << ": not an InputError: " << e.what());
-      }
+      });
     }
-  BOOST_TEST_MESSAGE(read << " variants read, " << refused << " refused");
-  BOOST_TEST(refused > 0);
-  BOOST_TEST(read > 0);  // (changed data bytes read as other values)
+  BOOST_TEST_MESSAGE(o.read << " variants read, " << o.refused << " refused");
+  BOOST_TEST(o.refused > 0);
+  BOOST_TEST(o.read > 0);  // (changed data bytes read as other values)
 }
 
 BOOST_AUTO_TEST_CASE(hdf5_writes_are_atomic_and_bad_files_named) {

@@ -66,26 +66,28 @@ CompileOptions test_options();  // no constant folding: the device itself must r
 // (LegalizeError); other errors propagate.
 std::optional<std::vector<Tensor>> compile_and_run(Device& d, const ir::Graph& g, const std::vector<Tensor>& in,
                                                    std::string* why, bool strided_inputs = false);
-// Runs b's graph on every device that can compile it and calls check with the results.
+// Per-device tallies printed at the end of the run.
+void count(const Device& d, bool skipped);
+
+// Runs b's graph on every device that can compile it and calls check(ctx, results); with
+// `tally`, each device's run (or refusal) counts in the tallies above.
 template <class F>
-void on_every_device(const std::string& what, Build& b, F&& check) {
+void on_every_device(const std::string& what, Build& b, F&& check, bool tally = false) {
   for (Device* d : DeviceRegistry::get().runnable()) {
     const std::string ctx = what + " device=" + d->name();
     try {
       std::string why;
       auto got = compile_and_run(*d, b.g, b.inputs, &why);
+      if (tally) count(*d, !got);
       if (!got) {
         BOOST_TEST_MESSAGE("skip " << ctx << ": " << why);
         continue;
       }
       check(ctx, *got);
     } catch (const std::exception& e) {
-      BOOST_ERROR(ctx << ": " << e.what());
+      BOOST_ERROR(ctx << ": " << e.what() << "; " << seed_note());
     }
   }
 }
-
-// Per-device tallies printed at the end of the run.
-void count(const Device& d, bool skipped);
 
 }  // namespace rlx::test

@@ -777,24 +777,14 @@ void check_l1(const L1Case& c) {
         BOOST_ERROR(name << ": building the graph failed: " << e.what());
         continue;
       }
-      for (Device* d : DeviceRegistry::get().runnable()) {
-        const std::string ctx = name + " device=" + d->name();
-        try {
-          std::string why;
-          auto got = compile_and_run(*d, b.g, b.inputs, &why);
-          if (!got) {
-            BOOST_TEST_MESSAGE("skip " << ctx << ": " << why);
-            count(*d, true);
-            continue;
-          }
-          count(*d, false);
-          BOOST_REQUIRE_EQUAL(got->size(), 1u);
-          std::string m = mismatch((*got)[0], built.want, l1_tolerance(t));
-          BOOST_CHECK_MESSAGE(m.empty(), ctx << ": " << m << "; " << seed_note());
-        } catch (const std::exception& e) {
-          BOOST_ERROR(ctx << ": " << e.what() << "; " << seed_note());
-        }
-      }
+      on_every_device(
+          name, b,
+          [&](const std::string& ctx, const std::vector<Tensor>& got) {
+            BOOST_REQUIRE_EQUAL(got.size(), 1u);
+            std::string m = mismatch(got[0], built.want, l1_tolerance(t));
+            BOOST_CHECK_MESSAGE(m.empty(), ctx << ": " << m << "; " << seed_note());
+          },
+          /*tally=*/true);
     }
 }
 
