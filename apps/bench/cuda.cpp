@@ -20,7 +20,7 @@
 // --only sweep times tuning variants instead: the fused chain under each code generator
 // setting (layout, unroll 1/2/4/8, FMA contraction off/on) and the SpMV kernels at every
 // lane width with one or two nonzeros per lane per trip, with and without evict-first
-// matrix loads, the split kernel, the carveout, cache policies and grid shapes, on all five
+// matrix loads, the split kernel, the carveout, an L2 policy and window for x, grid shapes, on all five
 // matrices. --matrix NAME[,NAME] limits the SpMV benchmarks to those (e.g. for a profiler).
 // Each figure is the median of --reps timed runs after 3 warm-up runs, timed with CUDA
 // events on the device's stream (rlx) or on the same stream (peers). Every run writes
@@ -310,7 +310,7 @@ void bench_spmv_one(int reps, const std::string& label, const sparse::CsrMatrix&
     double ms = time_ms(reps, [&] { cuda::spmv_csr_native(in[0], in[1], in[2], in[3], nullptr, 1.0, 0.0, out[0], t); });
     if (t.persist_x) cuda::reset_l2_persistence();
     char b[64];
-    std::snprintf(b, sizeof b, " %s%s:%.3f", name, t.stream_hint && t.cache < 2 ? "h" : "", ms);
+    std::snprintf(b, sizeof b, " %s%s:%.3f", name, t.stream_hint ? "h" : "", ms);
     lanes_line += b;
   };
   for (bool hint : g_sweep ? std::vector<bool>{false, true} : std::vector<bool>{false}) {
@@ -319,28 +319,24 @@ void bench_spmv_one(int reps, const std::string& label, const sparse::CsrMatrix&
         variant((std::to_string(l) + (unroll == 2 ? "x2" : "")).c_str(), {1, l, unroll, hint});
     variant("split", {2, 0, 1, hint});
   }
-  if (g_sweep) {  // experiments on the device's choice: cache policies, grid shape (spmv.hpp)
+  if (g_sweep) {  // experiments on the device's choice: x in L2, grid shape, aligned trips (spmv.hpp)
     const cuda::SpmvTuning c = cuda::spmv_choice(A.rows(), A.nnz());
     auto with = [&](const char* name, auto&& change) {
       cuda::SpmvTuning t = c;
       change(t);
       variant(name, t);
     };
-    with("default/cache2", [](cuda::SpmvTuning& t) { t.cache = 2; });
-    with("default/cache3", [](cuda::SpmvTuning& t) { t.cache = 3; });
-    with("default/cache4", [](cuda::SpmvTuning& t) { t.cache = 4; });
+    with("default/x-evict-last", [](cuda::SpmvTuning& t) { t.x_evict_last = true; });
     with("default/persist-x", [](cuda::SpmvTuning& t) { t.persist_x = true; });
     with("default/nocap", [](cuda::SpmvTuning& t) { t.blocks_per_sm = 0; });
     with("default/cap64", [](cuda::SpmvTuning& t) { t.blocks_per_sm = 64; });
     with("default/nocap/t64", [](cuda::SpmvTuning& t) { t.blocks_per_sm = 0, t.threads = 64; });
     with("default/nocap/t128", [](cuda::SpmvTuning& t) { t.blocks_per_sm = 0, t.threads = 128; });
     with("default/cap16", [](cuda::SpmvTuning& t) { t.blocks_per_sm = 16; });
-    with("default/cache2/nocap/t64", [](cuda::SpmvTuning& t) { t.cache = 2, t.blocks_per_sm = 0, t.threads = 64; });
     with("default/aligned", [](cuda::SpmvTuning& t) { t.aligned = true; });
     with("default/aligned/nocap", [](cuda::SpmvTuning& t) { t.aligned = true, t.blocks_per_sm = 0; });
     with("default/aligned/cap64", [](cuda::SpmvTuning& t) { t.aligned = true, t.blocks_per_sm = 64; });
     with("default/aligned/nocap/t128", [](cuda::SpmvTuning& t) { t.aligned = true, t.blocks_per_sm = 0, t.threads = 128; });
-    with("default/aligned/cache2", [](cuda::SpmvTuning& t) { t.aligned = true, t.cache = 2; });
   }
   if (g_sweep)
     for (int carve : {0, 100, -1}) {  // the most L1, the most shared memory, CUDA's default again

@@ -11,59 +11,41 @@
 namespace rlx::cuda {
 namespace {
 
-// How the kernels load (SpmvTuning::cache). Matrix entries are read once, x many times:
-//  0: plain loads (x through the read-only cache);
-//  1: the matrix evict-first (ld.global.cs), so it does not push x out of the caches;
-//  2: the matrix not allocated in L1 at all and evict-first in L2, x evict-last in L2
-//     (L2 policies from createpolicy);
-//  3: as 2, and x evict-last in L1 too;
-//  4: the matrix as in 1 (evict-first in L1 and L2), x evict-last in L2.
-#define RLX_SPMV_LD(QUAL, T, PT, C)                                                                \
-  if constexpr (std::is_same_v<S, T>) {                                                             \
-    T r;                                                                                            \
-    asm("ld.global.nc" QUAL ".L2::cache_hint." PT " %0, [%1], %2;" : "=" C(r) : "l"(p), "l"(pol)); \
-    return r;                                                                                       \
+// How the kernels load. Matrix entries are read once, x many times: with HINT the matrix
+// is loaded evict-first (ld.global.cs), so it does not push x out of the caches; with
+// XLAST (an experiment, SpmvTuning::x_evict_last) x is loaded with an L2 evict-last
+// policy (createpolicy + ld.global.nc.L2::cache_hint), else through the read-only cache.
+#define RLX_SPMV_LD(T, PT, C)                                                                     \
+  if constexpr (std::is_same_v<S, T>) {                                                           \
+    T r;                                                                                          \
+    asm("ld.global.nc.L2::cache_hint." PT " %0, [%1], %2;" : "=" C(r) : "l"(p), "l"(policy)); \
+    return r;                                                                                     \
   } else
-#define RLX_SPMV_LD_TYPES(QUAL)            \
-  RLX_SPMV_LD(QUAL, int, "s32", "r")       \
-  RLX_SPMV_LD(QUAL, long long, "s64", "l") \
-  RLX_SPMV_LD(QUAL, float, "f32", "f")     \
-  RLX_SPMV_LD(QUAL, double, "f64", "d")    \
+template <class S>
+__device__ __forceinline__ S ld_with_l2_policy(const S* p, uint64_t policy) {
+  RLX_SPMV_LD(int, "s32", "r")
+  RLX_SPMV_LD(long long, "s64", "l")
+  RLX_SPMV_LD(float, "f32", "f")
+  RLX_SPMV_LD(double, "f64", "d")
   static_assert(sizeof(S) == 0, "spmv: no hinted load of this type");
-// Q: 0 not allocated in L1, 1 no L1 hint, 2 evict-last in L1; each with the L2 policy pol.
-template <int Q, class S>
-__device__ __forceinline__ S ld_hint(const S* p, uint64_t pol) {
-  if constexpr (Q == 0) {
-    RLX_SPMV_LD_TYPES(".L1::no_allocate")
-  } else if constexpr (Q == 1) {
-    RLX_SPMV_LD_TYPES("")
-  } else {
-    RLX_SPMV_LD_TYPES(".L1::evict_last")
-  }
 }
-#undef RLX_SPMV_LD_TYPES
 #undef RLX_SPMV_LD
 
-template <int MODE>
+template <bool HINT, bool XLAST>
 struct Loads {
-  uint64_t first = 0, last = 0;  // L2 policies (modes 2 to 4)
+  uint64_t last = 0;  // the L2 evict-last policy (XLAST)
   __device__ Loads() {
-    if constexpr (MODE >= 2) {
-      asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(first));
-      asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(last));
-    }
+    if constexpr (XLAST) asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(last));
   }
   template <class S>
   __device__ __forceinline__ S once(const S* p) const {
-    if constexpr (MODE == 0) return *p;
-    else if constexpr (MODE == 1 || MODE == 4) return __ldcs(p);
-    else return ld_hint<0>(p, first);
+    if constexpr (HINT) return __ldcs(p);
+    else return *p;
   }
   template <class S>
   __device__ __forceinline__ S gather(const S* p) const {
-    if constexpr (MODE <= 1) return __ldg(p);
-    else if constexpr (MODE == 2 || MODE == 4) return ld_hint<1>(p, last);
-    else return ld_hint<2>(p, last);
+    if constexpr (XLAST) return ld_with_l2_policy(p, last);
+    else return __ldg(p);
   }
 };
 
@@ -75,7 +57,7 @@ __device__ __forceinline__ double finish(double acc, double alpha, double beta, 
 
 // ---------------------------------------------------------------- vector kernel
 // A group of L lanes per row, rows strided over the groups of the grid.
-template <int L, int UNR, int MODE, class I, class T>
+template <int L, int UNR, bool HINT, bool XLAST, class I, class T>
 __global__ void __launch_bounds__(256) spmv_vector(const I* __restrict__ rp, const I* __restrict__ ci,
                                                    const T* __restrict__ v, const T* __restrict__ x,
                                                    const T* __restrict__ y0, double alpha, double beta,
@@ -86,7 +68,7 @@ __global__ void __launch_bounds__(256) spmv_vector(const I* __restrict__ rp, con
   // The loop is uniform across the warp (the shuffles need every lane): the warp's first
   // group decides, and groups past the last row idle through it.
   const long long first = group - (threadIdx.x & 31) / L;
-  const Loads<MODE> ld;
+  const Loads<HINT, XLAST> ld;
   for (long long base = first; base < rows; base += ngroups) {
     const long long r = base + (group - first);
     long long b = 0, e = 0;
@@ -187,7 +169,7 @@ __global__ void __launch_bounds__(kSplitThreads) spmv_split(const I* __restrict_
   if (w >= chunks) return;  // whole warps only: the shuffles below stay warp-uniform
   constexpr bool f64 = std::is_same_v<T, double>;
   double* pr = prod[wib];
-  const Loads<HINT ? 1 : 0> ld;
+  const Loads<HINT, false> ld;
   const long long base = w * kChunk, end = base + kChunk < nnz ? base + kChunk : nnz;
   // Products: all loads of the chunk issued before the first multiply.
   {
@@ -282,7 +264,7 @@ void launch_split(bool hint, const Tensor& rp, const Tensor& ci, const Tensor& v
   check_launch("spmv_csr (split fixup)");
 }
 
-template <class I, class T, int UNR, int MODE>
+template <class I, class T, int UNR, bool HINT, bool XLAST>
 void launch_vector(const SpmvTuning& t, const Tensor& rp, const Tensor& ci, const Tensor& v, const Tensor& x, const Tensor* y0,
                    double alpha, double beta, Tensor& y) {
   const long long rows = y.numel();
@@ -303,12 +285,12 @@ void launch_vector(const SpmvTuning& t, const Tensor& rp, const Tensor& ci, cons
   };
   if (t.persist_x) persist_in_l2(x.raw(), static_cast<size_t>(x.nbytes()));
   switch (lanes) {
-    case 1: args(spmv_vector<1, UNR, MODE, I, T>); break;
-    case 2: args(spmv_vector<2, UNR, MODE, I, T>); break;
-    case 4: args(spmv_vector<4, UNR, MODE, I, T>); break;
-    case 8: args(spmv_vector<8, UNR, MODE, I, T>); break;
-    case 16: args(spmv_vector<16, UNR, MODE, I, T>); break;
-    default: args(spmv_vector<32, UNR, MODE, I, T>); break;
+    case 1: args(spmv_vector<1, UNR, HINT, XLAST, I, T>); break;
+    case 2: args(spmv_vector<2, UNR, HINT, XLAST, I, T>); break;
+    case 4: args(spmv_vector<4, UNR, HINT, XLAST, I, T>); break;
+    case 8: args(spmv_vector<8, UNR, HINT, XLAST, I, T>); break;
+    case 16: args(spmv_vector<16, UNR, HINT, XLAST, I, T>); break;
+    default: args(spmv_vector<32, UNR, HINT, XLAST, I, T>); break;
   }
   check_launch("spmv_csr");
 }
@@ -316,15 +298,14 @@ void launch_vector(const SpmvTuning& t, const Tensor& rp, const Tensor& ci, cons
 template <class I, class T, int UNR>
 void launch_mode(const SpmvTuning& t, const Tensor& rp, const Tensor& ci, const Tensor& v, const Tensor& x,
                  const Tensor* y0, double alpha, double beta, Tensor& y) {
-  const int mode = t.cache >= 2 ? t.cache : t.stream_hint ? 1 : 0;
-  if constexpr (std::is_same_v<T, double>) {  // the cache-policy experiments (modes 2 to 4): f64 only
-    if (mode == 4) return launch_vector<I, T, UNR, 4>(t, rp, ci, v, x, y0, alpha, beta, y);
-    if (mode == 3) return launch_vector<I, T, UNR, 3>(t, rp, ci, v, x, y0, alpha, beta, y);
-    if (mode == 2) return launch_vector<I, T, UNR, 2>(t, rp, ci, v, x, y0, alpha, beta, y);
+  if constexpr (std::is_same_v<T, double>) {  // the x_evict_last experiment: f64 only
+    if (t.x_evict_last)
+      return t.stream_hint ? launch_vector<I, T, UNR, true, true>(t, rp, ci, v, x, y0, alpha, beta, y)
+                           : launch_vector<I, T, UNR, false, true>(t, rp, ci, v, x, y0, alpha, beta, y);
   }
-  if (mode >= 2) throw InputError("spmv_csr: SpmvTuning::cache " + std::to_string(mode) + " is for f64 values only");
-  if (mode == 1) return launch_vector<I, T, UNR, 1>(t, rp, ci, v, x, y0, alpha, beta, y);
-  launch_vector<I, T, UNR, 0>(t, rp, ci, v, x, y0, alpha, beta, y);
+  if (t.x_evict_last) throw InputError("spmv_csr: SpmvTuning::x_evict_last is for f64 values only");
+  if (t.stream_hint) return launch_vector<I, T, UNR, true, false>(t, rp, ci, v, x, y0, alpha, beta, y);
+  launch_vector<I, T, UNR, false, false>(t, rp, ci, v, x, y0, alpha, beta, y);
 }
 
 template <class I, class T>
@@ -339,15 +320,14 @@ void launch(SpmvTuning t, const Tensor& rp, const Tensor& ci, const Tensor& v, c
   if (t.lanes > 32 || (t.lanes & (t.lanes - 1)) != 0)
     throw InputError("spmv_csr: SpmvTuning::lanes " + std::to_string(t.lanes) + " (1, 2, 4, 8, 16 or 32)");
   if (t.unroll != 1 && t.unroll != 2) throw InputError("spmv_csr: SpmvTuning::unroll " + std::to_string(t.unroll) + " (1 or 2)");
-  if (t.cache < 0 || t.cache > 4) throw InputError("spmv_csr: SpmvTuning::cache " + std::to_string(t.cache) + " (0 to 4)");
   if (t.blocks_per_sm < 0)
     throw InputError("spmv_csr: SpmvTuning::blocks_per_sm " + std::to_string(t.blocks_per_sm) + " (0: no cap, or more)");
   if (t.carveout < -2 || t.carveout > 100)
     throw InputError("spmv_csr: SpmvTuning::carveout " + std::to_string(t.carveout) + " (-2, -1 or 0 to 100)");
   if (t.threads != 64 && t.threads != 128 && t.threads != 256)
     throw InputError("spmv_csr: SpmvTuning::threads " + std::to_string(t.threads) + " (64, 128 or 256)");
-  if (t.kernel == 2 && (t.cache >= 2 || t.aligned || t.unroll != 1 || t.persist_x))
-    throw InputError("spmv_csr: the split kernel takes no cache policy, aligned trips, unroll or L2 window");
+  if (t.kernel == 2 && (t.x_evict_last || t.aligned || t.unroll != 1 || t.persist_x))
+    throw InputError("spmv_csr: the split kernel takes no x policy, aligned trips, unroll or L2 window");
   if (t.kernel == 2 && nnz > 0) return launch_split<I, T>(t.stream_hint, rp, ci, v, x, y0, alpha, beta, y);
   if (t.unroll == 2) launch_mode<I, T, 2>(t, rp, ci, v, x, y0, alpha, beta, y);
   else launch_mode<I, T, 1>(t, rp, ci, v, x, y0, alpha, beta, y);

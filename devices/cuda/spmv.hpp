@@ -22,12 +22,10 @@ struct SpmvTuning {
   bool stream_hint = false;  // load the matrix evict-first (ld.global.cs), keeping x cached
   int carveout = -2;         // vector kernel: set its preferred shared-memory carveout to this
                              // % (-1: back to CUDA's default; -2: leave it as it is)
-  // Experiments (rlx-bench cuda --only sweep), vector kernel: cache policies (spmv.cu's
-  // Loads: 0/1 follow stream_hint; 2: matrix not in L1 and evict-first in L2, x
-  // evict-last in L2; 3: as 2 and x evict-last in L1; 4: matrix evict-first (as 1), x
-  // evict-last in L2; 2 to 4 for f64 only), the grid cap in blocks per multiprocessor (0:
-  // one group per row, no cap) and threads per block (64, 128 or 256).
-  int cache = 0;
+  // Experiments (rlx-bench cuda --only sweep), vector kernel: x loaded with an L2
+  // evict-last policy (f64 only), the grid cap in blocks per multiprocessor (0: one group
+  // per row, no cap) and threads per block (64, 128 or 256).
+  bool x_evict_last = false;
   int blocks_per_sm = 64;
   int threads = 256;
   bool aligned = false;  // vector kernel: each row's trips start at a multiple of the lanes

@@ -260,25 +260,26 @@ BOOST_AUTO_TEST_CASE(spmv_kernels_match_host, *utf::precondition(GpuPresent())) 
         refused([](cuda::SpmvTuning& b) { b.lanes = 3; });
         refused([](cuda::SpmvTuning& b) { b.unroll = 4; });
         refused([](cuda::SpmvTuning& b) { b.threads = 100; });
-        refused([](cuda::SpmvTuning& b) { b.cache = 5; });
+        refused([](cuda::SpmvTuning& b) { b.lanes = 64; });
         refused([](cuda::SpmvTuning& b) { b.kernel = 2, b.aligned = true; });
         refused([](cuda::SpmvTuning& b) { b.kernel = 2, b.persist_x = true; });
-        refused([](cuda::SpmvTuning& b) { b.cache = -1; });
+        refused([](cuda::SpmvTuning& b) { b.kernel = 2, b.x_evict_last = true; });
         refused([](cuda::SpmvTuning& b) { b.blocks_per_sm = -3; });
         refused([](cuda::SpmvTuning& b) { b.carveout = 101; });
       }
       for (bool with_y0 : {false, true})
         for (int variant = 0; variant < 10; ++variant) {
           // vector (the device's choice), split, then the vector kernel's experiment knobs:
-          // cache policies 2 and 3 (f64 only), no grid cap with 64-thread blocks, one block
-          // per multiprocessor, trips aligned to the lanes (one and two per lane), cache
-          // policy 4, x in a persisting L2 window.
+          // x evict-last in L2 (f64 only; with plain and evict-first matrix loads, one and
+          // two per lane), no grid cap with 64-thread blocks, one block per multiprocessor,
+          // trips aligned to the lanes (one and two per lane), x in a persisting L2 window.
           cuda::SpmvTuning tune;
           tune.kernel = variant == 0 ? 0 : variant == 1 ? 2 : 1;  // 0: all of spmv_choice()'s knobs
-          if (variant == 2 || variant == 3) {
-            tune.cache = variant;
-            tune.lanes = variant == 2 ? 32 : 4;
+          if (variant == 2 || variant == 3 || variant == 8) {
+            tune.x_evict_last = true;
+            tune.lanes = variant == 2 ? 32 : variant == 3 ? 4 : 8;
             tune.unroll = variant == 2 ? 1 : 2;
+            tune.stream_hint = variant != 3;
             if (t != DType::F64) {
               Tensor y = Tensor::empty(t, {rows}, cuda_dev().allocator());
               BOOST_CHECK_THROW(cuda::spmv_csr_native(drp, dci, dv, dx, nullptr, 1.0, 0.0, y, tune), InputError);
@@ -289,10 +290,6 @@ BOOST_AUTO_TEST_CASE(spmv_kernels_match_host, *utf::precondition(GpuPresent())) 
           if (variant == 5) tune.blocks_per_sm = 1, tune.threads = 128, tune.lanes = 2, tune.stream_hint = true;
           if (variant == 6) tune.aligned = true, tune.lanes = 32;  // rows starting anywhere in a trip
           if (variant == 7) tune.aligned = true, tune.lanes = 4, tune.unroll = 2;
-          if (variant == 8) {  // cache policy 4 (f64 only; checked above for f32 with 2 and 3)
-            if (t != DType::F64) continue;
-            tune.cache = 4, tune.lanes = 8, tune.unroll = 2;
-          }
           if (variant == 9) tune.persist_x = true, tune.lanes = 8, tune.unroll = 2, tune.stream_hint = true;
           const std::string kernel = "variant " + std::to_string(variant);
           Tensor y = Tensor::empty(t, {rows}, cuda_dev().allocator());
