@@ -2,8 +2,9 @@
 //
 // Each element becomes a key (core/sort_key.hpp, the same keys the cpu device sorts: NaNs
 // last, -0 == +0, descending as complemented keys) paired with its position in its row; a
-// stable sort of (key, position) is the op's order; the positions give the values (copied
-// bit for bit from x) and the i64 indices. Rows need not be contiguous: the keys are read
+// stable sort of (key, position) is the op's order; the positions give the i64 indices, and
+// the sorted keys the values (sort_key::bits_of; NaNs and zeros, whose keys do not keep
+// their bits, copied from x by position, so payloads and signs survive bit for bit). Rows need not be contiguous: the keys are read
 // through x's view with the sorted axis moved last, and the results written back through
 // the output's strides in the same order, so neither x nor the results are transposed.
 //
@@ -59,15 +60,31 @@ __global__ void __launch_bounds__(256) row_offsets(int* __restrict__ offsets, i6
 }
 
 // Element i of the sorted rows (row i / len, rank i % len) came from position pos[i] of its
-// row (global: pos[i] is its index among all elements, row-major over the rows).
+// row (global: pos[i] is its index among all elements, row-major over the rows). Its value
+// is rebuilt from its sorted key where the sort left the keys in the same order (skeys, or
+// the low bits of the packed (row, key) words wkeys; sort_key::bits_of), so x is read only
+// for NaNs and zeros, whose keys do not keep their bits; with neither, every value is read
+// from x by position.
+template <class U>
+__device__ __forceinline__ U value_from(U k, const U* __restrict__ x, View xv, i64 from, sort_key::Kind kind,
+                                        bool descending) {
+  bool exact = true;
+  const U v = sort_key::bits_of<U>(k, kind, descending, exact);
+  return exact ? v : x[view_offset(xv, from)];
+}
+
 template <class U>
 __global__ void __launch_bounds__(256) write_results(const U* __restrict__ x, View xv, const int* __restrict__ pos,
+                                                      const U* __restrict__ skeys, const uint64_t* __restrict__ wkeys,
                                                       View ov, U* __restrict__ values, int64_t* __restrict__ indices,
-                                                      i64 total, int len, bool global) {
+                                                      i64 total, int len, bool global, sort_key::Kind kind,
+                                                      bool descending) {
   for (i64 i = i64(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += i64(gridDim.x) * blockDim.x) {
     const i64 from = global ? i64(pos[i]) : i - i % len + pos[i];
     const i64 o = view_offset(ov, i);
-    values[o] = x[view_offset(xv, from)];
+    if (skeys) values[o] = value_from<U>(skeys[i], x, xv, from, kind, descending);
+    else if (wkeys) values[o] = value_from<U>(U(wkeys[i]), x, xv, from, kind, descending);
+    else values[o] = x[view_offset(xv, from)];
     indices[o] = from % len;
   }
 }
@@ -132,7 +149,7 @@ __global__ void __launch_bounds__(THREADS) block_sort(const U* __restrict__ x, V
     const int rank = j * THREADS + int(threadIdx.x);
     if (rank < len) {
       const i64 o = view_offset(ov, first + rank);
-      values[o] = x[view_offset(xv, first + p[j])];
+      values[o] = value_from<U>(k[j], x, xv, first + p[j], kind, descending);
       indices[o] = p[j];
     }
   }
@@ -211,6 +228,8 @@ void sort_typed(const Tensor& x, int ax, bool descending, Tensor& values, Tensor
   };
   const int* result = pos_out;
   bool global = false;
+  const U* skeys = keys_out;           // sorted keys in the result's order (or null)
+  const uint64_t* wkeys = nullptr;     // or packed (row, key) words
   if (strategy != SortStrategy::Segmented && rows == 1) {
     cub_call("cub::DeviceRadixSort::SortPairs", [&](void* t, size_t& b) {
       return cub::DeviceRadixSort::SortPairs(t, b, keys_in, keys_out, pos_in, pos_out, int(total), 0, key_bits,
@@ -229,6 +248,8 @@ void sort_typed(const Tensor& x, int ax, bool descending, Tensor& values, Tensor
                                                key_bits + bits_for(rows), stream());
       });
       global = true;
+      skeys = nullptr;
+      wkeys = wk_out;
     } else {
       // 64-bit keys: by key over all elements, then (stably) by row.
       index_sequence(pos_in, total);
@@ -247,6 +268,7 @@ void sort_typed(const Tensor& x, int ax, bool descending, Tensor& values, Tensor
       });
       result = pos_in;
       global = true;
+      skeys = nullptr;  // (keys_out is in key order, not the final one: values by position)
     }
   } else {
     Scratch offsets(size_t(rows + 1) * sizeof(int));
@@ -258,8 +280,9 @@ void sort_typed(const Tensor& x, int ax, bool descending, Tensor& values, Tensor
                                                       begin, begin + 1, 0, key_bits, stream());
     });
   }
-  write_results<U><<<grid_for(total, 256), 256, 0, stream()>>>(xp, xv, result, ov, static_cast<U*>(values.raw()),
-                                                           static_cast<int64_t*>(indices.raw()), total, len, global);
+  write_results<U><<<grid_for(total, 256), 256, 0, stream()>>>(
+      xp, xv, result, skeys, wkeys, ov, static_cast<U*>(values.raw()), static_cast<int64_t*>(indices.raw()), total, len,
+      global, lay.kind, descending);
   check_launch("sort write_results");
 }
 

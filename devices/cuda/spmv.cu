@@ -386,15 +386,17 @@ SpmvTuning spmv_choice(int64_t rows, int64_t nnz) {
   //    in L2 (random, 16 per row over 4 M columns: 8x2 evict-first 0.596, 4 lanes 0.779;
   //    block diagonal, 16 per row: 0.268 against its best, 4 lanes, 0.230). Evict-first
   //    hurts where a group reads a row over several trips (Poisson, 2 lanes: 0.198 against
-  //    0.130): the rest of each sector has left L1 by the next trip;
+  //    0.130): the rest of each sector has left L1 by the next trip. One group per row
+  //    (no grid cap) in blocks of 128: random 0.587 against 0.602-0.608 with the cap of 64
+  //    blocks per multiprocessor (cuSPARSE 0.598-0.603), block diagonal 0.253 against 0.243
+  //    (cuSPARSE 0.306) — the one choice ahead of cuSPARSE on both (2026-11-30 sweeps);
   //  - long rows (mean >= 64): a warp per row, evict-first, one warp per row in the grid
   //    (no cap: the block scheduler balances rows of very different length; power-law rows
   //    of 1 to 1000: 0.585 against 0.608 with at most 64 blocks per multiprocessor, each
   //    warp then striding over ~7 rows; the split kernel 0.622), and each row's trips
   //    aligned to 32 nonzeros, so a trip reads whole sectors (0.578 against 0.585; ncu saw
   //    101.7 M L2 sectors unaligned against cuSPARSE's 98.2 M, both at 94-97 % of the L2's
-  //    throughput). Neither for medium rows (block diagonal, 16 per row: no cap 0.290
-  //    against 0.268; random, 16 per row: aligned 0.733 against 0.658).
+  //    throughput). Not for medium rows (random, 16 per row: aligned 0.733 against 0.658).
   const double mean = rows > 0 ? double(nnz) / double(rows) : 0.0;
   SpmvTuning t;
   t.kernel = 1;
@@ -406,6 +408,8 @@ SpmvTuning spmv_choice(int64_t rows, int64_t nnz) {
     while (t.lanes < 32 && 2 * t.lanes <= mean / 2 + 0.5) t.lanes *= 2;  // (random:16, 15.99997 per row: 8)
     t.unroll = 2;
     t.stream_hint = true;
+    t.blocks_per_sm = 0;
+    t.threads = 128;
   } else {
     t.lanes = 32;
     t.stream_hint = true;

@@ -2,8 +2,9 @@
 // Two kernels, both accumulating in double and rounding once on store:
 //  - vector (what the device runs; spmv_choice() picks its knobs from the mean row length):
 //    a group of L lanes per row (1 to 32), coalesced loads of each row's values and
-//    columns, x through the read-only cache, a shuffle reduction inside the group; for
-//    long rows one warp per row with no grid cap and trips aligned to 32 nonzeros;
+//    columns, x through the read-only cache, a shuffle reduction inside the group; rows of
+//    12 or more nonzeros on average one group per row (no grid cap), long rows (64 or
+//    more) a warp per row with trips aligned to 32 nonzeros;
 //  - split (a knob, for rows of very uneven length): each warp takes 256 consecutive
 //    nonzeros whatever rows they belong to, so long and short rows cost the same per
 //    nonzero; rows spanning chunks are completed by a second kernel from per-chunk

@@ -218,6 +218,7 @@ BOOST_AUTO_TEST_CASE(spmv_kernels_match_host, *utf::precondition(GpuPresent())) 
   std::vector<int64_t> lens = {0, 0, 5, 256, 0, 251, 1, 2000, 0, 0, 700, 256, 256, 3, 0};
   std::uniform_int_distribution<int64_t> len(0, 400), col(0, cols - 1);
   for (int i = 0; i < 500; ++i) lens.push_back(i % 7 == 0 ? 0 : len(rng));
+  for (int i = 0; i < 100; ++i) lens.push_back(i % 4);  // runs of short rows: many rows per 32 nonzeros
   lens.push_back(0);
   lens.push_back(0);
   const int64_t rows = int64_t(lens.size());
@@ -371,7 +372,14 @@ BOOST_AUTO_TEST_CASE(sort_strategies_match_reference, *utf::precondition(GpuPres
     Tensor h = Tensor::empty(DType::F64, s);
     std::uniform_int_distribution<int> pick(0, 9);
     for (int64_t i = 0; i < h.numel(); ++i) h.data<double>()[i] = pool[pick(rng)] + (pick(rng) == 0 ? 0.25 * pick(rng) : 0.0);
-    return as_dtype(h, t);
+    Tensor r = as_dtype(h, t);
+    // NaNs of both signs with payloads (values are rebuilt from keys except NaNs and zeros,
+    // which must still come back bit for bit).
+    for (int64_t i = 0; i < r.numel(); i += 7) {
+      if (t == DType::F32) r.data<uint32_t>()[i] = 0x7F800001u + uint32_t(i % 1000) + (i % 2 ? 0x80000000u : 0u);
+      if (t == DType::F64) r.data<uint64_t>()[i] = 0x7FF0000000000001ull + uint64_t(i % 1000) + (i % 2 ? (1ull << 63) : 0);
+    }
+    return r;
   };
   struct Case {
     DType t;
