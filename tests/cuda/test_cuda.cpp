@@ -203,8 +203,11 @@ BOOST_AUTO_TEST_CASE(spmv_lane_rule) {
   BOOST_TEST(is(cuda::spmv_choice(100, 100 * 1000), 32, 1, true));
   BOOST_TEST(cuda::spmv_choice(100, 100 * 1000).blocks_per_sm == 0);    // long rows: no grid cap,
   BOOST_TEST(cuda::spmv_choice(100, 100 * 1000).aligned);               // trips aligned
-  BOOST_TEST(cuda::spmv_choice(4'000'000, 64'000'000).blocks_per_sm == 64);
-  BOOST_TEST(!cuda::spmv_choice(4'000'000, 64'000'000).aligned);
+  BOOST_TEST(cuda::spmv_choice(4'000'000, 64'000'000).blocks_per_sm == 0);  // medium rows: no cap,
+  BOOST_TEST(cuda::spmv_choice(4'000'000, 64'000'000).threads == 128);       // blocks of 128,
+  BOOST_TEST(!cuda::spmv_choice(4'000'000, 64'000'000).aligned);             // trips not aligned
+  BOOST_TEST(cuda::spmv_choice(4'096'000, 28'518'400).blocks_per_sm == 64);  // short rows: capped
+  BOOST_TEST(cuda::spmv_choice(4'096'000, 28'518'400).threads == 256);
   BOOST_TEST(is(cuda::spmv_choice(0, 0), 1, 2, false));
 }
 
