@@ -4,9 +4,10 @@
 // last, -0 == +0, descending as complemented keys) paired with its position in its row; a
 // stable sort of (key, position) is the op's order; the positions give the i64 indices, and
 // the sorted keys the values (sort_key::bits_of; NaNs and zeros, whose keys do not keep
-// their bits, copied from x by position, so payloads and signs survive bit for bit). Rows need not be contiguous: the keys are read
-// through x's view with the sorted axis moved last, and the results written back through
-// the output's strides in the same order, so neither x nor the results are transposed.
+// their bits, copied from x by position, so payloads and signs survive bit for bit). Rows
+// need not be contiguous: the keys are read through x's view with the sorted axis moved
+// last, and the results written back through the output's strides in the same order, so
+// neither x nor the results are transposed.
 //
 // Three strategies (library.hpp's SortStrategy; Auto is the default):
 //  - rows of 65 to 4096 elements (to 2048 for 64-bit keys), Auto: a thread block per row
