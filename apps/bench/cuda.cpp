@@ -326,12 +326,6 @@ void bench_spmv_one(int reps, const std::string& label, const sparse::CsrMatrix&
       change(t);
       variant(name, t);
     };
-    for (int R : {2, 4, 8, 16, 31})
-      with(("packed" + std::to_string(R)).c_str(), [R](cuda::SpmvTuning& t) {
-        t = cuda::SpmvTuning{};
-        t.kernel = 3, t.rows_per_warp = R, t.stream_hint = true;
-      });
-    with("packed8/plain", [](cuda::SpmvTuning& t) { t = cuda::SpmvTuning{}, t.kernel = 3, t.rows_per_warp = 8; });
     with("default/x-evict-last", [](cuda::SpmvTuning& t) { t.x_evict_last = true; });
     with("default/persist-x", [](cuda::SpmvTuning& t) { t.persist_x = true; });
     with("default/nocap", [](cuda::SpmvTuning& t) { t.blocks_per_sm = 0; });
