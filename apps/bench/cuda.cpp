@@ -326,6 +326,15 @@ void bench_spmv_one(int reps, const std::string& label, const sparse::CsrMatrix&
       change(t);
       variant(name, t);
     };
+    for (int R : {2, 4, 8})  // the packed kernel: plain, registers capped, capped in blocks of 128
+      for (int shape = 0; shape < 3; ++shape)
+        with(("packed" + std::to_string(R) + (shape == 1 ? "/full" : shape == 2 ? "/full/t128" : "")).c_str(),
+             [R, shape](cuda::SpmvTuning& t) {
+               t = cuda::SpmvTuning{};
+               t.kernel = 3, t.rows_per_warp = R, t.stream_hint = true;
+               t.full_occupancy = shape > 0;
+               t.threads = shape == 2 ? 128 : 256;
+             });
     with("default/x-evict-last", [](cuda::SpmvTuning& t) { t.x_evict_last = true; });
     with("default/persist-x", [](cuda::SpmvTuning& t) { t.persist_x = true; });
     with("default/nocap", [](cuda::SpmvTuning& t) { t.blocks_per_sm = 0; });

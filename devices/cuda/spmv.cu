@@ -116,6 +116,105 @@ __global__ void __launch_bounds__(256) spmv_vector(const I* __restrict__ rp, con
   }
 }
 
+__device__ __forceinline__ double warp_sum(double s) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+  return s;
+}
+
+// ---------------------------------------------------------------- packed kernel
+// A warp per R consecutive rows (R <= 31). Their nonzeros are one contiguous range, read
+// in trips of 32 nonzeros aligned to 32 whatever rows they belong to, so every load of the
+// matrix is whole lines and short rows share them (on the H200, SpMV with scattered columns
+// is bound by L2 tag requests: one per x gather and one per line of the matrix — ncu,
+// docs/benchmarks.md). The row bounds arrive in one load (lane j holds rp[r0 + j]) and the
+// results leave in one store. A trip inside one row is summed lane by lane (`run`) until
+// the row changes; a trip that crosses rows is summed per row by a segmented shuffle
+// reduction. Lane j keeps row j's total; the order of the additions is fixed
+// (deterministic). An experiment (SpmvTuning::kernel = 3), not the device's choice: on the
+// H200's power-law rows it makes fewer L2 tag requests than cuSPARSE (84.0 M against 85.0 M;
+// a warp per row 89.2 M) but ran at 52 % of the warps and 88 % of the tag-request rate,
+// so it was not faster (0.579 ms at best against 0.576; docs/benchmarks.md). The
+// register cap (FULL) and 128-thread blocks are the fixes to measure next.
+// THREADS per block (128 or 256); FULL caps the registers so that 2048 threads fit on a
+// multiprocessor (32 per thread; without the cap ptxas takes 40, so 48 of 64 warps).
+template <int THREADS, bool FULL, bool HINT, class I, class T>
+__global__ void __launch_bounds__(THREADS, FULL ? 2048 / THREADS : 1) spmv_packed(const I* __restrict__ rp, const I* __restrict__ ci,
+                                                             const T* __restrict__ v, const T* __restrict__ x,
+                                                             const T* __restrict__ y0, double alpha, double beta,
+                                                             T* __restrict__ y, long long rows, int R) {
+  constexpr unsigned kAll = 0xffffffffu;
+  const int lane = threadIdx.x & 31;
+  const long long r0 = (static_cast<long long>(blockIdx.x) * (THREADS / 32) + (threadIdx.x >> 5)) * R;
+  if (r0 >= rows) return;  // whole warps: everything below is warp-uniform
+  const int n = rows - r0 < R ? static_cast<int>(rows - r0) : R;  // rows of this warp
+  const Loads<HINT, false> ld;
+  constexpr long long kNone = 0x7fffffffffffffffLL;
+  const long long bound = lane <= n ? static_cast<long long>(ld.once(rp + r0 + lane)) : kNone;
+  const long long next = __shfl_down_sync(kAll, bound, 1);  // lane j < n: the end of row j
+  const long long B = __shfl_sync(kAll, bound, 0), E = __shfl_sync(kAll, bound, n);
+  // Row (0 .. n-1) holding nonzero k of the range: the last j < n with bound_j <= k. The
+  // same k on every lane: two ballots.
+  auto row_uniform = [&](long long k) { return __popc(__ballot_sync(kAll, lane >= 1 && lane < n && bound <= k)); };
+  double acc = 0;      // lane j: row j's sum so far
+  double run = 0;      // per lane: the current row's products (trips inside one row)
+  int run_row = -1;
+  auto flush = [&]() {
+    if (run_row >= 0) {
+      const double s = warp_sum(run);
+      if (lane == run_row) acc += s;
+    }
+    run = 0;
+  };
+  auto product = [&](long long k) {
+    return k >= B && k < E ? static_cast<double>(ld.once(v + k)) * static_cast<double>(ld.gather(x + ld.once(ci + k)))
+                           : 0.0;
+  };
+  long long base = B - B % 32;
+  double p = base < E ? product(base + lane) : 0.0;
+  for (; base < E; base += 32) {
+    // The next trip's loads go out before this trip's shuffles.
+    const double pn = base + 32 < E ? product(base + 32 + lane) : 0.0;
+    const long long kf = base > B ? base : B, kl = base + 31 < E - 1 ? base + 31 : E - 1;
+    const int rf = row_uniform(kf), rl = row_uniform(kl);
+    if (rf == rl) {
+      if (rf != run_row) {
+        flush();
+        run_row = rf;
+      }
+      run += p;
+    } else {
+      flush();
+      run_row = -1;
+      // This lane's row (binary search over the bounds held by lanes 1 .. n-1).
+      const long long k = base + lane;
+      int ri = 0;
+#pragma unroll
+      for (int step = 16; step > 0; step >>= 1) {
+        const int c = ri + step;
+        const long long bc = __shfl_sync(kAll, bound, c < 32 ? c : 31);
+        if (c < n && bc <= k) ri = c;
+      }
+      // Segmented sums: after the step with offset o, lane l holds the sum of its row's
+      // products over lanes l .. l + 2o - 1.
+#pragma unroll
+      for (int o = 1; o < 32; o <<= 1) {
+        const double q = __shfl_down_sync(kAll, p, o);
+        const int rq = __shfl_down_sync(kAll, ri, o);
+        if (lane + o < 32 && rq == ri) p += q;
+      }
+      // Row j (lane j) takes its sum from the lane of its first nonzero in this trip.
+      const long long first = bound > base ? bound : base;
+      const bool here = lane < n && first < next && first < base + 32;
+      const double s = __shfl_sync(kAll, p, here ? static_cast<int>(first - base) : 0);
+      if (here) acc += s;
+    }
+    p = pn;
+  }
+  flush();
+  if (lane < n) y[r0 + lane] = static_cast<T>(finish(acc, alpha, beta, y0, r0 + lane, std::is_same_v<T, double>));
+}
+
 // ---------------------------------------------------------------- split kernel
 // Each warp takes kChunk consecutive nonzeros, whatever rows they belong to, so long and
 // short rows cost the same per nonzero. The warp stages its products in shared memory,
@@ -148,12 +247,6 @@ __device__ long long lower_bound_warp(const I* rp, long long lo, long long hi, l
   const long long p = lo + lane;
   const bool below = p < hi && static_cast<long long>(rp[p]) < val;
   return lo + __popc(__ballot_sync(0xffffffffu, below));
-}
-
-__device__ __forceinline__ double warp_sum(double s) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-  return s;
 }
 
 template <bool HINT, class I, class T>
@@ -264,6 +357,35 @@ void launch_split(bool hint, const Tensor& rp, const Tensor& ci, const Tensor& v
   check_launch("spmv_csr (split fixup)");
 }
 
+template <class I, class T>
+void launch_packed(const SpmvTuning& t, const Tensor& rp, const Tensor& ci, const Tensor& v, const Tensor& x,
+                   const Tensor* y0, double alpha, double beta, Tensor& y) {
+  const long long rows = y.numel();
+  const long long warps = (rows + t.rows_per_warp - 1) / t.rows_per_warp;
+  const int wpb = t.threads / 32;
+  const long long blocks = std::min<long long>((warps + wpb - 1) / wpb, 0x7fffffffLL);
+  auto go = [&](auto kernel) {
+    kernel<<<unsigned(blocks), t.threads, 0, stream()>>>(rp.data<I>(), ci.data<I>(), v.data<T>(), x.data<T>(),
+                                                        y0 ? y0->data<T>() : nullptr, alpha, beta, y.data<T>(), rows,
+                                                        t.rows_per_warp);
+  };
+  auto pick = [&](auto threads, auto full) {
+    constexpr int TH = decltype(threads)::value;
+    constexpr bool F = decltype(full)::value;
+    if (t.stream_hint) go(spmv_packed<TH, F, true, I, T>);
+    else go(spmv_packed<TH, F, false, I, T>);
+  };
+  using std::integral_constant;
+  if (t.threads == 128) {
+    if (t.full_occupancy) pick(integral_constant<int, 128>{}, std::true_type{});
+    else pick(integral_constant<int, 128>{}, std::false_type{});
+  } else {
+    if (t.full_occupancy) pick(integral_constant<int, 256>{}, std::true_type{});
+    else pick(integral_constant<int, 256>{}, std::false_type{});
+  }
+  check_launch("spmv_csr (packed)");
+}
+
 template <class I, class T, int UNR, bool HINT, bool XLAST>
 void launch_vector(const SpmvTuning& t, const Tensor& rp, const Tensor& ci, const Tensor& v, const Tensor& x, const Tensor* y0,
                    double alpha, double beta, Tensor& y) {
@@ -316,7 +438,8 @@ void launch(SpmvTuning t, const Tensor& rp, const Tensor& ci, const Tensor& v, c
   if (t.kernel <= 0) t = spmv_choice(rows, nnz);
   if (t.lanes <= 0) t.lanes = spmv_choice(rows, nnz).lanes;
   // The experiment knobs, checked rather than ignored.
-  if (t.kernel != 1 && t.kernel != 2) throw InputError("spmv_csr: SpmvTuning::kernel " + std::to_string(t.kernel) + " (1 or 2)");
+  if (t.kernel < 1 || t.kernel > 3)
+    throw InputError("spmv_csr: SpmvTuning::kernel " + std::to_string(t.kernel) + " (1, 2 or 3)");
   if (t.lanes > 32 || (t.lanes & (t.lanes - 1)) != 0)
     throw InputError("spmv_csr: SpmvTuning::lanes " + std::to_string(t.lanes) + " (1, 2, 4, 8, 16 or 32)");
   if (t.unroll != 1 && t.unroll != 2) throw InputError("spmv_csr: SpmvTuning::unroll " + std::to_string(t.unroll) + " (1 or 2)");
@@ -328,7 +451,14 @@ void launch(SpmvTuning t, const Tensor& rp, const Tensor& ci, const Tensor& v, c
     throw InputError("spmv_csr: SpmvTuning::threads " + std::to_string(t.threads) + " (64, 128 or 256)");
   if (t.kernel == 2 && (t.x_evict_last || t.aligned || t.unroll != 1 || t.persist_x))
     throw InputError("spmv_csr: the split kernel takes no x policy, aligned trips, unroll or L2 window");
+  if (t.kernel == 3 && (t.x_evict_last || t.aligned || t.unroll != 1 || t.persist_x))
+    throw InputError("spmv_csr: the packed kernel takes no x policy, aligned trips, unroll or L2 window");
+  if (t.kernel == 3 && (t.rows_per_warp < 1 || t.rows_per_warp > 31))
+    throw InputError("spmv_csr: SpmvTuning::rows_per_warp " + std::to_string(t.rows_per_warp) + " (1 to 31)");
+  if (t.kernel == 3 && t.threads == 64) throw InputError("spmv_csr: the packed kernel runs blocks of 128 or 256 threads");
+  if (t.kernel != 3 && t.full_occupancy) throw InputError("spmv_csr: SpmvTuning::full_occupancy is for the packed kernel");
   if (t.kernel == 2 && nnz > 0) return launch_split<I, T>(t.stream_hint, rp, ci, v, x, y0, alpha, beta, y);
+  if (t.kernel == 3) return launch_packed<I, T>(t, rp, ci, v, x, y0, alpha, beta, y);
   if (t.unroll == 2) launch_mode<I, T, 2>(t, rp, ci, v, x, y0, alpha, beta, y);
   else launch_mode<I, T, 1>(t, rp, ci, v, x, y0, alpha, beta, y);
 }

@@ -5,6 +5,9 @@
 //    columns, x through the read-only cache, a shuffle reduction inside the group; rows of
 //    12 or more nonzeros on average one group per row (no grid cap), long rows (64 or
 //    more) a warp per row with trips aligned to 32 nonzeros;
+//  - packed (a knob): a warp per R consecutive rows, their nonzeros read in trips of 32
+//    aligned nonzeros whatever rows they belong to (short rows share lines), summed per
+//    row by a segmented shuffle reduction;
 //  - split (a knob, for rows of very uneven length): each warp takes 256 consecutive
 //    nonzeros whatever rows they belong to, so long and short rows cost the same per
 //    nonzero; rows spanning chunks are completed by a second kernel from per-chunk
@@ -17,7 +20,7 @@ namespace rlx::cuda {
 
 // What the device runs (spmv_choice) and tuning experiments (rlx-bench cuda --only sweep).
 struct SpmvTuning {
-  int kernel = 0;            // 0: spmv_choice()'s, 1: vector, 2: split
+  int kernel = 0;            // 0: spmv_choice()'s, 1: vector, 2: split, 3: packed
   int lanes = 0;             // vector kernel: lanes per row (0: spmv_choice()'s)
   int unroll = 1;            // vector kernel: nonzeros per lane per trip (1 or 2)
   bool stream_hint = false;  // load the matrix evict-first (ld.global.cs), keeping x cached
@@ -32,6 +35,9 @@ struct SpmvTuning {
   bool aligned = false;  // vector kernel: each row's trips start at a multiple of the lanes
   bool persist_x = false;  // vector kernel: x in a persisting L2 access-policy window on the
                            // stream (persist_in_l2), left open: reset_l2_persistence() ends it
+  int rows_per_warp = 8;   // packed kernel: consecutive rows per warp (1 to 31); it also
+                           // takes threads (128 or 256) and
+  bool full_occupancy = false;  // registers capped so that 2048 threads fit per multiprocessor
 };
 
 // y = alpha * A x (+ beta * y0 when y0 is given). row_ptr/col_idx i32 or i64 (same dtype),
