@@ -135,9 +135,11 @@ __device__ __forceinline__ double warp_sum(double s) {
 // H200's power-law rows it makes fewer L2 tag requests than cuSPARSE (84.0 M against 85.0 M;
 // a warp per row 89.2 M) but ran at 52 % of the warps and 88 % of the tag-request rate,
 // so it was not faster (0.579 ms at best against 0.576; docs/benchmarks.md). The
-// register cap (FULL) and 128-thread blocks are the fixes to measure next.
+// register cap (FULL), 128-thread blocks and 32-bit offsets for i32 matrices are the
+// fixes to measure next.
 // THREADS per block (128 or 256); FULL caps the registers so that 2048 threads fit on a
-// multiprocessor (32 per thread; without the cap ptxas takes 40, so 48 of 64 warps).
+// multiprocessor (32 per thread; without the cap ptxas takes 40, so 48 of 64 warps; with
+// it, no spills for i32 indices, 24 bytes for i64).
 template <int THREADS, bool FULL, bool HINT, class I, class T>
 __global__ void __launch_bounds__(THREADS, FULL ? 2048 / THREADS : 1) spmv_packed(const I* __restrict__ rp, const I* __restrict__ ci,
                                                              const T* __restrict__ v, const T* __restrict__ x,
@@ -149,13 +151,16 @@ __global__ void __launch_bounds__(THREADS, FULL ? 2048 / THREADS : 1) spmv_packe
   if (r0 >= rows) return;  // whole warps: everything below is warp-uniform
   const int n = rows - r0 < R ? static_cast<int>(rows - r0) : R;  // rows of this warp
   const Loads<HINT, false> ld;
-  constexpr long long kNone = 0x7fffffffffffffffLL;
-  const long long bound = lane <= n ? static_cast<long long>(ld.once(rp + r0 + lane)) : kNone;
-  const long long next = __shfl_down_sync(kAll, bound, 1);  // lane j < n: the end of row j
-  const long long B = __shfl_sync(kAll, bound, 0), E = __shfl_sync(kAll, bound, n);
+  // Nonzero offsets in the unsigned type of the index width (fewer registers for i32
+  // matrices; unsigned, so k + 32 past the last offset cannot overflow).
+  using Off = std::make_unsigned_t<I>;
+  constexpr Off kNone = ~Off(0);
+  const Off bound = lane <= n ? static_cast<Off>(ld.once(rp + r0 + lane)) : kNone;
+  const Off next = __shfl_down_sync(kAll, bound, 1);  // lane j < n: the end of row j
+  const Off B = __shfl_sync(kAll, bound, 0), E = __shfl_sync(kAll, bound, n);
   // Row (0 .. n-1) holding nonzero k of the range: the last j < n with bound_j <= k. The
   // same k on every lane: two ballots.
-  auto row_uniform = [&](long long k) { return __popc(__ballot_sync(kAll, lane >= 1 && lane < n && bound <= k)); };
+  auto row_uniform = [&](Off k) { return __popc(__ballot_sync(kAll, lane >= 1 && lane < n && bound <= k)); };
   double acc = 0;      // lane j: row j's sum so far
   double run = 0;      // per lane: the current row's products (trips inside one row)
   int run_row = -1;
@@ -166,16 +171,16 @@ __global__ void __launch_bounds__(THREADS, FULL ? 2048 / THREADS : 1) spmv_packe
     }
     run = 0;
   };
-  auto product = [&](long long k) {
+  auto product = [&](Off k) {
     return k >= B && k < E ? static_cast<double>(ld.once(v + k)) * static_cast<double>(ld.gather(x + ld.once(ci + k)))
                            : 0.0;
   };
-  long long base = B - B % 32;
+  Off base = B - B % 32;
   double p = base < E ? product(base + lane) : 0.0;
   for (; base < E; base += 32) {
     // The next trip's loads go out before this trip's shuffles.
     const double pn = base + 32 < E ? product(base + 32 + lane) : 0.0;
-    const long long kf = base > B ? base : B, kl = base + 31 < E - 1 ? base + 31 : E - 1;
+    const Off kf = base > B ? base : B, kl = base + 31 < E - 1 ? base + 31 : E - 1;
     const int rf = row_uniform(kf), rl = row_uniform(kl);
     if (rf == rl) {
       if (rf != run_row) {
@@ -187,12 +192,12 @@ __global__ void __launch_bounds__(THREADS, FULL ? 2048 / THREADS : 1) spmv_packe
       flush();
       run_row = -1;
       // This lane's row (binary search over the bounds held by lanes 1 .. n-1).
-      const long long k = base + lane;
+      const Off k = base + lane;
       int ri = 0;
 #pragma unroll
       for (int step = 16; step > 0; step >>= 1) {
         const int c = ri + step;
-        const long long bc = __shfl_sync(kAll, bound, c < 32 ? c : 31);
+        const Off bc = __shfl_sync(kAll, bound, c < 32 ? c : 31);
         if (c < n && bc <= k) ri = c;
       }
       // Segmented sums: after the step with offset o, lane l holds the sum of its row's
@@ -204,7 +209,7 @@ __global__ void __launch_bounds__(THREADS, FULL ? 2048 / THREADS : 1) spmv_packe
         if (lane + o < 32 && rq == ri) p += q;
       }
       // Row j (lane j) takes its sum from the lane of its first nonzero in this trip.
-      const long long first = bound > base ? bound : base;
+      const Off first = bound > base ? bound : base;
       const bool here = lane < n && first < next && first < base + 32;
       const double s = __shfl_sync(kAll, p, here ? static_cast<int>(first - base) : 0);
       if (here) acc += s;
