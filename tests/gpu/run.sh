@@ -44,7 +44,8 @@ done
 grep -E "test_ops: device" "$OUT/test_ops.log"
 "$BUILD/bin/rlx" solve poisson3d:64 --method pcg --pc jacobi --device cuda --explain --out "$OUT/poisson3d.h5" 2>&1 | tail -12
 [ "${1:-}" = quick ] && exit $rc
-[ "${1:-}" = sweep ] && "$BUILD/bin/rlx-bench" cuda --only sweep 2>&1 | tee "$OUT/sweep.txt"
+# MATRIX=NAME[,NAME] limits the sweep's SpMV part (rlx-bench cuda --matrix).
+[ "${1:-}" = sweep ] && "$BUILD/bin/rlx-bench" cuda --only sweep ${MATRIX:+--matrix "$MATRIX"} 2>&1 | tee "$OUT/sweep.txt"
 if [ "${1:-}" = profile ]; then
   # Hardware counters of rlx's SpMV kernel and cuSPARSE's on the two matrices where rlx is
   # not ahead: per matrix, rlx's 4 launches (3 warm-ups + 1) then cuSPARSE's 4 calls
