@@ -175,7 +175,7 @@ __global__ void __launch_bounds__(THREADS, FULL ? 2048 / THREADS : 1) spmv_packe
     return k >= B && k < E ? static_cast<double>(ld.once(v + k)) * static_cast<double>(ld.gather(x + ld.once(ci + k)))
                            : 0.0;
   };
-  Off base = B - B % 32;
+  Off base = B < E ? B - B % 32 : E;  // (an empty range runs no trip)
   double p = base < E ? product(base + lane) : 0.0;
   for (; base < E; base += 32) {
     // The next trip's loads go out before this trip's shuffles.
@@ -368,7 +368,10 @@ void launch_packed(const SpmvTuning& t, const Tensor& rp, const Tensor& ci, cons
   const long long rows = y.numel();
   const long long warps = (rows + t.rows_per_warp - 1) / t.rows_per_warp;
   const int wpb = t.threads / 32;
-  const long long blocks = std::min<long long>((warps + wpb - 1) / wpb, 0x7fffffffLL);
+  const long long blocks = (warps + wpb - 1) / wpb;
+  if (blocks > 0x7fffffffLL)  // (each warp takes its rows once: no grid-stride loop)
+    throw InputError("spmv_csr: " + std::to_string(rows) + " rows are too many for the packed kernel at " +
+                     std::to_string(t.rows_per_warp) + " rows per warp");
   auto go = [&](auto kernel) {
     kernel<<<unsigned(blocks), t.threads, 0, stream()>>>(rp.data<I>(), ci.data<I>(), v.data<T>(), x.data<T>(),
                                                         y0 ? y0->data<T>() : nullptr, alpha, beta, y.data<T>(), rows,

@@ -1,5 +1,5 @@
 // The cuda device's own CSR SpMV (spmv.cu), used for f32/f64 values instead of cuSPARSE.
-// Two kernels, both accumulating in double and rounding once on store:
+// Three kernels, all accumulating in double and rounding once on store:
 //  - vector (what the device runs; spmv_choice() picks its knobs from the mean row length):
 //    a group of L lanes per row (1 to 32), coalesced loads of each row's values and
 //    columns, x through the read-only cache, a shuffle reduction inside the group; rows of

@@ -265,6 +265,8 @@ BOOST_AUTO_TEST_CASE(spmv_kernels_match_host, *utf::precondition(GpuPresent())) 
         refused([](cuda::SpmvTuning& b) { b.kernel = 3, b.rows_per_warp = 32; });
         refused([](cuda::SpmvTuning& b) { b.kernel = 3, b.aligned = true; });
         refused([](cuda::SpmvTuning& b) { b.kernel = 3, b.threads = 64; });
+        refused([](cuda::SpmvTuning& b) { b.kernel = 3, b.unroll = 2; });
+        refused([](cuda::SpmvTuning& b) { b.kernel = 3, b.persist_x = true; });
         refused([](cuda::SpmvTuning& b) { b.full_occupancy = true; });
         refused([](cuda::SpmvTuning& b) { b.lanes = 3; });
         refused([](cuda::SpmvTuning& b) { b.unroll = 4; });
