@@ -13,6 +13,7 @@
 #include <random>
 #include <set>
 
+#include "tests/support/preconditions.hpp"
 #include "tests/support/seed.hpp"
 #include "core/error.hpp"
 #include "devices/cuda/codegen.hpp"
@@ -32,14 +33,7 @@ namespace {
 
 Device& cuda_dev() { return DeviceRegistry::get().at("cuda"); }
 
-struct GpuPresent {
-  boost::test_tools::assertion_result operator()(utf::test_unit_id) const {
-    std::string why = cuda_dev().unavailable();
-    boost::test_tools::assertion_result r(why.empty());
-    r.message() << "no usable GPU here: " << why;
-    return r;
-  }
-};
+using test::GpuPresent;
 
 uint64_t seed() { return test::run_seed("test_cuda"); }
 

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <random>
 
+#include "tests/support/preconditions.hpp"
 #include "tests/support/seed.hpp"
 #include "ir/frontend.hpp"
 #include "ir/op_registry.hpp"
@@ -25,14 +26,7 @@ namespace {
 
 Device& device(const char* name) { return DeviceRegistry::get().at(name); }
 
-struct GpuPresent {
-  boost::test_tools::assertion_result operator()(utf::test_unit_id) const {
-    const std::string why = device("cuda").unavailable();
-    boost::test_tools::assertion_result r(why.empty());
-    r.message() << "no usable GPU here: " << why;
-    return r;
-  }
-};
+using test::GpuPresent;
 
 // For the TF32 case: RLX_CUDA_TF32 is read once per process, so that case runs only in the
 // process started with it (ctest's test_cuda_matmul_tf32).

@@ -15,6 +15,7 @@
 #include "core/rng.hpp"
 #include "io/hdf5.hpp"
 #include "io/npy.hpp"
+#include "tests/support/preconditions.hpp"
 
 using namespace rlx;
 namespace fs = std::filesystem;
@@ -156,11 +157,7 @@ BOOST_AUTO_TEST_CASE(npy_bad_files_are_named) {
   BOOST_CHECK_THROW(io::read_npy((scratch() / "missing.npy").string()), InputError);
 }
 
-BOOST_AUTO_TEST_CASE(hdf5_round_trip_datasets_attributes_csr) {
-  if (!io::hdf5_available()) {
-    BOOST_TEST_MESSAGE("skipped: built without HDF5");
-    return;
-  }
+BOOST_AUTO_TEST_CASE(hdf5_round_trip_datasets_attributes_csr, *boost::unit_test::precondition(test::Hdf5Present())) {
   fs::path p = scratch() / "round.h5";
   std::vector<Tensor> ts;
   std::vector<std::string> names;
@@ -263,11 +260,7 @@ BOOST_AUTO_TEST_CASE(hdf5_layouts_of_other_writers) {
 // or fails with an InputError: never another exception, never a crash. Before the checks
 // in H5Reader::read (storage against shape), some changes made HDF5 read through a null
 // pointer and others asked for terabytes. (Mutated data bytes just read as other values.)
-BOOST_AUTO_TEST_CASE(hdf5_mutations_are_errors_not_crashes) {
-  if (!io::hdf5_available()) {
-    BOOST_TEST_MESSAGE("skipped: built without HDF5");
-    return;
-  }
+BOOST_AUTO_TEST_CASE(hdf5_mutations_are_errors_not_crashes, *boost::unit_test::precondition(test::Hdf5Present())) {
   fs::path good = scratch() / "fuzz_good.h5";
   {
     io::H5Writer w(good.string());
@@ -312,11 +305,7 @@ BOOST_AUTO_TEST_CASE(hdf5_mutations_are_errors_not_crashes) {
   BOOST_TEST(o.read > 0);  // (changed data bytes read as other values)
 }
 
-BOOST_AUTO_TEST_CASE(hdf5_writes_are_atomic_and_bad_files_named) {
-  if (!io::hdf5_available()) {
-    BOOST_TEST_MESSAGE("skipped: built without HDF5");
-    return;
-  }
+BOOST_AUTO_TEST_CASE(hdf5_writes_are_atomic_and_bad_files_named, *boost::unit_test::precondition(test::Hdf5Present())) {
   fs::path p = scratch() / "atomic.h5";
   {
     io::H5Writer w(p.string());
