@@ -11,6 +11,7 @@
 #include "ir/op_registry.hpp"
 #include "ir/text.hpp"
 #include "passes/schedule.hpp"
+#include "runtime/device.hpp"
 
 namespace rlx {
 namespace {
@@ -348,6 +349,11 @@ Program build_program(const ProgramSyntax& s, const std::string& file) {
       p.slots[size_t(n.id)].push_back(slot);
     }
   }
+  // Constants go to the named device where it can run here, as compile() places them (a
+  // GPU's kernels cannot read host memory); elsewhere they stay on the host.
+  if (Device* d = DeviceRegistry::get().find(s.device); d && d->unavailable().empty())
+    for (Tensor& c : p.constants)
+      if (c.defined()) c = c.to(d->allocator());
 
   for (const KernelSyntax& ks : s.kernels) {
     Kernel k;
