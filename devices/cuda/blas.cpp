@@ -32,8 +32,9 @@
 // first use). Operands that must be made contiguous (and a bias at an address cuBLASLt
 // may not take) are copied into blocks of the device allocator, which a recording keeps.
 //
-// Relu is not fused (the schedule's bias+relu form is refused; the bias-only form is
-// taken and the relu runs as a generated kernel): rlx's maximum(NaN, 0) is NaN, and
+// Relu is not fused (the schedule's bias+relu form is refused, and so is one an L3 text
+// names, which then runs node by node; the bias-only form is taken and the relu runs as a
+// generated kernel): rlx's maximum(NaN, 0) is NaN, and
 // cuBLASLt does not document what its RELU_BIAS epilogue does with a NaN — a relu that
 // turned NaN into 0 would hide a diverging computation.
 //
@@ -241,10 +242,9 @@ struct Gemm {
   int64_t m = 0, n = 0, k = 0, lda = 0, ldb = 0, ldd = 0, count = 1, sa = 0, sb = 0, sd = 0;
 };
 
-// What the epilogue adds: bias (length m of the column-major problem), then maybe relu.
+// What the epilogue adds: a bias (length m of the column-major problem).
 struct Epilogue {
   const void* bias = nullptr;
-  bool relu = false;
 };
 
 using LtKey = std::array<int64_t, 20>;
@@ -298,9 +298,7 @@ std::unique_ptr<LtPlan> lt_plan(DType t, const Gemm& g, const Epilogue* epi,
   const int32_t op_a = g.op_a, op_b = g.op_b;
   set_op(CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a));
   set_op(CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b));
-  const cublasLtEpilogue_t ep = !epi ? CUBLASLT_EPILOGUE_DEFAULT
-                                : epi->relu ? CUBLASLT_EPILOGUE_RELU_BIAS
-                                            : CUBLASLT_EPILOGUE_BIAS;
+  const cublasLtEpilogue_t ep = epi ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
   if (epi) {
     const uint32_t epv = ep;
     set_op(CUBLASLT_MATMUL_DESC_EPILOGUE, &epv, sizeof(epv));
@@ -485,6 +483,7 @@ bool takes_matmul_epilogue(const MatmulEpilogue& e, const ir::Graph& g) {
 }
 
 bool run_matmul_epilogue(const MatmulEpilogue& e, const ir::Graph& g, std::span<const Tensor> in, Tensor& out) {
+  if (e.activation != MatmulEpilogue::None) return false;  // (node by node: see "Relu is not fused")
   const ir::Node& mm = g.nodes.at(size_t(e.matmul));
   Tensor bias = contiguous(in[2]);  // ([n] or [1, ..., n]: n packed elements)
   // cuBLASLt documents no alignment rule for the bias: give it a fresh, aligned block when
@@ -492,7 +491,6 @@ bool run_matmul_epilogue(const MatmulEpilogue& e, const ir::Graph& g, std::span<
   if (reinterpret_cast<uintptr_t>(bias.raw()) % 16 != 0) bias = bias.to(allocator());
   Epilogue epi;
   epi.bias = bias.raw();
-  epi.relu = e.activation == MatmulEpilogue::Relu;
   return matmul(mm, in[0], in[1], out, &epi);
 }
 

@@ -194,7 +194,6 @@ BOOST_AUTO_TEST_CASE(default_run_path_runs_the_nodes_one_by_one) {
   for (int round = 0; round < 2; ++round) {
     std::vector<Tensor> in = {random_tensor(DType::F32, c.a, rng), random_tensor(DType::F32, c.b, rng),
                               random_tensor(DType::F32, c.bias, rng)};
-    // (Constants of a parsed program are on the host: the cpu device reads host memory.)
     auto got = run(p, device("cpu"), in);
     auto want = run(compile(g, device("reference")), device("reference"), in);
     BOOST_TEST(normalized_error(got[0], want[0]) <= 1e-5);
@@ -253,6 +252,61 @@ BOOST_AUTO_TEST_CASE(nan_and_odd_bias_match_reference, *utf::precondition(GpuPre
   }
   BOOST_TEST(nan_rows == 29);  // the whole row of the NaN
   BOOST_TEST(worst <= 1e-4, "largest difference " << worst);
+}
+
+// An L3 text may name a matmul_epilogue kernel with the relu inside (the schedule never
+// forms one for cuda). It must still give maximum(NaN, 0) = NaN: the cuda device runs such a
+// kernel node by node instead of through cuBLASLt's RELU_BIAS (see blas.cpp).
+std::string relu_epilogue_text(const char* dev) {
+  return std::string("program @main device \"") + dev + R"(" arena 512 {
+  param %x: f32[37,64] -> param 0
+  param %w: f32[64,29] -> param 1
+  param %b: f32[29] -> param 2
+  %5 = constant() {value=dense<[0.0]>} : f32[] -> const 0
+  kernel 0 matmul_epilogue(%x, %w, %b, %5) -> (%6) {
+    %3 = matmul(%x, %w) : f32[37,29] -> internal
+    %4 = add(%3, %b) : f32[37,29] -> internal
+    %6 = maximum(%4, %5) : f32[37,29] -> result 0
+  }
+  return %6
+}
+)";
+}
+
+void check_relu_epilogue_text(const char* dev) {
+  std::mt19937_64 rng(test::run_seed("test_cuda_matmul") + 4);
+  Program p = parse_program(relu_epilogue_text(dev), "l3");
+  const Kernel* k = epilogue_kernel(p);
+  BOOST_REQUIRE(k);
+  BOOST_REQUIRE(k->epilogue.activation == MatmulEpilogue::Relu);
+  ir::Graph g;
+  Var x = input(g, "x", DType::F32, {37, 64}), w = input(g, "w", DType::F32, {64, 29}), b = input(g, "b", DType::F32, {29});
+  output(g, {relu(matmul(x, w) + b)});
+  std::vector<Tensor> in = {random_tensor(DType::F32, {37, 64}, rng), random_tensor(DType::F32, {64, 29}, rng),
+                            random_tensor(DType::F32, {29}, rng)};
+  in[0].data<float>()[7 * 64 + 1] = std::nanf("");
+  auto want = run(compile(g, device("reference")), device("reference"), in);
+  auto got = run(p, device(dev), in);
+  const Tensor h = got[0].to(host_allocator());
+  int nans = 0;
+  double worst = 0;
+  for (int64_t i = 0; i < 37 * 29; ++i) {
+    const float a = h.data<float>()[i], e = want[0].data<float>()[i];
+    if (std::isnan(e)) {
+      BOOST_TEST(std::isnan(a), dev << " element " << i << ": reference NaN, got " << a);
+      ++nans;
+    } else {
+      worst = std::max(worst, double(std::fabs(a - e)));
+    }
+  }
+  BOOST_TEST(nans == 29);  // the row of the NaN
+  BOOST_TEST(worst <= 1e-4, dev << ": largest difference " << worst);
+}
+
+BOOST_AUTO_TEST_CASE(relu_epilogue_from_text_keeps_nan_on_cpu) { check_relu_epilogue_text("cpu"); }
+
+BOOST_AUTO_TEST_CASE(relu_epilogue_from_text_keeps_nan_on_cuda, *utf::precondition(GpuPresent())) {
+  check_relu_epilogue_text("cuda");
 }
 
 // The plain matmul path (cuBLASLt without an epilogue) on the same shapes.
