@@ -5,8 +5,9 @@
 // sort moves and compares single integers. Rows of 1024 or more go through an LSD radix
 // sort (stable, so ties keep their order), shorter ones through std::sort. Values are
 // rebuilt from the sorted keys (sort_key::bits_of), which is exact but for NaNs and zeros:
-// those are copied bit for bit from x (payload and sign kept). Rows run in parallel; with fewer rows than threads, each long
-// row (2^16 or more) is sorted by all the threads in turn.
+// those are copied bit for bit from x (payload and sign kept). Rows run in parallel; with
+// fewer rows than threads, each long row (2^16 or more) is sorted by all the threads in
+// turn.
 #include <algorithm>
 #include <cstring>
 #include <functional>
@@ -127,47 +128,33 @@ void sort_row(const U* x, U* values, int64_t* indices, int64_t r, int64_t len, i
     if (nt == 1) f(int64_t(0), len);
     else ThreadPool::instance().run(nt, [&](int t, int m) { f(len * t / m, len * (t + 1) / m); });
   };
-  if (pack) {
-    auto& p = buf.packed;
+  // Records of (key, position): fill, sort (stably by key), then write values and indices.
+  auto run = [&](auto& p, auto& tmp, auto make, auto key_of, auto pos_of) {
     p.resize(n);
     over([&](int64_t j0, int64_t j1) {
-      for (int64_t j = j0; j < j1; ++j)
-        p[size_t(j)] = uint64_t(sort_key::key<U>(x[at(j)], lay.kind, inf, descending)) << 32 | uint64_t(j);
+      for (int64_t j = j0; j < j1; ++j) p[size_t(j)] = make(sort_key::key<U>(x[at(j)], lay.kind, inf, descending), j);
     });
     if (radix) {  // positions are already in order: sorting stably by the key alone is enough
-      buf.packed_tmp.resize(n);
-      radix_sort(p, buf.packed_tmp, int(8 * sizeof(U)), [](uint64_t q) { return q >> 32; }, nt);
+      tmp.resize(n);
+      radix_sort(p, tmp, int(8 * sizeof(U)), key_of, nt);
     } else {
       std::sort(p.begin(), p.end());
     }
     over([&](int64_t j0, int64_t j1) {
       for (int64_t j = j0; j < j1; ++j) {
-        const int64_t from = int64_t(p[size_t(j)] & 0xFFFFFFFFu);
-        values[at(j)] = value_of(U(p[size_t(j)] >> 32), from);
+        const int64_t from = pos_of(p[size_t(j)]);
+        values[at(j)] = value_of(U(key_of(p[size_t(j)])), from);
         indices[at(j)] = from;
       }
     });
-  } else {
-    auto& p = buf.pairs;
-    p.resize(n);
-    over([&](int64_t j0, int64_t j1) {
-      for (int64_t j = j0; j < j1; ++j) p[size_t(j)] = {sort_key::key<U>(x[at(j)], lay.kind, inf, descending), j};
-    });
-    if (radix) {
-      buf.pairs_tmp.resize(n);
-      radix_sort(p, buf.pairs_tmp, int(8 * sizeof(U)), [](const std::pair<U, int64_t>& q) { return uint64_t(q.first); },
-                 nt);
-    } else {
-      std::sort(p.begin(), p.end());
-    }
-    over([&](int64_t j0, int64_t j1) {
-      for (int64_t j = j0; j < j1; ++j) {
-        const int64_t from = p[size_t(j)].second;
-        values[at(j)] = value_of(p[size_t(j)].first, from);
-        indices[at(j)] = from;
-      }
-    });
-  }
+  };
+  if (pack)
+    run(buf.packed, buf.packed_tmp, [](U k, int64_t j) { return uint64_t(k) << 32 | uint64_t(j); },
+        [](uint64_t q) { return q >> 32; }, [](uint64_t q) { return int64_t(q & 0xFFFFFFFFu); });
+  else
+    run(buf.pairs, buf.pairs_tmp, [](U k, int64_t j) { return std::pair<U, int64_t>{k, j}; },
+        [](const std::pair<U, int64_t>& q) { return uint64_t(q.first); },
+        [](const std::pair<U, int64_t>& q) { return q.second; });
 }
 
 template <class U>
