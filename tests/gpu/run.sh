@@ -4,7 +4,7 @@
 # Where Boost.Test or nlohmann-json are not installed (the lent GPU machine has neither),
 # Debian packages placed in .debs/ are unpacked to /tmp/deps and used (see README.md here).
 # Logs and figures go to $OUT (default build-gpu/out). "quick" skips the benchmarks;
-# "sweep" also times the tuning variants (rlx-bench cuda --only sweep); "profile" runs the
+# "sweep" times the tuning variants (rlx-bench cuda --only sweep) instead of the benchmarks; "profile" runs the
 # suites, then ncu on SpMV (rlx and cuSPARSE, power-law and random rows) instead of the
 # benchmarks.
 set -uo pipefail
@@ -45,7 +45,10 @@ grep -E "test_ops: device" "$OUT/test_ops.log"
 "$BUILD/bin/rlx" solve poisson3d:64 --method pcg --pc jacobi --device cuda --explain --out "$OUT/poisson3d.h5" 2>&1 | tail -12
 [ "${1:-}" = quick ] && exit $rc
 # MATRIX=NAME[,NAME] limits the sweep's SpMV part (rlx-bench cuda --matrix).
-[ "${1:-}" = sweep ] && "$BUILD/bin/rlx-bench" cuda --only sweep ${MATRIX:+--matrix "$MATRIX"} 2>&1 | tee "$OUT/sweep.txt"
+if [ "${1:-}" = sweep ]; then
+  "$BUILD/bin/rlx-bench" cuda --only sweep ${MATRIX:+--matrix "$MATRIX"} 2>&1 | tee "$OUT/sweep.txt"
+  exit $rc
+fi
 if [ "${1:-}" = profile ]; then
   # Hardware counters of rlx's SpMV kernel and cuSPARSE's on the two matrices where rlx is
   # not ahead: per matrix, rlx's 4 launches (3 warm-ups + 1) then cuSPARSE's 4 calls
