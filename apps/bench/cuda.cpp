@@ -326,15 +326,20 @@ void bench_spmv_one(int reps, const std::string& label, const sparse::CsrMatrix&
       change(t);
       variant(name, t);
     };
-    for (int R : {2, 4, 8})  // the packed kernel: plain, registers capped, capped in blocks of 128
-      for (int shape = 0; shape < 3; ++shape)
-        with(("packed" + std::to_string(R) + (shape == 1 ? "/full" : shape == 2 ? "/full/t128" : "")).c_str(),
-             [R, shape](cuda::SpmvTuning& t) {
+    // The packed kernel, registers capped (full), in blocks of 64/128/256, with and
+    // without the load pipeline (pipe); and uncapped with the pipeline.
+    for (int R : {1, 2, 4, 8})
+      for (int shape = 0; shape < 7; ++shape) {
+        const int threads = shape < 6 ? 64 << (shape % 3) : 128;
+        const bool full = shape < 6, pipe = shape >= 3;
+        with(("packed" + std::to_string(R) + (full ? "/full" : "") + "/t" + std::to_string(threads) + (pipe ? "/pipe" : ""))
+                 .c_str(),
+             [R, threads, full, pipe](cuda::SpmvTuning& t) {
                t = cuda::SpmvTuning{};
                t.kernel = 3, t.rows_per_warp = R, t.stream_hint = true;
-               t.full_occupancy = shape > 0;
-               t.threads = shape == 2 ? 128 : 256;
+               t.full_occupancy = full, t.pipeline = pipe, t.threads = threads;
              });
+      }
     with("default/x-evict-last", [](cuda::SpmvTuning& t) { t.x_evict_last = true; });
     with("default/persist-x", [](cuda::SpmvTuning& t) { t.persist_x = true; });
     with("default/nocap", [](cuda::SpmvTuning& t) { t.blocks_per_sm = 0; });

@@ -140,7 +140,10 @@ __device__ __forceinline__ double warp_sum(double s) {
 // THREADS per block (128 or 256); FULL caps the registers so that 2048 threads fit on a
 // multiprocessor (32 per thread; without the cap ptxas takes 40, so 48 of 64 warps; with
 // it, no spills for i32 indices, 24 bytes for i64).
-template <int THREADS, bool FULL, bool HINT, class I, class T>
+// PIPE: a two-stage load pipeline — each trip issues the next trip's values and x gathers
+// (their columns arrived a trip earlier) and the columns of the trip after, so a gather
+// never waits on its column load in the same trip.
+template <int THREADS, bool FULL, bool PIPE, bool HINT, class I, class T>
 __global__ void __launch_bounds__(THREADS, FULL ? 2048 / THREADS : 1) spmv_packed(const I* __restrict__ rp, const I* __restrict__ ci,
                                                              const T* __restrict__ v, const T* __restrict__ x,
                                                              const T* __restrict__ y0, double alpha, double beta,
@@ -171,15 +174,36 @@ __global__ void __launch_bounds__(THREADS, FULL ? 2048 / THREADS : 1) spmv_packe
     }
     run = 0;
   };
+  auto in = [&](Off k) { return k >= B && k < E; };
   auto product = [&](Off k) {
-    return k >= B && k < E ? static_cast<double>(ld.once(v + k)) * static_cast<double>(ld.gather(x + ld.once(ci + k)))
-                           : 0.0;
+    return in(k) ? static_cast<double>(ld.once(v + k)) * static_cast<double>(ld.gather(x + ld.once(ci + k))) : 0.0;
   };
   Off base = B < E ? B - B % 32 : E;  // (an empty range runs no trip)
-  double p = base < E ? product(base + lane) : 0.0;
+  // Without PIPE, p is this trip's product and pn the next one's; with it, the product is
+  // formed from vc * xc (this trip's loads) and cn holds the next trip's column.
+  double p = 0;
+  T vc = T(0), xc = T(0);
+  I cn = I(0);
+  if constexpr (PIPE) {
+    const Off k = base + lane;
+    if (base < E && in(k)) vc = ld.once(v + k), xc = ld.gather(x + ld.once(ci + k));
+    if (base < E && in(k + 32)) cn = ld.once(ci + k + 32);
+  } else {
+    p = base < E ? product(base + lane) : 0.0;
+  }
   for (; base < E; base += 32) {
     // The next trip's loads go out before this trip's shuffles.
-    const double pn = base + 32 < E ? product(base + 32 + lane) : 0.0;
+    double pn = 0;
+    if constexpr (PIPE) {
+      const Off k1 = base + 32 + lane, k2 = k1 + 32;  // (no wrap: offsets fit in I; Off has one more bit)
+      const bool in1 = in(k1);
+      const T vn = in1 ? ld.once(v + k1) : T(0), xn = in1 ? ld.gather(x + cn) : T(0);
+      cn = in(k2) ? ld.once(ci + k2) : I(0);
+      p = static_cast<double>(vc) * static_cast<double>(xc);
+      vc = vn, xc = xn;
+    } else {
+      pn = base + 32 < E ? product(base + 32 + lane) : 0.0;
+    }
     const Off kf = base > B ? base : B, kl = base + 31 < E - 1 ? base + 31 : E - 1;
     const int rf = row_uniform(kf), rl = row_uniform(kl);
     if (rf == rl) {
@@ -214,7 +238,7 @@ __global__ void __launch_bounds__(THREADS, FULL ? 2048 / THREADS : 1) spmv_packe
       const double s = __shfl_sync(kAll, p, here ? static_cast<int>(first - base) : 0);
       if (here) acc += s;
     }
-    p = pn;
+    if constexpr (!PIPE) p = pn;
   }
   flush();
   if (lane < n) y[r0 + lane] = static_cast<T>(finish(acc, alpha, beta, y0, r0 + lane, std::is_same_v<T, double>));
@@ -377,20 +401,24 @@ void launch_packed(const SpmvTuning& t, const Tensor& rp, const Tensor& ci, cons
                                                         y0 ? y0->data<T>() : nullptr, alpha, beta, y.data<T>(), rows,
                                                         t.rows_per_warp);
   };
-  auto pick = [&](auto threads, auto full) {
+  auto pick = [&](auto threads, auto full, auto pipe) {
     constexpr int TH = decltype(threads)::value;
-    constexpr bool F = decltype(full)::value;
-    if (t.stream_hint) go(spmv_packed<TH, F, true, I, T>);
-    else go(spmv_packed<TH, F, false, I, T>);
+    constexpr bool F = decltype(full)::value, P = decltype(pipe)::value;
+    if (t.stream_hint) go(spmv_packed<TH, F, P, true, I, T>);
+    else go(spmv_packed<TH, F, P, false, I, T>);
+  };
+  auto by_pipe = [&](auto threads, auto full) {
+    if (t.pipeline) pick(threads, full, std::true_type{});
+    else pick(threads, full, std::false_type{});
+  };
+  auto by_full = [&](auto threads) {
+    if (t.full_occupancy) by_pipe(threads, std::true_type{});
+    else by_pipe(threads, std::false_type{});
   };
   using std::integral_constant;
-  if (t.threads == 128) {
-    if (t.full_occupancy) pick(integral_constant<int, 128>{}, std::true_type{});
-    else pick(integral_constant<int, 128>{}, std::false_type{});
-  } else {
-    if (t.full_occupancy) pick(integral_constant<int, 256>{}, std::true_type{});
-    else pick(integral_constant<int, 256>{}, std::false_type{});
-  }
+  if (t.threads == 64) by_full(integral_constant<int, 64>{});
+  else if (t.threads == 128) by_full(integral_constant<int, 128>{});
+  else by_full(integral_constant<int, 256>{});
   check_launch("spmv_csr (packed)");
 }
 
@@ -463,8 +491,8 @@ void launch(SpmvTuning t, const Tensor& rp, const Tensor& ci, const Tensor& v, c
     throw InputError("spmv_csr: the packed kernel takes no x policy, aligned trips, unroll or L2 window");
   if (t.kernel == 3 && (t.rows_per_warp < 1 || t.rows_per_warp > 31))
     throw InputError("spmv_csr: SpmvTuning::rows_per_warp " + std::to_string(t.rows_per_warp) + " (1 to 31)");
-  if (t.kernel == 3 && t.threads == 64) throw InputError("spmv_csr: the packed kernel runs blocks of 128 or 256 threads");
   if (t.kernel != 3 && t.full_occupancy) throw InputError("spmv_csr: SpmvTuning::full_occupancy is for the packed kernel");
+  if (t.kernel != 3 && t.pipeline) throw InputError("spmv_csr: SpmvTuning::pipeline is for the packed kernel");
   if (t.kernel == 2 && nnz > 0) return launch_split<I, T>(t.stream_hint, rp, ci, v, x, y0, alpha, beta, y);
   if (t.kernel == 3) return launch_packed<I, T>(t, rp, ci, v, x, y0, alpha, beta, y);
   if (t.unroll == 2) launch_mode<I, T, 2>(t, rp, ci, v, x, y0, alpha, beta, y);
