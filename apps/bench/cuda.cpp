@@ -326,20 +326,23 @@ void bench_spmv_one(int reps, const std::string& label, const sparse::CsrMatrix&
       change(t);
       variant(name, t);
     };
-    // The packed kernel, registers capped (full), in blocks of 64/128/256, with and
-    // without the load pipeline (pipe); and uncapped with the pipeline.
-    for (int R : {1, 2, 4, 8})
-      for (int shape = 0; shape < 7; ++shape) {
-        const int threads = shape < 6 ? 64 << (shape % 3) : 128;
-        const bool full = shape < 6, pipe = shape >= 3;
-        with(("packed" + std::to_string(R) + (full ? "/full" : "") + "/t" + std::to_string(threads) + (pipe ? "/pipe" : ""))
+    // The packed kernel: registers capped (full) or not, blocks of 128/256, load pipeline
+    // 0, 1 or 2 trips deep (pipeN).
+    struct Shape {
+      bool full;
+      int threads, pipe;
+    };
+    for (int R : {1, 2, 8})
+      for (Shape sh : {Shape{true, 256, 0}, Shape{true, 256, 1}, Shape{true, 256, 2}, Shape{true, 128, 2},
+                       Shape{false, 256, 1}, Shape{false, 256, 2}})
+        with(("packed" + std::to_string(R) + (sh.full ? "/full" : "") + "/t" + std::to_string(sh.threads) + "/pipe" +
+              std::to_string(sh.pipe))
                  .c_str(),
-             [R, threads, full, pipe](cuda::SpmvTuning& t) {
+             [R, sh](cuda::SpmvTuning& t) {
                t = cuda::SpmvTuning{};
                t.kernel = 3, t.rows_per_warp = R, t.stream_hint = true;
-               t.full_occupancy = full, t.pipeline = pipe, t.threads = threads;
+               t.full_occupancy = sh.full, t.pipeline = sh.pipe, t.threads = sh.threads;
              });
-      }
     with("default/x-evict-last", [](cuda::SpmvTuning& t) { t.x_evict_last = true; });
     with("default/persist-x", [](cuda::SpmvTuning& t) { t.persist_x = true; });
     with("default/nocap", [](cuda::SpmvTuning& t) { t.blocks_per_sm = 0; });

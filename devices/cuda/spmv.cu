@@ -140,16 +140,18 @@ __device__ __forceinline__ double warp_sum(double s) {
 // THREADS per block (128 or 256); FULL caps the registers so that 2048 threads fit on a
 // multiprocessor (32 per thread; without the cap ptxas takes 40, so 48 of 64 warps; with
 // it, no spills for i32 indices, 24 bytes for i64).
-// PIPE: a two-stage load pipeline — each trip issues the next trip's values and x gathers
-// (their columns arrived a trip earlier) and the columns of the trip after, so a gather
-// never waits on its column load in the same trip.
-template <int THREADS, bool FULL, bool PIPE, bool HINT, class I, class T>
+// PIPE (0, 1 or 2): a load pipeline — each trip issues the next trip's values and x
+// gathers, whose columns were loaded PIPE trips earlier (0: no pipeline, the next trip's
+// columns, values and gathers together), so a gather does not wait on its column load.
+// ONE: compiled for one row per warp (R = 1: no trip crosses rows, fewer registers).
+template <int THREADS, bool FULL, int PIPE, bool ONE, bool HINT, class I, class T>
 __global__ void __launch_bounds__(THREADS, FULL ? 2048 / THREADS : 1) spmv_packed(const I* __restrict__ rp, const I* __restrict__ ci,
                                                              const T* __restrict__ v, const T* __restrict__ x,
                                                              const T* __restrict__ y0, double alpha, double beta,
                                                              T* __restrict__ y, long long rows, int R) {
   constexpr unsigned kAll = 0xffffffffu;
   const int lane = threadIdx.x & 31;
+  if constexpr (ONE) R = 1;
   const long long r0 = (static_cast<long long>(blockIdx.x) * (THREADS / 32) + (threadIdx.x >> 5)) * R;
   if (r0 >= rows) return;  // whole warps: everything below is warp-uniform
   const int n = rows - r0 < R ? static_cast<int>(rows - r0) : R;  // rows of this warp
@@ -166,7 +168,7 @@ __global__ void __launch_bounds__(THREADS, FULL ? 2048 / THREADS : 1) spmv_packe
   auto row_uniform = [&](Off k) { return __popc(__ballot_sync(kAll, lane >= 1 && lane < n && bound <= k)); };
   double acc = 0;      // lane j: row j's sum so far
   double run = 0;      // per lane: the current row's products (trips inside one row)
-  int run_row = -1;
+  int run_row = ONE ? 0 : -1;
   auto flush = [&]() {
     if (run_row >= 0) {
       const double s = warp_sum(run);
@@ -180,65 +182,73 @@ __global__ void __launch_bounds__(THREADS, FULL ? 2048 / THREADS : 1) spmv_packe
   };
   Off base = B < E ? B - B % 32 : E;  // (an empty range runs no trip)
   // Without PIPE, p is this trip's product and pn the next one's; with it, the product is
-  // formed from vc * xc (this trip's loads) and cn holds the next trip's column.
+  // formed from vc * xc (this trip's loads), c1 and c2 hold the columns of the next two
+  // trips. (No wrap in the offsets below: they fit in I, and Off has one more bit.)
   double p = 0;
   T vc = T(0), xc = T(0);
-  I cn = I(0);
-  if constexpr (PIPE) {
+  I c1 = I(0), c2 = I(0);
+  if constexpr (PIPE > 0) {
     const Off k = base + lane;
     if (base < E && in(k)) vc = ld.once(v + k), xc = ld.gather(x + ld.once(ci + k));
-    if (base < E && in(k + 32)) cn = ld.once(ci + k + 32);
+    if (base < E && in(k + 32)) c1 = ld.once(ci + k + 32);
+    if (PIPE == 2 && base < E && in(k + 64)) c2 = ld.once(ci + k + 64);
   } else {
     p = base < E ? product(base + lane) : 0.0;
   }
   for (; base < E; base += 32) {
     // The next trip's loads go out before this trip's shuffles.
     double pn = 0;
-    if constexpr (PIPE) {
-      const Off k1 = base + 32 + lane, k2 = k1 + 32;  // (no wrap: offsets fit in I; Off has one more bit)
+    if constexpr (PIPE > 0) {
+      const Off k1 = base + 32 + lane, kc = k1 + 32 * PIPE;
       const bool in1 = in(k1);
-      const T vn = in1 ? ld.once(v + k1) : T(0), xn = in1 ? ld.gather(x + cn) : T(0);
-      cn = in(k2) ? ld.once(ci + k2) : I(0);
+      const T vn = in1 ? ld.once(v + k1) : T(0), xn = in1 ? ld.gather(x + c1) : T(0);
+      const I cc = in(kc) ? ld.once(ci + kc) : I(0);
+      if constexpr (PIPE == 2) c1 = c2, c2 = cc;
+      else c1 = cc;
       p = static_cast<double>(vc) * static_cast<double>(xc);
       vc = vn, xc = xn;
     } else {
       pn = base + 32 < E ? product(base + 32 + lane) : 0.0;
     }
-    const Off kf = base > B ? base : B, kl = base + 31 < E - 1 ? base + 31 : E - 1;
-    const int rf = row_uniform(kf), rl = row_uniform(kl);
-    if (rf == rl) {
-      if (rf != run_row) {
-        flush();
-        run_row = rf;
-      }
-      run += p;
+    if constexpr (ONE) {
+      run += p;  // one row: every trip is inside it
     } else {
-      flush();
-      run_row = -1;
-      // This lane's row (binary search over the bounds held by lanes 1 .. n-1).
-      const Off k = base + lane;
-      int ri = 0;
+      const Off kf = base > B ? base : B, kl = base + 31 < E - 1 ? base + 31 : E - 1;
+      const int rf = row_uniform(kf), rl = row_uniform(kl);
+      if (rf == rl) {
+        if (rf != run_row) {
+          flush();
+          run_row = rf;
+        }
+        run += p;
+      } else {
+        flush();
+        run_row = -1;
+        // This lane's row (binary search over the bounds held by lanes 1 .. n-1).
+        const Off k = base + lane;
+        int ri = 0;
 #pragma unroll
-      for (int step = 16; step > 0; step >>= 1) {
-        const int c = ri + step;
-        const Off bc = __shfl_sync(kAll, bound, c < 32 ? c : 31);
-        if (c < n && bc <= k) ri = c;
-      }
-      // Segmented sums: after the step with offset o, lane l holds the sum of its row's
-      // products over lanes l .. l + 2o - 1.
+        for (int step = 16; step > 0; step >>= 1) {
+          const int c = ri + step;
+          const Off bc = __shfl_sync(kAll, bound, c < 32 ? c : 31);
+          if (c < n && bc <= k) ri = c;
+        }
+        // Segmented sums: after the step with offset o, lane l holds the sum of its row's
+        // products over lanes l .. l + 2o - 1.
 #pragma unroll
-      for (int o = 1; o < 32; o <<= 1) {
-        const double q = __shfl_down_sync(kAll, p, o);
-        const int rq = __shfl_down_sync(kAll, ri, o);
-        if (lane + o < 32 && rq == ri) p += q;
+        for (int o = 1; o < 32; o <<= 1) {
+          const double q = __shfl_down_sync(kAll, p, o);
+          const int rq = __shfl_down_sync(kAll, ri, o);
+          if (lane + o < 32 && rq == ri) p += q;
+        }
+        // Row j (lane j) takes its sum from the lane of its first nonzero in this trip.
+        const Off first = bound > base ? bound : base;
+        const bool here = lane < n && first < next && first < base + 32;
+        const double s = __shfl_sync(kAll, p, here ? static_cast<int>(first - base) : 0);
+        if (here) acc += s;
       }
-      // Row j (lane j) takes its sum from the lane of its first nonzero in this trip.
-      const Off first = bound > base ? bound : base;
-      const bool here = lane < n && first < next && first < base + 32;
-      const double s = __shfl_sync(kAll, p, here ? static_cast<int>(first - base) : 0);
-      if (here) acc += s;
     }
-    if constexpr (!PIPE) p = pn;
+    if constexpr (PIPE == 0) p = pn;
   }
   flush();
   if (lane < n) y[r0 + lane] = static_cast<T>(finish(acc, alpha, beta, y0, r0 + lane, std::is_same_v<T, double>));
@@ -402,22 +412,27 @@ void launch_packed(const SpmvTuning& t, const Tensor& rp, const Tensor& ci, cons
                                                         t.rows_per_warp);
   };
   auto pick = [&](auto threads, auto full, auto pipe) {
-    constexpr int TH = decltype(threads)::value;
-    constexpr bool F = decltype(full)::value, P = decltype(pipe)::value;
-    if (t.stream_hint) go(spmv_packed<TH, F, P, true, I, T>);
-    else go(spmv_packed<TH, F, P, false, I, T>);
+    constexpr int TH = decltype(threads)::value, P = decltype(pipe)::value;
+    constexpr bool F = decltype(full)::value;
+    if (t.rows_per_warp == 1) {
+      if (t.stream_hint) go(spmv_packed<TH, F, P, true, true, I, T>);
+      else go(spmv_packed<TH, F, P, true, false, I, T>);
+    } else {
+      if (t.stream_hint) go(spmv_packed<TH, F, P, false, true, I, T>);
+      else go(spmv_packed<TH, F, P, false, false, I, T>);
+    }
   };
   auto by_pipe = [&](auto threads, auto full) {
-    if (t.pipeline) pick(threads, full, std::true_type{});
-    else pick(threads, full, std::false_type{});
+    if (t.pipeline == 2) pick(threads, full, std::integral_constant<int, 2>{});
+    else if (t.pipeline == 1) pick(threads, full, std::integral_constant<int, 1>{});
+    else pick(threads, full, std::integral_constant<int, 0>{});
   };
   auto by_full = [&](auto threads) {
     if (t.full_occupancy) by_pipe(threads, std::true_type{});
     else by_pipe(threads, std::false_type{});
   };
   using std::integral_constant;
-  if (t.threads == 64) by_full(integral_constant<int, 64>{});
-  else if (t.threads == 128) by_full(integral_constant<int, 128>{});
+  if (t.threads == 128) by_full(integral_constant<int, 128>{});
   else by_full(integral_constant<int, 256>{});
   check_launch("spmv_csr (packed)");
 }
@@ -491,8 +506,12 @@ void launch(SpmvTuning t, const Tensor& rp, const Tensor& ci, const Tensor& v, c
     throw InputError("spmv_csr: the packed kernel takes no x policy, aligned trips, unroll or L2 window");
   if (t.kernel == 3 && (t.rows_per_warp < 1 || t.rows_per_warp > 31))
     throw InputError("spmv_csr: SpmvTuning::rows_per_warp " + std::to_string(t.rows_per_warp) + " (1 to 31)");
+  // (Blocks of 64 ran no faster than 128 or 256 on power-law or random rows, 2026-11-30.)
+  if (t.kernel == 3 && t.threads == 64) throw InputError("spmv_csr: the packed kernel runs blocks of 128 or 256 threads");
   if (t.kernel != 3 && t.full_occupancy) throw InputError("spmv_csr: SpmvTuning::full_occupancy is for the packed kernel");
-  if (t.kernel != 3 && t.pipeline) throw InputError("spmv_csr: SpmvTuning::pipeline is for the packed kernel");
+  if (t.kernel != 3 && t.pipeline != 0) throw InputError("spmv_csr: SpmvTuning::pipeline is for the packed kernel");
+  if (t.pipeline < 0 || t.pipeline > 2)
+    throw InputError("spmv_csr: SpmvTuning::pipeline " + std::to_string(t.pipeline) + " (0, 1 or 2)");
   if (t.kernel == 2 && nnz > 0) return launch_split<I, T>(t.stream_hint, rp, ci, v, x, y0, alpha, beta, y);
   if (t.kernel == 3) return launch_packed<I, T>(t, rp, ci, v, x, y0, alpha, beta, y);
   if (t.unroll == 2) launch_mode<I, T, 2>(t, rp, ci, v, x, y0, alpha, beta, y);

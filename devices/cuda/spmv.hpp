@@ -36,9 +36,9 @@ struct SpmvTuning {
   bool persist_x = false;  // vector kernel: x in a persisting L2 access-policy window on the
                            // stream (persist_in_l2), left open: reset_l2_persistence() ends it
   int rows_per_warp = 8;   // packed kernel: consecutive rows per warp (1 to 31); it also
-                           // takes threads (64, 128 or 256) and
+                           // takes threads (128 or 256) and
   bool full_occupancy = false;  // registers capped so that 2048 threads fit per multiprocessor
-  bool pipeline = false;        // packed kernel: columns loaded a trip before their x gathers
+  int pipeline = 0;  // packed kernel: columns loaded 1 or 2 trips before their x gathers (0: none)
 };
 
 // y = alpha * A x (+ beta * y0 when y0 is given). row_ptr/col_idx i32 or i64 (same dtype),
