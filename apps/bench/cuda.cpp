@@ -319,12 +319,21 @@ void bench_spmv_one(int reps, const std::string& label, const sparse::CsrMatrix&
         variant((std::to_string(l) + (unroll == 2 ? "x2" : "")).c_str(), {1, l, unroll, hint});
     variant("split", {2, 0, 1, hint});
   }
-  if (g_sweep) {  // experiments on the device's choice: x in L2, grid shape, aligned trips (spmv.hpp)
-    const cuda::SpmvTuning c = cuda::spmv_choice(A.rows(), A.nnz());
-    auto with = [&](const char* name, auto&& change) {
-      cuda::SpmvTuning t = c;
+  // The vector kernel's experiments start from the device's choice where that is the
+  // vector kernel ("default/..."), else from its former choice for long rows: a warp per
+  // row, evict-first, no grid cap, aligned trips ("vector32/...").
+  const cuda::SpmvTuning choice = cuda::spmv_choice(A.rows(), A.nnz());
+  cuda::SpmvTuning vec = choice;
+  if (choice.kernel != 1) {
+    vec = cuda::SpmvTuning{};
+    vec.kernel = 1, vec.lanes = 32, vec.stream_hint = true, vec.blocks_per_sm = 0, vec.aligned = true;
+  }
+  const std::string base = choice.kernel == 1 ? "default" : "vector32";
+  if (g_sweep) {  // experiments: x in L2, grid shape, aligned trips, the packed kernel (spmv.hpp)
+    auto with = [&](const std::string& name, auto&& change) {
+      cuda::SpmvTuning t = vec;
       change(t);
-      variant(name, t);
+      variant(name.c_str(), t);
     };
     // The packed kernel: registers capped (full) or not, blocks of 128/256, load pipeline
     // 0, 1 or 2 trips deep (pipeN).
@@ -335,35 +344,36 @@ void bench_spmv_one(int reps, const std::string& label, const sparse::CsrMatrix&
     for (int R : {1, 2, 8})
       for (Shape sh : {Shape{true, 256, 0}, Shape{true, 256, 1}, Shape{true, 256, 2}, Shape{true, 128, 2},
                        Shape{false, 256, 1}, Shape{false, 256, 2}})
-        with(("packed" + std::to_string(R) + (sh.full ? "/full" : "") + "/t" + std::to_string(sh.threads) + "/pipe" +
-              std::to_string(sh.pipe))
-                 .c_str(),
+        with("packed" + std::to_string(R) + (sh.full ? "/full" : "") + "/t" + std::to_string(sh.threads) + "/pipe" +
+                 std::to_string(sh.pipe),
              [R, sh](cuda::SpmvTuning& t) {
                t = cuda::SpmvTuning{};
                t.kernel = 3, t.rows_per_warp = R, t.stream_hint = true;
                t.full_occupancy = sh.full, t.pipeline = sh.pipe, t.threads = sh.threads;
              });
-    with("default/x-evict-last", [](cuda::SpmvTuning& t) { t.x_evict_last = true; });
-    with("default/persist-x", [](cuda::SpmvTuning& t) { t.persist_x = true; });
-    with("default/nocap", [](cuda::SpmvTuning& t) { t.blocks_per_sm = 0; });
-    with("default/cap64", [](cuda::SpmvTuning& t) { t.blocks_per_sm = 64; });
-    with("default/nocap/t64", [](cuda::SpmvTuning& t) { t.blocks_per_sm = 0, t.threads = 64; });
-    with("default/nocap/t128", [](cuda::SpmvTuning& t) { t.blocks_per_sm = 0, t.threads = 128; });
-    with("default/cap16", [](cuda::SpmvTuning& t) { t.blocks_per_sm = 16; });
-    with("default/aligned", [](cuda::SpmvTuning& t) { t.aligned = true; });
-    with("default/aligned/nocap", [](cuda::SpmvTuning& t) { t.aligned = true, t.blocks_per_sm = 0; });
-    with("default/aligned/cap64", [](cuda::SpmvTuning& t) { t.aligned = true, t.blocks_per_sm = 64; });
-    with("default/aligned/nocap/t128", [](cuda::SpmvTuning& t) { t.aligned = true, t.blocks_per_sm = 0, t.threads = 128; });
+    with(base + "/x-evict-last", [](cuda::SpmvTuning& t) { t.x_evict_last = true; });
+    with(base + "/persist-x", [](cuda::SpmvTuning& t) { t.persist_x = true; });
+    with(base + "/nocap", [](cuda::SpmvTuning& t) { t.blocks_per_sm = 0; });
+    with(base + "/cap64", [](cuda::SpmvTuning& t) { t.blocks_per_sm = 64; });
+    with(base + "/nocap/t64", [](cuda::SpmvTuning& t) { t.blocks_per_sm = 0, t.threads = 64; });
+    with(base + "/nocap/t128", [](cuda::SpmvTuning& t) { t.blocks_per_sm = 0, t.threads = 128; });
+    with(base + "/cap16", [](cuda::SpmvTuning& t) { t.blocks_per_sm = 16; });
+    with(base + "/aligned", [](cuda::SpmvTuning& t) { t.aligned = true; });
+    with(base + "/aligned/nocap", [](cuda::SpmvTuning& t) { t.aligned = true, t.blocks_per_sm = 0; });
+    with(base + "/aligned/cap64", [](cuda::SpmvTuning& t) { t.aligned = true, t.blocks_per_sm = 64; });
+    with(base + "/aligned/nocap/t128", [](cuda::SpmvTuning& t) { t.aligned = true, t.blocks_per_sm = 0, t.threads = 128; });
   }
   if (g_sweep)
     for (int carve : {0, 100, -1}) {  // the most L1, the most shared memory, CUDA's default again
-      cuda::SpmvTuning t = cuda::spmv_choice(A.rows(), A.nnz());
+      cuda::SpmvTuning t = vec;
       t.carveout = carve;
-      variant(("default/carveout" + std::to_string(carve)).c_str(), t);
+      variant((base + "/carveout" + std::to_string(carve)).c_str(), t);
     }
-  const cuda::SpmvTuning c = cuda::spmv_choice(A.rows(), A.nnz());
-  std::printf("spmv    %-14s rlx kernels (ms):%s (device default %d%s%s)\n", label.c_str(), lanes_line.c_str(), c.lanes,
-              c.unroll == 2 ? "x2" : "", c.stream_hint ? "h" : "");
+  const cuda::SpmvTuning& c = choice;
+  const std::string chosen = c.kernel == 3 ? "packed" + std::to_string(c.rows_per_warp) + "/pipe" + std::to_string(c.pipeline)
+                                           : std::to_string(c.lanes) + (c.unroll == 2 ? "x2" : "");
+  std::printf("spmv    %-14s rlx kernels (ms):%s (device default %s%s)\n", label.c_str(), lanes_line.c_str(), chosen.c_str(),
+              c.stream_hint ? "h" : "");
 
   cusparseDestroySpMat(mat);
   cusparseDestroyDnVec(vx);

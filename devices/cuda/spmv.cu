@@ -131,12 +131,11 @@ __device__ __forceinline__ double warp_sum(double s) {
 // results leave in one store. A trip inside one row is summed lane by lane (`run`) until
 // the row changes; a trip that crosses rows is summed per row by a segmented shuffle
 // reduction. Lane j keeps row j's total; the order of the additions is fixed
-// (deterministic). An experiment (SpmvTuning::kernel = 3), not the device's choice: on the
-// H200's power-law rows it makes fewer L2 tag requests than cuSPARSE (84.0 M against 85.0 M;
-// a warp per row 89.2 M) but ran at 52 % of the warps and 88 % of the tag-request rate,
-// so it was not faster (0.579 ms at best against 0.576; docs/benchmarks.md). The
-// register cap (FULL), 128-thread blocks and 32-bit offsets for i32 matrices are the
-// fixes to measure next.
+// (deterministic). With R = 1 and the load pipeline (PIPE = 1) it is what the device runs
+// for long rows (spmv_choice()). With R > 1, on the H200's power-law rows it makes fewer L2
+// tag requests than cuSPARSE (84.0 M against 85.0 M; a warp per row 89.2 M) but was not
+// faster: what it gained in requests it lost in issue rate (docs/benchmarks.md); the
+// pipeline, not the packing, made the difference (R = 1: 0.562 -> 0.554-0.557 ms).
 // THREADS per block (128 or 256); FULL caps the registers so that 2048 threads fit on a
 // multiprocessor (32 per thread; without the cap ptxas takes 40, so 48 of 64 warps; with
 // it, no spills for i32 indices, 24 bytes for i64).
@@ -500,10 +499,10 @@ void launch(SpmvTuning t, const Tensor& rp, const Tensor& ci, const Tensor& v, c
     throw InputError("spmv_csr: SpmvTuning::carveout " + std::to_string(t.carveout) + " (-2, -1 or 0 to 100)");
   if (t.threads != 64 && t.threads != 128 && t.threads != 256)
     throw InputError("spmv_csr: SpmvTuning::threads " + std::to_string(t.threads) + " (64, 128 or 256)");
-  if (t.kernel == 2 && (t.x_evict_last || t.aligned || t.unroll != 1 || t.persist_x))
-    throw InputError("spmv_csr: the split kernel takes no x policy, aligned trips, unroll or L2 window");
-  if (t.kernel == 3 && (t.x_evict_last || t.aligned || t.unroll != 1 || t.persist_x))
-    throw InputError("spmv_csr: the packed kernel takes no x policy, aligned trips, unroll or L2 window");
+  if (t.kernel == 2 && (t.x_evict_last || t.aligned || t.unroll != 1 || t.persist_x || t.carveout != -2))
+    throw InputError("spmv_csr: the split kernel takes no x policy, aligned trips, unroll, L2 window or carveout");
+  if (t.kernel == 3 && (t.x_evict_last || t.aligned || t.unroll != 1 || t.persist_x || t.carveout != -2))
+    throw InputError("spmv_csr: the packed kernel takes no x policy, aligned trips, unroll, L2 window or carveout");
   if (t.kernel == 3 && (t.rows_per_warp < 1 || t.rows_per_warp > 31))
     throw InputError("spmv_csr: SpmvTuning::rows_per_warp " + std::to_string(t.rows_per_warp) + " (1 to 31)");
   // (Blocks of 64 ran no faster than 128 or 256 on power-law or random rows, 2026-11-30.)
@@ -582,6 +581,14 @@ SpmvTuning spmv_choice(int64_t rows, int64_t nnz) {
   //    aligned to 32 nonzeros, so a trip reads whole sectors (0.578 against 0.585; ncu saw
   //    101.7 M L2 sectors unaligned against cuSPARSE's 98.2 M, both at 94-97 % of the L2's
   //    throughput). Not for medium rows (random, 16 per row: aligned 0.733 against 0.658).
+  //    That warp per row runs as the packed kernel compiled for one row per warp, with its
+  //    load pipeline one trip deep (columns loaded a trip before their x gathers; 30
+  //    registers): power-law 0.554 / 0.556-0.557 against 0.576-0.580 for the vector kernel
+  //    so laid out, cuSPARSE 0.558 / 0.561 in the same runs (2026-11-30, two calls); two
+  //    trips deep 0.557-0.558, more rows per warp 0.558-0.571. Not for medium rows: the
+  //    packed kernel with 8 rows per warp was ahead on random rows (0.577 against 0.588)
+  //    but behind on block-diagonal ones (0.409 against 0.255), which the mean row length
+  //    cannot tell apart.
   const double mean = rows > 0 ? double(nnz) / double(rows) : 0.0;
   SpmvTuning t;
   t.kernel = 1;
@@ -596,10 +603,10 @@ SpmvTuning spmv_choice(int64_t rows, int64_t nnz) {
     t.blocks_per_sm = 0;
     t.threads = 128;
   } else {
-    t.lanes = 32;
+    t.kernel = 3;
+    t.rows_per_warp = 1;
+    t.pipeline = 1;
     t.stream_hint = true;
-    t.blocks_per_sm = 0;
-    t.aligned = true;
   }
   return t;
 }

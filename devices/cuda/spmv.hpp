@@ -1,13 +1,15 @@
 // The cuda device's own CSR SpMV (spmv.cu), used for f32/f64 values instead of cuSPARSE.
-// Three kernels, all accumulating in double and rounding once on store:
-//  - vector (what the device runs; spmv_choice() picks its knobs from the mean row length):
-//    a group of L lanes per row (1 to 32), coalesced loads of each row's values and
-//    columns, x through the read-only cache, a shuffle reduction inside the group; rows of
-//    12 or more nonzeros on average one group per row (no grid cap), long rows (64 or
-//    more) a warp per row with trips aligned to 32 nonzeros;
-//  - packed (a knob): a warp per R consecutive rows, their nonzeros read in trips of 32
-//    aligned nonzeros whatever rows they belong to (short rows share lines), summed per
-//    row by a segmented shuffle reduction;
+// Three kernels, all accumulating in double and rounding once on store; spmv_choice()
+// picks one and its knobs from the mean row length:
+//  - vector (rows of fewer than 64 nonzeros on average): a group of L lanes per row (1 to
+//    32), coalesced loads of each row's values and columns, x through the read-only cache,
+//    a shuffle reduction inside the group; rows of 12 or more nonzeros on average one
+//    group per row (no grid cap);
+//  - packed: a warp per R consecutive rows, their nonzeros read in trips of 32 aligned
+//    nonzeros whatever rows they belong to (short rows share lines), summed per row by a
+//    segmented shuffle reduction, optionally with the columns loaded one or two trips
+//    before their x gathers. Long rows (64 or more on average) run it with R = 1 and the
+//    pipeline one trip deep;
 //  - split (a knob, for rows of very uneven length): each warp takes 256 consecutive
 //    nonzeros whatever rows they belong to, so long and short rows cost the same per
 //    nonzero; rows spanning chunks are completed by a second kernel from per-chunk

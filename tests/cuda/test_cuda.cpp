@@ -194,9 +194,16 @@ BOOST_AUTO_TEST_CASE(spmv_lane_rule) {
   BOOST_TEST(is(cuda::spmv_choice(4'000'000, 63'999'872), 8, 2, true));   // the benchmark's random:16
   BOOST_TEST(is(cuda::spmv_choice(4'000'000, 48'000'000), 4, 2, true));   // 12 per row
   BOOST_TEST(is(cuda::spmv_choice(100, 100), 1, 2, false));
-  BOOST_TEST(is(cuda::spmv_choice(100, 100 * 1000), 32, 1, true));
-  BOOST_TEST(cuda::spmv_choice(100, 100 * 1000).blocks_per_sm == 0);    // long rows: no grid cap,
-  BOOST_TEST(cuda::spmv_choice(100, 100 * 1000).aligned);               // trips aligned
+  {  // long rows: the packed kernel, one row per warp, loads pipelined one trip deep, evict-first
+    const cuda::SpmvTuning t = cuda::spmv_choice(100, 100 * 1000);
+    BOOST_TEST(t.kernel == 3);
+    BOOST_TEST(t.rows_per_warp == 1);
+    BOOST_TEST(t.pipeline == 1);
+    BOOST_TEST(t.stream_hint);
+    BOOST_TEST(!t.aligned);  // (the packed kernel's trips are aligned by construction)
+    BOOST_TEST(cuda::spmv_choice(500'000, 72'264'152).kernel == 3);  // the benchmark's power-law rows
+    BOOST_TEST(cuda::spmv_choice(1000, 63'999).kernel == 1);         // 63.999 per row: medium
+  }
   BOOST_TEST(cuda::spmv_choice(4'000'000, 64'000'000).blocks_per_sm == 0);  // medium rows: no cap,
   BOOST_TEST(cuda::spmv_choice(4'000'000, 64'000'000).threads == 128);       // blocks of 128,
   BOOST_TEST(!cuda::spmv_choice(4'000'000, 64'000'000).aligned);             // trips not aligned
@@ -271,6 +278,8 @@ BOOST_AUTO_TEST_CASE(spmv_kernels_match_host, *utf::precondition(GpuPresent())) 
         refused([](cuda::SpmvTuning& b) { b.kernel = 2, b.aligned = true; });
         refused([](cuda::SpmvTuning& b) { b.kernel = 2, b.persist_x = true; });
         refused([](cuda::SpmvTuning& b) { b.kernel = 2, b.x_evict_last = true; });
+        refused([](cuda::SpmvTuning& b) { b.kernel = 2, b.carveout = 50; });
+        refused([](cuda::SpmvTuning& b) { b.kernel = 3, b.carveout = 0; });
         refused([](cuda::SpmvTuning& b) { b.blocks_per_sm = -3; });
         refused([](cuda::SpmvTuning& b) { b.carveout = 101; });
       }
