@@ -27,6 +27,7 @@ cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_AR
 grep -E "rlx (features|devices)" "$OUT/configure.log"
 # TESTS="test_cuda ..." limits the suites (and what is built) to those named.
 TESTS=${TESTS:-test_cuda test_cuda_matmul test_cuda_matmul_tf32 test_ops test_krylov}
+[ "$TESTS" = - ] && TESTS=  # (TESTS=-: none)
 ninja -C "$BUILD" rlx_cli rlx_bench $(echo "$TESTS" | sed 's/test_cuda_matmul_tf32//') >"$OUT/build.log" 2>&1 ||
   { grep -E "error|FAILED" "$OUT/build.log" | head -40; exit 1; }
 echo "build: $(( $(date +%s) - t0 )) s"
@@ -53,16 +54,18 @@ if [ "${1:-}" = sweep ]; then
 fi
 if [ "${1:-}" = profile ]; then
   # Hardware counters of rlx's SpMV kernel and cuSPARSE's on the two matrices where rlx is
-  # not ahead: per matrix, rlx's 4 launches (3 warm-ups + 1) then cuSPARSE's 4 calls
-  # (partition + csrmv kernels). Clocks left alone (--clock-control none).
-  for m in power-law random:16; do
-    ncu --clock-control none -k regex:"spmv_vector|csr" -c 12 --metrics \
+  # closest (MATRIX=... to choose): per matrix, rlx's 4 launches (3 warm-ups + 1) then
+  # cuSPARSE's 4 calls (partition + csrmv kernels). Clocks left alone (--clock-control none).
+  for m in $(echo "${MATRIX:-power-law,random:16}" | tr , ' '); do
+    ncu --clock-control none -k regex:"spmv_|csr" -c 12 --metrics \
 gpu__time_duration.sum,launch__grid_size,launch__block_size,launch__registers_per_thread,\
 sm__warps_active.avg.pct_of_peak_sustained_active,l1tex__t_sector_hit_rate.pct,lts__t_sector_hit_rate.pct,\
 lts__t_sectors_srcunit_tex_op_read.sum,dram__bytes_read.sum,lts__throughput.avg.pct_of_peak_sustained_elapsed,\
-smsp__inst_executed.sum "$BUILD/bin/rlx-bench" cuda --only spmv --matrix "$m" --reps 1 >"$OUT/ncu-${m//:/_}.txt" 2>&1
+lts__t_tag_requests.sum,lts__t_tag_requests.avg.pct_of_peak_sustained_elapsed,lts__t_requests_srcunit_tex_op_read.sum,\
+lts__t_requests_srcunit_tex_op_write.sum,smsp__inst_executed.sum \
+      "$BUILD/bin/rlx-bench" cuda --only spmv --matrix "$m" --reps 1 >"$OUT/ncu-${m//:/_}.txt" 2>&1
     echo "ncu $m: exit $?"
-    grep -E "^  [a-z].*\(|duration|sectors_srcunit|hit_rate|lts__throughput|dram__bytes|warps_active|registers" \
+    grep -E "^  [a-z].*\(|duration|sectors_srcunit|requests|hit_rate|lts__throughput|dram__bytes|warps_active|registers" \
       "$OUT/ncu-${m//:/_}.txt" | sed -e 's/(const.*) (/ (/' | tail -40
   done
   exit $rc
