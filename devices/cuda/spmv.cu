@@ -136,12 +136,24 @@ __device__ __forceinline__ double warp_sum(double s) {
 // tag requests than cuSPARSE (84.0 M against 85.0 M; a warp per row 89.2 M) but was not
 // faster: what it gained in requests it lost in issue rate (docs/benchmarks.md); the
 // pipeline, not the packing, made the difference (R = 1: 0.562 -> 0.554-0.557 ms).
-// The packed kernel's work for one warp: rows r0 .. r0 + n - 1 (1 <= n <= 31); lane j
-// returns row j's sum (lanes n and up: 0).
-template <int PIPE, bool ONE, bool HINT, class I, class T>
-__device__ __forceinline__ double packed_rows(const I* __restrict__ rp, const I* __restrict__ ci, const T* __restrict__ v,
-                                              const T* __restrict__ x, long long r0, int n, int lane) {
+// THREADS per block (128 or 256); FULL caps the registers so that 2048 threads fit on a
+// multiprocessor (32 per thread; without the cap ptxas takes 40, so 48 of 64 warps; with
+// it, no spills for i32 indices, 24 bytes for i64).
+// PIPE (0, 1 or 2): a load pipeline — each trip issues the next trip's values and x
+// gathers, whose columns were loaded PIPE trips earlier (0: no pipeline, the next trip's
+// columns, values and gathers together), so a gather does not wait on its column load.
+// ONE: compiled for one row per warp (R = 1: no trip crosses rows, fewer registers).
+template <int THREADS, bool FULL, int PIPE, bool ONE, bool HINT, class I, class T>
+__global__ void __launch_bounds__(THREADS, FULL ? 2048 / THREADS : 1) spmv_packed(const I* __restrict__ rp, const I* __restrict__ ci,
+                                                             const T* __restrict__ v, const T* __restrict__ x,
+                                                             const T* __restrict__ y0, double alpha, double beta,
+                                                             T* __restrict__ y, long long rows, int R) {
   constexpr unsigned kAll = 0xffffffffu;
+  const int lane = threadIdx.x & 31;
+  if constexpr (ONE) R = 1;
+  const long long r0 = (static_cast<long long>(blockIdx.x) * (THREADS / 32) + (threadIdx.x >> 5)) * R;
+  if (r0 >= rows) return;  // whole warps: everything below is warp-uniform
+  const int n = rows - r0 < R ? static_cast<int>(rows - r0) : R;  // rows of this warp
   const Loads<HINT, false> ld;
   // Nonzero offsets in the unsigned type of the index width (fewer registers for i32
   // matrices; unsigned, so k + 32 past the last offset cannot overflow).
@@ -238,41 +250,7 @@ __device__ __forceinline__ double packed_rows(const I* __restrict__ rp, const I*
     if constexpr (PIPE == 0) p = pn;
   }
   flush();
-  return acc;
-}
-
-// THREADS per block (128 or 256); FULL caps the registers so that 2048 threads fit on a
-// multiprocessor (32 per thread; without the cap ptxas takes 40, so 48 of 64 warps; with
-// it, no spills for i32 indices, 24 bytes for i64).
-// PIPE (0, 1 or 2): a load pipeline — each trip issues the next trip's values and x
-// gathers, whose columns were loaded PIPE trips earlier (0: no pipeline, the next trip's
-// columns, values and gathers together), so a gather does not wait on its column load.
-// ONE: compiled for one row per warp (R = 1: no trip crosses rows, fewer registers).
-template <int THREADS, bool FULL, int PIPE, bool ONE, bool HINT, class I, class T>
-__global__ void __launch_bounds__(THREADS, FULL ? 2048 / THREADS : 1) spmv_packed(const I* __restrict__ rp, const I* __restrict__ ci,
-                                                             const T* __restrict__ v, const T* __restrict__ x,
-                                                             const T* __restrict__ y0, double alpha, double beta,
-                                                             T* __restrict__ y, long long rows, int R) {
-  constexpr bool kF64 = std::is_same_v<T, double>;
-  const int lane = threadIdx.x & 31;
-  if constexpr (ONE) {
-    // One row per warp: the block's rows are consecutive, so their results leave in one
-    // store through shared memory instead of one store per warp (the L2 counts a write
-    // request per store: 0.49 M of them on the power-law rows, against 0.16 M for cuSPARSE).
-    __shared__ double part[THREADS / 32];
-    const long long r0 = static_cast<long long>(blockIdx.x) * (THREADS / 32) + (threadIdx.x >> 5);
-    const double acc = r0 < rows ? packed_rows<PIPE, true, HINT>(rp, ci, v, x, r0, 1, lane) : 0.0;
-    if (lane == 0) part[threadIdx.x >> 5] = acc;
-    __syncthreads();
-    const long long r = static_cast<long long>(blockIdx.x) * (THREADS / 32) + threadIdx.x;
-    if (threadIdx.x < THREADS / 32 && r < rows) y[r] = static_cast<T>(finish(part[threadIdx.x], alpha, beta, y0, r, kF64));
-  } else {
-    const long long r0 = (static_cast<long long>(blockIdx.x) * (THREADS / 32) + (threadIdx.x >> 5)) * R;
-    if (r0 >= rows) return;  // whole warps: everything in packed_rows is warp-uniform
-    const int n = rows - r0 < R ? static_cast<int>(rows - r0) : R;  // rows of this warp
-    const double acc = packed_rows<PIPE, false, HINT>(rp, ci, v, x, r0, n, lane);
-    if (lane < n) y[r0 + lane] = static_cast<T>(finish(acc, alpha, beta, y0, r0 + lane, kF64));
-  }
+  if (lane < n) y[r0 + lane] = static_cast<T>(finish(acc, alpha, beta, y0, r0 + lane, std::is_same_v<T, double>));
 }
 
 // ---------------------------------------------------------------- split kernel
