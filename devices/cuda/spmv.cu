@@ -136,6 +136,9 @@ __device__ __forceinline__ double warp_sum(double s) {
 // tag requests than cuSPARSE (84.0 M against 85.0 M; a warp per row 89.2 M) but was not
 // faster: what it gained in requests it lost in issue rate (docs/benchmarks.md); the
 // pipeline, not the packing, made the difference (R = 1: 0.562 -> 0.554-0.557 ms).
+// Each warp stores its own results: gathering a block's rows into one store through shared
+// memory cut the L2 write requests (0.49 M -> 0.06 M) but ran 3 % slower, as the barrier
+// keeps finished warps from leaving (docs/benchmarks.md, P4).
 // THREADS per block (128 or 256); FULL caps the registers so that 2048 threads fit on a
 // multiprocessor (32 per thread; without the cap ptxas takes 40, so 48 of 64 warps; with
 // it, no spills for i32 indices, 24 bytes for i64).
