@@ -30,6 +30,7 @@
 #include <cusparse.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -44,6 +45,7 @@
 #include "devices/cuda/library.hpp"
 #include "devices/cuda/common.hpp"
 #include "devices/cuda/spmv.hpp"
+#include "devices/cuda/spmv_tiled.hpp"
 #include "ir/frontend.hpp"
 #include "runtime/executor.hpp"
 #include "runtime/runtime.hpp"
@@ -362,6 +364,33 @@ void bench_spmv_one(int reps, const std::string& label, const sparse::CsrMatrix&
     with(base + "/aligned/nocap", [](cuda::SpmvTuning& t) { t.aligned = true, t.blocks_per_sm = 0; });
     with(base + "/aligned/cap64", [](cuda::SpmvTuning& t) { t.aligned = true, t.blocks_per_sm = 64; });
     with(base + "/aligned/nocap/t128", [](cuda::SpmvTuning& t) { t.aligned = true, t.blocks_per_sm = 0, t.threads = 128; });
+  }
+  if (g_sweep && A.nnz() >= 64 * A.rows()) {
+    // The tiled layout (spmv_tiled.hpp), for long rows: tiles of rb rows x panel columns,
+    // x's panel in shared memory. Checked against the device's kernel on the same x (largest
+    // difference over the largest |y|); the host build time is printed once per shape.
+    Tensor want = Tensor::empty(DType::F64, {A.rows()}, d.allocator());
+    cuda::spmv_csr_native(in[0], in[1], in[2], in[3], nullptr, 1.0, 0.0, want);
+    const Tensor hw = want.to(host_allocator());
+    double ymax = 0;
+    for (int64_t r = 0; r < A.rows(); ++r) ymax = std::max(ymax, std::fabs(hw.data<double>()[r]));
+    const std::vector<Tensor> host = A.arrays();
+    for (auto [rb, panel] : {std::pair{4096, 24576}, std::pair{8192, 24576}, std::pair{16384, 24576},
+                             std::pair{8192, 27648}, std::pair{8192, 16384}, std::pair{8192, 12288}}) {
+      const auto t0 = std::chrono::steady_clock::now();
+      const cuda::TiledCsr t = cuda::tile_csr(host[0], host[1], host[2], A.rows(), A.cols(), rb, panel);
+      const double build_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      const cuda::TiledSpmv tiled(t);
+      Tensor y = Tensor::empty(DType::F64, {A.rows()}, d.allocator());
+      const double ms = time_ms(reps, [&] { tiled.run(in[3], y); });
+      const Tensor hy = y.to(host_allocator());
+      double diff = 0;
+      for (int64_t r = 0; r < A.rows(); ++r) diff = std::max(diff, std::fabs(hy.data<double>()[r] - hw.data<double>()[r]));
+      char b[128];
+      std::snprintf(b, sizeof b, " tiled/rb%d/p%d:%.3f(diff %.1e, host build %.1f s)", rb, panel, ms, diff / (ymax + 1e-300),
+                    build_s);
+      lanes_line += b;
+    }
   }
   if (g_sweep)
     for (int carve : {0, 100, -1}) {  // the most L1, the most shared memory, CUDA's default again

@@ -19,6 +19,7 @@
 #include "devices/cuda/codegen.hpp"
 #include "devices/cuda/library.hpp"
 #include "devices/cuda/spmv.hpp"
+#include "devices/cuda/spmv_tiled.hpp"
 #include "ir/op_registry.hpp"
 #include "ir/frontend.hpp"
 #include "runtime/executor.hpp"
@@ -342,6 +343,109 @@ BOOST_AUTO_TEST_CASE(spmv_kernels_match_host, *utf::precondition(GpuPresent())) 
                                                  << " worst relative error " << worst);
         }
     }
+}
+
+// The tiled SpMV experiment (spmv_tiled.hpp): a random CSR matrix with empty rows, long
+// rows and columns out of order in each row, its row and column counts not multiples of
+// the tile, laid out and multiplied on the host against a long-double CSR product; then
+// the GPU kernels against that host product. Bad arguments are refused.
+struct TiledCase {
+  int64_t rows, cols;
+  std::vector<int64_t> rp, ci;
+  std::vector<double> val, x;
+};
+
+TiledCase tiled_case(uint64_t s, int64_t rows, int64_t cols) {
+  std::mt19937_64 rng(s);
+  std::uniform_int_distribution<int64_t> len(0, 300), col(0, cols - 1);
+  std::uniform_real_distribution<double> u(-1, 1);
+  TiledCase c{rows, cols, {0}, {}, {}, {}};
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t n = r % 5 == 0 ? 0 : r % 17 == 0 ? 2000 : len(rng);  // (repeated columns allowed)
+    for (int64_t k = 0; k < n; ++k) c.ci.push_back(col(rng)), c.val.push_back(u(rng));
+    c.rp.push_back(int64_t(c.ci.size()));
+  }
+  for (int64_t j = 0; j < cols; ++j) c.x.push_back(u(rng));
+  return c;
+}
+
+Tensor host_index(DType d, const std::vector<int64_t>& v) {
+  Tensor t = Tensor::empty(d, {int64_t(v.size())});
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (d == DType::I32) t.data<int32_t>()[i] = int32_t(v[i]);
+    else t.data<int64_t>()[i] = v[i];
+  }
+  return t;
+}
+
+Tensor host_f64(const std::vector<double>& v) {
+  Tensor t = Tensor::empty(DType::F64, {int64_t(v.size())});
+  std::copy(v.begin(), v.end(), t.data<double>());
+  return t;
+}
+
+// Largest |got - want| / sum |terms| over the rows.
+double tiled_error(const TiledCase& c, const std::vector<double>& got) {
+  double worst = 0;
+  for (int64_t r = 0; r < c.rows; ++r) {
+    long double want = 0, mag = 0;
+    for (int64_t k = c.rp[size_t(r)]; k < c.rp[size_t(r) + 1]; ++k) {
+      const long double p = (long double)c.val[size_t(k)] * c.x[size_t(c.ci[size_t(k)])];
+      want += p;
+      mag += std::fabs(double(p));
+    }
+    worst = std::max(worst, std::fabs(got[size_t(r)] - double(want)) / double(mag + 1e-300L));
+  }
+  return worst;
+}
+
+BOOST_AUTO_TEST_CASE(tiled_layout_matches_csr) {
+  const TiledCase c = tiled_case(seed() + 11, 1003, 5000);
+  for (DType it : {DType::I32, DType::I64})
+    for (auto [rb, panel] : {std::pair{64, 512}, std::pair{1, 5000}, std::pair{1003, 4999}, std::pair{100, 65536},
+                             std::pair{7, 333}}) {
+      const cuda::TiledCsr t =
+          cuda::tile_csr(host_index(it, c.rp), host_index(it, c.ci), host_f64(c.val), c.rows, c.cols, rb, panel);
+      BOOST_TEST(t.nnz == int64_t(c.val.size()));
+      BOOST_TEST(t.tile_start.back() == t.nnz);
+      std::vector<double> y(size_t(c.rows));
+      cuda::tiled_product_host(t, c.x.data(), y.data());
+      const double err = tiled_error(c, y);
+      BOOST_TEST(err <= 1e-14, dtype_name(it) << " rb " << rb << " panel " << panel << " worst relative error " << err);
+    }
+  // Refused, with the reason: bad tile shapes, dtypes, columns, and layouts whose row
+  // pointers would outweigh the matrix.
+  const Tensor rp = host_index(DType::I32, c.rp), ci = host_index(DType::I32, c.ci), v = host_f64(c.val);
+  BOOST_CHECK_THROW(cuda::tile_csr(rp, ci, v, c.rows, c.cols, 0, 512), InputError);
+  BOOST_CHECK_THROW(cuda::tile_csr(rp, ci, v, c.rows, c.cols, 64, 65537), InputError);
+  BOOST_CHECK_THROW(cuda::tile_csr(rp, ci, v, c.rows, c.cols, 64, 1), InputError);  // 5000 panels x 1003 rows
+  BOOST_CHECK_THROW(cuda::tile_csr(rp, host_index(DType::I64, c.ci), v, c.rows, c.cols, 64, 512), InputError);
+  BOOST_CHECK_THROW(cuda::tile_csr(rp, ci, v, c.rows, 100, 64, 512), InputError);  // columns past 100
+  BOOST_CHECK_THROW(cuda::tile_csr(rp, ci, v, c.rows + 1, c.cols, 64, 512), InputError);
+}
+
+BOOST_AUTO_TEST_CASE(tiled_spmv_matches_host, *utf::precondition(GpuPresent())) {
+  const TiledCase c = tiled_case(seed() + 12, 3001, 70000);
+  for (auto [rb, panel] : {std::pair{256, 24576}, std::pair{1000, 8192}, std::pair{3001, 27000}}) {
+    const cuda::TiledCsr t = cuda::tile_csr(host_index(DType::I32, c.rp), host_index(DType::I32, c.ci),
+                                            host_f64(c.val), c.rows, c.cols, rb, panel);
+    std::vector<double> want(size_t(c.rows));
+    cuda::tiled_product_host(t, c.x.data(), want.data());
+    const cuda::TiledSpmv dev(t);
+    const Tensor x = host_f64(c.x).to(cuda_dev().allocator());
+    Tensor y = Tensor::empty(DType::F64, {c.rows}, cuda_dev().allocator());
+    dev.run(x, y);
+    const Tensor got = y.to(host_allocator());
+    std::vector<double> g(got.data<double>(), got.data<double>() + c.rows);
+    const double err = tiled_error(c, g);
+    BOOST_TEST(err <= 1e-14, "rb " << rb << " panel " << panel << " worst relative error " << err);
+    Tensor wrong = Tensor::empty(DType::F64, {c.rows + 1}, cuda_dev().allocator());
+    BOOST_CHECK_THROW(dev.run(x, wrong), InputError);
+  }
+  // A panel too large for a block's shared memory is refused when the layout is uploaded.
+  const cuda::TiledCsr big = cuda::tile_csr(host_index(DType::I32, c.rp), host_index(DType::I32, c.ci),
+                                            host_f64(c.val), c.rows, c.cols, 3001, 65536);
+  BOOST_CHECK_THROW(cuda::TiledSpmv{big}, InputError);
 }
 
 BOOST_AUTO_TEST_CASE(fused_chain_matches_reference, *utf::precondition(GpuPresent())) {
