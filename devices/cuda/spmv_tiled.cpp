@@ -26,7 +26,8 @@ TiledCsr tile_csr(const Tensor& row_ptr, const Tensor& col_idx, const Tensor& va
   };
   TiledCsr t;
   t.rows = rows, t.cols = cols, t.rb = rb, t.panel = panel;
-  t.nnz = rows > 0 ? at(row_ptr, rows) : 0;
+  if (at(row_ptr, 0) != 0) throw InputError("tile_csr: row_ptr starts at " + std::to_string(at(row_ptr, 0)) + ", not 0");
+  t.nnz = at(row_ptr, rows);
   if (t.nnz != col_idx.numel() || t.nnz != values.numel())
     throw InputError("tile_csr: row_ptr ends at " + std::to_string(t.nnz) + " for " +
                      std::to_string(col_idx.numel()) + " columns and " + std::to_string(values.numel()) + " values");
@@ -35,11 +36,12 @@ TiledCsr tile_csr(const Tensor& row_ptr, const Tensor& col_idx, const Tensor& va
   const int64_t tiles = t.row_blocks * t.panels;
   // Row pointers are stored for every row of every tile: refuse layouts where they
   // outweigh the matrix (rows with few nonzeros per panel), before allocating them.
-  if (tiles * (int64_t(rb) + 1) > 4 * std::max<int64_t>(t.nnz, 1) + 1024)
-    throw InputError("tile_csr: " + std::to_string(t.panels) + " panels x " + std::to_string(rows) +
-                     " rows of row pointers for " + std::to_string(t.nnz) +
+  const int64_t limit = 4 * std::max<int64_t>(t.nnz, 1) + 1024;
+  if (tiles > limit / (int64_t(rb) + 1))
+    throw InputError("tile_csr: " + std::to_string(tiles) + " tiles x " + std::to_string(int64_t(rb) + 1) +
+                     " row pointers for " + std::to_string(t.nnz) +
                      " nonzeros (more than 4 per nonzero): rows too short for panels of " + std::to_string(panel) +
-                     " columns");
+                     " columns, or too many rows per tile");
   const double* v = values.data<double>();
   // Pass 1: nonzeros per tile.
   t.tile_start.assign(size_t(tiles) + 1, 0);
@@ -55,12 +57,14 @@ TiledCsr tile_csr(const Tensor& row_ptr, const Tensor& col_idx, const Tensor& va
     }
   }
   for (int64_t i = 0; i < tiles; ++i) {
-    if (t.tile_start[size_t(i) + 1] > INT32_MAX)
-      throw InputError("tile_csr: a tile of more than 2^31 nonzeros (use fewer rows per tile)");
+    // (The kernel's offsets inside a tile are 32-bit and step up to 8 past the end.)
+    if (t.tile_start[size_t(i) + 1] > INT32_MAX - 8)
+      throw InputError("tile_csr: a tile of " + std::to_string(t.tile_start[size_t(i) + 1]) +
+                       " nonzeros (at most 2^31 - 9; use fewer rows per tile)");
     t.tile_start[size_t(i) + 1] += t.tile_start[size_t(i)];
   }
   // Pass 2: entries and each tile's row pointers (one cursor per panel of the row block).
-  t.tile_rows.assign(size_t(tiles) * size_t(rb + 1), 0);
+  t.tile_rows.assign(size_t(tiles) * (size_t(rb) + 1), 0);
   t.col.resize(size_t(t.nnz));
   t.val.resize(size_t(t.nnz));
   std::vector<int32_t> cursor(size_t(t.panels));
@@ -76,12 +80,12 @@ TiledCsr tile_csr(const Tensor& row_ptr, const Tensor& col_idx, const Tensor& va
       }
       const int64_t li = r - b * rb;
       for (int64_t p = 0; p < t.panels; ++p)
-        t.tile_rows[size_t((b * t.panels + p) * (rb + 1) + li + 1)] = cursor[size_t(p)];
+        t.tile_rows[size_t((b * t.panels + p) * (int64_t(rb) + 1) + li + 1)] = cursor[size_t(p)];
     }
     // Rows past the end of the last block: empty (their pointers repeat the tile's end).
     for (int64_t li = rlast - b * rb; li < rb; ++li)
       for (int64_t p = 0; p < t.panels; ++p)
-        t.tile_rows[size_t((b * t.panels + p) * (rb + 1) + li + 1)] = cursor[size_t(p)];
+        t.tile_rows[size_t((b * t.panels + p) * (int64_t(rb) + 1) + li + 1)] = cursor[size_t(p)];
   }
   return t;
 }
@@ -91,7 +95,7 @@ void tiled_product_host(const TiledCsr& t, const double* x, double* y) {
   for (int64_t b = 0; b < t.row_blocks; ++b)
     for (int64_t p = 0; p < t.panels; ++p) {
       const int64_t tile = b * t.panels + p, base = t.tile_start[size_t(tile)];
-      const int32_t* lr = t.tile_rows.data() + tile * (t.rb + 1);
+      const int32_t* lr = t.tile_rows.data() + tile * (int64_t(t.rb) + 1);
       const int64_t r0 = b * t.rb, n = std::min<int64_t>(t.rb, t.rows - r0);
       for (int64_t i = 0; i < n; ++i) {
         double s = 0;

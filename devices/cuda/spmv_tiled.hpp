@@ -42,15 +42,16 @@ TiledCsr tile_csr(const Tensor& row_ptr, const Tensor& col_idx, const Tensor& va
 void tiled_product_host(const TiledCsr& t, const double* x, double* y);
 
 // The layout on the device and its two kernels (tile products into partial sums, then the
-// sum over panels). run(): x and y f64 device tensors of cols and rows elements.
+// sum over panels), `lanes` (4, 8 or 16) per row of a tile. run(): x and y f64 device
+// tensors of cols and rows elements.
 class TiledSpmv {
  public:
-  explicit TiledSpmv(const TiledCsr& t);
+  explicit TiledSpmv(const TiledCsr& t, int lanes = 8);
   void run(const Tensor& x, Tensor& y) const;
 
  private:
   int64_t rows_, cols_, row_blocks_, panels_;
-  int rb_, panel_;
+  int rb_, panel_, lanes_;
   Tensor tile_start_, tile_rows_, col_, val_, partial_;
 };
 

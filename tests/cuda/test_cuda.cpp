@@ -347,8 +347,8 @@ BOOST_AUTO_TEST_CASE(spmv_kernels_match_host, *utf::precondition(GpuPresent())) 
 
 // The tiled SpMV experiment (spmv_tiled.hpp): a random CSR matrix with empty rows, long
 // rows and columns out of order in each row, its row and column counts not multiples of
-// the tile, laid out and multiplied on the host against a long-double CSR product; then
-// the GPU kernels against that host product. Bad arguments are refused.
+// the tile, laid out and multiplied on the host; then by the GPU kernels; both against a
+// long-double CSR product. Bad arguments are refused, with the reason.
 struct TiledCase {
   int64_t rows, cols;
   std::vector<int64_t> rp, ci;
@@ -384,7 +384,7 @@ Tensor host_f64(const std::vector<double>& v) {
   return t;
 }
 
-// Largest |got - want| / sum |terms| over the rows.
+// Largest |got - want| / sum |terms| over the rows (infinite where got is NaN).
 double tiled_error(const TiledCase& c, const std::vector<double>& got) {
   double worst = 0;
   for (int64_t r = 0; r < c.rows; ++r) {
@@ -394,7 +394,9 @@ double tiled_error(const TiledCase& c, const std::vector<double>& got) {
       want += p;
       mag += std::fabs(double(p));
     }
-    worst = std::max(worst, std::fabs(got[size_t(r)] - double(want)) / double(mag + 1e-300L));
+    const double e = std::fabs(got[size_t(r)] - double(want)) / double(mag + 1e-300L);
+    if (std::isnan(e)) return INFINITY;
+    worst = std::max(worst, e);
   }
   return worst;
 }
@@ -413,32 +415,48 @@ BOOST_AUTO_TEST_CASE(tiled_layout_matches_csr) {
       const double err = tiled_error(c, y);
       BOOST_TEST(err <= 1e-14, dtype_name(it) << " rb " << rb << " panel " << panel << " worst relative error " << err);
     }
-  // Refused, with the reason: bad tile shapes, dtypes, columns, and layouts whose row
-  // pointers would outweigh the matrix.
+  // Refused, with the reason: bad tile shapes, dtypes, columns, row pointers, and layouts
+  // whose row pointers would outweigh the matrix.
   const Tensor rp = host_index(DType::I32, c.rp), ci = host_index(DType::I32, c.ci), v = host_f64(c.val);
-  BOOST_CHECK_THROW(cuda::tile_csr(rp, ci, v, c.rows, c.cols, 0, 512), InputError);
-  BOOST_CHECK_THROW(cuda::tile_csr(rp, ci, v, c.rows, c.cols, 64, 65537), InputError);
-  BOOST_CHECK_THROW(cuda::tile_csr(rp, ci, v, c.rows, c.cols, 64, 1), InputError);  // 5000 panels x 1003 rows
-  BOOST_CHECK_THROW(cuda::tile_csr(rp, host_index(DType::I64, c.ci), v, c.rows, c.cols, 64, 512), InputError);
-  BOOST_CHECK_THROW(cuda::tile_csr(rp, ci, v, c.rows, 100, 64, 512), InputError);  // columns past 100
-  BOOST_CHECK_THROW(cuda::tile_csr(rp, ci, v, c.rows + 1, c.cols, 64, 512), InputError);
+  auto refused = [&](const Tensor& r, const Tensor& cc, int64_t rows, int64_t cols, int rb, int panel,
+                     const std::string& why) {
+    try {
+      cuda::tile_csr(r, cc, v, rows, cols, rb, panel);
+      BOOST_ERROR("tile_csr accepted a layout that should be refused for: " << why);
+    } catch (const InputError& e) {
+      BOOST_TEST(std::string(e.what()).find(why) != std::string::npos, e.what() << " (expected: " << why << ")");
+    }
+  };
+  refused(rp, ci, c.rows, c.cols, 0, 512, "rows per tile 0");
+  refused(rp, ci, c.rows, c.cols, 64, 65537, "columns per panel 65537");
+  refused(rp, ci, c.rows, c.cols, 64, 1, "more than 4 per nonzero");  // 5000 panels x 1003 rows
+  refused(rp, ci, c.rows, c.cols, 1 << 30, 512, "more than 4 per nonzero");  // (no overflow)
+  refused(rp, host_index(DType::I64, c.ci), c.rows, c.cols, 64, 512, "i32 or i64");
+  refused(rp, ci, c.rows, 100, 64, 512, "outside [0, 100)");
+  refused(rp, ci, c.rows + 1, c.cols, 64, 512, "entries for 1004 rows");
+  std::vector<int64_t> shifted = c.rp;
+  for (int64_t& k : shifted) k += 1;
+  refused(host_index(DType::I32, shifted), ci, c.rows, c.cols, 64, 512, "row_ptr starts at 1");
 }
 
 BOOST_AUTO_TEST_CASE(tiled_spmv_matches_host, *utf::precondition(GpuPresent())) {
   const TiledCase c = tiled_case(seed() + 12, 3001, 70000);
-  for (auto [rb, panel] : {std::pair{256, 24576}, std::pair{1000, 8192}, std::pair{3001, 27000}}) {
+  struct Shape {
+    int rb, panel, lanes;
+  };
+  for (Shape sh : {Shape{256, 24576, 8}, Shape{1000, 8192, 4}, Shape{3001, 27000, 16}, Shape{7, 333, 8}}) {
     const cuda::TiledCsr t = cuda::tile_csr(host_index(DType::I32, c.rp), host_index(DType::I32, c.ci),
-                                            host_f64(c.val), c.rows, c.cols, rb, panel);
-    std::vector<double> want(size_t(c.rows));
-    cuda::tiled_product_host(t, c.x.data(), want.data());
-    const cuda::TiledSpmv dev(t);
+                                            host_f64(c.val), c.rows, c.cols, sh.rb, sh.panel);
+    const cuda::TiledSpmv dev(t, sh.lanes);
     const Tensor x = host_f64(c.x).to(cuda_dev().allocator());
-    Tensor y = Tensor::empty(DType::F64, {c.rows}, cuda_dev().allocator());
+    // y starts as NaN: a row the kernels do not write fails the check.
+    Tensor y = host_f64(std::vector<double>(size_t(c.rows), NAN)).to(cuda_dev().allocator());
     dev.run(x, y);
     const Tensor got = y.to(host_allocator());
     std::vector<double> g(got.data<double>(), got.data<double>() + c.rows);
     const double err = tiled_error(c, g);
-    BOOST_TEST(err <= 1e-14, "rb " << rb << " panel " << panel << " worst relative error " << err);
+    BOOST_TEST(err <= 1e-14, "rb " << sh.rb << " panel " << sh.panel << " lanes " << sh.lanes
+                                   << " worst relative error " << err);
     Tensor wrong = Tensor::empty(DType::F64, {c.rows + 1}, cuda_dev().allocator());
     BOOST_CHECK_THROW(dev.run(x, wrong), InputError);
   }
@@ -446,6 +464,9 @@ BOOST_AUTO_TEST_CASE(tiled_spmv_matches_host, *utf::precondition(GpuPresent())) 
   const cuda::TiledCsr big = cuda::tile_csr(host_index(DType::I32, c.rp), host_index(DType::I32, c.ci),
                                             host_f64(c.val), c.rows, c.cols, 3001, 65536);
   BOOST_CHECK_THROW(cuda::TiledSpmv{big}, InputError);
+  const cuda::TiledCsr small = cuda::tile_csr(host_index(DType::I32, c.rp), host_index(DType::I32, c.ci),
+                                              host_f64(c.val), c.rows, c.cols, 256, 8192);
+  BOOST_CHECK_THROW(cuda::TiledSpmv(small, 32), InputError);
 }
 
 BOOST_AUTO_TEST_CASE(fused_chain_matches_reference, *utf::precondition(GpuPresent())) {
