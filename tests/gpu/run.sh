@@ -56,14 +56,16 @@ if [ "${1:-}" = profile ]; then
   # Hardware counters of rlx's SpMV kernel and cuSPARSE's on the two matrices where rlx is
   # closest (MATRIX=... to choose): per matrix, rlx's 4 launches (3 warm-ups + 1) then
   # cuSPARSE's 4 calls (partition + csrmv kernels). Clocks left alone (--clock-control none).
+  # NCU_KERNELS (a regex), NCU_COUNT and NCU_ONLY (the rlx-bench part) profile other kernels,
+  # e.g. the tiled layout's: NCU_ONLY=sweep NCU_KERNELS=spmv_tile NCU_COUNT=8.
   for m in $(echo "${MATRIX:-power-law,random:16}" | tr , ' '); do
-    ncu --clock-control none -k regex:"spmv_|csr" -c 12 --metrics \
+    ncu --clock-control none -k regex:"${NCU_KERNELS:-spmv_|csr}" -c ${NCU_COUNT:-12} --metrics \
 gpu__time_duration.sum,launch__grid_size,launch__block_size,launch__registers_per_thread,\
 sm__warps_active.avg.pct_of_peak_sustained_active,l1tex__t_sector_hit_rate.pct,lts__t_sector_hit_rate.pct,\
 lts__t_sectors_srcunit_tex_op_read.sum,dram__bytes_read.sum,lts__throughput.avg.pct_of_peak_sustained_elapsed,\
 lts__t_tag_requests.sum,lts__t_tag_requests.avg.pct_of_peak_sustained_elapsed,lts__t_requests_srcunit_tex_op_read.sum,\
 lts__t_requests_srcunit_tex_op_write.sum,smsp__inst_executed.sum \
-      "$BUILD/bin/rlx-bench" cuda --only spmv --matrix "$m" --reps 1 >"$OUT/ncu-${m//:/_}.txt" 2>&1
+      "$BUILD/bin/rlx-bench" cuda --only "${NCU_ONLY:-spmv}" --matrix "$m" --reps 1 >"$OUT/ncu-${m//:/_}.txt" 2>&1
     echo "ncu $m: exit $?"
     grep -E "^  [a-z].*\(|duration|sectors_srcunit|requests|hit_rate|lts__throughput|dram__bytes|warps_active|registers" \
       "$OUT/ncu-${m//:/_}.txt" | sed -e 's/(const.*) (/ (/' | tail -40
