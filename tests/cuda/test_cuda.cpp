@@ -15,6 +15,7 @@
 
 #include "tests/support/preconditions.hpp"
 #include "tests/support/seed.hpp"
+#include "tests/support/tensors.hpp"
 #include "core/error.hpp"
 #include "devices/cuda/codegen.hpp"
 #include "devices/cuda/library.hpp"
@@ -35,6 +36,7 @@ namespace {
 Device& cuda_dev() { return DeviceRegistry::get().at("cuda"); }
 
 using test::GpuPresent;
+using test::host_tensor;
 
 uint64_t seed() { return test::run_seed("test_cuda"); }
 
@@ -241,19 +243,9 @@ BOOST_AUTO_TEST_CASE(spmv_kernels_match_host, *utf::precondition(GpuPresent())) 
   for (double& a : y0v) a = u(rng);
   for (DType it : {DType::I32, DType::I64})
     for (DType t : {DType::F64, DType::F32}) {
-      auto host = [&](DType d, const auto& src) {
-        Tensor h = Tensor::empty(d, {int64_t(src.size())});
-        for (size_t i = 0; i < src.size(); ++i) {
-          if (d == DType::I32) h.data<int32_t>()[i] = int32_t(src[i]);
-          else if (d == DType::I64) h.data<int64_t>()[i] = int64_t(src[i]);
-          else if (d == DType::F32) h.data<float>()[i] = float(src[i]);
-          else h.data<double>()[i] = double(src[i]);
-        }
-        return h;
-      };
-      Tensor hv = host(t, val), hx = host(t, xv), hy0 = host(t, y0v);
+      Tensor hv = host_tensor(t, val), hx = host_tensor(t, xv), hy0 = host_tensor(t, y0v);
       auto dev = [](const Tensor& h) { return h.to(cuda_dev().allocator()); };
-      Tensor drp = dev(host(it, rp)), dci = dev(host(it, ci)), dv = dev(hv), dx = dev(hx), dy0 = dev(hy0);
+      Tensor drp = dev(host_tensor(it, rp)), dci = dev(host_tensor(it, ci)), dv = dev(hv), dx = dev(hx), dy0 = dev(hy0);
       {  // knobs out of range are refused, not ignored
         Tensor y = Tensor::empty(t, {rows}, cuda_dev().allocator());
         auto refused = [&](auto&& change) {
@@ -369,21 +361,6 @@ TiledCase tiled_case(uint64_t s, int64_t rows, int64_t cols) {
   return c;
 }
 
-Tensor host_index(DType d, const std::vector<int64_t>& v) {
-  Tensor t = Tensor::empty(d, {int64_t(v.size())});
-  for (size_t i = 0; i < v.size(); ++i) {
-    if (d == DType::I32) t.data<int32_t>()[i] = int32_t(v[i]);
-    else t.data<int64_t>()[i] = v[i];
-  }
-  return t;
-}
-
-Tensor host_f64(const std::vector<double>& v) {
-  Tensor t = Tensor::empty(DType::F64, {int64_t(v.size())});
-  std::copy(v.begin(), v.end(), t.data<double>());
-  return t;
-}
-
 // Largest |got - want| / sum |terms| over the rows (infinite where got is NaN).
 double tiled_error(const TiledCase& c, const std::vector<double>& got) {
   double worst = 0;
@@ -407,7 +384,8 @@ BOOST_AUTO_TEST_CASE(tiled_layout_matches_csr) {
     for (auto [rb, panel] : {std::pair{64, 512}, std::pair{1, 5000}, std::pair{1003, 4999}, std::pair{100, 65536},
                              std::pair{7, 333}}) {
       const cuda::TiledCsr t =
-          cuda::tile_csr(host_index(it, c.rp), host_index(it, c.ci), host_f64(c.val), c.rows, c.cols, rb, panel);
+          cuda::tile_csr(host_tensor(it, c.rp), host_tensor(it, c.ci), host_tensor(DType::F64, c.val), c.rows, c.cols,
+                         rb, panel);
       BOOST_TEST(t.nnz == int64_t(c.val.size()));
       BOOST_TEST(t.tile_start.back() == t.nnz);
       std::vector<double> y(size_t(c.rows));
@@ -417,7 +395,8 @@ BOOST_AUTO_TEST_CASE(tiled_layout_matches_csr) {
     }
   // Refused, with the reason: bad tile shapes, dtypes, columns, row pointers, and layouts
   // whose row pointers would outweigh the matrix.
-  const Tensor rp = host_index(DType::I32, c.rp), ci = host_index(DType::I32, c.ci), v = host_f64(c.val);
+  const Tensor rp = host_tensor(DType::I32, c.rp), ci = host_tensor(DType::I32, c.ci);
+  const Tensor v = host_tensor(DType::F64, c.val);
   auto refused = [&](const Tensor& r, const Tensor& cc, int64_t rows, int64_t cols, int rb, int panel,
                      const std::string& why) {
     try {
@@ -431,12 +410,12 @@ BOOST_AUTO_TEST_CASE(tiled_layout_matches_csr) {
   refused(rp, ci, c.rows, c.cols, 64, 65537, "columns per panel 65537");
   refused(rp, ci, c.rows, c.cols, 64, 1, "more than 4 per nonzero");  // 5000 panels x 1003 rows
   refused(rp, ci, c.rows, c.cols, 1 << 30, 512, "more than 4 per nonzero");  // (no overflow)
-  refused(rp, host_index(DType::I64, c.ci), c.rows, c.cols, 64, 512, "i32 or i64");
+  refused(rp, host_tensor(DType::I64, c.ci), c.rows, c.cols, 64, 512, "i32 or i64");
   refused(rp, ci, c.rows, 100, 64, 512, "outside [0, 100)");
   refused(rp, ci, c.rows + 1, c.cols, 64, 512, "entries for 1004 rows");
   std::vector<int64_t> shifted = c.rp;
   for (int64_t& k : shifted) k += 1;
-  refused(host_index(DType::I32, shifted), ci, c.rows, c.cols, 64, 512, "row_ptr starts at 1");
+  refused(host_tensor(DType::I32, shifted), ci, c.rows, c.cols, 64, 512, "row_ptr starts at 1");
 }
 
 BOOST_AUTO_TEST_CASE(tiled_spmv_matches_host, *utf::precondition(GpuPresent())) {
@@ -445,12 +424,12 @@ BOOST_AUTO_TEST_CASE(tiled_spmv_matches_host, *utf::precondition(GpuPresent())) 
     int rb, panel, lanes;
   };
   for (Shape sh : {Shape{256, 24576, 8}, Shape{1000, 8192, 4}, Shape{3001, 27000, 16}, Shape{7, 333, 8}}) {
-    const cuda::TiledCsr t = cuda::tile_csr(host_index(DType::I32, c.rp), host_index(DType::I32, c.ci),
-                                            host_f64(c.val), c.rows, c.cols, sh.rb, sh.panel);
+    const cuda::TiledCsr t = cuda::tile_csr(host_tensor(DType::I32, c.rp), host_tensor(DType::I32, c.ci),
+                                            host_tensor(DType::F64, c.val), c.rows, c.cols, sh.rb, sh.panel);
     const cuda::TiledSpmv dev(t, sh.lanes);
-    const Tensor x = host_f64(c.x).to(cuda_dev().allocator());
+    const Tensor x = host_tensor(DType::F64, c.x).to(cuda_dev().allocator());
     // y starts as NaN: a row the kernels do not write fails the check.
-    Tensor y = host_f64(std::vector<double>(size_t(c.rows), NAN)).to(cuda_dev().allocator());
+    Tensor y = host_tensor(DType::F64, std::vector<double>(size_t(c.rows), NAN)).to(cuda_dev().allocator());
     dev.run(x, y);
     const Tensor got = y.to(host_allocator());
     std::vector<double> g(got.data<double>(), got.data<double>() + c.rows);
@@ -461,11 +440,11 @@ BOOST_AUTO_TEST_CASE(tiled_spmv_matches_host, *utf::precondition(GpuPresent())) 
     BOOST_CHECK_THROW(dev.run(x, wrong), InputError);
   }
   // A panel too large for a block's shared memory is refused when the layout is uploaded.
-  const cuda::TiledCsr big = cuda::tile_csr(host_index(DType::I32, c.rp), host_index(DType::I32, c.ci),
-                                            host_f64(c.val), c.rows, c.cols, 3001, 65536);
+  const cuda::TiledCsr big = cuda::tile_csr(host_tensor(DType::I32, c.rp), host_tensor(DType::I32, c.ci),
+                                            host_tensor(DType::F64, c.val), c.rows, c.cols, 3001, 65536);
   BOOST_CHECK_THROW(cuda::TiledSpmv{big}, InputError);
-  const cuda::TiledCsr small = cuda::tile_csr(host_index(DType::I32, c.rp), host_index(DType::I32, c.ci),
-                                              host_f64(c.val), c.rows, c.cols, 256, 8192);
+  const cuda::TiledCsr small = cuda::tile_csr(host_tensor(DType::I32, c.rp), host_tensor(DType::I32, c.ci),
+                                              host_tensor(DType::F64, c.val), c.rows, c.cols, 256, 8192);
   BOOST_CHECK_THROW(cuda::TiledSpmv(small, 32), InputError);
 }
 

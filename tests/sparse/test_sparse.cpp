@@ -17,6 +17,7 @@
 #include <sstream>
 
 #include "tests/support/seed.hpp"
+#include "tests/support/tensors.hpp"
 #include "core/error.hpp"
 #include "runtime/device.hpp"
 #include "runtime/runtime.hpp"
@@ -44,20 +45,8 @@ namespace {
 
 uint64_t seed() { return test::run_seed("test_sparse"); }
 
-Tensor ints(DType t, const std::vector<int64_t>& v) {
-  Tensor r = Tensor::empty(t, {int64_t(v.size())});
-  for (size_t k = 0; k < v.size(); ++k) {
-    if (t == DType::I32) r.data<int32_t>()[k] = int32_t(v[k]);
-    else r.data<int64_t>()[k] = v[k];
-  }
-  return r;
-}
-
-Tensor f64s(const std::vector<double>& v) {
-  Tensor r = Tensor::empty(DType::F64, {int64_t(v.size())});
-  std::copy(v.begin(), v.end(), r.data<double>());
-  return r;
-}
+using test::host_tensor;
+Tensor f64s(const std::vector<double>& v) { return host_tensor(DType::F64, v); }
 
 int64_t idx(const Tensor& t, int64_t k) {
   return t.dtype() == DType::I32 ? int64_t(t.data<int32_t>()[k]) : t.data<int64_t>()[k];
@@ -132,7 +121,7 @@ BOOST_AUTO_TEST_SUITE(csr)
 BOOST_AUTO_TEST_CASE(valid_matrix_and_accessors) {
   for (DType it : {DType::I32, DType::I64}) {
     // [[1 0 2], [0 0 0], [0 3 0]]: an empty middle row.
-    CsrMatrix A(3, 3, ints(it, {0, 2, 2, 3}), ints(it, {0, 2, 1}), f64s({1, 2, 3}));
+    CsrMatrix A(3, 3, host_tensor(it, {0, 2, 2, 3}), host_tensor(it, {0, 2, 1}), f64s({1, 2, 3}));
     BOOST_TEST(A.rows() == 3);
     BOOST_TEST(A.cols() == 3);
     BOOST_TEST(A.nnz() == 3);
@@ -142,15 +131,15 @@ BOOST_AUTO_TEST_CASE(valid_matrix_and_accessors) {
     BOOST_TEST(A.is_host());
     std::vector<cd> want = {1, 0, 2, 0, 0, 0, 0, 3, 0};
     BOOST_TEST(dense_of(A) == want, boost::test_tools::per_element());
-    CsrMatrix B(2, 3, ints(it, {0, 2, 3}), ints(it, {2, 0, 1}), f64s({1, 2, 3}));
+    CsrMatrix B(2, 3, host_tensor(it, {0, 2, 3}), host_tensor(it, {2, 0, 1}), f64s({1, 2, 3}));
     BOOST_TEST(!B.sorted_unique());
   }
-  CsrMatrix empty(0, 0, ints(DType::I32, {0}), ints(DType::I32, {}), f64s({}));
+  CsrMatrix empty(0, 0, host_tensor(DType::I32, {0}), host_tensor(DType::I32, {}), f64s({}));
   BOOST_TEST(empty.nnz() == 0);
 }
 
 BOOST_AUTO_TEST_CASE(invalid_structure_names_the_row) {
-  auto I = [](std::vector<int64_t> v) { return ints(DType::I32, v); };
+  auto I = [](std::vector<int64_t> v) { return host_tensor(DType::I32, v); };
   expect_error([&] { CsrMatrix(3, 3, I({1, 2, 2, 3}), I({0, 2, 1}), f64s({1, 2, 3})); }, {"row_ptr[0]", "0"});
   expect_error([&] { CsrMatrix(3, 3, I({0, 2, 1, 3}), I({0, 2, 1}), f64s({1, 2, 3})); }, {"row 1", "decreases"});
   expect_error([&] { CsrMatrix(3, 3, I({0, 2, 2, 2}), I({0, 2, 1}), f64s({1, 2, 3})); }, {"row_ptr[3]", "nnz = 3"});
@@ -159,7 +148,7 @@ BOOST_AUTO_TEST_CASE(invalid_structure_names_the_row) {
                {"row 0", "column index 3", "[0, 3)"});
   expect_error([&] { CsrMatrix(3, 3, I({0, 2, 2, 3}), I({0, 2, -1}), f64s({1, 2, 3})); }, {"row 2", "column index -1"});
   expect_error([&] { CsrMatrix(3, 3, I({0, 2, 3}), I({0, 2, 1}), f64s({1, 2, 3})); }, {"row_ptr must be [4]"});
-  expect_error([&] { CsrMatrix(3, 3, I({0, 2, 2, 3}), ints(DType::I64, {0, 2, 1}), f64s({1, 2, 3})); },
+  expect_error([&] { CsrMatrix(3, 3, I({0, 2, 2, 3}), host_tensor(DType::I64, {0, 2, 1}), f64s({1, 2, 3})); },
                {"col_idx dtype i64", "row_ptr's i32"});
   expect_error([&] { CsrMatrix(3, 3, I({0, 2, 2, 3}), I({0, 2, 1}), I({1, 2, 3})); }, {"values must be f32, f64 or c64"});
   expect_error([&] { CsrMatrix(3, 3, I({0, 2, 2, 3}), I({0, 2, 1}), f64s({1, 2})); }, {"[nnz]"});
@@ -186,7 +175,7 @@ BOOST_AUTO_TEST_CASE(coo_sums_duplicates_and_sorts_columns) {
     BOOST_TEST(dense_of(A) == want, boost::test_tools::per_element());
   }
   // Tensor form, mixed index dtypes, explicit i64 output.
-  CsrMatrix B = CsrMatrix::from_coo(3, 4, ints(DType::I64, i), ints(DType::I32, j), f64s(v), DType::I64);
+  CsrMatrix B = CsrMatrix::from_coo(3, 4, host_tensor(DType::I64, i), host_tensor(DType::I32, j), f64s(v), DType::I64);
   BOOST_TEST(B.index_type() == DType::I64);
   BOOST_TEST(B.nnz() == 4);
   std::vector<cd> cv = {cd(1, 2), cd(3, -1)};

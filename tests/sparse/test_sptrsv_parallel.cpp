@@ -19,6 +19,7 @@
 #include <string>
 
 #include "tests/support/seed.hpp"
+#include "tests/support/tensors.hpp"
 #include "devices/cpu/thread_pool.hpp"
 #include "runtime/device.hpp"
 #include "runtime/runtime.hpp"
@@ -38,6 +39,8 @@ using cd = std::complex<double>;
 namespace {
 
 uint64_t seed() { return test::run_seed("test_sptrsv_parallel"); }
+
+using test::host_tensor;
 
 int64_t threaded_runs() { return rlx::cpu::sptrsv_pipelined_solves(); }
 bool have_threads() { return rlx::cpu::num_threads() >= 2; }
@@ -61,15 +64,6 @@ Tensor values_tensor(DType t, const std::vector<cd>& v) {
   return r;
 }
 
-Tensor index_tensor(DType t, const std::vector<int64_t>& v) {
-  Tensor r = Tensor::empty(t, {int64_t(v.size())});
-  for (size_t k = 0; k < v.size(); ++k) {
-    if (t == DType::I32) r.data<int32_t>()[k] = int32_t(v[k]);
-    else r.data<int64_t>()[k] = v[k];
-  }
-  return r;
-}
-
 using Rows = std::vector<std::vector<std::pair<int64_t, cd>>>;
 
 // A CSR matrix from per-row (column, value) lists, kept in the given order.
@@ -83,7 +77,7 @@ CsrMatrix build(int64_t n, const Rows& rows, DType value, DType index) {
     }
     rp.push_back(int64_t(ci.size()));
   }
-  return CsrMatrix(n, n, index_tensor(index, rp), index_tensor(index, ci), values_tensor(value, v));
+  return CsrMatrix(n, n, host_tensor(index, rp), host_tensor(index, ci), values_tensor(value, v));
 }
 
 // Off-diagonal entries of size <= 1 (complex for c64); a diagonal of size 6..8 with a
