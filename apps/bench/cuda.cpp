@@ -337,22 +337,16 @@ void bench_spmv_one(int reps, const std::string& label, const sparse::CsrMatrix&
       change(t);
       variant(name.c_str(), t);
     };
-    // The packed kernel: registers capped (full) or not, blocks of 128/256, load pipeline
-    // 0, 1 or 2 trips deep (pipeN).
-    struct Shape {
-      bool full;
-      int threads, pipe;
-    };
+    // The packed kernel: R rows per warp, blocks of 128/256, with and without the load
+    // pipeline (pipe).
     for (int R : {1, 2, 8})
-      for (Shape sh : {Shape{true, 256, 0}, Shape{true, 256, 1}, Shape{true, 256, 2}, Shape{true, 128, 2},
-                       Shape{false, 256, 1}, Shape{false, 256, 2}})
-        with("packed" + std::to_string(R) + (sh.full ? "/full" : "") + "/t" + std::to_string(sh.threads) + "/pipe" +
-                 std::to_string(sh.pipe),
-             [R, sh](cuda::SpmvTuning& t) {
-               t = cuda::SpmvTuning{};
-               t.kernel = 3, t.rows_per_warp = R, t.stream_hint = true;
-               t.full_occupancy = sh.full, t.pipeline = sh.pipe, t.threads = sh.threads;
-             });
+      for (int threads : {128, 256})
+        for (bool pipe : {false, true})
+          with("packed" + std::to_string(R) + "/t" + std::to_string(threads) + (pipe ? "/pipe" : ""),
+               [R, threads, pipe](cuda::SpmvTuning& t) {
+                 t = cuda::SpmvTuning{};
+                 t.kernel = 3, t.rows_per_warp = R, t.stream_hint = true, t.pipeline = pipe, t.threads = threads;
+               });
     with(base + "/x-evict-last", [](cuda::SpmvTuning& t) { t.x_evict_last = true; });
     with(base + "/persist-x", [](cuda::SpmvTuning& t) { t.persist_x = true; });
     with(base + "/nocap", [](cuda::SpmvTuning& t) { t.blocks_per_sm = 0; });
@@ -414,7 +408,7 @@ void bench_spmv_one(int reps, const std::string& label, const sparse::CsrMatrix&
       variant((base + "/carveout" + std::to_string(carve)).c_str(), t);
     }
   const cuda::SpmvTuning& c = choice;
-  const std::string chosen = c.kernel == 3 ? "packed" + std::to_string(c.rows_per_warp) + "/pipe" + std::to_string(c.pipeline)
+  const std::string chosen = c.kernel == 3 ? "packed" + std::to_string(c.rows_per_warp) + (c.pipeline ? "/pipe" : "")
                                            : std::to_string(c.lanes) + (c.unroll == 2 ? "x2" : "");
   std::printf("spmv    %-14s rlx kernels (ms):%s (device default %s%s)\n", label.c_str(), lanes_line.c_str(), chosen.c_str(),
               c.stream_hint ? "h" : "");

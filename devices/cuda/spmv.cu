@@ -131,7 +131,7 @@ __device__ __forceinline__ double warp_sum(double s) {
 // results leave in one store. A trip inside one row is summed lane by lane (`run`) until
 // the row changes; a trip that crosses rows is summed per row by a segmented shuffle
 // reduction. Lane j keeps row j's total; the order of the additions is fixed
-// (deterministic). With R = 1 and the load pipeline (PIPE = 1) it is what the device runs
+// (deterministic). With R = 1 and the load pipeline (PIPE) it is what the device runs
 // for long rows (spmv_choice()). With R > 1, on the H200's power-law rows it makes fewer L2
 // tag requests than cuSPARSE (84.0 M against 85.0 M; a warp per row 89.2 M) but was not
 // faster: what it gained in requests it lost in issue rate (docs/benchmarks.md); the
@@ -139,15 +139,16 @@ __device__ __forceinline__ double warp_sum(double s) {
 // Each warp stores its own results: gathering a block's rows into one store through shared
 // memory cut the L2 write requests (0.49 M -> 0.06 M) but ran 3 % slower, as the barrier
 // keeps finished warps from leaving (docs/benchmarks.md, P4).
-// THREADS per block (128 or 256); FULL caps the registers so that 2048 threads fit on a
-// multiprocessor (32 per thread; without the cap ptxas takes 40, so 48 of 64 warps; with
-// it, no spills for i32 indices, 24 bytes for i64).
-// PIPE (0, 1 or 2): a load pipeline — each trip issues the next trip's values and x
-// gathers, whose columns were loaded PIPE trips earlier (0: no pipeline, the next trip's
-// columns, values and gathers together), so a gather does not wait on its column load.
-// ONE: compiled for one row per warp (R = 1: no trip crosses rows, fewer registers).
-template <int THREADS, bool FULL, int PIPE, bool ONE, bool HINT, class I, class T>
-__global__ void __launch_bounds__(THREADS, FULL ? 2048 / THREADS : 1) spmv_packed(const I* __restrict__ rp, const I* __restrict__ ci,
+// Tried and removed (docs/benchmarks.md, session 6): a register cap for full occupancy
+// (R = 2: 0.577 -> 0.569 ms, no gain left once pipelined) and a pipeline two trips deep
+// (no gain; spills under the cap).
+// THREADS per block (128 or 256). PIPE: a load pipeline — each trip issues the next trip's
+// values and x gathers, whose columns were loaded a trip earlier, so a gather does not
+// wait on its column load (without it, the next trip's columns, values and gathers go out
+// together). ONE: compiled for one row per warp (R = 1: no trip crosses rows, 30
+// registers; 40 otherwise).
+template <int THREADS, bool PIPE, bool ONE, bool HINT, class I, class T>
+__global__ void __launch_bounds__(THREADS) spmv_packed(const I* __restrict__ rp, const I* __restrict__ ci,
                                                              const T* __restrict__ v, const T* __restrict__ x,
                                                              const T* __restrict__ y0, double alpha, double beta,
                                                              T* __restrict__ y, long long rows, int R) {
@@ -184,29 +185,27 @@ __global__ void __launch_bounds__(THREADS, FULL ? 2048 / THREADS : 1) spmv_packe
   };
   Off base = B < E ? B - B % 32 : E;  // (an empty range runs no trip)
   // Without PIPE, p is this trip's product and pn the next one's; with it, the product is
-  // formed from vc * xc (this trip's loads), c1 and c2 hold the columns of the next two
-  // trips. (No wrap in the offsets below: they fit in I, and Off has one more bit.)
+  // formed from vc * xc (this trip's loads) and c1 holds the next trip's column. (No wrap
+  // in the offsets below: they fit in I, and Off has one more bit.)
   double p = 0;
   T vc = T(0), xc = T(0);
-  I c1 = I(0), c2 = I(0);
-  if constexpr (PIPE > 0) {
+  I c1 = I(0);
+  if constexpr (PIPE) {
     const Off k = base + lane;
     if (base < E && in(k)) vc = ld.once(v + k), xc = ld.gather(x + ld.once(ci + k));
     if (base < E && in(k + 32)) c1 = ld.once(ci + k + 32);
-    if (PIPE == 2 && base < E && in(k + 64)) c2 = ld.once(ci + k + 64);
   } else {
     p = base < E ? product(base + lane) : 0.0;
   }
   for (; base < E; base += 32) {
     // The next trip's loads go out before this trip's shuffles.
     double pn = 0;
-    if constexpr (PIPE > 0) {
-      const Off k1 = base + 32 + lane, kc = k1 + 32 * PIPE;
+    if constexpr (PIPE) {
+      const Off k1 = base + 32 + lane, kc = k1 + 32;
       const bool in1 = in(k1);
       const T vn = in1 ? ld.once(v + k1) : T(0), xn = in1 ? ld.gather(x + c1) : T(0);
       const I cc = in(kc) ? ld.once(ci + kc) : I(0);
-      if constexpr (PIPE == 2) c1 = c2, c2 = cc;
-      else c1 = cc;
+      c1 = cc;
       p = static_cast<double>(vc) * static_cast<double>(xc);
       vc = vn, xc = xn;
     } else {
@@ -250,7 +249,7 @@ __global__ void __launch_bounds__(THREADS, FULL ? 2048 / THREADS : 1) spmv_packe
         if (here) acc += s;
       }
     }
-    if constexpr (PIPE == 0) p = pn;
+    if constexpr (!PIPE) p = pn;
   }
   flush();
   if (lane < n) y[r0 + lane] = static_cast<T>(finish(acc, alpha, beta, y0, r0 + lane, std::is_same_v<T, double>));
@@ -413,29 +412,23 @@ void launch_packed(const SpmvTuning& t, const Tensor& rp, const Tensor& ci, cons
                                                         y0 ? y0->data<T>() : nullptr, alpha, beta, y.data<T>(), rows,
                                                         t.rows_per_warp);
   };
-  auto pick = [&](auto threads, auto full, auto pipe) {
-    constexpr int TH = decltype(threads)::value, P = decltype(pipe)::value;
-    constexpr bool F = decltype(full)::value;
+  auto pick = [&](auto threads, auto pipe) {
+    constexpr int TH = decltype(threads)::value;
+    constexpr bool P = decltype(pipe)::value;
     if (t.rows_per_warp == 1) {
-      if (t.stream_hint) go(spmv_packed<TH, F, P, true, true, I, T>);
-      else go(spmv_packed<TH, F, P, true, false, I, T>);
+      if (t.stream_hint) go(spmv_packed<TH, P, true, true, I, T>);
+      else go(spmv_packed<TH, P, true, false, I, T>);
     } else {
-      if (t.stream_hint) go(spmv_packed<TH, F, P, false, true, I, T>);
-      else go(spmv_packed<TH, F, P, false, false, I, T>);
+      if (t.stream_hint) go(spmv_packed<TH, P, false, true, I, T>);
+      else go(spmv_packed<TH, P, false, false, I, T>);
     }
   };
-  auto by_pipe = [&](auto threads, auto full) {
-    if (t.pipeline == 2) pick(threads, full, std::integral_constant<int, 2>{});
-    else if (t.pipeline == 1) pick(threads, full, std::integral_constant<int, 1>{});
-    else pick(threads, full, std::integral_constant<int, 0>{});
+  auto by_pipe = [&](auto threads) {
+    if (t.pipeline) pick(threads, std::true_type{});
+    else pick(threads, std::false_type{});
   };
-  auto by_full = [&](auto threads) {
-    if (t.full_occupancy) by_pipe(threads, std::true_type{});
-    else by_pipe(threads, std::false_type{});
-  };
-  using std::integral_constant;
-  if (t.threads == 128) by_full(integral_constant<int, 128>{});
-  else by_full(integral_constant<int, 256>{});
+  if (t.threads == 128) by_pipe(std::integral_constant<int, 128>{});
+  else by_pipe(std::integral_constant<int, 256>{});
   check_launch("spmv_csr (packed)");
 }
 
@@ -510,10 +503,7 @@ void launch(SpmvTuning t, const Tensor& rp, const Tensor& ci, const Tensor& v, c
     throw InputError("spmv_csr: SpmvTuning::rows_per_warp " + std::to_string(t.rows_per_warp) + " (1 to 31)");
   // (Blocks of 64 ran no faster than 128 or 256 on power-law or random rows, 2026-11-30.)
   if (t.kernel == 3 && t.threads == 64) throw InputError("spmv_csr: the packed kernel runs blocks of 128 or 256 threads");
-  if (t.kernel != 3 && t.full_occupancy) throw InputError("spmv_csr: SpmvTuning::full_occupancy is for the packed kernel");
-  if (t.kernel != 3 && t.pipeline != 0) throw InputError("spmv_csr: SpmvTuning::pipeline is for the packed kernel");
-  if (t.pipeline < 0 || t.pipeline > 2)
-    throw InputError("spmv_csr: SpmvTuning::pipeline " + std::to_string(t.pipeline) + " (0, 1 or 2)");
+  if (t.kernel != 3 && t.pipeline) throw InputError("spmv_csr: SpmvTuning::pipeline is for the packed kernel");
   if (t.kernel == 2 && nnz > 0) return launch_split<I, T>(t.stream_hint, rp, ci, v, x, y0, alpha, beta, y);
   if (t.kernel == 3) return launch_packed<I, T>(t, rp, ci, v, x, y0, alpha, beta, y);
   if (t.unroll == 2) launch_mode<I, T, 2>(t, rp, ci, v, x, y0, alpha, beta, y);
@@ -608,7 +598,7 @@ SpmvTuning spmv_choice(int64_t rows, int64_t nnz) {
   } else {
     t.kernel = 3;
     t.rows_per_warp = 1;
-    t.pipeline = 1;
+    t.pipeline = true;
     t.stream_hint = true;
   }
   return t;

@@ -7,8 +7,8 @@
 //    group per row (no grid cap);
 //  - packed: a warp per R consecutive rows, their nonzeros read in trips of 32 aligned
 //    nonzeros whatever rows they belong to (short rows share lines), summed per row by a
-//    segmented shuffle reduction, optionally with the columns loaded one or two trips
-//    before their x gathers. Long rows (64 or more on average) run it with R = 1 and the
+//    segmented shuffle reduction, optionally with the columns loaded a trip before
+//    their x gathers. Long rows (64 or more on average) run it with R = 1 and the
 //    pipeline one trip deep;
 //  - split (a knob, for rows of very uneven length): each warp takes 256 consecutive
 //    nonzeros whatever rows they belong to, so long and short rows cost the same per
@@ -39,8 +39,7 @@ struct SpmvTuning {
                            // stream (persist_in_l2), left open: reset_l2_persistence() ends it
   int rows_per_warp = 8;   // packed kernel: consecutive rows per warp (1 to 31); it also
                            // takes threads (128 or 256) and
-  bool full_occupancy = false;  // registers capped so that 2048 threads fit per multiprocessor
-  int pipeline = 0;  // packed kernel: columns loaded 1 or 2 trips before their x gathers (0: none)
+  bool pipeline = false;   // packed kernel: columns loaded a trip before their x gathers
 };
 
 // y = alpha * A x (+ beta * y0 when y0 is given). row_ptr/col_idx i32 or i64 (same dtype),

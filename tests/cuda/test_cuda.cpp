@@ -201,7 +201,7 @@ BOOST_AUTO_TEST_CASE(spmv_lane_rule) {
     const cuda::SpmvTuning t = cuda::spmv_choice(100, 100 * 1000);
     BOOST_TEST(t.kernel == 3);
     BOOST_TEST(t.rows_per_warp == 1);
-    BOOST_TEST(t.pipeline == 1);
+    BOOST_TEST(t.pipeline);
     BOOST_TEST(t.stream_hint);
     BOOST_TEST(!t.aligned);  // (the packed kernel's trips are aligned by construction)
     BOOST_TEST(cuda::spmv_choice(500'000, 72'264'152).kernel == 3);  // the benchmark's power-law rows
@@ -258,12 +258,12 @@ BOOST_AUTO_TEST_CASE(spmv_kernels_match_host, *utf::precondition(GpuPresent())) 
         refused([](cuda::SpmvTuning& b) { b.kernel = 3, b.rows_per_warp = 0; });
         refused([](cuda::SpmvTuning& b) { b.kernel = 3, b.rows_per_warp = 32; });
         refused([](cuda::SpmvTuning& b) { b.kernel = 3, b.aligned = true; });
-        refused([](cuda::SpmvTuning& b) { b.pipeline = 1; });
+        refused([](cuda::SpmvTuning& b) { b.pipeline = true; });
         refused([](cuda::SpmvTuning& b) { b.kernel = 3, b.threads = 64; });
-        refused([](cuda::SpmvTuning& b) { b.kernel = 3, b.pipeline = 3; });
+        refused([](cuda::SpmvTuning& b) { b.kernel = 3, b.x_evict_last = true; });
         refused([](cuda::SpmvTuning& b) { b.kernel = 3, b.unroll = 2; });
         refused([](cuda::SpmvTuning& b) { b.kernel = 3, b.persist_x = true; });
-        refused([](cuda::SpmvTuning& b) { b.full_occupancy = true; });
+        refused([](cuda::SpmvTuning& b) { b.kernel = 2, b.pipeline = true; });
         refused([](cuda::SpmvTuning& b) { b.lanes = 3; });
         refused([](cuda::SpmvTuning& b) { b.unroll = 4; });
         refused([](cuda::SpmvTuning& b) { b.threads = 100; });
@@ -282,9 +282,9 @@ BOOST_AUTO_TEST_CASE(spmv_kernels_match_host, *utf::precondition(GpuPresent())) 
           // x evict-last in L2 (f64 only; with plain and evict-first matrix loads, one and
           // two per lane), no grid cap with 64-thread blocks, one block per multiprocessor,
           // trips aligned to the lanes (one and two per lane), x in a persisting L2 window;
-          // the packed kernel with 1, 5, 8, 31, 3 and 1 rows per warp (blocks of 256 and
-          // 128, registers capped or not, the last two with the load pipeline 1 and 2 trips
-          // deep).
+          // the packed kernel with 1, 5, 8, 31, 3 and 8 rows per warp (blocks of 256 and
+          // 128, the last two with the load pipeline; the device's choice, variant 0, is one
+          // row per warp with it).
           cuda::SpmvTuning tune;
           tune.kernel = variant == 0 ? 0 : variant == 1 ? 2 : 1;  // 0: all of spmv_choice()'s knobs
           if (variant == 2 || variant == 3 || variant == 8) {
@@ -305,13 +305,12 @@ BOOST_AUTO_TEST_CASE(spmv_kernels_match_host, *utf::precondition(GpuPresent())) 
           if (variant == 9) tune.persist_x = true, tune.lanes = 8, tune.unroll = 2, tune.stream_hint = true;
           if (variant >= 10) {
             tune.kernel = 3;
-            tune.rows_per_warp = variant == 10 || variant == 15 ? 1 : variant == 11 ? 5 : variant == 12 ? 8 : variant == 14 ? 3 : 31;
+            tune.rows_per_warp = variant == 10 ? 1 : variant == 11 ? 5 : variant == 12 || variant == 15 ? 8 : variant == 14 ? 3 : 31;
           }
           if (variant == 11 || variant == 13) tune.threads = 128;
           if (variant == 14) tune.threads = 128;
-          if (variant == 11 || variant == 12 || variant == 14) tune.full_occupancy = true;
-          if (variant == 12 || variant == 15) tune.stream_hint = true;
-          if (variant >= 14) tune.pipeline = variant == 14 ? 1 : 2;
+          if (variant == 12 || variant == 14) tune.stream_hint = true;
+          if (variant >= 14) tune.pipeline = true;
           const std::string kernel = "variant " + std::to_string(variant);
           Tensor y = Tensor::empty(t, {rows}, cuda_dev().allocator());
           cuda::spmv_csr_native(drp, dci, dv, dx, with_y0 ? &dy0 : nullptr, 1.5, with_y0 ? -0.5 : 0.0, y, tune);
