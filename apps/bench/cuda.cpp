@@ -360,8 +360,8 @@ void bench_spmv_one(int reps, const std::string& label, const sparse::CsrMatrix&
     with(base + "/aligned/nocap/t128", [](cuda::SpmvTuning& t) { t.aligned = true, t.blocks_per_sm = 0, t.threads = 128; });
   }
   if (g_sweep && A.nnz() >= 64 * A.rows()) {
-    // The tiled layout (spmv_tiled.hpp), for long rows: tiles of rb rows x panel columns,
-    // x's panel in shared memory, L lanes per row. Each result is checked on the host
+    // The tiled layout (spmv_tiled.hpp), for long rows: a block per row block (rb rows) and
+    // column group, panels of x in shared memory, U trips loaded together. Each result is checked on the host
     // against the CSR product on the same x: largest |error| / sum |terms| over the rows
     // (MISMATCH above 1e-12, NaN included); the host build time is printed per shape.
     const std::vector<Tensor> host = A.arrays();
@@ -378,14 +378,18 @@ void bench_spmv_one(int reps, const std::string& label, const sparse::CsrMatrix&
         }
     }
     struct Shape {
-      int rb, panel, lanes;
+      int rb, panel, groups, unroll, warps;
     };
-    for (Shape sh : {Shape{4096, 24576, 8}, Shape{8192, 24576, 8}, Shape{16384, 24576, 8}, Shape{8192, 27648, 8},
-                     Shape{8192, 16384, 8}, Shape{8192, 12288, 8}, Shape{8192, 24576, 4}, Shape{8192, 24576, 16}}) {
+    // Up to 224 KB of shared memory: one 1024-thread block per multiprocessor; the last
+    // four shapes fit two (and run the kernel compiled for 32 registers).
+    for (Shape sh : {Shape{8192, 10240, 2, 2, 32}, Shape{8192, 10240, 2, 4, 32}, Shape{8192, 10240, 4, 4, 32},
+                     Shape{4096, 12288, 2, 4, 32}, Shape{16384, 6144, 4, 4, 32}, Shape{12288, 8192, 3, 4, 32},
+                     Shape{4096, 4096, 2, 4, 32}, Shape{4096, 4096, 2, 2, 32}, Shape{2048, 4096, 1, 2, 32},
+                     Shape{2048, 4096, 1, 4, 32}}) {
       const auto t0 = std::chrono::steady_clock::now();
-      const cuda::TiledCsr t = cuda::tile_csr(host[0], host[1], host[2], A.rows(), A.cols(), sh.rb, sh.panel);
+      const cuda::TiledCsr t = cuda::tile_csr(host[0], host[1], host[2], A.rows(), A.cols(), sh.rb, sh.panel, sh.warps);
       const double build_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      const cuda::TiledSpmv tiled(t, sh.lanes);
+      const cuda::TiledSpmv tiled(t, sh.groups, sh.unroll);
       Tensor y = Tensor::empty(DType::F64, {A.rows()}, d.allocator());
       const double ms = time_ms(reps, [&] { tiled.run(in[3], y); });
       const Tensor hy = y.to(host_allocator());
@@ -396,8 +400,8 @@ void bench_spmv_one(int reps, const std::string& label, const sparse::CsrMatrix&
         if (std::isnan(e)) break;
       }
       char b[160];
-      std::snprintf(b, sizeof b, " tiled/rb%d/p%d/l%d:%.3f(err %.1e%s, host build %.1f s)", sh.rb, sh.panel, sh.lanes, ms,
-                    err, err <= 1e-12 ? "" : " MISMATCH", build_s);
+      std::snprintf(b, sizeof b, " tiled/rb%d/p%d/g%d/u%d:%.3f(err %.1e%s, host build %.1f s)", sh.rb, sh.panel,
+                    sh.groups, sh.unroll, ms, err, err <= 1e-12 ? "" : " MISMATCH", build_s);
       lanes_line += b;
     }
   }

@@ -1,63 +1,113 @@
-// The tiled SpMV experiment's kernels (spmv_tiled.hpp describes the layout and why).
+// The tiled SpMV experiment's kernel (spmv_tiled.hpp describes the layout and why).
 #include "devices/cuda/common.hpp"
 #include "devices/cuda/spmv_tiled.hpp"
+
+#include <cuda_pipeline.h>
 
 #include "core/error.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <string>
 
 namespace rlx::cuda {
 namespace {
 
-constexpr int kTileThreads = 1024;
+constexpr unsigned kFull = 0xffffffffu;
 
-// One block per tile: the tile's panel of x is copied to shared memory, then each group of
-// L lanes sums a row of the tile (matrix loaded evict-first, x from shared memory) and
-// writes it to partial[panel][row]. Every row of the block is written, empty ones as 0,
-// so the second kernel needs no bookkeeping.
-template <int L>
-__global__ void __launch_bounds__(kTileThreads) spmv_tile(const long long* __restrict__ tile_start,
-                                                          const int* __restrict__ tile_rows,
-                                                          const unsigned short* __restrict__ col,
-                                                          const double* __restrict__ val, const double* __restrict__ x,
-                                                          double* __restrict__ partial, long long rows, long long cols,
-                                                          int rb, int panel, long long panels) {
-  extern __shared__ double xs[];
-  const long long tile = blockIdx.x;
-  const long long b = tile / panels, p = tile % panels;
+// Places the row sums and the two panel buffers in shared memory (16-byte aligned panels).
+__host__ __device__ inline int even(int n) { return (n + 1) & ~1; }
+
+// Copies panel p of x into dst with cp.async (16 bytes a copy where `wide`: panel even and
+// x 16-byte aligned) and commits the copies as one group.
+__device__ inline void copy_panel(double* dst, const double* __restrict__ x, long long p, int panel, long long cols,
+                                  bool wide) {
   const long long c0 = p * panel;
-  const int ncols = static_cast<int>(cols - c0 < panel ? cols - c0 : panel);
-  for (int i = threadIdx.x; i < ncols; i += blockDim.x) xs[i] = __ldg(x + c0 + i);
-  __syncthreads();
-  const long long r0 = b * rb;
-  const int n = static_cast<int>(rows - r0 < rb ? rows - r0 : rb);
-  const int* lr = tile_rows + tile * (static_cast<long long>(rb) + 1);
-  const long long base = tile_start[tile];
-  const int lane = threadIdx.x & (L - 1);
-  const int group = threadIdx.x / L, ngroups = blockDim.x / L;
-  // The warp's first group decides the loop (the shuffles need every lane of the warp).
-  const int first = group - (threadIdx.x & 31) / L;
-  for (int i0 = first; i0 < n; i0 += ngroups) {
-    const int i = i0 + (group - first);
-    const bool ok = i < n;
-    const int s = ok ? lr[i] : 0, e = ok ? lr[i + 1] : 0;
-    double acc = 0;
-    for (long long k = base + s + lane; k < base + e; k += L) acc += __ldcs(val + k) * xs[__ldcs(col + k)];
-#pragma unroll
-    for (int o = L / 2; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o, L);
-    if (ok && lane == 0) partial[p * rows + r0 + i] = acc;
+  const int m = static_cast<int>(cols - c0 < panel ? cols - c0 : panel);
+  if (wide) {
+    for (int i = threadIdx.x; i < m / 2; i += blockDim.x) __pipeline_memcpy_async(dst + 2 * i, x + c0 + 2 * i, 16);
+    if ((m & 1) && threadIdx.x == 0) __pipeline_memcpy_async(dst + m - 1, x + c0 + m - 1, 8);
+  } else {
+    for (int i = threadIdx.x; i < m; i += blockDim.x) __pipeline_memcpy_async(dst + i, x + c0 + i, 8);
   }
+  __pipeline_commit();
 }
 
-// y[r] = sum over panels, in panel order, of partial[panel][r].
-__global__ void spmv_tile_sum(const double* __restrict__ partial, long long rows, long long panels,
-                              double* __restrict__ y) {
+// One block per (row block, column group). out is y (one group) or partial[group][row].
+// B: blocks of 1024 threads meant to share a multiprocessor (2: at most 32 registers).
+template <int U, int B>
+__global__ void __launch_bounds__(1024, B) spmv_rowblock(const long long* __restrict__ share,
+                                                      const unsigned* __restrict__ rc, const double* __restrict__ val,
+                                                      const double* __restrict__ x, double* __restrict__ out,
+                                                      long long rows, long long cols, int rb, int panel,
+                                                      long long panels, int groups, long long per_group, bool wide) {
+  extern __shared__ double smem[];
+  double* ys = smem;
+  double* xbuf = smem + even(rb);
+  const int pstride = even(panel);
+  const int warps = blockDim.x >> 5, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const long long b = blockIdx.x / groups;
+  const int g = blockIdx.x % groups;
+  const long long r0 = b * rb;
+  const int n = static_cast<int>(rows - r0 < rb ? rows - r0 : rb);
+  for (int i = threadIdx.x; i < n; i += blockDim.x) ys[i] = 0;
+  const long long p0 = g * per_group, p1 = p0 + per_group < panels ? p0 + per_group : panels;
+  if (p0 < p1) copy_panel(xbuf, x, p0, panel, cols, wide);
+  for (long long p = p0; p < p1; ++p) {
+    const double* xs = xbuf + ((p - p0) & 1) * pstride;
+    if (p + 1 < p1) {
+      copy_panel(xbuf + ((p + 1 - p0) & 1) * pstride, x, p + 1, panel, cols, wide);
+      __pipeline_wait_prior(1);  // this thread's copies of panel p are done
+    } else {
+      __pipeline_wait_prior(0);
+    }
+    __syncthreads();  // everyone's copies of panel p are done (and ys is cleared)
+    const long long at = (b * panels + p) * warps + warp;
+    const long long k0 = share[at], k1 = share[at + 1];
+    for (long long k = k0; k < k1; k += 32 * U) {
+      unsigned q[U];
+      double v[U];
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const long long kk = k + 32 * u + lane;
+        q[u] = kk < k1 ? __ldcs(rc + kk) : 0u;
+        v[u] = kk < k1 ? __ldcs(val + kk) : 0.0;
+      }
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        if (k + 32 * u >= k1) break;  // (the same for the whole warp)
+        const bool ok = k + 32 * u + lane < k1;
+        const int r = ok ? static_cast<int>(q[u] >> 16) : -1;
+        double s = ok ? v[u] * xs[q[u] & 0xffffu] : 0.0;
+        // Segmented inclusive scan over runs of equal rows; a run's last lane adds it in.
+        const int before = __shfl_up_sync(kFull, r, 1);
+        const unsigned heads = __ballot_sync(kFull, lane == 0 || before != r);
+        const int start = 31 - __clz(heads & (((1u << lane) << 1) - 1u));
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+          const double t = __shfl_up_sync(kFull, s, o);
+          if (lane - o >= start) s += t;
+        }
+        const int after = __shfl_down_sync(kFull, r, 1);
+        if (ok && (lane == 31 || after != r)) ys[r] += s;
+        __syncwarp();  // the next trip's run of the same row adds after this one
+      }
+    }
+    __syncthreads();  // panel p's buffer is free for panel p + 2
+  }
+  __syncthreads();
+  double* dst = groups == 1 ? out + r0 : out + g * rows + r0;
+  for (int i = threadIdx.x; i < n; i += blockDim.x) dst[i] = ys[i];
+}
+
+// y[r] = sum over groups, in order, of partial[group][r].
+__global__ void spmv_rowblock_sum(const double* __restrict__ partial, long long rows, int groups,
+                                  double* __restrict__ y) {
   for (long long r = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; r < rows;
        r += static_cast<long long>(gridDim.x) * blockDim.x) {
     double s = 0;
-    for (long long p = 0; p < panels; ++p) s += partial[p * rows + r];
+    for (int g = 0; g < groups; ++g) s += partial[g * rows + r];
     y[r] = s;
   }
 }
@@ -70,38 +120,42 @@ Tensor upload(DType d, const std::vector<T>& v, int64_t n) {
 }
 
 template <class F>
-void by_lanes(int lanes, F&& f) {
-  if (lanes == 4) f(spmv_tile<4>);
-  else if (lanes == 16) f(spmv_tile<16>);
-  else f(spmv_tile<8>);
+void by_shape(int unroll, bool two, F&& f) {
+  if (unroll == 2) two ? f(spmv_rowblock<2, 2>) : f(spmv_rowblock<2, 1>);
+  else two ? f(spmv_rowblock<4, 2>) : f(spmv_rowblock<4, 1>);
 }
 
 }  // namespace
 
-TiledSpmv::TiledSpmv(const TiledCsr& t, int lanes)
+size_t TiledSpmv::shared_bytes(int rb, int panel) { return (size_t(even(rb)) + 2 * size_t(even(panel))) * 8; }
+
+TiledSpmv::TiledSpmv(const TiledCsr& t, int groups, int unroll)
     : rows_(t.rows), cols_(t.cols), row_blocks_(t.row_blocks), panels_(t.panels), rb_(t.rb), panel_(t.panel),
-      lanes_(lanes) {
-  if (lanes != 4 && lanes != 8 && lanes != 16)
-    throw InputError("tiled spmv: lanes per row " + std::to_string(lanes) + " (4, 8 or 16)");
+      warps_(t.warps), groups_(groups), unroll_(unroll) {
+  if (unroll != 2 && unroll != 4) throw InputError("tiled spmv: trips loaded together " + std::to_string(unroll) + " (2 or 4)");
+  if (groups < 1 || groups > 1024) throw InputError("tiled spmv: column groups " + std::to_string(groups) + " (1 to 1024)");
+  if (warps_ < 1 || warps_ > 32) throw InputError("tiled spmv: warps per block " + std::to_string(warps_) + " (1 to 32)");
   int dev = 0, optin = 0;
   check(cudaGetDevice(&dev), "tiled spmv: cudaGetDevice");
   check(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev), "tiled spmv: shared memory size");
-  const size_t smem = size_t(panel_) * sizeof(double);
+  const size_t smem = shared_bytes(rb_, panel_);
   if (smem > size_t(optin))
-    throw InputError("tiled spmv: a panel of " + std::to_string(panel_) + " columns needs " + std::to_string(smem) +
-                     " bytes of shared memory; this GPU gives a block at most " + std::to_string(optin));
-  if (row_blocks_ * panels_ > 0x7fffffffLL) throw InputError("tiled spmv: more tiles than a grid holds");
-  by_lanes(lanes_, [&](auto kernel) {
+    throw InputError("tiled spmv: " + std::to_string(rb_) + " rows and two panels of " + std::to_string(panel_) +
+                     " columns need " + std::to_string(smem) + " bytes of shared memory; this GPU gives a block at most " +
+                     std::to_string(optin));
+  if (row_blocks_ * groups_ > 0x7fffffffLL) throw InputError("tiled spmv: more blocks than a grid holds");
+  // Two blocks a multiprocessor where their shared memory fits (1 KB of it reserved per block).
+  int per_sm = 0;
+  check(cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev), "tiled spmv: shared memory");
+  two_ = 2 * (smem + 1024) <= size_t(per_sm);
+  by_shape(unroll_, two_, [&](auto kernel) {
     check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
           "tiled spmv: shared memory opt-in");
   });
-  tile_start_ = upload(DType::I64, t.tile_start, int64_t(t.tile_start.size()));
-  tile_rows_ = upload(DType::I32, t.tile_rows, int64_t(t.tile_rows.size()));
-  col_ = upload(DType::U8, t.col, int64_t(t.col.size()) * 2);  // 16-bit offsets, as bytes
+  share_ = upload(DType::I64, t.share, int64_t(t.share.size()));
+  rc_ = upload(DType::U8, t.rc, int64_t(t.rc.size()) * 4);  // 32-bit words, as bytes
   val_ = upload(DType::F64, t.val, int64_t(t.val.size()));
-  partial_ = Tensor::empty(DType::F64, {panels_ * rows_}, allocator());
-  // NaN until written, so that a row the tile kernel missed cannot pass for a result.
-  check(cudaMemsetAsync(partial_.raw(), 0xFF, partial_.nbytes(), stream()), "tiled spmv: clearing partial sums");
+  if (groups_ > 1) partial_ = Tensor::empty(DType::F64, {groups_ * rows_}, allocator());
 }
 
 void TiledSpmv::run(const Tensor& x, Tensor& y) const {
@@ -110,15 +164,19 @@ void TiledSpmv::run(const Tensor& x, Tensor& y) const {
     throw InputError("tiled spmv: x and y are f64 device tensors of " + std::to_string(cols_) + " and " +
                      std::to_string(rows_) + " elements");
   if (rows_ == 0) return;
-  by_lanes(lanes_, [&](auto kernel) {
-    kernel<<<unsigned(row_blocks_ * panels_), kTileThreads, size_t(panel_) * sizeof(double), stream()>>>(
-        tile_start_.data<long long>(), tile_rows_.data<int>(), reinterpret_cast<const unsigned short*>(col_.raw()),
-        val_.data<double>(), x.data<double>(), partial_.data<double>(), rows_, cols_, rb_, panel_, panels_);
+  const bool wide = panel_ % 2 == 0 && reinterpret_cast<uintptr_t>(x.data<double>()) % 16 == 0;
+  const long long per_group = (panels_ + groups_ - 1) / groups_;
+  double* out = groups_ == 1 ? y.data<double>() : partial_.data<double>();
+  by_shape(unroll_, two_, [&](auto kernel) {
+    kernel<<<unsigned(row_blocks_ * groups_), unsigned(32 * warps_), shared_bytes(rb_, panel_), stream()>>>(
+        share_.data<long long>(), reinterpret_cast<const unsigned*>(rc_.raw()), val_.data<double>(), x.data<double>(),
+        out, rows_, cols_, rb_, panel_, panels_, groups_, per_group, wide);
   });
   check_launch("spmv (tiled)");
+  if (groups_ == 1) return;
   const long long blocks = std::min<long long>((rows_ + 255) / 256, 64LL * sm_count());
-  spmv_tile_sum<<<unsigned(blocks), 256, 0, stream()>>>(partial_.data<double>(), rows_, panels_, y.data<double>());
-  check_launch("spmv (tiled, sum over panels)");
+  spmv_rowblock_sum<<<unsigned(blocks), 256, 0, stream()>>>(partial_.data<double>(), rows_, groups_, y.data<double>());
+  check_launch("spmv (tiled, sum over column groups)");
 }
 
 }  // namespace rlx::cuda

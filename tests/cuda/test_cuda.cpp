@@ -379,53 +379,72 @@ double tiled_error(const TiledCase& c, const std::vector<double>& got) {
 
 BOOST_AUTO_TEST_CASE(tiled_layout_matches_csr) {
   const TiledCase c = tiled_case(seed() + 11, 1003, 5000);
+  struct Shape {
+    int rb, panel, warps;
+  };
   for (DType it : {DType::I32, DType::I64})
-    for (auto [rb, panel] : {std::pair{64, 512}, std::pair{1, 5000}, std::pair{1003, 4999}, std::pair{100, 65536},
-                             std::pair{7, 333}}) {
-      const cuda::TiledCsr t =
-          cuda::tile_csr(host_tensor(it, c.rp), host_tensor(it, c.ci), host_tensor(DType::F64, c.val), c.rows, c.cols,
-                         rb, panel);
-      BOOST_TEST(t.nnz == int64_t(c.val.size()));
-      BOOST_TEST(t.tile_start.back() == t.nnz);
+    for (Shape sh : {Shape{64, 512, 32}, Shape{1, 5000, 1}, Shape{1003, 4999, 7}, Shape{100, 65536, 32},
+                     Shape{7, 333, 4}, Shape{65536, 1024, 32}}) {
+      const cuda::TiledCsr t = cuda::tile_csr(host_tensor(it, c.rp), host_tensor(it, c.ci),
+                                              host_tensor(DType::F64, c.val), c.rows, c.cols, sh.rb, sh.panel, sh.warps);
+      const std::string what = std::string(dtype_name(it)) + " rb " + std::to_string(sh.rb) + " panel " +
+                               std::to_string(sh.panel) + " warps " + std::to_string(sh.warps);
+      BOOST_TEST(t.nnz == int64_t(c.val.size()), what);
+      BOOST_TEST(t.share.size() == size_t(t.row_blocks * t.panels * sh.warps + 1), what);
+      BOOST_TEST(t.share.front() == 0, what);
+      BOOST_TEST(t.share.back() == t.nnz, what);
+      // Shares ascend, and none starts inside a row (the kernel's warps would race on it).
+      int64_t bad = 0;
+      const size_t w = size_t(sh.warps);
+      for (size_t i = 0; i + 1 < t.share.size(); ++i) {
+        if (t.share[i + 1] < t.share[i]) ++bad;
+        const int64_t k = t.share[i], tile_start = t.share[i / w * w], tile_end = t.share[(i / w + 1) * w];
+        if (k > tile_start && k < tile_end && (t.rc[size_t(k)] >> 16) == (t.rc[size_t(k) - 1] >> 16)) ++bad;
+      }
+      BOOST_TEST(bad == 0, what << ": shares out of order or inside a row");
       std::vector<double> y(size_t(c.rows));
       cuda::tiled_product_host(t, c.x.data(), y.data());
       const double err = tiled_error(c, y);
-      BOOST_TEST(err <= 1e-14, dtype_name(it) << " rb " << rb << " panel " << panel << " worst relative error " << err);
+      BOOST_TEST(err <= 1e-14, what << " worst relative error " << err);
     }
   // Refused, with the reason: bad tile shapes, dtypes, columns, row pointers, and layouts
-  // whose row pointers would outweigh the matrix.
+  // whose shares would outweigh the matrix.
   const Tensor rp = host_tensor(DType::I32, c.rp), ci = host_tensor(DType::I32, c.ci);
   const Tensor v = host_tensor(DType::F64, c.val);
-  auto refused = [&](const Tensor& r, const Tensor& cc, int64_t rows, int64_t cols, int rb, int panel,
+  auto refused = [&](const Tensor& r, const Tensor& cc, int64_t rows, int64_t cols, int rb, int panel, int warps,
                      const std::string& why) {
     try {
-      cuda::tile_csr(r, cc, v, rows, cols, rb, panel);
+      cuda::tile_csr(r, cc, v, rows, cols, rb, panel, warps);
       BOOST_ERROR("tile_csr accepted a layout that should be refused for: " << why);
     } catch (const InputError& e) {
       BOOST_TEST(std::string(e.what()).find(why) != std::string::npos, e.what() << " (expected: " << why << ")");
     }
   };
-  refused(rp, ci, c.rows, c.cols, 0, 512, "rows per tile 0");
-  refused(rp, ci, c.rows, c.cols, 64, 65537, "columns per panel 65537");
-  refused(rp, ci, c.rows, c.cols, 64, 1, "more than 4 per nonzero");  // 5000 panels x 1003 rows
-  refused(rp, ci, c.rows, c.cols, 1 << 30, 512, "more than 4 per nonzero");  // (no overflow)
-  refused(rp, host_tensor(DType::I64, c.ci), c.rows, c.cols, 64, 512, "i32 or i64");
-  refused(rp, ci, c.rows, 100, 64, 512, "outside [0, 100)");
-  refused(rp, ci, c.rows + 1, c.cols, 64, 512, "entries for 1004 rows");
+  refused(rp, ci, c.rows, c.cols, 0, 512, 32, "rows per tile 0");
+  refused(rp, ci, c.rows, c.cols, 65537, 512, 32, "rows per tile 65537");
+  refused(rp, ci, c.rows, c.cols, 64, 65537, 32, "columns per panel 65537");
+  refused(rp, ci, c.rows, c.cols, 64, 512, 33, "warps per block 33");
+  refused(rp, ci, c.rows, c.cols, 1, 1, 32, "more than 4 per nonzero");  // 5000 panels x 1003 rows x 32
+  refused(rp, host_tensor(DType::I64, c.ci), c.rows, c.cols, 64, 512, 32, "i32 or i64");
+  refused(rp, ci, c.rows, 100, 64, 512, 32, "outside [0, 100)");
+  refused(rp, ci, c.rows + 1, c.cols, 64, 512, 32, "entries for 1004 rows");
   std::vector<int64_t> shifted = c.rp;
   for (int64_t& k : shifted) k += 1;
-  refused(host_tensor(DType::I32, shifted), ci, c.rows, c.cols, 64, 512, "row_ptr starts at 1");
+  refused(host_tensor(DType::I32, shifted), ci, c.rows, c.cols, 64, 512, 32, "row_ptr starts at 1");
 }
 
 BOOST_AUTO_TEST_CASE(tiled_spmv_matches_host, *utf::precondition(GpuPresent())) {
   const TiledCase c = tiled_case(seed() + 12, 3001, 70000);
   struct Shape {
-    int rb, panel, lanes;
+    int rb, panel, warps, groups, unroll;
   };
-  for (Shape sh : {Shape{256, 24576, 8}, Shape{1000, 8192, 4}, Shape{3001, 27000, 16}, Shape{7, 333, 8}}) {
+  // One and several column groups (more groups than panels too), odd panels (8-byte
+  // copies), 1 to 32 warps, rows not a multiple of rb.
+  for (Shape sh : {Shape{256, 12288, 32, 1, 4}, Shape{1000, 8192, 8, 3, 2}, Shape{3001, 10000, 32, 2, 4},
+                   Shape{7, 333, 4, 1, 2}, Shape{64, 20000, 1, 6, 4}, Shape{2048, 9999, 16, 1, 4}}) {
     const cuda::TiledCsr t = cuda::tile_csr(host_tensor(DType::I32, c.rp), host_tensor(DType::I32, c.ci),
-                                            host_tensor(DType::F64, c.val), c.rows, c.cols, sh.rb, sh.panel);
-    const cuda::TiledSpmv dev(t, sh.lanes);
+                                            host_tensor(DType::F64, c.val), c.rows, c.cols, sh.rb, sh.panel, sh.warps);
+    const cuda::TiledSpmv dev(t, sh.groups, sh.unroll);
     const Tensor x = host_tensor(DType::F64, c.x).to(cuda_dev().allocator());
     // y starts as NaN: a row the kernels do not write fails the check.
     Tensor y = host_tensor(DType::F64, std::vector<double>(size_t(c.rows), NAN)).to(cuda_dev().allocator());
@@ -433,18 +452,19 @@ BOOST_AUTO_TEST_CASE(tiled_spmv_matches_host, *utf::precondition(GpuPresent())) 
     const Tensor got = y.to(host_allocator());
     std::vector<double> g(got.data<double>(), got.data<double>() + c.rows);
     const double err = tiled_error(c, g);
-    BOOST_TEST(err <= 1e-14, "rb " << sh.rb << " panel " << sh.panel << " lanes " << sh.lanes
-                                   << " worst relative error " << err);
+    BOOST_TEST(err <= 1e-14, "rb " << sh.rb << " panel " << sh.panel << " warps " << sh.warps << " groups "
+                                   << sh.groups << " unroll " << sh.unroll << " worst relative error " << err);
     Tensor wrong = Tensor::empty(DType::F64, {c.rows + 1}, cuda_dev().allocator());
     BOOST_CHECK_THROW(dev.run(x, wrong), InputError);
   }
-  // A panel too large for a block's shared memory is refused when the layout is uploaded.
+  // Shared memory beyond a block's limit, and bad launch options, are refused on upload.
   const cuda::TiledCsr big = cuda::tile_csr(host_tensor(DType::I32, c.rp), host_tensor(DType::I32, c.ci),
                                             host_tensor(DType::F64, c.val), c.rows, c.cols, 3001, 65536);
   BOOST_CHECK_THROW(cuda::TiledSpmv{big}, InputError);
   const cuda::TiledCsr small = cuda::tile_csr(host_tensor(DType::I32, c.rp), host_tensor(DType::I32, c.ci),
                                               host_tensor(DType::F64, c.val), c.rows, c.cols, 256, 8192);
-  BOOST_CHECK_THROW(cuda::TiledSpmv(small, 32), InputError);
+  BOOST_CHECK_THROW(cuda::TiledSpmv(small, 1, 3), InputError);
+  BOOST_CHECK_THROW(cuda::TiledSpmv(small, 0, 4), InputError);
 }
 
 BOOST_AUTO_TEST_CASE(fused_chain_matches_reference, *utf::precondition(GpuPresent())) {
