@@ -379,17 +379,30 @@ void bench_spmv_one(int reps, const std::string& label, const sparse::CsrMatrix&
     }
     struct Shape {
       int rb, panel, groups, unroll, warps;
+      bool pipeline;
     };
-    // Up to 224 KB of shared memory: one 1024-thread block per multiprocessor; the last
-    // four shapes fit two (and run the kernel compiled for 32 registers).
-    for (Shape sh : {Shape{8192, 10240, 2, 2, 32}, Shape{8192, 10240, 2, 4, 32}, Shape{8192, 10240, 4, 4, 32},
-                     Shape{4096, 12288, 2, 4, 32}, Shape{16384, 6144, 4, 4, 32}, Shape{12288, 8192, 3, 4, 32},
-                     Shape{4096, 4096, 2, 4, 32}, Shape{4096, 4096, 2, 2, 32}, Shape{2048, 4096, 1, 2, 32},
-                     Shape{2048, 4096, 1, 4, 32}}) {
+    // Sized to the GPU: `groups` column groups and sm_count / groups row blocks, one
+    // 1024-thread block per multiprocessor, the panel as wide as the shared memory left by
+    // the row sums allows (two panels).
+    int optin = 0;
+    cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0);
+    auto fitted = [&](int groups, int unroll, bool pipeline) {
+      const int64_t blocks = std::max<int64_t>(1, cuda::sm_count() / groups);
+      const int rb = int(std::min<int64_t>(65536, ((A.rows() + blocks - 1) / blocks + 1) / 2 * 2));
+      const int panel = int(std::min<int64_t>(65536, (int64_t(optin) / 8 - rb) / 2 / 2 * 2));
+      return Shape{rb, std::max(panel, 2), groups, unroll, 32, pipeline};
+    };
+    std::vector<Shape> shapes = {Shape{12288, 8192, 3, 4, 32, false}, Shape{12288, 8192, 3, 4, 32, true},
+                                 Shape{12288, 8192, 3, 2, 32, true},  fitted(3, 4, false),
+                                 fitted(3, 4, true),                  fitted(4, 4, true),
+                                 fitted(2, 4, true),                  fitted(6, 4, true),
+                                 fitted(3, 2, true)};
+    for (const Shape& sh : shapes) {
+      if (cuda::TiledSpmv::shared_bytes(sh.rb, sh.panel) > size_t(optin) || sh.panel < 1024) continue;  // (too many rows)
       const auto t0 = std::chrono::steady_clock::now();
       const cuda::TiledCsr t = cuda::tile_csr(host[0], host[1], host[2], A.rows(), A.cols(), sh.rb, sh.panel, sh.warps);
       const double build_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      const cuda::TiledSpmv tiled(t, sh.groups, sh.unroll);
+      const cuda::TiledSpmv tiled(t, sh.groups, sh.unroll, sh.pipeline);
       Tensor y = Tensor::empty(DType::F64, {A.rows()}, d.allocator());
       const double ms = time_ms(reps, [&] { tiled.run(in[3], y); });
       const Tensor hy = y.to(host_allocator());
@@ -400,8 +413,8 @@ void bench_spmv_one(int reps, const std::string& label, const sparse::CsrMatrix&
         if (std::isnan(e)) break;
       }
       char b[160];
-      std::snprintf(b, sizeof b, " tiled/rb%d/p%d/g%d/u%d:%.3f(err %.1e%s, host build %.1f s)", sh.rb, sh.panel,
-                    sh.groups, sh.unroll, ms, err, err <= 1e-12 ? "" : " MISMATCH", build_s);
+      std::snprintf(b, sizeof b, " tiled/rb%d/p%d/g%d/u%d%s:%.3f(err %.1e%s, host build %.1f s)", sh.rb, sh.panel,
+                    sh.groups, sh.unroll, sh.pipeline ? "/pipe" : "", ms, err, err <= 1e-12 ? "" : " MISMATCH", build_s);
       lanes_line += b;
     }
   }

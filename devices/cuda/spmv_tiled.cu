@@ -34,9 +34,22 @@ __device__ inline void copy_panel(double* dst, const double* __restrict__ x, lon
   __pipeline_commit();
 }
 
+// Loads U trips of 32 nonzeros from k (evict-first: the matrix is read once); past k1, zeros.
+template <int U>
+__device__ inline void fetch(const unsigned* __restrict__ rc, const double* __restrict__ val, long long k,
+                             long long k1, int lane, unsigned (&q)[U], double (&v)[U]) {
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const long long kk = k + 32 * u + lane;
+    q[u] = kk < k1 ? __ldcs(rc + kk) : 0u;
+    v[u] = kk < k1 ? __ldcs(val + kk) : 0.0;
+  }
+}
+
 // One block per (row block, column group). out is y (one group) or partial[group][row].
 // B: blocks of 1024 threads meant to share a multiprocessor (2: at most 32 registers).
-template <int U, int B>
+// P: the next U trips are loaded before this step's scans (a load pipeline one step deep).
+template <int U, int B, bool P>
 __global__ void __launch_bounds__(1024, B) spmv_rowblock(const long long* __restrict__ share,
                                                       const unsigned* __restrict__ rc, const double* __restrict__ val,
                                                       const double* __restrict__ x, double* __restrict__ out,
@@ -65,33 +78,44 @@ __global__ void __launch_bounds__(1024, B) spmv_rowblock(const long long* __rest
     __syncthreads();  // everyone's copies of panel p are done (and ys is cleared)
     const long long at = (b * panels + p) * warps + warp;
     const long long k0 = share[at], k1 = share[at + 1];
+    unsigned q[U];
+    double v[U];
+    if (k0 < k1) fetch<U>(rc, val, k0, k1, lane, q, v);
     for (long long k = k0; k < k1; k += 32 * U) {
-      unsigned q[U];
-      double v[U];
+      unsigned qn[U];
+      double vn[U];
+      if (P && k + 32 * U < k1) fetch<U>(rc, val, k + 32 * U, k1, lane, qn, vn);  // a step ahead
+      // All gathers from the panel first (nothing writes the panel; the row sums, which the
+      // scan below writes, share the array, so the compiler would not move them up itself).
+      int r[U];
+      double s[U];
 #pragma unroll
       for (int u = 0; u < U; ++u) {
-        const long long kk = k + 32 * u + lane;
-        q[u] = kk < k1 ? __ldcs(rc + kk) : 0u;
-        v[u] = kk < k1 ? __ldcs(val + kk) : 0.0;
+        const bool ok = k + 32 * u + lane < k1;
+        r[u] = ok ? static_cast<int>(q[u] >> 16) : -1;
+        s[u] = ok ? v[u] * xs[q[u] & 0xffffu] : 0.0;
       }
 #pragma unroll
       for (int u = 0; u < U; ++u) {
         if (k + 32 * u >= k1) break;  // (the same for the whole warp)
-        const bool ok = k + 32 * u + lane < k1;
-        const int r = ok ? static_cast<int>(q[u] >> 16) : -1;
-        double s = ok ? v[u] * xs[q[u] & 0xffffu] : 0.0;
         // Segmented inclusive scan over runs of equal rows; a run's last lane adds it in.
-        const int before = __shfl_up_sync(kFull, r, 1);
-        const unsigned heads = __ballot_sync(kFull, lane == 0 || before != r);
+        const int before = __shfl_up_sync(kFull, r[u], 1);
+        const unsigned heads = __ballot_sync(kFull, lane == 0 || before != r[u]);
         const int start = 31 - __clz(heads & (((1u << lane) << 1) - 1u));
 #pragma unroll
         for (int o = 1; o < 32; o <<= 1) {
-          const double t = __shfl_up_sync(kFull, s, o);
-          if (lane - o >= start) s += t;
+          const double t = __shfl_up_sync(kFull, s[u], o);
+          if (lane - o >= start) s[u] += t;
         }
-        const int after = __shfl_down_sync(kFull, r, 1);
-        if (ok && (lane == 31 || after != r)) ys[r] += s;
+        const int after = __shfl_down_sync(kFull, r[u], 1);
+        if (r[u] >= 0 && (lane == 31 || after != r[u])) ys[r[u]] += s[u];
         __syncwarp();  // the next trip's run of the same row adds after this one
+      }
+      if (P) {
+#pragma unroll
+        for (int u = 0; u < U; ++u) q[u] = qn[u], v[u] = vn[u];
+      } else if (k + 32 * U < k1) {
+        fetch<U>(rc, val, k + 32 * U, k1, lane, q, v);
       }
     }
     __syncthreads();  // panel p's buffer is free for panel p + 2
@@ -119,19 +143,24 @@ Tensor upload(DType d, const std::vector<T>& v, int64_t n) {
   return h.to(allocator());
 }
 
-template <class F>
+template <bool P, class F>
 void by_shape(int unroll, bool two, F&& f) {
-  if (unroll == 2) two ? f(spmv_rowblock<2, 2>) : f(spmv_rowblock<2, 1>);
-  else two ? f(spmv_rowblock<4, 2>) : f(spmv_rowblock<4, 1>);
+  if (unroll == 2) two ? f(spmv_rowblock<2, 2, P>) : f(spmv_rowblock<2, 1, P>);
+  else two ? f(spmv_rowblock<4, 2, P>) : f(spmv_rowblock<4, 1, P>);
+}
+
+template <class F>
+void by_shape(int unroll, bool two, bool pipeline, F&& f) {
+  pipeline ? by_shape<true>(unroll, two, f) : by_shape<false>(unroll, two, f);
 }
 
 }  // namespace
 
 size_t TiledSpmv::shared_bytes(int rb, int panel) { return (size_t(even(rb)) + 2 * size_t(even(panel))) * 8; }
 
-TiledSpmv::TiledSpmv(const TiledCsr& t, int groups, int unroll)
+TiledSpmv::TiledSpmv(const TiledCsr& t, int groups, int unroll, bool pipeline)
     : rows_(t.rows), cols_(t.cols), row_blocks_(t.row_blocks), panels_(t.panels), rb_(t.rb), panel_(t.panel),
-      warps_(t.warps), groups_(groups), unroll_(unroll) {
+      warps_(t.warps), groups_(groups), unroll_(unroll), pipeline_(pipeline) {
   if (unroll != 2 && unroll != 4) throw InputError("tiled spmv: trips loaded together " + std::to_string(unroll) + " (2 or 4)");
   if (groups < 1 || groups > 1024) throw InputError("tiled spmv: column groups " + std::to_string(groups) + " (1 to 1024)");
   if (warps_ < 1 || warps_ > 32) throw InputError("tiled spmv: warps per block " + std::to_string(warps_) + " (1 to 32)");
@@ -148,7 +177,7 @@ TiledSpmv::TiledSpmv(const TiledCsr& t, int groups, int unroll)
   int per_sm = 0;
   check(cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev), "tiled spmv: shared memory");
   two_ = 2 * (smem + 1024) <= size_t(per_sm);
-  by_shape(unroll_, two_, [&](auto kernel) {
+  by_shape(unroll_, two_, pipeline_, [&](auto kernel) {
     check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
           "tiled spmv: shared memory opt-in");
   });
@@ -167,7 +196,7 @@ void TiledSpmv::run(const Tensor& x, Tensor& y) const {
   const bool wide = panel_ % 2 == 0 && reinterpret_cast<uintptr_t>(x.data<double>()) % 16 == 0;
   const long long per_group = (panels_ + groups_ - 1) / groups_;
   double* out = groups_ == 1 ? y.data<double>() : partial_.data<double>();
-  by_shape(unroll_, two_, [&](auto kernel) {
+  by_shape(unroll_, two_, pipeline_, [&](auto kernel) {
     kernel<<<unsigned(row_blocks_ * groups_), unsigned(32 * warps_), shared_bytes(rb_, panel_), stream()>>>(
         share_.data<long long>(), reinterpret_cast<const unsigned*>(rc_.raw()), val_.data<double>(), x.data<double>(),
         out, rows_, cols_, rb_, panel_, panels_, groups_, per_group, wide);

@@ -53,10 +53,11 @@ void tiled_product_host(const TiledCsr& t, const double* x, double* y);
 
 // The layout on the device and its kernel: blocks of t.warps warps, one per row block and
 // column group (`groups` >= 1 contiguous ranges of panels), U = `unroll` (2 or 4) trips
-// loaded together. run(): x and y f64 device tensors of cols and rows elements.
+// loaded together, with `pipeline` the next U trips loaded before this step's scans.
+// run(): x and y f64 device tensors of cols and rows elements.
 class TiledSpmv {
  public:
-  explicit TiledSpmv(const TiledCsr& t, int groups = 1, int unroll = 4);
+  explicit TiledSpmv(const TiledCsr& t, int groups = 1, int unroll = 4, bool pipeline = true);
   void run(const Tensor& x, Tensor& y) const;
   // Bytes of shared memory a block takes: the row sums and two panels of x.
   static size_t shared_bytes(int rb, int panel);
@@ -64,7 +65,7 @@ class TiledSpmv {
  private:
   int64_t rows_, cols_, row_blocks_, panels_;
   int rb_, panel_, warps_, groups_, unroll_;
-  bool two_ = false;  // two blocks a multiprocessor (the kernel compiled for at most 32 registers)
+  bool pipeline_, two_ = false;  // two blocks a multiprocessor (the kernel compiled for at most 32 registers)
   Tensor share_, rc_, val_, partial_;
 };
 
