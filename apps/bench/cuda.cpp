@@ -361,7 +361,7 @@ void bench_spmv_one(int reps, const std::string& label, const sparse::CsrMatrix&
   }
   if (g_sweep && A.nnz() >= 64 * A.rows()) {
     // The tiled layout (spmv_tiled.hpp), for long rows: a block per row block (rb rows) and
-    // column group, panels of x in shared memory, U trips loaded together. Each result is checked on the host
+    // column group, panels of x in shared memory, E nonzeros per lane, U trips loaded together. Each result is checked on the host
     // against the CSR product on the same x: largest |error| / sum |terms| over the rows
     // (MISMATCH above 1e-12, NaN included); the host build time is printed per shape.
     const std::vector<Tensor> host = A.arrays();
@@ -378,31 +378,28 @@ void bench_spmv_one(int reps, const std::string& label, const sparse::CsrMatrix&
         }
     }
     struct Shape {
-      int rb, panel, groups, unroll, warps;
-      bool pipeline;
+      int rb, panel, groups, unroll, warps, per_lane;
     };
     // Sized to the GPU: `groups` column groups and sm_count / groups row blocks, one
     // 1024-thread block per multiprocessor, the panel as wide as the shared memory left by
     // the row sums allows (two panels).
     int optin = 0;
     cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0);
-    auto fitted = [&](int groups, int unroll, bool pipeline) {
+    auto fitted = [&](int groups, int unroll, int per_lane) {
       const int64_t blocks = std::max<int64_t>(1, cuda::sm_count() / groups);
       const int rb = int(std::min<int64_t>(65536, ((A.rows() + blocks - 1) / blocks + 1) / 2 * 2));
       const int panel = int(std::min<int64_t>(65536, (int64_t(optin) / 8 - rb) / 2 / 2 * 2));
-      return Shape{rb, std::max(panel, 2), groups, unroll, 32, pipeline};
+      return Shape{rb, std::max(panel, 2), groups, unroll, 32, per_lane};
     };
-    std::vector<Shape> shapes = {Shape{12288, 8192, 3, 4, 32, false}, Shape{12288, 8192, 3, 4, 32, true},
-                                 Shape{12288, 8192, 3, 2, 32, true},  fitted(3, 4, false),
-                                 fitted(3, 4, true),                  fitted(4, 4, true),
-                                 fitted(2, 4, true),                  fitted(6, 4, true),
-                                 fitted(3, 2, true)};
+    const std::vector<Shape> shapes = {fitted(3, 4, 1), fitted(3, 2, 1), fitted(3, 2, 2), fitted(3, 4, 2),
+                                       fitted(4, 2, 2), fitted(2, 2, 2), fitted(6, 2, 2),
+                                       Shape{12288, 8192, 3, 2, 32, 2}};
     for (const Shape& sh : shapes) {
       if (cuda::TiledSpmv::shared_bytes(sh.rb, sh.panel) > size_t(optin) || sh.panel < 1024) continue;  // (too many rows)
       const auto t0 = std::chrono::steady_clock::now();
       const cuda::TiledCsr t = cuda::tile_csr(host[0], host[1], host[2], A.rows(), A.cols(), sh.rb, sh.panel, sh.warps);
       const double build_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      const cuda::TiledSpmv tiled(t, sh.groups, sh.unroll, sh.pipeline);
+      const cuda::TiledSpmv tiled(t, sh.groups, sh.unroll, sh.per_lane);
       Tensor y = Tensor::empty(DType::F64, {A.rows()}, d.allocator());
       const double ms = time_ms(reps, [&] { tiled.run(in[3], y); });
       const Tensor hy = y.to(host_allocator());
@@ -413,8 +410,8 @@ void bench_spmv_one(int reps, const std::string& label, const sparse::CsrMatrix&
         if (std::isnan(e)) break;
       }
       char b[160];
-      std::snprintf(b, sizeof b, " tiled/rb%d/p%d/g%d/u%d%s:%.3f(err %.1e%s, host build %.1f s)", sh.rb, sh.panel,
-                    sh.groups, sh.unroll, sh.pipeline ? "/pipe" : "", ms, err, err <= 1e-12 ? "" : " MISMATCH", build_s);
+      std::snprintf(b, sizeof b, " tiled/rb%d/p%d/g%d/u%d/e%d:%.3f(err %.1e%s, host build %.1f s)", sh.rb, sh.panel,
+                    sh.groups, sh.unroll, sh.per_lane, ms, err, err <= 1e-12 ? "" : " MISMATCH", build_s);
       lanes_line += b;
     }
   }

@@ -34,23 +34,85 @@ __device__ inline void copy_panel(double* dst, const double* __restrict__ x, lon
   __pipeline_commit();
 }
 
-// Loads U trips of 32 nonzeros from k (evict-first: the matrix is read once); past k1, zeros.
-template <int U>
-__device__ inline void fetch(const unsigned* __restrict__ rc, const double* __restrict__ val, long long k,
-                             long long k1, int lane, unsigned (&q)[U], double (&v)[U]) {
+// Segmented inclusive scan of s over runs of lanes; `head` marks a lane that starts one.
+__device__ inline double run_scan(double s, bool head, int lane) {
+  const unsigned heads = __ballot_sync(kFull, head);
+  const int start = 31 - __clz(heads & (((1u << lane) << 1) - 1u));
 #pragma unroll
-  for (int u = 0; u < U; ++u) {
-    const long long kk = k + 32 * u + lane;
-    q[u] = kk < k1 ? __ldcs(rc + kk) : 0u;
-    v[u] = kk < k1 ? __ldcs(val + kk) : 0.0;
+  for (int o = 1; o < 32; o <<= 1) {
+    const double t = __shfl_up_sync(kFull, s, o);
+    if (lane - o >= start) s += t;
+  }
+  return s;
+}
+
+// A warp's share [k0, k1) of one tile, one nonzero per lane per trip, U trips loaded
+// together: each trip's runs of equal rows are summed by a scan and added to ys by the
+// run's last lane.
+template <int U>
+__device__ inline void share_by_ones(const unsigned* __restrict__ rc, const double* __restrict__ val,
+                                     const double* xs, double* ys, long long k0, long long k1, int lane) {
+  for (long long k = k0; k < k1; k += 32 * U) {
+    int r[U];
+    double s[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {  // loads (evict-first: the matrix is read once), then gathers
+      const long long kk = k + 32 * u + lane;
+      const unsigned q = kk < k1 ? __ldcs(rc + kk) : 0u;
+      const double v = kk < k1 ? __ldcs(val + kk) : 0.0;
+      r[u] = kk < k1 ? static_cast<int>(q >> 16) : -1;
+      s[u] = kk < k1 ? v * xs[q & 0xffffu] : 0.0;
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      if (k + 32 * u >= k1) break;  // (the same for the whole warp)
+      const int before = __shfl_up_sync(kFull, r[u], 1), after = __shfl_down_sync(kFull, r[u], 1);
+      const double t = run_scan(s[u], lane == 0 || before != r[u], lane);
+      if (r[u] >= 0 && (lane == 31 || after != r[u])) ys[r[u]] += t;
+      __syncwarp();  // the next trip's run of the same row adds after this one
+    }
   }
 }
 
-// One block per (row block, column group). out is y (one group) or partial[group][row].
-// B: blocks of 1024 threads meant to share a multiprocessor (2: at most 32 registers).
-// P: the next U trips are loaded before this step's scans (a load pipeline one step deep).
-template <int U, int B, bool P>
-__global__ void __launch_bounds__(1024, B) spmv_rowblock(const long long* __restrict__ share,
+// The same with two nonzeros per lane per trip (16- and 8-byte loads from an even index;
+// the layout's arrays are padded to an even length). A lane's pair is one run or two: a
+// lane whose pair holds two rows ends its first row's run itself (adding the run's part in
+// earlier lanes, the scan of the lane before) and starts a run with its second.
+template <int U>
+__device__ inline void share_by_pairs(const unsigned* __restrict__ rc, const double* __restrict__ val,
+                                      const double* xs, double* ys, long long k0, long long k1, int lane) {
+  for (long long k = k0 & ~1LL; k < k1; k += 64 * U) {
+    int ra[U], rb[U];
+    double sa[U], sb[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const long long e = k + 64 * u + 2 * lane;
+      const uint2 q = e < k1 ? __ldcs(reinterpret_cast<const uint2*>(rc + e)) : make_uint2(0u, 0u);
+      const double2 v = e < k1 ? __ldcs(reinterpret_cast<const double2*>(val + e)) : make_double2(0.0, 0.0);
+      const bool oka = e >= k0 && e < k1, okb = e + 1 < k1;  // (e + 1 >= k0 always)
+      ra[u] = oka ? static_cast<int>(q.x >> 16) : -1;
+      rb[u] = okb ? static_cast<int>(q.y >> 16) : -1;
+      sa[u] = oka ? v.x * xs[q.x & 0xffffu] : 0.0;
+      sb[u] = okb ? v.y * xs[q.y & 0xffffu] : 0.0;
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      if (k + 64 * u >= k1) break;  // (the same for the whole warp)
+      const bool one = ra[u] == rb[u];
+      const int before = __shfl_up_sync(kFull, rb[u], 1), after = __shfl_down_sync(kFull, ra[u], 1);
+      const double t = run_scan(one ? sa[u] + sb[u] : sb[u], lane == 0 || !one || before != ra[u], lane);
+      const double t_before = __shfl_up_sync(kFull, t, 1);
+      if (!one && ra[u] >= 0) ys[ra[u]] += sa[u] + (lane > 0 && before == ra[u] ? t_before : 0.0);
+      if (rb[u] >= 0 && (lane == 31 || after != rb[u])) ys[rb[u]] += t;
+      __syncwarp();
+    }
+  }
+}
+
+// One block of up to 1024 threads per (row block, column group); out is y (one group) or
+// partial[group][row]. E: nonzeros per lane per trip (1 or 2); U: trips loaded together.
+template <int E, int U>
+__global__ void __launch_bounds__(1024) spmv_rowblock(const long long* __restrict__ share,
                                                       const unsigned* __restrict__ rc, const double* __restrict__ val,
                                                       const double* __restrict__ x, double* __restrict__ out,
                                                       long long rows, long long cols, int rb, int panel,
@@ -77,47 +139,8 @@ __global__ void __launch_bounds__(1024, B) spmv_rowblock(const long long* __rest
     }
     __syncthreads();  // everyone's copies of panel p are done (and ys is cleared)
     const long long at = (b * panels + p) * warps + warp;
-    const long long k0 = share[at], k1 = share[at + 1];
-    unsigned q[U];
-    double v[U];
-    if (k0 < k1) fetch<U>(rc, val, k0, k1, lane, q, v);
-    for (long long k = k0; k < k1; k += 32 * U) {
-      unsigned qn[U];
-      double vn[U];
-      if (P && k + 32 * U < k1) fetch<U>(rc, val, k + 32 * U, k1, lane, qn, vn);  // a step ahead
-      // All gathers from the panel first (nothing writes the panel; the row sums, which the
-      // scan below writes, share the array, so the compiler would not move them up itself).
-      int r[U];
-      double s[U];
-#pragma unroll
-      for (int u = 0; u < U; ++u) {
-        const bool ok = k + 32 * u + lane < k1;
-        r[u] = ok ? static_cast<int>(q[u] >> 16) : -1;
-        s[u] = ok ? v[u] * xs[q[u] & 0xffffu] : 0.0;
-      }
-#pragma unroll
-      for (int u = 0; u < U; ++u) {
-        if (k + 32 * u >= k1) break;  // (the same for the whole warp)
-        // Segmented inclusive scan over runs of equal rows; a run's last lane adds it in.
-        const int before = __shfl_up_sync(kFull, r[u], 1);
-        const unsigned heads = __ballot_sync(kFull, lane == 0 || before != r[u]);
-        const int start = 31 - __clz(heads & (((1u << lane) << 1) - 1u));
-#pragma unroll
-        for (int o = 1; o < 32; o <<= 1) {
-          const double t = __shfl_up_sync(kFull, s[u], o);
-          if (lane - o >= start) s[u] += t;
-        }
-        const int after = __shfl_down_sync(kFull, r[u], 1);
-        if (r[u] >= 0 && (lane == 31 || after != r[u])) ys[r[u]] += s[u];
-        __syncwarp();  // the next trip's run of the same row adds after this one
-      }
-      if (P) {
-#pragma unroll
-        for (int u = 0; u < U; ++u) q[u] = qn[u], v[u] = vn[u];
-      } else if (k + 32 * U < k1) {
-        fetch<U>(rc, val, k + 32 * U, k1, lane, q, v);
-      }
-    }
+    if constexpr (E == 2) share_by_pairs<U>(rc, val, xs, ys, share[at], share[at + 1], lane);
+    else share_by_ones<U>(rc, val, xs, ys, share[at], share[at + 1], lane);
     __syncthreads();  // panel p's buffer is free for panel p + 2
   }
   __syncthreads();
@@ -136,31 +159,30 @@ __global__ void spmv_rowblock_sum(const double* __restrict__ partial, long long 
   }
 }
 
+// A device tensor of n elements of d holding v's bytes (the rest zero).
 template <class T>
 Tensor upload(DType d, const std::vector<T>& v, int64_t n) {
   Tensor h = Tensor::empty(d, {n});
+  std::memset(h.raw(), 0, h.nbytes());
   if (!v.empty()) std::memcpy(h.raw(), v.data(), v.size() * sizeof(T));
   return h.to(allocator());
 }
 
-template <bool P, class F>
-void by_shape(int unroll, bool two, F&& f) {
-  if (unroll == 2) two ? f(spmv_rowblock<2, 2, P>) : f(spmv_rowblock<2, 1, P>);
-  else two ? f(spmv_rowblock<4, 2, P>) : f(spmv_rowblock<4, 1, P>);
-}
-
 template <class F>
-void by_shape(int unroll, bool two, bool pipeline, F&& f) {
-  pipeline ? by_shape<true>(unroll, two, f) : by_shape<false>(unroll, two, f);
+void by_shape(int per_lane, int unroll, F&& f) {
+  if (per_lane == 2) unroll == 2 ? f(spmv_rowblock<2, 2>) : f(spmv_rowblock<2, 4>);
+  else unroll == 2 ? f(spmv_rowblock<1, 2>) : f(spmv_rowblock<1, 4>);
 }
 
 }  // namespace
 
 size_t TiledSpmv::shared_bytes(int rb, int panel) { return (size_t(even(rb)) + 2 * size_t(even(panel))) * 8; }
 
-TiledSpmv::TiledSpmv(const TiledCsr& t, int groups, int unroll, bool pipeline)
+TiledSpmv::TiledSpmv(const TiledCsr& t, int groups, int unroll, int per_lane)
     : rows_(t.rows), cols_(t.cols), row_blocks_(t.row_blocks), panels_(t.panels), rb_(t.rb), panel_(t.panel),
-      warps_(t.warps), groups_(groups), unroll_(unroll), pipeline_(pipeline) {
+      warps_(t.warps), groups_(groups), unroll_(unroll), per_lane_(per_lane) {
+  if (per_lane != 1 && per_lane != 2)
+    throw InputError("tiled spmv: nonzeros per lane per trip " + std::to_string(per_lane) + " (1 or 2)");
   if (unroll != 2 && unroll != 4) throw InputError("tiled spmv: trips loaded together " + std::to_string(unroll) + " (2 or 4)");
   if (groups < 1 || groups > 1024) throw InputError("tiled spmv: column groups " + std::to_string(groups) + " (1 to 1024)");
   if (warps_ < 1 || warps_ > 32) throw InputError("tiled spmv: warps per block " + std::to_string(warps_) + " (1 to 32)");
@@ -173,17 +195,15 @@ TiledSpmv::TiledSpmv(const TiledCsr& t, int groups, int unroll, bool pipeline)
                      " columns need " + std::to_string(smem) + " bytes of shared memory; this GPU gives a block at most " +
                      std::to_string(optin));
   if (row_blocks_ * groups_ > 0x7fffffffLL) throw InputError("tiled spmv: more blocks than a grid holds");
-  // Two blocks a multiprocessor where their shared memory fits (1 KB of it reserved per block).
-  int per_sm = 0;
-  check(cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev), "tiled spmv: shared memory");
-  two_ = 2 * (smem + 1024) <= size_t(per_sm);
-  by_shape(unroll_, two_, pipeline_, [&](auto kernel) {
+  by_shape(per_lane_, unroll_, [&](auto kernel) {
     check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
           "tiled spmv: shared memory opt-in");
   });
   share_ = upload(DType::I64, t.share, int64_t(t.share.size()));
-  rc_ = upload(DType::U8, t.rc, int64_t(t.rc.size()) * 4);  // 32-bit words, as bytes
-  val_ = upload(DType::F64, t.val, int64_t(t.val.size()));
+  // Padded to an even length: a pair load may read one entry past the last.
+  const int64_t padded = (int64_t(t.val.size()) + 1) / 2 * 2;
+  rc_ = upload(DType::U8, t.rc, padded * 4);  // 32-bit words, as bytes
+  val_ = upload(DType::F64, t.val, padded);
   if (groups_ > 1) partial_ = Tensor::empty(DType::F64, {groups_ * rows_}, allocator());
 }
 
@@ -196,7 +216,7 @@ void TiledSpmv::run(const Tensor& x, Tensor& y) const {
   const bool wide = panel_ % 2 == 0 && reinterpret_cast<uintptr_t>(x.data<double>()) % 16 == 0;
   const long long per_group = (panels_ + groups_ - 1) / groups_;
   double* out = groups_ == 1 ? y.data<double>() : partial_.data<double>();
-  by_shape(unroll_, two_, pipeline_, [&](auto kernel) {
+  by_shape(per_lane_, unroll_, [&](auto kernel) {
     kernel<<<unsigned(row_blocks_ * groups_), unsigned(32 * warps_), shared_bytes(rb_, panel_), stream()>>>(
         share_.data<long long>(), reinterpret_cast<const unsigned*>(rc_.raw()), val_.data<double>(), x.data<double>(),
         out, rows_, cols_, rb_, panel_, panels_, groups_, per_group, wide);

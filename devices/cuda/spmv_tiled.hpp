@@ -17,8 +17,9 @@
 // cuSPARSE's 0.556 and is gone — docs/benchmarks.md): one block per row block and column
 // group; the block keeps its rows' sums in shared memory and walks its panels in order,
 // copying the next panel of x (cp.async) while it multiplies the current one. A warp
-// reads its share in trips of 32 nonzeros (U trips' loads issued together), sums runs of
-// equal rows by a segmented shuffle scan and adds each run to the row's sum. Every
+// reads its share in trips of 32 lanes, one or two nonzeros a lane (U trips' loads issued
+// together), sums runs of equal rows by a segmented shuffle scan and adds each run to the
+// row's sum. Every
 // addition happens in an order fixed by the layout: the result is deterministic. With more
 // than one column group, a second kernel adds the groups' sums in order.
 #pragma once
@@ -52,20 +53,19 @@ TiledCsr tile_csr(const Tensor& row_ptr, const Tensor& col_idx, const Tensor& va
 void tiled_product_host(const TiledCsr& t, const double* x, double* y);
 
 // The layout on the device and its kernel: blocks of t.warps warps, one per row block and
-// column group (`groups` >= 1 contiguous ranges of panels), U = `unroll` (2 or 4) trips
-// loaded together, with `pipeline` the next U trips loaded before this step's scans.
-// run(): x and y f64 device tensors of cols and rows elements.
+// column group (`groups` >= 1 contiguous ranges of panels), `per_lane` (1 or 2) nonzeros
+// per lane in a trip of the warp, `unroll` (2 or 4) trips loaded together. run(): x and y
+// f64 device tensors of cols and rows elements.
 class TiledSpmv {
  public:
-  explicit TiledSpmv(const TiledCsr& t, int groups = 1, int unroll = 4, bool pipeline = true);
+  explicit TiledSpmv(const TiledCsr& t, int groups = 1, int unroll = 4, int per_lane = 2);
   void run(const Tensor& x, Tensor& y) const;
   // Bytes of shared memory a block takes: the row sums and two panels of x.
   static size_t shared_bytes(int rb, int panel);
 
  private:
   int64_t rows_, cols_, row_blocks_, panels_;
-  int rb_, panel_, warps_, groups_, unroll_;
-  bool pipeline_, two_ = false;  // two blocks a multiprocessor (the kernel compiled for at most 32 registers)
+  int rb_, panel_, warps_, groups_, unroll_, per_lane_;
   Tensor share_, rc_, val_, partial_;
 };
 

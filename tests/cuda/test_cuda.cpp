@@ -436,17 +436,16 @@ BOOST_AUTO_TEST_CASE(tiled_layout_matches_csr) {
 BOOST_AUTO_TEST_CASE(tiled_spmv_matches_host, *utf::precondition(GpuPresent())) {
   const TiledCase c = tiled_case(seed() + 12, 3001, 70000);
   struct Shape {
-    int rb, panel, warps, groups, unroll;
-    bool pipeline;
+    int rb, panel, warps, groups, unroll, per_lane;
   };
   // One and several column groups (more groups than panels too), odd panels (8-byte
-  // copies), 1 to 32 warps, rows not a multiple of rb, one or two blocks a multiprocessor.
-  for (Shape sh : {Shape{256, 12288, 32, 1, 4, true}, Shape{1000, 8192, 8, 3, 2, false},
-                   Shape{3001, 10000, 32, 2, 4, false}, Shape{7, 333, 4, 1, 2, true}, Shape{64, 12000, 1, 6, 4, true},
-                   Shape{2048, 9999, 16, 1, 4, true}, Shape{2048, 4096, 32, 2, 2, true}}) {
+  // copies), 1 to 32 warps, rows not a multiple of rb, one or two nonzeros per lane.
+  for (Shape sh : {Shape{256, 12288, 32, 1, 4, 2}, Shape{1000, 8192, 8, 3, 2, 1}, Shape{3001, 10000, 32, 2, 4, 1},
+                   Shape{7, 333, 4, 1, 2, 2}, Shape{64, 12000, 1, 6, 4, 2}, Shape{2048, 9999, 16, 1, 4, 2},
+                   Shape{2048, 4096, 32, 2, 2, 2}, Shape{1, 9999, 2, 1, 2, 2}}) {
     const cuda::TiledCsr t = cuda::tile_csr(host_tensor(DType::I32, c.rp), host_tensor(DType::I32, c.ci),
                                             host_tensor(DType::F64, c.val), c.rows, c.cols, sh.rb, sh.panel, sh.warps);
-    const cuda::TiledSpmv dev(t, sh.groups, sh.unroll, sh.pipeline);
+    const cuda::TiledSpmv dev(t, sh.groups, sh.unroll, sh.per_lane);
     const Tensor x = host_tensor(DType::F64, c.x).to(cuda_dev().allocator());
     // y starts as NaN: a row the kernels do not write fails the check.
     Tensor y = host_tensor(DType::F64, std::vector<double>(size_t(c.rows), NAN)).to(cuda_dev().allocator());
@@ -455,7 +454,7 @@ BOOST_AUTO_TEST_CASE(tiled_spmv_matches_host, *utf::precondition(GpuPresent())) 
     std::vector<double> g(got.data<double>(), got.data<double>() + c.rows);
     const double err = tiled_error(c, g);
     BOOST_TEST(err <= 1e-14, "rb " << sh.rb << " panel " << sh.panel << " warps " << sh.warps << " groups "
-                                   << sh.groups << " unroll " << sh.unroll << " pipeline " << sh.pipeline
+                                   << sh.groups << " unroll " << sh.unroll << " per lane " << sh.per_lane
                                    << " worst relative error " << err);
     Tensor wrong = Tensor::empty(DType::F64, {c.rows + 1}, cuda_dev().allocator());
     BOOST_CHECK_THROW(dev.run(x, wrong), InputError);
@@ -468,6 +467,7 @@ BOOST_AUTO_TEST_CASE(tiled_spmv_matches_host, *utf::precondition(GpuPresent())) 
                                               host_tensor(DType::F64, c.val), c.rows, c.cols, 256, 8192);
   BOOST_CHECK_THROW(cuda::TiledSpmv(small, 1, 3), InputError);
   BOOST_CHECK_THROW(cuda::TiledSpmv(small, 0, 4), InputError);
+  BOOST_CHECK_THROW(cuda::TiledSpmv(small, 1, 4, 3), InputError);
 }
 
 BOOST_AUTO_TEST_CASE(fused_chain_matches_reference, *utf::precondition(GpuPresent())) {
