@@ -46,6 +46,7 @@
 #include "devices/cuda/common.hpp"
 #include "devices/cuda/spmv.hpp"
 #include "devices/cuda/spmv_tiled.hpp"
+#include "solvers/sparse/tiled.hpp"
 #include "ir/frontend.hpp"
 #include "runtime/executor.hpp"
 #include "runtime/runtime.hpp"
@@ -359,15 +360,20 @@ void bench_spmv_one(int reps, const std::string& label, const sparse::CsrMatrix&
     with(base + "/aligned/cap64", [](cuda::SpmvTuning& t) { t.aligned = true, t.blocks_per_sm = 64; });
     with(base + "/aligned/nocap/t128", [](cuda::SpmvTuning& t) { t.aligned = true, t.blocks_per_sm = 0, t.threads = 128; });
   }
-  if (g_sweep && A.nnz() >= 64 * A.rows()) {
-    // The tiled layout (spmv_tiled.hpp), for long rows: a block per row block (rb rows) and
-    // column group, panels of x in shared memory, E nonzeros per lane, U trips loaded together. Each result is checked on the host
-    // against the CSR product on the same x: largest |error| / sum |terms| over the rows
-    // (MISMATCH above 1e-12, NaN included); the host build time is printed per shape.
+  // The tiled layout (solvers/sparse/tiled.hpp, devices/cuda/spmv_tiled.hpp), for long rows:
+  // a block per row block (rb rows) and column group, panels of x in shared memory, E
+  // nonzeros per lane, U trips loaded together. Each result is checked on the host against
+  // the CSR product on the same x: largest |error| / sum |terms| over the rows (MISMATCH
+  // above 1e-12, NaN included); the host build time is printed.
+  struct TiledRun {
+    double ms = 0, err = 0, build_s = 0;
+  };
+  std::vector<double> ref, mag;
+  auto time_tiled = [&](sparse::TiledShape shape, int groups, int unroll, int per_lane) {
     const std::vector<Tensor> host = A.arrays();
-    const Tensor hx = in[3].to(host_allocator());
-    std::vector<double> ref(size_t(A.rows())), mag(size_t(A.rows()));
-    {
+    if (ref.empty()) {
+      const Tensor hx = in[3].to(host_allocator());
+      ref.assign(size_t(A.rows()), 0.0), mag.assign(size_t(A.rows()), 0.0);
       const int32_t* rp = host[0].data<int32_t>();
       const int32_t* ci = host[1].data<int32_t>();
       const double* v = host[2].data<double>();
@@ -377,44 +383,51 @@ void bench_spmv_one(int reps, const std::string& label, const sparse::CsrMatrix&
           ref[size_t(r)] += p, mag[size_t(r)] += std::fabs(p);
         }
     }
+    TiledRun run;
+    const auto t0 = std::chrono::steady_clock::now();
+    const sparse::TiledCsr t =
+        sparse::tile_csr(host[0], host[1], host[2], A.rows(), A.cols(), shape.rb, shape.panel, shape.warps);
+    std::vector<Tensor> arrays = sparse::tiled_tensors(t);
+    run.build_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    for (Tensor& a : arrays) a = a.to(d.allocator());
+    const cuda::TiledArgs args{A.rows(), A.cols(), t.rb, t.panel, t.warps};
+    Tensor y = Tensor::empty(DType::F64, {A.rows()}, d.allocator());
+    run.ms = time_ms(reps, [&] {
+      cuda::spmv_tiled_native(arrays[0], arrays[1], arrays[2], in[3], nullptr, 1.0, 0.0, y, args, groups, unroll,
+                              per_lane);
+    });
+    const Tensor hy = y.to(host_allocator());
+    for (int64_t r = 0; r < A.rows(); ++r) {
+      const double e = std::fabs(hy.data<double>()[r] - ref[size_t(r)]) / (mag[size_t(r)] + 1e-300);
+      run.err = std::isnan(e) ? INFINITY : std::max(run.err, e);
+      if (std::isnan(e)) break;
+    }
+    return run;
+  };
+  int optin = 0;
+  cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0);
+  const bool long_rows = A.nnz() >= 64 * A.rows();
+  if (g_sweep && long_rows) {
     struct Shape {
-      int rb, panel, groups, unroll, warps, per_lane;
+      int groups, unroll, per_lane;
     };
-    // Sized to the GPU: `groups` column groups and sm_count / groups row blocks, one
-    // 1024-thread block per multiprocessor, the panel as wide as the shared memory left by
-    // the row sums allows (two panels).
-    int optin = 0;
-    cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0);
-    auto fitted = [&](int groups, int unroll, int per_lane) {
-      const int64_t blocks = std::max<int64_t>(1, cuda::sm_count() / groups);
-      const int rb = int(std::min<int64_t>(65536, ((A.rows() + blocks - 1) / blocks + 1) / 2 * 2));
-      const int panel = int(std::min<int64_t>(65536, (int64_t(optin) / 8 - rb) / 2 / 2 * 2));
-      return Shape{rb, std::max(panel, 2), groups, unroll, 32, per_lane};
-    };
-    const std::vector<Shape> shapes = {fitted(3, 4, 1), fitted(3, 2, 1), fitted(3, 2, 2), fitted(3, 4, 2),
-                                       fitted(4, 2, 2), fitted(2, 2, 2), fitted(6, 2, 2),
-                                       Shape{12288, 8192, 3, 2, 32, 2}};
-    for (const Shape& sh : shapes) {
-      if (cuda::TiledSpmv::shared_bytes(sh.rb, sh.panel) > size_t(optin) || sh.panel < 1024) continue;  // (too many rows)
-      const auto t0 = std::chrono::steady_clock::now();
-      const cuda::TiledCsr t = cuda::tile_csr(host[0], host[1], host[2], A.rows(), A.cols(), sh.rb, sh.panel, sh.warps);
-      const double build_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      const cuda::TiledSpmv tiled(t, sh.groups, sh.unroll, sh.per_lane);
-      Tensor y = Tensor::empty(DType::F64, {A.rows()}, d.allocator());
-      const double ms = time_ms(reps, [&] { tiled.run(in[3], y); });
-      const Tensor hy = y.to(host_allocator());
-      double err = 0;
-      for (int64_t r = 0; r < A.rows(); ++r) {
-        const double e = std::fabs(hy.data<double>()[r] - ref[size_t(r)]) / (mag[size_t(r)] + 1e-300);
-        err = std::isnan(e) ? INFINITY : std::max(err, e);
-        if (std::isnan(e)) break;
-      }
+    // Sized to the GPU (sparse::tiled_shape for `groups` column groups: sm_count / groups
+    // row blocks, panels as wide as the rest of the shared memory allows), then a fixed one.
+    for (Shape sh : {Shape{3, 4, 1}, Shape{3, 2, 1}, Shape{3, 2, 2}, Shape{3, 4, 2}, Shape{4, 2, 2}, Shape{2, 2, 2},
+                     Shape{6, 2, 2}, Shape{0, 2, 2}}) {
+      const sparse::TiledShape shape = sh.groups ? sparse::tiled_shape(A.rows(), cuda::sm_count(), optin, sh.groups)
+                                                 : sparse::TiledShape{12288, 8192, 32};
+      const TiledRun r = time_tiled(shape, sh.groups ? sh.groups : 3, sh.unroll, sh.per_lane);
       char b[160];
-      std::snprintf(b, sizeof b, " tiled/rb%d/p%d/g%d/u%d/e%d:%.3f(err %.1e%s, host build %.1f s)", sh.rb, sh.panel,
-                    sh.groups, sh.unroll, sh.per_lane, ms, err, err <= 1e-12 ? "" : " MISMATCH", build_s);
+      std::snprintf(b, sizeof b, " tiled/rb%d/p%d/g%d/u%d/e%d:%.3f(err %.1e%s, host build %.1f s)", shape.rb,
+                    shape.panel, sh.groups ? sh.groups : 3, sh.unroll, sh.per_lane, r.ms, r.err,
+                    r.err <= 1e-12 ? "" : " MISMATCH", r.build_s);
       lanes_line += b;
     }
   }
+  // What spmv_tiled runs by default (the shape of sparse::tiled_shape, groups to fill the GPU).
+  TiledRun tiled_default;
+  if (long_rows) tiled_default = time_tiled(sparse::tiled_shape(A.rows(), cuda::sm_count(), optin), 0, 2, 2);
   if (g_sweep)
     for (int carve : {0, 100, -1}) {  // the most L1, the most shared memory, CUDA's default again
       cuda::SpmvTuning t = vec;
@@ -436,6 +449,11 @@ void bench_spmv_one(int reps, const std::string& label, const sparse::CsrMatrix&
   std::printf("spmv    f64 %-14s (%8lld rows, %9lld nnz) rlx %7.3f ms %6.0f GB/s | cuSPARSE %7.3f ms %6.0f GB/s | rlx/cuSPARSE time %.3f\n",
               label.c_str(), (long long)A.rows(), (long long)A.nnz(), ms_rlx, bytes / ms_rlx / 1e6, ms_lib,
               bytes / ms_lib / 1e6, ms_rlx / ms_lib);
+  if (long_rows)
+    std::printf("spmv    f64 %-14s tiled layout (spmv_tiled; laid out once on the host in %.1f s) rlx %7.3f ms | "
+                "cuSPARSE (CSR) %7.3f ms | rlx tiled/cuSPARSE time %.3f (err %.1e%s)\n",
+                label.c_str(), tiled_default.build_s, tiled_default.ms, ms_lib, tiled_default.ms / ms_lib,
+                tiled_default.err, tiled_default.err <= 1e-12 ? "" : " MISMATCH");
 }
 
 // Test matrices of different structure, f64 values in [-1, 1), i32 indices, built on the host.

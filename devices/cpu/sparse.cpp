@@ -836,6 +836,43 @@ void run_sptrsv(const ir::Node& n, std::span<const Tensor> in0, std::span<Tensor
   });
 }
 
+// spmv_tiled (solvers/sparse/tiled.hpp): row blocks in parallel (a row block's tiles touch
+// only its rows), each row's products summed in double over the tiles in order. The
+// layout is trusted, as CSR structure is (the oracle checks it); shares are read as
+// tile bounds only.
+void run_spmv_tiled(const ir::Node& n, std::span<const Tensor> in0, std::span<Tensor> out) {
+  std::vector<Tensor> in = contiguous_inputs(in0);
+  const int64_t rows = n.attrs.get_int("rows"), cols = n.attrs.get_int("cols"), rb = n.attrs.get_int("rb"),
+                panel = n.attrs.get_int("panel"), warps = n.attrs.get_int("warps");
+  const double alpha = n.attrs.get_float("alpha"), beta = n.attrs.get_float("beta");
+  const int64_t panels = std::max<int64_t>(1, (cols + panel - 1) / panel), row_blocks = (rows + rb - 1) / rb;
+  const int64_t* share = in[0].data<int64_t>();
+  const uint32_t* rc = reinterpret_cast<const uint32_t*>(in[1].data<int32_t>());
+  const double *v = in[2].data<double>(), *x = in[3].data<double>();
+  const double* y0 = in.size() == 5 ? in[4].data<double>() : nullptr;
+  double* y = out[0].data<double>();
+  const int64_t grain = std::max<int64_t>(1, row_blocks / 64);
+  parallel_for(row_blocks, grain, [&](int64_t b0, int64_t b1) {
+    std::vector<double> acc(static_cast<size_t>(rb));
+    for (int64_t b = b0; b < b1; ++b) {
+      const int64_t r0 = b * rb, nr = std::min(rb, rows - r0);
+      std::fill(acc.begin(), acc.begin() + nr, 0.0);
+      for (int64_t p = 0; p < panels; ++p) {
+        const double* xp = x + p * panel;
+        const int64_t t = b * panels + p;
+        for (int64_t k = share[t * warps]; k < share[(t + 1) * warps]; ++k)
+          acc[rc[k] >> 16] += v[k] * xp[rc[k] & 0xffff];
+      }
+      for (int64_t i = 0; i < nr; ++i) y[r0 + i] = y0 ? alpha * acc[size_t(i)] + beta * y0[r0 + i] : alpha * acc[size_t(i)];
+    }
+  });
+}
+
+Capability tiled_supported(const ir::Node& n, const ir::Graph& g) {
+  if (g.type(n.inputs.at(2)).dtype != DType::F64) return Capability::no("spmv_tiled on cpu: f64 only");
+  return Capability::yes();
+}
+
 }  // namespace
 
 // The number of threaded (pipelined) sptrsv sweeps so far: lets tests check that the
@@ -846,6 +883,7 @@ void add_sparse_kernels(std::vector<LibraryKernel>& t) {
   t.push_back({"spmv_csr", csr_supported, run_spmv});
   t.push_back({"spmm_csr", csr_supported, run_spmm});
   t.push_back({"sptrsv_csr", csr_supported, run_sptrsv});
+  t.push_back({"spmv_tiled", tiled_supported, run_spmv_tiled});
 }
 
 }  // namespace rlx::cpu

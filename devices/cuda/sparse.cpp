@@ -64,6 +64,7 @@
 #include "devices/cuda/common.hpp"
 #include "devices/cuda/library.hpp"
 #include "devices/cuda/spmv.hpp"
+#include "devices/cuda/spmv_tiled.hpp"
 #include "ir/op_registry.hpp"
 
 namespace rlx::cuda {
@@ -624,12 +625,33 @@ Capability csr_supported(const ir::Node& n, const ir::Graph& g) {
   return Capability::yes();
 }
 
+// spmv_tiled: the device's own kernel (spmv_tiled.cu).
+TiledArgs tiled_args(const ir::Node& n) {
+  return {n.attrs.get_int("rows"), n.attrs.get_int("cols"), int(n.attrs.get_int("rb")), int(n.attrs.get_int("panel")),
+          int(n.attrs.get_int("warps"))};
+}
+
+void run_spmv_tiled(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
+  const bool has_y0 = in.size() == 5;
+  std::vector<Tensor> c;
+  for (const Tensor& t : in) c.push_back(contiguous(t));
+  spmv_tiled_native(c[0], c[1], c[2], c[3], has_y0 ? &c[4] : nullptr, n.attrs.get_float("alpha"),
+                    has_y0 ? n.attrs.get_float("beta") : 0.0, out[0], tiled_args(n));
+}
+
+Capability tiled_supported(const ir::Node& n, const ir::Graph& g) {
+  if (g.type(n.inputs.at(2)).dtype != DType::F64) return Capability::no("spmv_tiled on cuda: f64 only");
+  const std::string why = tiled_refusal(tiled_args(n));
+  return why.empty() ? Capability::yes() : Capability::no(why);
+}
+
 }  // namespace
 
 void add_sparse_kernels(std::vector<LibraryKernel>& t) {
   t.push_back({"spmv_csr", csr_supported, run_spmv});
   t.push_back({"spmm_csr", csr_supported, run_spmm});
   t.push_back({"sptrsv_csr", csr_supported, run_sptrsv});
+  t.push_back({"spmv_tiled", tiled_supported, run_spmv_tiled});
 }
 
 }  // namespace rlx::cuda

@@ -1,4 +1,4 @@
-// The tiled SpMV experiment's kernel (spmv_tiled.hpp describes the layout and why).
+// spmv_tiled's kernels on the cuda device (spmv_tiled.hpp).
 #include "devices/cuda/common.hpp"
 #include "devices/cuda/spmv_tiled.hpp"
 
@@ -8,7 +8,7 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstring>
+#include <mutex>
 #include <string>
 
 namespace rlx::cuda {
@@ -116,7 +116,8 @@ __global__ void __launch_bounds__(1024) spmv_rowblock(const long long* __restric
                                                       const unsigned* __restrict__ rc, const double* __restrict__ val,
                                                       const double* __restrict__ x, double* __restrict__ out,
                                                       long long rows, long long cols, int rb, int panel,
-                                                      long long panels, int groups, long long per_group, bool wide) {
+                                                      long long panels, int groups, long long per_group, bool wide,
+                                                      const double* __restrict__ y0, double alpha, double beta) {
   extern __shared__ double smem[];
   double* ys = smem;
   double* xbuf = smem + even(rb);
@@ -144,28 +145,23 @@ __global__ void __launch_bounds__(1024) spmv_rowblock(const long long* __restric
     __syncthreads();  // panel p's buffer is free for panel p + 2
   }
   __syncthreads();
-  double* dst = groups == 1 ? out + r0 : out + g * rows + r0;
-  for (int i = threadIdx.x; i < n; i += blockDim.x) dst[i] = ys[i];
+  if (groups > 1) {
+    for (int i = threadIdx.x; i < n; i += blockDim.x) out[g * rows + r0 + i] = ys[i];
+  } else {
+    for (int i = threadIdx.x; i < n; i += blockDim.x)
+      out[r0 + i] = y0 ? alpha * ys[i] + beta * y0[r0 + i] : alpha * ys[i];
+  }
 }
 
-// y[r] = sum over groups, in order, of partial[group][r].
+// y[r] = alpha * (sum over groups, in order, of partial[group][r]) (+ beta y0[r]).
 __global__ void spmv_rowblock_sum(const double* __restrict__ partial, long long rows, int groups,
-                                  double* __restrict__ y) {
+                                  double* __restrict__ y, const double* __restrict__ y0, double alpha, double beta) {
   for (long long r = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; r < rows;
        r += static_cast<long long>(gridDim.x) * blockDim.x) {
     double s = 0;
     for (int g = 0; g < groups; ++g) s += partial[g * rows + r];
-    y[r] = s;
+    y[r] = y0 ? alpha * s + beta * y0[r] : alpha * s;
   }
-}
-
-// A device tensor of n elements of d holding v's bytes (the rest zero).
-template <class T>
-Tensor upload(DType d, const std::vector<T>& v, int64_t n) {
-  Tensor h = Tensor::empty(d, {n});
-  std::memset(h.raw(), 0, h.nbytes());
-  if (!v.empty()) std::memcpy(h.raw(), v.data(), v.size() * sizeof(T));
-  return h.to(allocator());
 }
 
 template <class F>
@@ -176,56 +172,87 @@ void by_shape(int per_lane, int unroll, F&& f) {
 
 }  // namespace
 
-size_t TiledSpmv::shared_bytes(int rb, int panel) { return (size_t(even(rb)) + 2 * size_t(even(panel))) * 8; }
-
-TiledSpmv::TiledSpmv(const TiledCsr& t, int groups, int unroll, int per_lane)
-    : rows_(t.rows), cols_(t.cols), row_blocks_(t.row_blocks), panels_(t.panels), rb_(t.rb), panel_(t.panel),
-      warps_(t.warps), groups_(groups), unroll_(unroll), per_lane_(per_lane) {
-  if (per_lane != 1 && per_lane != 2)
-    throw InputError("tiled spmv: nonzeros per lane per trip " + std::to_string(per_lane) + " (1 or 2)");
-  if (unroll != 2 && unroll != 4) throw InputError("tiled spmv: trips loaded together " + std::to_string(unroll) + " (2 or 4)");
-  if (groups < 1 || groups > 1024) throw InputError("tiled spmv: column groups " + std::to_string(groups) + " (1 to 1024)");
-  if (warps_ < 1 || warps_ > 32) throw InputError("tiled spmv: warps per block " + std::to_string(warps_) + " (1 to 32)");
+// Shared memory a block may opt in to: this GPU's, or (no usable GPU: the capability
+// table is read without one, e.g. by `rlx ops`) sm_90's, the architecture the device is
+// built for.
+int shared_optin() {
   int dev = 0, optin = 0;
-  check(cudaGetDevice(&dev), "tiled spmv: cudaGetDevice");
-  check(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev), "tiled spmv: shared memory size");
-  const size_t smem = shared_bytes(rb_, panel_);
-  if (smem > size_t(optin))
-    throw InputError("tiled spmv: " + std::to_string(rb_) + " rows and two panels of " + std::to_string(panel_) +
-                     " columns need " + std::to_string(smem) + " bytes of shared memory; this GPU gives a block at most " +
-                     std::to_string(optin));
-  if (row_blocks_ * groups_ > 0x7fffffffLL) throw InputError("tiled spmv: more blocks than a grid holds");
-  by_shape(per_lane_, unroll_, [&](auto kernel) {
-    check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
-          "tiled spmv: shared memory opt-in");
-  });
-  share_ = upload(DType::I64, t.share, int64_t(t.share.size()));
-  // Padded to an even length: a pair load may read one entry past the last.
-  const int64_t padded = (int64_t(t.val.size()) + 1) / 2 * 2;
-  rc_ = upload(DType::U8, t.rc, padded * 4);  // 32-bit words, as bytes
-  val_ = upload(DType::F64, t.val, padded);
-  if (groups_ > 1) partial_ = Tensor::empty(DType::F64, {groups_ * rows_}, allocator());
+  if (cudaGetDevice(&dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess) {
+    cudaGetLastError();  // (clear it)
+    return 232448;
+  }
+  return optin;
 }
 
-void TiledSpmv::run(const Tensor& x, Tensor& y) const {
-  if (x.dtype() != DType::F64 || y.dtype() != DType::F64 || x.numel() != cols_ || y.numel() != rows_ ||
-      !is_device(x) || !is_device(y))
-    throw InputError("tiled spmv: x and y are f64 device tensors of " + std::to_string(cols_) + " and " +
-                     std::to_string(rows_) + " elements");
-  if (rows_ == 0) return;
-  const bool wide = panel_ % 2 == 0 && reinterpret_cast<uintptr_t>(x.data<double>()) % 16 == 0;
-  const long long per_group = (panels_ + groups_ - 1) / groups_;
-  double* out = groups_ == 1 ? y.data<double>() : partial_.data<double>();
-  by_shape(per_lane_, unroll_, [&](auto kernel) {
-    kernel<<<unsigned(row_blocks_ * groups_), unsigned(32 * warps_), shared_bytes(rb_, panel_), stream()>>>(
-        share_.data<long long>(), reinterpret_cast<const unsigned*>(rc_.raw()), val_.data<double>(), x.data<double>(),
-        out, rows_, cols_, rb_, panel_, panels_, groups_, per_group, wide);
+// Lets a kernel take as much shared memory as a block may (once per kernel and process;
+// `which` numbers the kernel).
+template <class K>
+void opt_in(K kernel, int which) {
+  static std::once_flag once[4];
+  std::call_once(once[which], [&] {
+    check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, shared_optin()),
+          "spmv_tiled: shared memory opt-in");
   });
-  check_launch("spmv (tiled)");
-  if (groups_ == 1) return;
-  const long long blocks = std::min<long long>((rows_ + 255) / 256, 64LL * sm_count());
-  spmv_rowblock_sum<<<unsigned(blocks), 256, 0, stream()>>>(partial_.data<double>(), rows_, groups_, y.data<double>());
-  check_launch("spmv (tiled, sum over column groups)");
+}
+
+size_t tiled_shared_bytes(int rb, int panel) { return (size_t(even(rb)) + 2 * size_t(even(panel))) * 8; }
+
+std::string tiled_refusal(const TiledArgs& a) {
+  if (a.warps < 1 || a.warps > 32) return "spmv_tiled on cuda: " + std::to_string(a.warps) + " warps per block (1 to 32)";
+  if (a.rb < 1 || a.rb > 65536 || a.panel < 1 || a.panel > 65536)
+    return "spmv_tiled on cuda: tiles of " + std::to_string(a.rb) + " rows x " + std::to_string(a.panel) +
+           " columns (1 to 65536 each)";
+  const int optin = shared_optin();
+  const size_t smem = tiled_shared_bytes(a.rb, a.panel);
+  if (smem > size_t(optin))
+    return "spmv_tiled on cuda: " + std::to_string(a.rb) + " rows and two panels of " + std::to_string(a.panel) +
+           " columns need " + std::to_string(smem) + " bytes of shared memory; this GPU gives a block at most " +
+           std::to_string(optin) + " (lay the matrix out for it: sparse::tiled_shape)";
+  return "";
+}
+
+void spmv_tiled_native(const Tensor& share, const Tensor& rc, const Tensor& values, const Tensor& x, const Tensor* y0,
+                       double alpha, double beta, Tensor& y, const TiledArgs& a, int groups, int unroll,
+                       int per_lane) {
+  if (per_lane != 1 && per_lane != 2)
+    throw InputError("spmv_tiled: nonzeros per lane per trip " + std::to_string(per_lane) + " (1 or 2)");
+  if (unroll != 2 && unroll != 4) throw InputError("spmv_tiled: trips loaded together " + std::to_string(unroll) + " (2 or 4)");
+  if (groups < 0 || groups > 1024) throw InputError("spmv_tiled: column groups " + std::to_string(groups) + " (0 to 1024)");
+  if (const std::string why = tiled_refusal(a); !why.empty()) throw InputError(why);
+  const int64_t row_blocks = (a.rows + a.rb - 1) / a.rb, panels = std::max<int64_t>(1, (a.cols + a.panel - 1) / a.panel);
+  const int64_t n = values.numel();
+  for (const Tensor* t : std::initializer_list<const Tensor*>{&share, &rc, &values, &x, &y})
+    if (!is_device(*t) || !t->is_contiguous()) throw InputError("spmv_tiled: the arrays, x and y are contiguous cuda tensors");
+  if (share.dtype() != DType::I64 || share.numel() != row_blocks * panels * a.warps + 1 || rc.dtype() != DType::I32 ||
+      rc.numel() != n || n % 2 != 0 || values.dtype() != DType::F64 || x.dtype() != DType::F64 ||
+      x.numel() != a.cols || y.dtype() != DType::F64 || y.numel() != a.rows ||
+      (y0 && (y0->dtype() != DType::F64 || y0->numel() != a.rows || !is_device(*y0) || !y0->is_contiguous())))
+    throw InputError("spmv_tiled: share i64 [" + std::to_string(row_blocks * panels * a.warps + 1) +
+                     "], rc i32 and values f64 of one even length, x f64 [" + std::to_string(a.cols) + "], y" +
+                     (y0 ? " and y0" : "") + " f64 [" + std::to_string(a.rows) + "]");
+  if (a.rows == 0) return;
+  if (groups == 0) groups = int(std::clamp<int64_t>(sm_count() / row_blocks, 1, 1024));
+  if (row_blocks * groups > 0x7fffffffLL) throw InputError("spmv_tiled: more blocks than a grid holds");
+  const size_t smem = tiled_shared_bytes(a.rb, a.panel);
+  const bool wide = a.panel % 2 == 0 && reinterpret_cast<uintptr_t>(x.data<double>()) % 16 == 0;
+  const long long per_group = (panels + groups - 1) / groups;
+  Tensor partial;
+  if (groups > 1) partial = Tensor::empty(DType::F64, {groups * a.rows}, allocator());
+  double* out = groups == 1 ? y.data<double>() : partial.data<double>();
+  const double* y0p = y0 ? y0->data<double>() : nullptr;
+  by_shape(per_lane, unroll, [&](auto kernel) {
+    opt_in(kernel, (per_lane - 1) * 2 + (unroll == 4));
+    kernel<<<unsigned(row_blocks * groups), unsigned(32 * a.warps), smem, stream()>>>(
+        share.data<long long>(), reinterpret_cast<const unsigned*>(rc.raw()), values.data<double>(),
+        x.data<double>(), out, a.rows, a.cols, a.rb, a.panel, panels, groups, per_group, wide, y0p, alpha, beta);
+  });
+  check_launch("spmv_tiled");
+  if (groups == 1) return;
+  const long long blocks = std::min<long long>((a.rows + 255) / 256, 64LL * sm_count());
+  spmv_rowblock_sum<<<unsigned(blocks), 256, 0, stream()>>>(partial.data<double>(), a.rows, groups, y.data<double>(),
+                                                            y0p, alpha, beta);
+  check_launch("spmv_tiled (sum over column groups)");
 }
 
 }  // namespace rlx::cuda

@@ -2,7 +2,9 @@
 // double or complex<double>, rounding once on store. Unlike the fast devices, the oracle
 // checks the structure it is given (row_ptr monotone from 0 to nnz, columns in range)
 // and throws instead of reading out of bounds.
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include "core/error.hpp"
 #include "devices/reference/access.hpp"
@@ -111,6 +113,45 @@ void sptrsv_kernel(const ir::Node& n, std::span<const Tensor> in, std::span<Tens
   });
 }
 
+// spmv_tiled (solvers/sparse/tiled.hpp): the tiles in order, each row's products summed
+// in double over the tiles. The oracle checks the layout first — shares ascending from 0
+// to at most the array length, ending at nnz; every entry's row and column inside its
+// tile — and names what is wrong.
+void spmv_tiled_kernel(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
+  const int64_t rows = n.attrs.get_int("rows"), cols = n.attrs.get_int("cols"), rb = n.attrs.get_int("rb"),
+                panel = n.attrs.get_int("panel"), warps = n.attrs.get_int("warps");
+  const Tensor &share = in[0], &rc = in[1], &v = in[2], &x = in[3];
+  const int64_t panels = std::max<int64_t>(1, (cols + panel - 1) / panel), tiles = (rows + rb - 1) / rb * panels;
+  const int64_t length = v.shape()[0];
+  auto at = [&](int64_t i) { return load_int(share, i * share.strides()[0]); };
+  const std::string op = "spmv_tiled: ";
+  if (at(0) != 0) throw InputError(op + "share[0] is " + std::to_string(at(0)) + ", not 0");
+  for (int64_t i = 0; i < tiles * warps; ++i)
+    if (at(i + 1) < at(i) || at(i + 1) > length)
+      throw InputError(op + "share " + std::to_string(i + 1) + " is " + std::to_string(at(i + 1)) + " after " +
+                       std::to_string(at(i)) + " (arrays of " + std::to_string(length) + ")");
+  std::vector<double> acc(size_t(rows), 0.0);
+  for (int64_t t = 0; t < tiles; ++t) {
+    const int64_t b = t / panels, p = t % panels;
+    const int64_t nr = std::min(rb, rows - b * rb), nc = std::min(panel, cols - p * panel);
+    for (int64_t k = at(t * warps); k < at((t + 1) * warps); ++k) {
+      const uint32_t q = uint32_t(load_int(rc, k * rc.strides()[0]));
+      const int64_t r = q >> 16, c = q & 0xffff;
+      if (r >= nr || c >= nc)
+        throw InputError(op + "entry " + std::to_string(k) + " of tile " + std::to_string(t) + " is at row " +
+                         std::to_string(r) + ", column " + std::to_string(c) + " of a tile of " + std::to_string(nr) +
+                         " x " + std::to_string(nc));
+      acc[size_t(b * rb + r)] += load<double>(v, k * v.strides()[0]) * load<double>(x, (p * panel + c) * x.strides()[0]);
+    }
+  }
+  const double alpha = n.attrs.get_float("alpha"), beta = n.attrs.get_float("beta");
+  for (int64_t r = 0; r < rows; ++r) {
+    double y = alpha * acc[size_t(r)];
+    if (in.size() == 5) y += beta * load<double>(in[4], r * in[4].strides()[0]);
+    store(out[0], r, y);
+  }
+}
+
 constexpr DTypeSet kSparseValues = bit(DType::F32) | bit(DType::F64) | bit(DType::C64);
 
 }  // namespace
@@ -119,6 +160,7 @@ void add_sparse_kernels(KernelTable& t) {
   t.push_back({"spmv_csr", kSparseValues, 2, spmv_kernel, {}});
   t.push_back({"spmm_csr", kSparseValues, 2, spmm_kernel, {}});
   t.push_back({"sptrsv_csr", kSparseValues, 2, sptrsv_kernel, {}});
+  t.push_back({"spmv_tiled", bit(DType::F64), 2, spmv_tiled_kernel, {}});
 }
 
 }  // namespace rlx::reference

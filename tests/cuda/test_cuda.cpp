@@ -16,6 +16,7 @@
 #include "tests/support/preconditions.hpp"
 #include "tests/support/seed.hpp"
 #include "tests/support/tensors.hpp"
+#include "tests/support/tiled.hpp"
 #include "core/error.hpp"
 #include "devices/cuda/codegen.hpp"
 #include "devices/cuda/library.hpp"
@@ -27,6 +28,7 @@
 #include "runtime/runtime.hpp"
 #include "solvers/sparse/krylov.hpp"
 #include "solvers/sparse/poisson.hpp"
+#include "solvers/sparse/tiled.hpp"
 
 using namespace rlx;
 namespace utf = boost::unit_test;
@@ -37,6 +39,9 @@ Device& cuda_dev() { return DeviceRegistry::get().at("cuda"); }
 
 using test::GpuPresent;
 using test::host_tensor;
+using test::tiled_case;
+using test::tiled_error;
+using test::TiledCase;
 
 uint64_t seed() { return test::run_seed("test_cuda"); }
 
@@ -336,138 +341,63 @@ BOOST_AUTO_TEST_CASE(spmv_kernels_match_host, *utf::precondition(GpuPresent())) 
     }
 }
 
-// The tiled SpMV experiment (spmv_tiled.hpp): a random CSR matrix with empty rows, long
-// rows and columns out of order in each row, its row and column counts not multiples of
-// the tile, laid out and multiplied on the host; then by the GPU kernels; both against a
-// long-double CSR product. Bad arguments are refused, with the reason.
-struct TiledCase {
-  int64_t rows, cols;
-  std::vector<int64_t> rp, ci;
-  std::vector<double> val, x;
-};
-
-TiledCase tiled_case(uint64_t s, int64_t rows, int64_t cols) {
-  std::mt19937_64 rng(s);
-  std::uniform_int_distribution<int64_t> len(0, 300), col(0, cols - 1);
-  std::uniform_real_distribution<double> u(-1, 1);
-  TiledCase c{rows, cols, {0}, {}, {}, {}};
-  for (int64_t r = 0; r < rows; ++r) {
-    const int64_t n = r % 5 == 0 ? 0 : r % 17 == 0 ? 2000 : len(rng);  // (repeated columns allowed)
-    for (int64_t k = 0; k < n; ++k) c.ci.push_back(col(rng)), c.val.push_back(u(rng));
-    c.rp.push_back(int64_t(c.ci.size()));
-  }
-  for (int64_t j = 0; j < cols; ++j) c.x.push_back(u(rng));
-  return c;
-}
-
-// Largest |got - want| / sum |terms| over the rows (infinite where got is NaN).
-double tiled_error(const TiledCase& c, const std::vector<double>& got) {
-  double worst = 0;
-  for (int64_t r = 0; r < c.rows; ++r) {
-    long double want = 0, mag = 0;
-    for (int64_t k = c.rp[size_t(r)]; k < c.rp[size_t(r) + 1]; ++k) {
-      const long double p = (long double)c.val[size_t(k)] * c.x[size_t(c.ci[size_t(k)])];
-      want += p;
-      mag += std::fabs(double(p));
-    }
-    const double e = std::fabs(got[size_t(r)] - double(want)) / double(mag + 1e-300L);
-    if (std::isnan(e)) return INFINITY;
-    worst = std::max(worst, e);
-  }
-  return worst;
-}
-
-BOOST_AUTO_TEST_CASE(tiled_layout_matches_csr) {
-  const TiledCase c = tiled_case(seed() + 11, 1003, 5000);
-  struct Shape {
-    int rb, panel, warps;
-  };
-  for (DType it : {DType::I32, DType::I64})
-    for (Shape sh : {Shape{64, 512, 32}, Shape{1, 5000, 1}, Shape{1003, 4999, 7}, Shape{100, 65536, 32},
-                     Shape{7, 333, 4}, Shape{65536, 1024, 32}}) {
-      const cuda::TiledCsr t = cuda::tile_csr(host_tensor(it, c.rp), host_tensor(it, c.ci),
-                                              host_tensor(DType::F64, c.val), c.rows, c.cols, sh.rb, sh.panel, sh.warps);
-      const std::string what = std::string(dtype_name(it)) + " rb " + std::to_string(sh.rb) + " panel " +
-                               std::to_string(sh.panel) + " warps " + std::to_string(sh.warps);
-      BOOST_TEST(t.nnz == int64_t(c.val.size()), what);
-      BOOST_TEST(t.share.size() == size_t(t.row_blocks * t.panels * sh.warps + 1), what);
-      BOOST_TEST(t.share.front() == 0, what);
-      BOOST_TEST(t.share.back() == t.nnz, what);
-      // Shares ascend, and none starts inside a row (the kernel's warps would race on it).
-      int64_t bad = 0;
-      const size_t w = size_t(sh.warps);
-      for (size_t i = 0; i + 1 < t.share.size(); ++i) {
-        if (t.share[i + 1] < t.share[i]) ++bad;
-        const int64_t k = t.share[i], tile_start = t.share[i / w * w], tile_end = t.share[(i / w + 1) * w];
-        if (k > tile_start && k < tile_end && (t.rc[size_t(k)] >> 16) == (t.rc[size_t(k) - 1] >> 16)) ++bad;
-      }
-      BOOST_TEST(bad == 0, what << ": shares out of order or inside a row");
-      std::vector<double> y(size_t(c.rows));
-      cuda::tiled_product_host(t, c.x.data(), y.data());
-      const double err = tiled_error(c, y);
-      BOOST_TEST(err <= 1e-14, what << " worst relative error " << err);
-    }
-  // Refused, with the reason: bad tile shapes, dtypes, columns, row pointers, and layouts
-  // whose shares would outweigh the matrix.
-  const Tensor rp = host_tensor(DType::I32, c.rp), ci = host_tensor(DType::I32, c.ci);
-  const Tensor v = host_tensor(DType::F64, c.val);
-  auto refused = [&](const Tensor& r, const Tensor& cc, int64_t rows, int64_t cols, int rb, int panel, int warps,
-                     const std::string& why) {
-    try {
-      cuda::tile_csr(r, cc, v, rows, cols, rb, panel, warps);
-      BOOST_ERROR("tile_csr accepted a layout that should be refused for: " << why);
-    } catch (const InputError& e) {
-      BOOST_TEST(std::string(e.what()).find(why) != std::string::npos, e.what() << " (expected: " << why << ")");
-    }
-  };
-  refused(rp, ci, c.rows, c.cols, 0, 512, 32, "rows per tile 0");
-  refused(rp, ci, c.rows, c.cols, 65537, 512, 32, "rows per tile 65537");
-  refused(rp, ci, c.rows, c.cols, 64, 65537, 32, "columns per panel 65537");
-  refused(rp, ci, c.rows, c.cols, 64, 512, 33, "warps per block 33");
-  refused(rp, ci, c.rows, c.cols, 1, 1, 32, "more than 4 per nonzero");  // 5000 panels x 1003 rows x 32
-  refused(rp, host_tensor(DType::I64, c.ci), c.rows, c.cols, 64, 512, 32, "i32 or i64");
-  refused(rp, ci, c.rows, 100, 64, 512, 32, "outside [0, 100)");
-  refused(rp, ci, c.rows + 1, c.cols, 64, 512, 32, "entries for 1004 rows");
-  std::vector<int64_t> shifted = c.rp;
-  for (int64_t& k : shifted) k += 1;
-  refused(host_tensor(DType::I32, shifted), ci, c.rows, c.cols, 64, 512, 32, "row_ptr starts at 1");
-}
-
+// spmv_tiled's kernel (spmv_tiled.hpp) on the layout of a random CSR matrix
+// (tests/support/tiled.hpp) at every launch option — one or two nonzeros per lane, 2 or 4
+// trips, 1 to 6 column groups (more than panels too), odd panels (8-byte copies), 1 to 32
+// warps, rows not a multiple of rb, with and without y0 — against a long-double CSR
+// product. Tensors that do not match the layout and shapes this GPU cannot run are refused.
 BOOST_AUTO_TEST_CASE(tiled_spmv_matches_host, *utf::precondition(GpuPresent())) {
   const TiledCase c = tiled_case(seed() + 12, 3001, 70000);
   struct Shape {
     int rb, panel, warps, groups, unroll, per_lane;
   };
-  // One and several column groups (more groups than panels too), odd panels (8-byte
-  // copies), 1 to 32 warps, rows not a multiple of rb, one or two nonzeros per lane.
+  const Tensor x = host_tensor(DType::F64, c.x).to(cuda_dev().allocator());
+  std::vector<double> y0v(size_t(c.rows));
+  for (size_t i = 0; i < y0v.size(); ++i) y0v[i] = std::sin(double(i));
+  const Tensor y0 = host_tensor(DType::F64, y0v).to(cuda_dev().allocator());
   for (Shape sh : {Shape{256, 12288, 32, 1, 4, 2}, Shape{1000, 8192, 8, 3, 2, 1}, Shape{3001, 10000, 32, 2, 4, 1},
                    Shape{7, 333, 4, 1, 2, 2}, Shape{64, 12000, 1, 6, 4, 2}, Shape{2048, 9999, 16, 1, 4, 2},
-                   Shape{2048, 4096, 32, 2, 2, 2}, Shape{1, 9999, 2, 1, 2, 2}}) {
-    const cuda::TiledCsr t = cuda::tile_csr(host_tensor(DType::I32, c.rp), host_tensor(DType::I32, c.ci),
-                                            host_tensor(DType::F64, c.val), c.rows, c.cols, sh.rb, sh.panel, sh.warps);
-    const cuda::TiledSpmv dev(t, sh.groups, sh.unroll, sh.per_lane);
-    const Tensor x = host_tensor(DType::F64, c.x).to(cuda_dev().allocator());
-    // y starts as NaN: a row the kernels do not write fails the check.
-    Tensor y = host_tensor(DType::F64, std::vector<double>(size_t(c.rows), NAN)).to(cuda_dev().allocator());
-    dev.run(x, y);
-    const Tensor got = y.to(host_allocator());
-    std::vector<double> g(got.data<double>(), got.data<double>() + c.rows);
-    const double err = tiled_error(c, g);
-    BOOST_TEST(err <= 1e-14, "rb " << sh.rb << " panel " << sh.panel << " warps " << sh.warps << " groups "
-                                   << sh.groups << " unroll " << sh.unroll << " per lane " << sh.per_lane
-                                   << " worst relative error " << err);
+                   Shape{2048, 4096, 32, 2, 2, 2}, Shape{1, 9999, 2, 1, 2, 2}, Shape{1024, 6000, 32, 0, 2, 2}}) {
+    const sparse::TiledCsr t = sparse::tile_csr(host_tensor(DType::I32, c.rp), host_tensor(DType::I32, c.ci),
+                                                host_tensor(DType::F64, c.val), c.rows, c.cols, sh.rb, sh.panel,
+                                                sh.warps);
+    std::vector<Tensor> arrays = sparse::tiled_tensors(t);
+    for (Tensor& a : arrays) a = a.to(cuda_dev().allocator());
+    const cuda::TiledArgs args{c.rows, c.cols, t.rb, t.panel, t.warps};
+    for (bool with_y0 : {false, true}) {
+      // y starts as NaN: a row the kernels do not write fails the check.
+      Tensor y = host_tensor(DType::F64, std::vector<double>(size_t(c.rows), NAN)).to(cuda_dev().allocator());
+      cuda::spmv_tiled_native(arrays[0], arrays[1], arrays[2], x, with_y0 ? &y0 : nullptr, with_y0 ? 2.0 : 1.0,
+                              -0.5, y, args, sh.groups, sh.unroll, sh.per_lane);
+      const Tensor got = y.to(host_allocator());
+      std::vector<double> g(got.data<double>(), got.data<double>() + c.rows);
+      if (with_y0)  // back to A x: (y - beta y0) / alpha, exact in binary for these factors
+        for (size_t i = 0; i < g.size(); ++i) g[i] = (g[i] + 0.5 * y0v[i]) / 2.0;
+      const double err = tiled_error(c, g);
+      BOOST_TEST(err <= 1e-13, "rb " << sh.rb << " panel " << sh.panel << " warps " << sh.warps << " groups "
+                                     << sh.groups << " unroll " << sh.unroll << " per lane " << sh.per_lane << " y0 "
+                                     << with_y0 << " worst relative error " << err);
+    }
     Tensor wrong = Tensor::empty(DType::F64, {c.rows + 1}, cuda_dev().allocator());
-    BOOST_CHECK_THROW(dev.run(x, wrong), InputError);
+    BOOST_CHECK_THROW(cuda::spmv_tiled_native(arrays[0], arrays[1], arrays[2], x, nullptr, 1, 0, wrong, args),
+                      InputError);
   }
-  // Shared memory beyond a block's limit, and bad launch options, are refused on upload.
-  const cuda::TiledCsr big = cuda::tile_csr(host_tensor(DType::I32, c.rp), host_tensor(DType::I32, c.ci),
-                                            host_tensor(DType::F64, c.val), c.rows, c.cols, 3001, 65536);
-  BOOST_CHECK_THROW(cuda::TiledSpmv{big}, InputError);
-  const cuda::TiledCsr small = cuda::tile_csr(host_tensor(DType::I32, c.rp), host_tensor(DType::I32, c.ci),
-                                              host_tensor(DType::F64, c.val), c.rows, c.cols, 256, 8192);
-  BOOST_CHECK_THROW(cuda::TiledSpmv(small, 1, 3), InputError);
-  BOOST_CHECK_THROW(cuda::TiledSpmv(small, 0, 4), InputError);
-  BOOST_CHECK_THROW(cuda::TiledSpmv(small, 1, 4, 3), InputError);
+  // Shared memory beyond a block's limit, and bad launch options, are refused.
+  Tensor y = Tensor::empty(DType::F64, {c.rows}, cuda_dev().allocator());
+  const sparse::TiledCsr small = sparse::tile_csr(host_tensor(DType::I32, c.rp), host_tensor(DType::I32, c.ci),
+                                                  host_tensor(DType::F64, c.val), c.rows, c.cols, 256, 8192);
+  std::vector<Tensor> arrays = sparse::tiled_tensors(small);
+  for (Tensor& a : arrays) a = a.to(cuda_dev().allocator());
+  const cuda::TiledArgs args{c.rows, c.cols, 256, 8192, 32};
+  BOOST_TEST(cuda::tiled_refusal(args).empty());
+  const std::string big = cuda::tiled_refusal({c.rows, c.cols, 3001, 65536, 32});
+  BOOST_TEST(big.find("bytes of shared memory") != std::string::npos, big);
+  auto run = [&](int groups, int unroll, int per_lane) {
+    cuda::spmv_tiled_native(arrays[0], arrays[1], arrays[2], x, nullptr, 1, 0, y, args, groups, unroll, per_lane);
+  };
+  BOOST_CHECK_THROW(run(1, 3, 2), InputError);
+  BOOST_CHECK_THROW(run(-1, 2, 2), InputError);
+  BOOST_CHECK_THROW(run(1, 2, 3), InputError);
 }
 
 BOOST_AUTO_TEST_CASE(fused_chain_matches_reference, *utf::precondition(GpuPresent())) {

@@ -14,6 +14,7 @@
 #include "core/error.hpp"
 #include "harness.hpp"
 #include "ir/op_registry.hpp"
+#include "solvers/sparse/tiled.hpp"
 
 namespace rlx::test {
 namespace {
@@ -160,6 +161,29 @@ Make sptrsv_case(int64_t n, int64_t per_row, DType index, bool lower, bool unit)
   };
 }
 
+// spmv_tiled: a random CSR matrix (fixed structure, random values) laid out in tiles of
+// rb x panel (solvers/sparse/tiled.hpp) for `warps` shares per tile; with y0:
+// alpha*A*x + beta*y0.
+Make spmv_tiled_case(int64_t rows, int64_t cols, int64_t per_row, int rb, int panel, int warps, double alpha,
+                     std::optional<double> beta) {
+  return [=](Build& b, DType t) {
+    RandomCsr a = random_csr(b.rng, DType::I64, rows, cols, per_row, true);
+    Tensor vals = Tensor::empty(DType::F64, {a.nnz()});
+    std::uniform_real_distribution<double> u(-1, 1);
+    for (int64_t k = 0; k < a.nnz(); ++k) vals.data<double>()[k] = u(b.rng);
+    const sparse::TiledCsr tc = sparse::tile_csr(a.row_ptr, a.col_idx, vals, rows, cols, rb, panel, warps);
+    const std::vector<Tensor> arr = sparse::tiled_tensors(tc);
+    std::vector<Var> in = {b.fixed(arr[0]), b.fixed(arr[1]), b.fixed(arr[2]), b.in(t, {cols})};
+    ir::Attrs at = {{"rows", rows}, {"cols", cols}, {"rb", int64_t(rb)}, {"panel", int64_t(panel)},
+                    {"warps", int64_t(warps)}, {"alpha", alpha}};
+    if (beta) {
+      in.push_back(b.in(t, {rows}));
+      at.set("beta", *beta);
+    }
+    return one(rlx::op("spmv_tiled", in, at));
+  };
+}
+
 // The larger cases have more work than the cpu device's threading threshold and rows
 // longer than one vector step.
 std::vector<OpCase> sparse_cases() {
@@ -175,6 +199,14 @@ std::vector<OpCase> sparse_cases() {
         {"[3001x2003] i32 shuffled", spmv_case(3001, 2003, 37, I32, true, 1.0, none)},
         {"[2999x1501] i64 y0 alpha=0.75 beta=1.25", spmv_case(2999, 1501, 41, I64, false, 0.75, 1.25)},
         {"[4001x1999] i32 skewed: every 97th row full", spmv_case(4001, 1999, -1, I32, false, 1.0, none)}}},
+      {"spmv_tiled",
+       {{"[7x5] tiles 2x2, 1 warp", spmv_tiled_case(7, 5, 4, 2, 2, 1, 1.0, none)},
+        {"[9x13] tiles 4x5, 3 warps, y0 alpha=2 beta=-0.5", spmv_tiled_case(9, 13, 9, 4, 5, 3, 2.0, -0.5)},
+        {"[0x3] tiles 2x2", spmv_tiled_case(0, 3, 2, 2, 2, 1, 1.0, none)},
+        {"[3001x2003] tiles 512x700 (odd panel), 32 warps", spmv_tiled_case(3001, 2003, 37, 512, 700, 32, 1.0, none)},
+        {"[2999x1501] tiles 3000x1501, 8 warps, y0 alpha=0.75 beta=1.25",
+         spmv_tiled_case(2999, 1501, 41, 3000, 1501, 8, 0.75, 1.25)},
+        {"[4001x1999] skewed, tiles 1024x512, 32 warps", spmv_tiled_case(4001, 1999, -1, 1024, 512, 32, 1.0, none)}}},
       {"spmm_csr",
        {{"[7x5]@[5,3] i32", spmm_case(7, 5, 3, 4, I32, false)},
         {"[6x4]@[4,1] i64 shuffled", spmm_case(6, 4, 1, 4, I64, true)},

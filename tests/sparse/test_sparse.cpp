@@ -18,6 +18,7 @@
 
 #include "tests/support/seed.hpp"
 #include "tests/support/tensors.hpp"
+#include "tests/support/tiled.hpp"
 #include "core/error.hpp"
 #include "runtime/device.hpp"
 #include "runtime/runtime.hpp"
@@ -25,6 +26,7 @@
 #include "solvers/sparse/matrix_market.hpp"
 #include "solvers/sparse/ops.hpp"
 #include "solvers/sparse/poisson.hpp"
+#include "solvers/sparse/tiled.hpp"
 
 // Printers for BOOST_TEST.
 namespace rlx {
@@ -46,6 +48,9 @@ namespace {
 uint64_t seed() { return test::run_seed("test_sparse"); }
 
 using test::host_tensor;
+using test::tiled_case;
+using test::tiled_error;
+using test::TiledCase;
 Tensor f64s(const std::vector<double>& v) { return host_tensor(DType::F64, v); }
 
 int64_t idx(const Tensor& t, int64_t k) {
@@ -733,6 +738,113 @@ BOOST_AUTO_TEST_CASE(spmv_spmm_sptrsv_on_every_device) {
           }
         }
       }
+}
+
+BOOST_AUTO_TEST_CASE(tiled_layout_matches_csr) {
+  const TiledCase c = tiled_case(seed() + 11, 1003, 5000);
+  struct Shape {
+    int rb, panel, warps;
+  };
+  for (DType it : {DType::I32, DType::I64})
+    for (Shape sh : {Shape{64, 512, 32}, Shape{1, 5000, 1}, Shape{1003, 4999, 7}, Shape{100, 65536, 32},
+                     Shape{7, 333, 4}, Shape{65536, 1024, 32}}) {
+      const sparse::TiledCsr t = sparse::tile_csr(host_tensor(it, c.rp), host_tensor(it, c.ci),
+                                              host_tensor(DType::F64, c.val), c.rows, c.cols, sh.rb, sh.panel, sh.warps);
+      const std::string what = std::string(dtype_name(it)) + " rb " + std::to_string(sh.rb) + " panel " +
+                               std::to_string(sh.panel) + " warps " + std::to_string(sh.warps);
+      BOOST_TEST(t.nnz == int64_t(c.val.size()), what);
+      BOOST_TEST(t.share.size() == size_t(t.row_blocks * t.panels * sh.warps + 1), what);
+      BOOST_TEST(t.share.front() == 0, what);
+      BOOST_TEST(t.share.back() == t.nnz, what);
+      // Shares ascend, and none starts inside a row (the kernel's warps would race on it).
+      int64_t bad = 0;
+      const size_t w = size_t(sh.warps);
+      for (size_t i = 0; i + 1 < t.share.size(); ++i) {
+        if (t.share[i + 1] < t.share[i]) ++bad;
+        const int64_t k = t.share[i], tile_start = t.share[i / w * w], tile_end = t.share[(i / w + 1) * w];
+        if (k > tile_start && k < tile_end && (t.rc[size_t(k)] >> 16) == (t.rc[size_t(k) - 1] >> 16)) ++bad;
+      }
+      BOOST_TEST(bad == 0, what << ": shares out of order or inside a row");
+      std::vector<double> y(size_t(c.rows));
+      sparse::tiled_product_host(t, c.x.data(), y.data());
+      const double err = tiled_error(c, y);
+      BOOST_TEST(err <= 1e-14, what << " worst relative error " << err);
+    }
+  // Refused, with the reason: bad tile shapes, dtypes, columns, row pointers, and layouts
+  // whose shares would outweigh the matrix.
+  const Tensor rp = host_tensor(DType::I32, c.rp), ci = host_tensor(DType::I32, c.ci);
+  const Tensor v = host_tensor(DType::F64, c.val);
+  auto refused = [&](const Tensor& r, const Tensor& cc, int64_t rows, int64_t cols, int rb, int panel, int warps,
+                     const std::string& why) {
+    try {
+      sparse::tile_csr(r, cc, v, rows, cols, rb, panel, warps);
+      BOOST_ERROR("tile_csr accepted a layout that should be refused for: " << why);
+    } catch (const InputError& e) {
+      BOOST_TEST(std::string(e.what()).find(why) != std::string::npos, e.what() << " (expected: " << why << ")");
+    }
+  };
+  refused(rp, ci, c.rows, c.cols, 0, 512, 32, "rows per tile 0");
+  refused(rp, ci, c.rows, c.cols, 65537, 512, 32, "rows per tile 65537");
+  refused(rp, ci, c.rows, c.cols, 64, 65537, 32, "columns per panel 65537");
+  refused(rp, ci, c.rows, c.cols, 64, 512, 33, "warps per block 33");
+  refused(rp, ci, c.rows, c.cols, 1, 1, 32, "more than 4 per nonzero");  // 5000 panels x 1003 rows x 32
+  refused(rp, host_tensor(DType::I64, c.ci), c.rows, c.cols, 64, 512, 32, "i32 or i64");
+  refused(rp, ci, c.rows, 100, 64, 512, 32, "outside [0, 100)");
+  refused(rp, ci, c.rows + 1, c.cols, 64, 512, 32, "entries for 1004 rows");
+  std::vector<int64_t> shifted = c.rp;
+  for (int64_t& k : shifted) k += 1;
+  refused(host_tensor(DType::I32, shifted), ci, c.rows, c.cols, 64, 512, 32, "row_ptr starts at 1");
+}
+
+
+// spmv_tiled through a compiled graph on every device (the cuda device too where there is a
+// GPU): y = alpha A x + beta y0 on the layout of a random matrix, against a long-double
+// CSR product; then a layout with a share out of order, which the reference device names.
+BOOST_AUTO_TEST_CASE(spmv_tiled_on_every_device) {
+  const TiledCase c = tiled_case(seed() + 13, 2003, 9001);
+  const sparse::TiledCsr t = sparse::tile_csr(host_tensor(DType::I64, c.rp), host_tensor(DType::I64, c.ci),
+                                              host_tensor(DType::F64, c.val), c.rows, c.cols, 512, 2048, 32);
+  const std::vector<Tensor> arrays = sparse::tiled_tensors(t);
+  std::vector<double> y0v(size_t(c.rows));
+  for (size_t i = 0; i < y0v.size(); ++i) y0v[i] = std::cos(double(i));
+  ir::Graph g;
+  std::vector<Var> a = {rlx::input(g, "share", DType::I64, arrays[0].shape()),
+                        rlx::input(g, "rc", DType::I32, arrays[1].shape()),
+                        rlx::input(g, "values", DType::F64, arrays[2].shape())};
+  Var x = rlx::input(g, "x", DType::F64, {c.cols}), y0 = rlx::input(g, "y0", DType::F64, {c.rows});
+  Var plain = sparse::spmv_tiled(a, t, x);
+  Var axpy = rlx::op("spmv_tiled", {a[0], a[1], a[2], x, y0},
+                     {{"rows", c.rows}, {"cols", c.cols}, {"rb", int64_t(512)}, {"panel", int64_t(2048)},
+                      {"warps", int64_t(32)}, {"alpha", 2.0}, {"beta", -0.5}});
+  rlx::output(g, {plain, axpy});
+  const std::vector<Tensor> inputs = {arrays[0], arrays[1], arrays[2], host_tensor(DType::F64, c.x),
+                                      host_tensor(DType::F64, y0v)};
+  int ran = 0;
+  for (Device* d : DeviceRegistry::get().runnable()) {
+    BOOST_TEST_CONTEXT("on " << d->name()) {
+      Program p = compile(g, *d);
+      std::vector<Tensor> r = run(p, *d, inputs);
+      std::vector<double> y(r[0].data<double>(), r[0].data<double>() + c.rows), back(size_t(c.rows));
+      for (size_t i = 0; i < back.size(); ++i) back[i] = (r[1].data<double>()[i] + 0.5 * y0v[i]) / 2.0;
+      BOOST_TEST(tiled_error(c, y) <= 1e-13);
+      BOOST_TEST(tiled_error(c, back) <= 1e-13);
+      ++ran;
+    }
+  }
+  BOOST_TEST(ran >= 2);  // the reference and cpu devices at least
+  // A share out of order: the oracle refuses, naming it.
+  std::vector<Tensor> bad = {arrays[0].contiguous(), arrays[1], arrays[2], inputs[3], inputs[4]};
+  bad[0] = Tensor::empty(DType::I64, arrays[0].shape());
+  std::memcpy(bad[0].raw(), arrays[0].raw(), arrays[0].nbytes());
+  bad[0].data<int64_t>()[5] = bad[0].data<int64_t>()[7] + 1;
+  Device& ref = DeviceRegistry::get().at("reference");
+  Program p = compile(g, ref);
+  try {
+    run(p, ref, bad);
+    BOOST_ERROR("the reference device ran spmv_tiled with a share out of order");
+  } catch (const InputError& e) {
+    BOOST_TEST(std::string(e.what()).find("share 6 is") != std::string::npos, e.what());
+  }
 }
 
 BOOST_AUTO_TEST_CASE(front_end_errors) {

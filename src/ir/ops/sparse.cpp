@@ -2,6 +2,8 @@
 // and col_idx [nnz] (both i32 or both i64) and values [nnz]. The column count is an
 // attribute (it cannot be read off the arrays). Kernels trust the structure: building
 // a CsrMatrix (solvers/sparse) validates it once.
+#include <algorithm>
+
 #include "ir/ops/rules.hpp"
 
 namespace rlx::ir {
@@ -70,6 +72,35 @@ void register_sparse_ops(OpRegistry& r) {
            return std::vector<TensorType>{b};
          },
          .dtypes = kSparseValues, .doc = "sparse triangular solve"});
+  // y = alpha * A x + beta * y0 for A in the tiled layout (solvers/sparse/tiled.hpp):
+  // share i64 [row_blocks * panels * warps + 1], rc i32 [n] (row in block << 16 | column
+  // in panel), values f64 [n], n even (zero padding past the last nonzero), x f64 [cols].
+  r.add({.name = "spmv_tiled", .level = Level::Lib, .cls = OpClass::Library, .min_inputs = 4, .max_inputs = 5,
+         .attrs = {{"rows", AttrKind::Int, true}, {"cols", AttrKind::Int, true}, {"rb", AttrKind::Int, true},
+                   {"panel", AttrKind::Int, true}, {"warps", AttrKind::Int, true},
+                   {"alpha", AttrKind::Float, false, 1.0}, {"beta", AttrKind::Float, false, 0.0}},
+         .infer = [](const std::vector<TensorType>& in, const Attrs& a, auto&) {
+           const int64_t rows = a.get_int("rows"), cols = a.get_int("cols"), rb = a.get_int("rb"),
+                         panel = a.get_int("panel"), warps = a.get_int("warps");
+           if (rows < 0 || cols < 0) throw InputError("rows and cols must be >= 0");
+           if (rb < 1 || rb > 65536 || panel < 1 || panel > 65536)
+             throw InputError("rb and panel must lie in [1, 65536], got " + std::to_string(rb) + " and " +
+                              std::to_string(panel));
+           if (warps < 1 || warps > 32) throw InputError("warps must lie in [1, 32], got " + std::to_string(warps));
+           const int64_t shares = (rows + rb - 1) / rb * std::max<int64_t>(1, (cols + panel - 1) / panel) * warps + 1;
+           if (in[0] != TensorType{DType::I64, {shares}})
+             throw InputError("share must be i64[" + std::to_string(shares) + "], got " + in[0].str());
+           if (in[1].dtype != DType::I32 || in[1].shape.size() != 1 || in[1].shape[0] % 2 != 0)
+             throw InputError("rc must be i32[n] with n even, got " + in[1].str());
+           if (in[2] != TensorType{DType::F64, in[1].shape})
+             throw InputError("values must be " + TensorType{DType::F64, in[1].shape}.str() + ", got " + in[2].str());
+           if (in[3] != TensorType{DType::F64, {cols}})
+             throw InputError("x must be " + TensorType{DType::F64, {cols}}.str() + ", got " + in[3].str());
+           if (in.size() == 5 && in[4] != TensorType{DType::F64, {rows}})
+             throw InputError("y0 must be " + TensorType{DType::F64, {rows}}.str() + ", got " + in[4].str());
+           return std::vector<TensorType>{{DType::F64, {rows}}};
+         },
+         .dtypes = {DType::F64}, .doc = "sparse matrix (tiled layout) times vector: alpha*A*x (+ beta*y0)"});
 }
 
 }  // namespace rlx::ir

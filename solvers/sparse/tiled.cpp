@@ -1,13 +1,15 @@
-// The tiled SpMV experiment's host side: building the layout and the reference product
-// (spmv_tiled.hpp). The kernel is in spmv_tiled.cu.
-#include "devices/cuda/spmv_tiled.hpp"
+// The tiled layout of a CSR matrix (tiled.hpp): building it, its host product, its shape
+// for a GPU, and the operator that emits spmv_tiled.
+#include "solvers/sparse/tiled.hpp"
 
 #include <algorithm>
+#include <chrono>
+#include <cstring>
 #include <string>
 
 #include "core/error.hpp"
 
-namespace rlx::cuda {
+namespace rlx::sparse {
 
 TiledCsr tile_csr(const Tensor& row_ptr, const Tensor& col_idx, const Tensor& values, int64_t rows, int64_t cols,
                   int rb, int panel, int warps) {
@@ -103,4 +105,66 @@ void tiled_product_host(const TiledCsr& t, const double* x, double* y) {
   }
 }
 
-}  // namespace rlx::cuda
+TiledShape tiled_shape(int64_t rows, int multiprocessors, int64_t shared_bytes, int groups) {
+  if (multiprocessors < 1 || groups < 1 || shared_bytes < 64)
+    throw InputError("tiled_shape: " + std::to_string(multiprocessors) + " multiprocessors, " + std::to_string(groups) +
+                     " column groups, " + std::to_string(shared_bytes) + " bytes of shared memory");
+  // sm / groups row blocks (one block of the kernel per multiprocessor), unless the row
+  // sums would leave panels of fewer than 4096 columns; the panels take the rest (two).
+  const int64_t words = shared_bytes / 8;
+  const int64_t blocks = std::max(1, multiprocessors / groups);
+  const int64_t most = std::clamp<int64_t>(words - 2 * 4096, 2, 65536);
+  const int64_t rb = std::clamp<int64_t>((std::max<int64_t>(rows, 1) + blocks - 1) / blocks, 2, most);
+  TiledShape s;
+  s.rb = int(rb / 2 * 2);
+  s.panel = int(std::clamp<int64_t>((words - s.rb) / 2 / 2 * 2, 2, 65536));
+  s.warps = 32;
+  return s;
+}
+
+std::vector<Tensor> tiled_tensors(const TiledCsr& t) {
+  const int64_t padded = (t.nnz + 1) / 2 * 2;  // a pair load may read one entry past the last
+  Tensor share = Tensor::empty(DType::I64, {int64_t(t.share.size())});
+  Tensor rc = Tensor::zeros(DType::I32, {padded});
+  Tensor val = Tensor::zeros(DType::F64, {padded});
+  std::memcpy(share.raw(), t.share.data(), t.share.size() * sizeof(int64_t));
+  if (t.nnz) {
+    std::memcpy(rc.raw(), t.rc.data(), size_t(t.nnz) * sizeof(uint32_t));
+    std::memcpy(val.raw(), t.val.data(), size_t(t.nnz) * sizeof(double));
+  }
+  return {share, rc, val};
+}
+
+Var spmv_tiled(const std::vector<Var>& arrays, const TiledCsr& t, const Var& x, SrcLoc loc) {
+  if (arrays.size() != 3) throw InputError("spmv_tiled: the layout is three arrays (share, rc, values)");
+  return rlx::op("spmv_tiled", {arrays[0], arrays[1], arrays[2], x},
+                 {{"rows", t.rows}, {"cols", t.cols}, {"rb", int64_t(t.rb)}, {"panel", int64_t(t.panel)},
+                  {"warps", int64_t(t.warps)}},
+                 loc);
+}
+
+TiledOperator::TiledOperator(const CsrOperator& A, TiledShape shape) : diagonal_(A.diagonal()) {
+  if (A.dtype() != DType::F64) throw InputError(std::string("tiled layout: f64 matrices only, not ") + dtype_name(A.dtype()));
+  const auto t0 = std::chrono::steady_clock::now();
+  layout_ = tile_csr(A.row_ptr(), A.col_idx(), A.values(), A.rows(), A.cols(), shape.rb, shape.panel, shape.warps);
+  arrays_ = tiled_tensors(layout_);
+  build_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  // The host arrays are in the tensors now; keep only the layout's shape.
+  layout_.share.clear(), layout_.share.shrink_to_fit();
+  layout_.rc.clear(), layout_.rc.shrink_to_fit();
+  layout_.val.clear(), layout_.val.shrink_to_fit();
+}
+
+Var TiledOperator::apply(BoundGraph& g, const Var& x) const {
+  auto& v = g.bound_by[this];
+  if (v.empty()) v = {g.bind("A.share", arrays_[0]), g.bind("A.rc", arrays_[1]), g.bind("A.values", arrays_[2])};
+  return spmv_tiled(v, layout_, x);
+}
+
+std::string TiledOperator::describe() const {
+  return "tiled csr " + std::to_string(rows()) + "x" + std::to_string(cols()) + " nnz=" + std::to_string(layout_.nnz) +
+         " f64, " + std::to_string(layout_.rb) + " rows x " + std::to_string(layout_.panel) + " columns per tile, " +
+         std::to_string(layout_.row_blocks * layout_.panels) + " tiles";
+}
+
+}  // namespace rlx::sparse

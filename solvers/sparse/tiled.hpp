@@ -1,0 +1,92 @@
+// A CSR matrix laid out again, once, for f64 SpMV on a GPU: tiles of `rb` rows by `panel`
+// columns, so that the x gathers read a panel of x from shared memory instead of from L2.
+// The IR op is spmv_tiled (src/ir/ops/sparse.cpp); every device runs it (cuda natively,
+// the reference and cpu devices by a loop over the tiles).
+//
+// Why: on the H200, CSR SpMV with scattered columns is bound by L2 tag requests, one per x
+// gather, and no kernel reading the CSR arrays in their order can make fewer (power-law
+// rows: 72 M of cuSPARSE's 85 M requests; docs/benchmarks.md). With the panel in shared
+// memory the L2 sees the matrix's lines and one copy of each panel per row block: on
+// power-law rows (mean 144 per row) 0.317 ms against cuSPARSE's 0.560 for the CSR arrays.
+// What it costs: building it on the host (~2 s for 72 M nonzeros, run once per matrix: an
+// explicit step, TiledOperator, not a cache) and a second copy of the matrix (12 bytes per
+// nonzero, as CSR with 32-bit indices). It pays where rows are long (tens of nonzeros or
+// more); on short rows most of a trip of 32 lanes holds row boundaries.
+//
+// Layout: tiles numbered row block by row block, panels in order; inside a tile the
+// nonzeros by row (columns in the CSR order), each stored as its value and one 32-bit word
+// (row in the block << 16 | column in the panel). Each tile is cut, at row boundaries, into
+// `warps` shares of about equal nonzeros, one per warp of the kernel's block (shares may be
+// empty). share[tile * warps + w] is the first nonzero of share w of a tile; the last entry
+// is nnz. The arrays as tensors (tiled_tensors): share i64 [tiles * warps + 1], rc i32 (the
+// words' bits) and values f64, both padded with zeros to an even length.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/tensor.hpp"
+#include "ir/frontend.hpp"
+#include "solvers/sparse/operator.hpp"
+
+namespace rlx::sparse {
+
+// The layout, on the host.
+struct TiledCsr {
+  int64_t rows = 0, cols = 0, nnz = 0;
+  int rb = 0, panel = 0, warps = 0;
+  int64_t row_blocks = 0, panels = 0;
+  std::vector<int64_t> share;  // [tiles * warps + 1]
+  std::vector<uint32_t> rc;    // [nnz]: row in the block << 16 | column - first column of the panel
+  std::vector<double> val;     // [nnz]
+};
+
+struct TiledShape {
+  int rb = 0, panel = 0, warps = 32;
+};
+
+// Builds the layout from host CSR arrays (row_ptr/col_idx i32 or i64, values f64; columns
+// in any order within a row). InputError for rb or panel outside 1..65536 (16-bit
+// offsets), warps outside 1..32, other dtypes, bad row pointers or columns, or shares that
+// would take more than 4 entries per nonzero (many panels and few nonzeros).
+TiledCsr tile_csr(const Tensor& row_ptr, const Tensor& col_idx, const Tensor& values, int64_t rows, int64_t cols,
+                  int rb, int panel, int warps = 32);
+
+// y = A x from the layout on the host, tile by tile in order: the reference for the layout.
+void tiled_product_host(const TiledCsr& t, const double* x, double* y);
+
+// The shape for a GPU of `multiprocessors` and `shared_bytes` of shared memory per block
+// (the H200: 132 and 232448): multiprocessors / groups row blocks, so that the kernel's
+// blocks (one per row block and column group, one per multiprocessor) fill the GPU once,
+// and panels as wide as the rest of the shared memory allows (two, double-buffered). The
+// device picks the column groups to match (row blocks x groups ~ multiprocessors).
+TiledShape tiled_shape(int64_t rows, int multiprocessors = 132, int64_t shared_bytes = 232448, int groups = 4);
+
+// The layout's arrays as host tensors: share, rc, values (see above).
+std::vector<Tensor> tiled_tensors(const TiledCsr& t);
+
+// y = A x in a graph, from the three arrays of t's layout (t gives the attributes).
+Var spmv_tiled(const std::vector<Var>& arrays, const TiledCsr& t, const Var& x, SrcLoc loc = SrcLoc::current());
+
+// A CSR matrix (f64) as a tiled operator: the layout is built once, here, and apply emits
+// spmv_tiled with its arrays bound once per graph. The diagonal (for Jacobi) is the CSR
+// matrix's.
+class TiledOperator final : public LinearOperator {
+ public:
+  TiledOperator(const CsrOperator& A, TiledShape shape);
+  int64_t rows() const override { return layout_.rows; }
+  int64_t cols() const override { return layout_.cols; }
+  DType dtype() const override { return DType::F64; }
+  Var apply(BoundGraph& g, const Var& x) const override;
+  Tensor diagonal() const override { return diagonal_; }
+  std::string describe() const override;
+  double build_seconds() const { return build_seconds_; }
+
+ private:
+  TiledCsr layout_;  // (shape and counts; the arrays moved to arrays_)
+  std::vector<Tensor> arrays_;
+  Tensor diagonal_;
+  double build_seconds_ = 0;
+};
+
+}  // namespace rlx::sparse
