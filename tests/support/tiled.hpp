@@ -30,8 +30,11 @@ inline TiledCase tiled_case(uint64_t s, int64_t rows, int64_t cols) {
   return c;
 }
 
-// Largest |got - want| / sum |terms| over the rows (infinite where got is NaN).
-inline double tiled_error(const TiledCase& c, const std::vector<double>& got) {
+// Largest |got - want| / (sum |terms|) over the rows, want = alpha A x + beta y0 (y0 empty:
+// none) computed in long double, the terms being those of alpha A x and beta y0; infinite
+// where got is NaN.
+inline double tiled_error(const TiledCase& c, const std::vector<double>& got, double alpha = 1, double beta = 0,
+                          const std::vector<double>& y0 = {}) {
   double worst = 0;
   for (int64_t r = 0; r < c.rows; ++r) {
     long double want = 0, mag = 0;
@@ -40,6 +43,8 @@ inline double tiled_error(const TiledCase& c, const std::vector<double>& got) {
       want += p;
       mag += std::fabs(double(p));
     }
+    want *= alpha, mag *= std::fabs(alpha);
+    if (!y0.empty()) want += (long double)beta * y0[size_t(r)], mag += std::fabs(beta * y0[size_t(r)]);
     const double e = std::fabs(got[size_t(r)] - double(want)) / double(mag + 1e-300L);
     if (std::isnan(e)) return INFINITY;
     worst = std::max(worst, e);
