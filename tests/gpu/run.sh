@@ -57,7 +57,7 @@ if [ "${1:-}" = profile ]; then
   # closest (MATRIX=... to choose): per matrix, rlx's 4 launches (3 warm-ups + 1) then
   # cuSPARSE's 4 calls (partition + csrmv kernels). Clocks left alone (--clock-control none).
   # NCU_KERNELS (a regex), NCU_COUNT and NCU_ONLY (the rlx-bench part) profile other kernels,
-  # e.g. the tiled layout's: NCU_ONLY=sweep NCU_KERNELS=spmv_tile NCU_COUNT=8.
+  # e.g. the tiled layout's: NCU_ONLY=sweep NCU_KERNELS='^spmv_rowblock$' NCU_COUNT=32.
   for m in $(echo "${MATRIX:-power-law,random:16}" | tr , ' '); do
     ncu --clock-control none -k regex:"${NCU_KERNELS:-spmv_|csr}" -c ${NCU_COUNT:-12} --metrics \
 gpu__time_duration.sum,launch__grid_size,launch__block_size,launch__registers_per_thread,\
