@@ -150,7 +150,10 @@ int cmd_gen(const Args& a) {
 int cmd_solve(const Args& a) {
   if (a.pos.size() != 1) throw UsageError("solve takes one matrix: FILE.mtx or poisson2d:N / poisson3d:N");
   std::string method = a.get("method", "pcg"), pc = a.get("pc", method == "pcg" ? "jacobi" : "none");
-  if (method == "lu" || method == "klu" || method == "cholesky") return solve_direct(a, method);
+  if (method == "lu" || method == "klu" || method == "cholesky") {
+    if (a.has("spmv")) throw UsageError("--spmv applies to the Krylov methods, not to " + method);
+    return solve_direct(a, method);
+  }
   std::string out = a.get("out", "");
   auto t0 = std::chrono::steady_clock::now();
   CsrMatrix A = load_matrix(a.pos[0]);

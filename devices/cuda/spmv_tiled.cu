@@ -232,7 +232,12 @@ void spmv_tiled_native(const Tensor& share, const Tensor& rc, const Tensor& valu
                      "], rc i32 and values f64 of one even length, x f64 [" + std::to_string(a.cols) + "], y" +
                      (y0 ? " and y0" : "") + " f64 [" + std::to_string(a.rows) + "]");
   if (a.rows == 0) return;
-  if (groups == 0) groups = int(std::clamp<int64_t>(sm_count() / row_blocks, 1, 1024));
+  if (groups == 0) groups = int(std::clamp<int64_t>(std::min<int64_t>(sm_count() / row_blocks, panels), 1, 1024));
+  // Pair loads need rc 8-byte and values 16-byte aligned (a view into another tensor may
+  // not be): one nonzero per lane otherwise.
+  if (per_lane == 2 && (reinterpret_cast<uintptr_t>(rc.raw()) % 8 != 0 ||
+                        reinterpret_cast<uintptr_t>(values.raw()) % 16 != 0))
+    per_lane = 1;
   if (row_blocks * groups > 0x7fffffffLL) throw InputError("spmv_tiled: more blocks than a grid holds");
   const size_t smem = tiled_shared_bytes(a.rb, a.panel);
   const bool wide = a.panel % 2 == 0 && reinterpret_cast<uintptr_t>(x.data<double>()) % 16 == 0;

@@ -13,7 +13,9 @@
 // Measured (docs/benchmarks.md, runs T1-T4): a first design (a block per tile, row
 // pointers per tile, a partial sum per row and panel) 0.80-1.13 ms on power-law rows
 // against cuSPARSE's 0.556 (latency-bound: 47 % active warps, 22 % of the L2's tag rate);
-// this one 0.317 ms (two nonzeros per lane, U = 2, the shape of sparse::tiled_shape).
+// this one 0.316 ms against 0.558 (V1; two nonzeros per lane, U = 2, the shape of
+// sparse::tiled_shape). Pair loads need rc and values 8- and 16-byte aligned; views that
+// are not run one nonzero per lane.
 #pragma once
 #include <cstdint>
 #include <string>

@@ -115,8 +115,9 @@ void sptrsv_kernel(const ir::Node& n, std::span<const Tensor> in, std::span<Tens
 
 // spmv_tiled (solvers/sparse/tiled.hpp): the tiles in order, each row's products summed
 // in double over the tiles. The oracle checks the layout first — shares ascending from 0
-// to at most the array length, ending at nnz; every entry's row and column inside its
-// tile — and names what is wrong.
+// to at most the array length; every entry's row and column inside its tile; rows in
+// order within a tile and no share starting inside a row (the cuda kernel's warps rely on
+// both) — and names what is wrong.
 void spmv_tiled_kernel(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
   const int64_t rows = n.attrs.get_int("rows"), cols = n.attrs.get_int("cols"), rb = n.attrs.get_int("rb"),
                 panel = n.attrs.get_int("panel"), warps = n.attrs.get_int("warps");
@@ -134,13 +135,22 @@ void spmv_tiled_kernel(const ir::Node& n, std::span<const Tensor> in, std::span<
   for (int64_t t = 0; t < tiles; ++t) {
     const int64_t b = t / panels, p = t % panels;
     const int64_t nr = std::min(rb, rows - b * rb), nc = std::min(panel, cols - p * panel);
-    for (int64_t k = at(t * warps); k < at((t + 1) * warps); ++k) {
+    const int64_t k0 = at(t * warps), k1 = at((t + 1) * warps);
+    auto row = [&](int64_t k) { return int64_t(uint32_t(load_int(rc, k * rc.strides()[0])) >> 16); };
+    for (int64_t w = 1; w < warps; ++w)
+      if (const int64_t s = at(t * warps + w); s > k0 && s < k1 && row(s) == row(s - 1))
+        throw InputError(op + "share " + std::to_string(t * warps + w) + " starts inside row " +
+                         std::to_string(row(s)) + " of tile " + std::to_string(t));
+    for (int64_t k = k0; k < k1; ++k) {
       const uint32_t q = uint32_t(load_int(rc, k * rc.strides()[0]));
       const int64_t r = q >> 16, c = q & 0xffff;
       if (r >= nr || c >= nc)
         throw InputError(op + "entry " + std::to_string(k) + " of tile " + std::to_string(t) + " is at row " +
                          std::to_string(r) + ", column " + std::to_string(c) + " of a tile of " + std::to_string(nr) +
                          " x " + std::to_string(nc));
+      if (k > k0 && r < row(k - 1))
+        throw InputError(op + "entry " + std::to_string(k) + " of tile " + std::to_string(t) + " is at row " +
+                         std::to_string(r) + ", after row " + std::to_string(row(k - 1)) + " (rows out of order)");
       acc[size_t(b * rb + r)] += load<double>(v, k * v.strides()[0]) * load<double>(x, (p * panel + c) * x.strides()[0]);
     }
   }

@@ -11,12 +11,24 @@
 
 namespace rlx::sparse {
 
-TiledCsr tile_csr(const Tensor& row_ptr, const Tensor& col_idx, const Tensor& values, int64_t rows, int64_t cols,
-                  int rb, int panel, int warps) {
+namespace {
+
+// A contiguous host tensor with t's contents (t itself when it already is one).
+Tensor on_host(const Tensor& t) {
+  if (!t.is_host()) return t.to(host_allocator());
+  return t.is_contiguous() ? t : t.contiguous();
+}
+
+}  // namespace
+
+TiledCsr tile_csr(const Tensor& row_ptr_in, const Tensor& col_idx_in, const Tensor& values_in, int64_t rows,
+                  int64_t cols, int rb, int panel, int warps) {
   if (rb < 1 || rb > 65536) throw InputError("tile_csr: rows per tile " + std::to_string(rb) + " (1 to 65536)");
   if (panel < 1 || panel > 65536)
     throw InputError("tile_csr: columns per panel " + std::to_string(panel) + " (1 to 65536: 16-bit offsets)");
   if (warps < 1 || warps > 32) throw InputError("tile_csr: warps per block " + std::to_string(warps) + " (1 to 32)");
+  // (Device-resident or strided arrays are read from contiguous host copies.)
+  const Tensor row_ptr = on_host(row_ptr_in), col_idx = on_host(col_idx_in), values = on_host(values_in);
   const DType it = row_ptr.dtype();
   if ((it != DType::I32 && it != DType::I64) || col_idx.dtype() != it || values.dtype() != DType::F64)
     throw InputError("tile_csr: row_ptr/col_idx i32 or i64 (the same) and f64 values");
@@ -33,23 +45,24 @@ TiledCsr tile_csr(const Tensor& row_ptr, const Tensor& col_idx, const Tensor& va
   if (t.nnz != col_idx.numel() || t.nnz != values.numel())
     throw InputError("tile_csr: row_ptr ends at " + std::to_string(t.nnz) + " for " +
                      std::to_string(col_idx.numel()) + " columns and " + std::to_string(values.numel()) + " values");
-  t.row_blocks = (rows + rb - 1) / rb;
-  t.panels = std::max<int64_t>(1, (cols + panel - 1) / panel);
-  const int64_t tiles = t.row_blocks * t.panels;
+  t.row_blocks = rows / rb + (rows % rb != 0);
+  t.panels = std::max<int64_t>(1, cols / panel + (cols % panel != 0));
   // A share start per warp and tile: refuse layouts where they outweigh the matrix (many
-  // panels, few nonzeros), before allocating them.
+  // panels, few nonzeros), before allocating them (and before multiplying: no overflow).
   const int64_t limit = 4 * std::max<int64_t>(t.nnz, 1) + 1024;
-  if (tiles > limit / warps)
-    throw InputError("tile_csr: " + std::to_string(tiles) + " tiles x " + std::to_string(warps) +
+  if (t.row_blocks > 0 && t.panels > limit / warps / t.row_blocks)
+    throw InputError("tile_csr: " + std::to_string(t.row_blocks) + " x " + std::to_string(t.panels) + " tiles x " +
+                     std::to_string(warps) +
                      " shares for " + std::to_string(t.nnz) +
                      " nonzeros (more than 4 per nonzero): rows too short for panels of " + std::to_string(panel) +
                      " columns");
+  const int64_t tiles = t.row_blocks * t.panels;
   const double* v = values.data<double>();
   // Pass 1: nonzeros per tile (tile_start[i + 1]), then their running sum.
   std::vector<int64_t> tile_start(size_t(tiles) + 1, 0);
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t b = r / rb, k0 = at(row_ptr, r), k1 = at(row_ptr, r + 1);
-    if (k0 < 0 || k1 < k0 || k1 > t.nnz) throw InputError("tile_csr: row_ptr not ascending at row " + std::to_string(r));
+    if (k0 < 0 || k1 < k0 || k1 > t.nnz) throw InputError("tile_csr: row_ptr not ascending (or past nnz) at row " + std::to_string(r));
     for (int64_t k = k0; k < k1; ++k) {
       const int64_t c = at(col_idx, k);
       if (c < 0 || c >= cols)
@@ -116,7 +129,9 @@ TiledShape tiled_shape(int64_t rows, int multiprocessors, int64_t shared_bytes, 
   const int64_t most = std::clamp<int64_t>(words - 2 * 4096, 2, 65536);
   const int64_t rb = std::clamp<int64_t>((std::max<int64_t>(rows, 1) + blocks - 1) / blocks, 2, most);
   TiledShape s;
-  s.rb = int(rb / 2 * 2);
+  // Rounded up to even (rounding down could leave one more row block than multiprocessors
+  // per group), within the limit rounded down to even.
+  s.rb = int(std::min((rb + 1) / 2 * 2, most / 2 * 2));
   s.panel = int(std::clamp<int64_t>((words - s.rb) / 2 / 2 * 2, 2, 65536));
   s.warps = 32;
   return s;

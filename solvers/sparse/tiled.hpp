@@ -7,11 +7,12 @@
 // gather, and no kernel reading the CSR arrays in their order can make fewer (power-law
 // rows: 72 M of cuSPARSE's 85 M requests; docs/benchmarks.md). With the panel in shared
 // memory the L2 sees the matrix's lines and one copy of each panel per row block: on
-// power-law rows (mean 144 per row) 0.317 ms against cuSPARSE's 0.560 for the CSR arrays.
-// What it costs: building it on the host (~2 s for 72 M nonzeros, run once per matrix: an
-// explicit step, TiledOperator, not a cache) and a second copy of the matrix (12 bytes per
-// nonzero, as CSR with 32-bit indices). It pays where rows are long (tens of nonzeros or
-// more); on short rows most of a trip of 32 lanes holds row boundaries.
+// power-law rows (mean 144 per row) 0.316 ms against cuSPARSE's 0.558 for the CSR arrays
+// (H200, run V1 in docs/benchmarks.md). What it costs: building it on the host (3.0 s for
+// 72 M nonzeros, once per matrix: an explicit step, TiledOperator, not a cache) and a
+// second copy of the matrix (12 bytes per nonzero, as CSR with 32-bit indices). It pays
+// where rows are long (tens of nonzeros or more); on short rows (Poisson, 7 per row) it is
+// 2.5x slower than CSR: each block copies every panel of its group, most of them empty.
 //
 // Layout: tiles numbered row block by row block, panels in order; inside a tile the
 // nonzeros by row (columns in the CSR order), each stored as its value and one 32-bit word
@@ -45,8 +46,8 @@ struct TiledShape {
   int rb = 0, panel = 0, warps = 32;
 };
 
-// Builds the layout from host CSR arrays (row_ptr/col_idx i32 or i64, values f64; columns
-// in any order within a row). InputError for rb or panel outside 1..65536 (16-bit
+// Builds the layout from CSR arrays (row_ptr/col_idx i32 or i64, values f64; columns in
+// any order within a row; read from host copies where they are elsewhere or strided). InputError for rb or panel outside 1..65536 (16-bit
 // offsets), warps outside 1..32, other dtypes, bad row pointers or columns, or shares that
 // would take more than 4 entries per nonzero (many panels and few nonzeros).
 TiledCsr tile_csr(const Tensor& row_ptr, const Tensor& col_idx, const Tensor& values, int64_t rows, int64_t cols,

@@ -227,6 +227,16 @@ BOOST_AUTO_TEST_CASE(gen_and_solve_write_hdf5_with_the_stop_reason) {
     BOOST_TEST(h.read("x").type().str() == "f64[144]");
     BOOST_TEST(h.read("b").type().str() == "f64[144]");
   }
+  // --spmv tiled: the iteration multiplies by the tiled layout (spmv_tiled), same answer.
+  fs::remove(x);
+  r = rlx_cli("solve " + A + " --method cg --pc jacobi --rtol 1e-10 --spmv tiled --explain --out " + x);
+  BOOST_TEST(r.code == 0, r.err);
+  BOOST_TEST(has(r.out, "operator: tiled csr 144x144"), r.out);
+  BOOST_TEST(has(r.out, "spmv_tiled"), r.out);
+  BOOST_TEST(has(r.out, "reason: converged-rtol"), r.out);
+  BOOST_TEST(std::get<std::string>(io::H5Reader(x).attr("/", "spmv")) == "tiled");
+  BOOST_TEST(has(rlx_cli("solve " + A + " --spmv coo").err, "--spmv must be csr or tiled, not 'coo'"));
+  BOOST_TEST(has(rlx_cli("solve " + A + " --method lu --spmv tiled").err, "--spmv applies to the Krylov methods"));
   // Not converged: exit 4, and the file says so.
   r = rlx_cli("solve " + A + " --method cg --max-it 2 --out " + x);
   BOOST_TEST(r.code == 4);

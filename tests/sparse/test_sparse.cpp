@@ -763,8 +763,11 @@ BOOST_AUTO_TEST_CASE(tiled_layout_matches_csr) {
         if (t.share[i + 1] < t.share[i]) ++bad;
         const int64_t k = t.share[i], tile_start = t.share[i / w * w], tile_end = t.share[(i / w + 1) * w];
         if (k > tile_start && k < tile_end && (t.rc[size_t(k)] >> 16) == (t.rc[size_t(k) - 1] >> 16)) ++bad;
+        if (i % w == 0)  // rows in order within the tile
+          for (int64_t q = tile_start + 1; q < tile_end; ++q)
+            if ((t.rc[size_t(q)] >> 16) < (t.rc[size_t(q) - 1] >> 16)) ++bad;
       }
-      BOOST_TEST(bad == 0, what << ": shares out of order or inside a row");
+      BOOST_TEST(bad == 0, what << ": shares out of order or inside a row, or rows out of order");
       std::vector<double> y(size_t(c.rows));
       sparse::tiled_product_host(t, c.x.data(), y.data());
       const double err = tiled_error(c, y);
@@ -832,19 +835,45 @@ BOOST_AUTO_TEST_CASE(spmv_tiled_on_every_device) {
     }
   }
   BOOST_TEST(ran >= 2);  // the reference and cpu devices at least
-  // A share out of order: the oracle refuses, naming it.
-  std::vector<Tensor> bad = {arrays[0].contiguous(), arrays[1], arrays[2], inputs[3], inputs[4]};
-  bad[0] = Tensor::empty(DType::I64, arrays[0].shape());
-  std::memcpy(bad[0].raw(), arrays[0].raw(), arrays[0].nbytes());
-  bad[0].data<int64_t>()[5] = bad[0].data<int64_t>()[7] + 1;
+  // Broken layouts: the oracle refuses, naming what is wrong — a share out of order, a
+  // share starting inside a row, rows out of order within a tile.
   Device& ref = DeviceRegistry::get().at("reference");
   Program p = compile(g, ref);
-  try {
-    run(p, ref, bad);
-    BOOST_ERROR("the reference device ran spmv_tiled with a share out of order");
-  } catch (const InputError& e) {
-    BOOST_TEST(std::string(e.what()).find("share 6 is") != std::string::npos, e.what());
-  }
+  auto copy = [](const Tensor& t) {
+    Tensor c = Tensor::empty(t.dtype(), t.shape());
+    std::memcpy(c.raw(), t.raw(), t.nbytes());
+    return c;
+  };
+  auto refused = [&](const std::vector<Tensor>& bad, const std::string& why) {
+    try {
+      run(p, ref, bad);
+      BOOST_ERROR("the reference device ran spmv_tiled with " << why);
+    } catch (const InputError& e) {
+      BOOST_TEST(std::string(e.what()).find(why) != std::string::npos, e.what() << " (expected: " << why << ")");
+    }
+  };
+  std::vector<Tensor> bad = {copy(arrays[0]), arrays[1], arrays[2], inputs[3], inputs[4]};
+  bad[0].data<int64_t>()[5] = bad[0].data<int64_t>()[7] + 1;
+  refused(bad, "share 6 is");
+  // The first tile's second share moved to a position inside a row (its shares hold
+  // hundreds of entries, rows tens per panel).
+  const int64_t* sh = arrays[0].data<int64_t>();
+  const uint32_t* rcw = reinterpret_cast<const uint32_t*>(arrays[1].data<int32_t>());
+  int64_t inside = -1;
+  for (int64_t k = 1; k < sh[2] && inside < 0; ++k)  // (shares stay ascending)
+    if ((rcw[k] >> 16) == (rcw[k - 1] >> 16)) inside = k;
+  BOOST_REQUIRE(inside > 0);
+  bad = {copy(arrays[0]), arrays[1], arrays[2], inputs[3], inputs[4]};
+  bad[0].data<int64_t>()[1] = inside;
+  refused(bad, "starts inside row");
+  // Two entries of the first tile from different rows swapped.
+  int64_t step = -1;
+  for (int64_t k = 1; k < sh[32] && step < 0; ++k)
+    if ((rcw[k] >> 16) > (rcw[k - 1] >> 16)) step = k;
+  BOOST_REQUIRE(step > 0);
+  bad = {arrays[0], copy(arrays[1]), arrays[2], inputs[3], inputs[4]};
+  std::swap(bad[1].data<int32_t>()[step], bad[1].data<int32_t>()[step - 1]);
+  refused(bad, "rows out of order");
 }
 
 BOOST_AUTO_TEST_CASE(front_end_errors) {

@@ -3,6 +3,7 @@
 // attribute (it cannot be read off the arrays). Kernels trust the structure: building
 // a CsrMatrix (solvers/sparse) validates it once.
 #include <algorithm>
+#include <cstdint>
 
 #include "ir/ops/rules.hpp"
 
@@ -87,7 +88,11 @@ void register_sparse_ops(OpRegistry& r) {
              throw InputError("rb and panel must lie in [1, 65536], got " + std::to_string(rb) + " and " +
                               std::to_string(panel));
            if (warps < 1 || warps > 32) throw InputError("warps must lie in [1, 32], got " + std::to_string(warps));
-           const int64_t shares = (rows + rb - 1) / rb * std::max<int64_t>(1, (cols + panel - 1) / panel) * warps + 1;
+           const int64_t row_blocks = rows / rb + (rows % rb != 0),
+                         panels = std::max<int64_t>(1, cols / panel + (cols % panel != 0));
+           if (row_blocks > 0 && panels > (INT64_MAX - 1) / warps / row_blocks)
+             throw InputError(std::to_string(row_blocks) + " x " + std::to_string(panels) + " tiles: too many");
+           const int64_t shares = row_blocks * panels * warps + 1;
            if (in[0] != TensorType{DType::I64, {shares}})
              throw InputError("share must be i64[" + std::to_string(shares) + "], got " + in[0].str());
            if (in[1].dtype != DType::I32 || in[1].shape.size() != 1 || in[1].shape[0] % 2 != 0)
