@@ -206,7 +206,8 @@ void bench_compile(Device& d, const Options& o) {
       "usage: rlx-bench [--only fused,gemm,compile,sort] [--reps N] [--fused-log2 26,20]\n"
       "                 [--gemm-sizes 512,1024,2048,4096] [--nodes 10000] [--device cpu]\n"
       "Threads: RLX_NUM_THREADS (default: all cores). GEMM: OpenBLAS loaded at run time, or\n"
-      "RLX_CPU_GEMM=builtin for the device's own kernels.\n");
+      "RLX_CPU_GEMM=builtin for the device's own kernels.\n"
+      "Other benchmarks: rlx-bench spmv|pcg|direct|direct-eigen|dense|layout|cuda [--help].\n");
   std::exit(code);
 }
 
@@ -247,6 +248,7 @@ int bench_dense_la(int argc, char** argv);  // dense_la.cpp: rlx-bench dense [--
 int bench_pcg(int argc, char** argv);  // pcg.cpp: rlx-bench pcg [--help]
 int bench_cuda(int argc, char** argv);  // cuda.cpp: rlx-bench cuda (GPU builds)
 int bench_eigen_direct(int argc, char** argv);  // eigen_direct.cpp: rlx-bench direct-eigen [--help]
+int bench_layout(int argc, char** argv);  // tiled.cpp: rlx-bench layout [--reps N]
 
 int main(int argc, char** argv) {
   if (argc > 1 && std::string(argv[1]) == "spmv") return bench_spmv(argc - 1, argv + 1);
@@ -257,6 +259,7 @@ int main(int argc, char** argv) {
   if (argc > 1 && std::string(argv[1]) == "dense") return bench_dense_la(argc - 1, argv + 1);
   if (argc > 1 && std::string(argv[1]) == "pcg") return bench_pcg(argc - 1, argv + 1);
   if (argc > 1 && std::string(argv[1]) == "direct-eigen") return bench_eigen_direct(argc - 1, argv + 1);
+  if (argc > 1 && std::string(argv[1]) == "layout") return bench_layout(argc - 1, argv + 1);
   Options o;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];

@@ -5,7 +5,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <exception>
+#include <functional>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "core/error.hpp"
 
@@ -58,50 +62,86 @@ TiledCsr tile_csr(const Tensor& row_ptr_in, const Tensor& col_idx_in, const Tens
                      " columns");
   const int64_t tiles = t.row_blocks * t.panels;
   const double* v = values.data<double>();
+  // Both passes run row blocks in parallel: a row block's tiles, entries and shares are its
+  // own. On an error each thread stops at its first; the lowest row block's is thrown, as a
+  // sequential pass would.
+  const int64_t threads = t.nnz < (int64_t(1) << 20)
+                              ? 1
+                              : std::clamp<int64_t>(std::thread::hardware_concurrency(), 1, std::max<int64_t>(t.row_blocks, 1));
+  auto by_blocks = [&](const std::function<void(int64_t, int64_t)>& f) {
+    const int64_t per = (t.row_blocks + threads - 1) / std::max<int64_t>(threads, 1);
+    std::vector<std::exception_ptr> errors(static_cast<size_t>(threads));
+    std::vector<std::thread> pool;
+    for (int64_t i = 0; i < threads; ++i) {
+      const int64_t b0 = i * per, b1 = std::min(t.row_blocks, b0 + per);
+      if (b0 >= b1) break;
+      auto work = [&, i, b0, b1] {
+        try {
+          f(b0, b1);
+        } catch (...) {
+          errors[size_t(i)] = std::current_exception();
+        }
+      };
+      if (threads == 1) work(); else pool.emplace_back(work);
+    }
+    for (std::thread& th : pool) th.join();
+    for (const std::exception_ptr& e : errors)
+      if (e) std::rethrow_exception(e);
+  };
   // Pass 1: nonzeros per tile (tile_start[i + 1]), then their running sum.
   std::vector<int64_t> tile_start(size_t(tiles) + 1, 0);
-  for (int64_t r = 0; r < rows; ++r) {
-    const int64_t b = r / rb, k0 = at(row_ptr, r), k1 = at(row_ptr, r + 1);
-    if (k0 < 0 || k1 < k0 || k1 > t.nnz) throw InputError("tile_csr: row_ptr not ascending (or past nnz) at row " + std::to_string(r));
-    for (int64_t k = k0; k < k1; ++k) {
-      const int64_t c = at(col_idx, k);
-      if (c < 0 || c >= cols)
-        throw InputError("tile_csr: column " + std::to_string(c) + " of row " + std::to_string(r) + " outside [0, " +
-                         std::to_string(cols) + ")");
-      ++tile_start[size_t(b * t.panels + c / panel) + 1];
+  by_blocks([&](int64_t b0, int64_t b1) {
+    for (int64_t r = b0 * rb; r < std::min(rows, b1 * rb); ++r) {
+      const int64_t b = r / rb, k0 = at(row_ptr, r), k1 = at(row_ptr, r + 1);
+      if (k0 < 0 || k1 < k0 || k1 > t.nnz)
+        throw InputError("tile_csr: row_ptr not ascending (or past nnz) at row " + std::to_string(r));
+      for (int64_t k = k0; k < k1; ++k) {
+        const int64_t c = at(col_idx, k);
+        if (c < 0 || c >= cols)
+          throw InputError("tile_csr: column " + std::to_string(c) + " of row " + std::to_string(r) + " outside [0, " +
+                           std::to_string(cols) + ")");
+        ++tile_start[size_t(b * t.panels + c / panel) + 1];
+      }
     }
-  }
+  });
   for (int64_t i = 0; i < tiles; ++i) tile_start[size_t(i) + 1] += tile_start[size_t(i)];
   // Pass 2: the entries, and each tile's shares. Share w of a tile of m nonzeros starts at
   // the first row start at or past m * w / warps (so a row never spans two warps); row
   // starts are seen as each row's first entry in a panel is placed, the rest resolve to
   // the tile's end.
-  t.share.assign(size_t(tiles * warps) + 1, 0);
+  const int64_t padded = (t.nnz + 1) / 2 * 2;  // a pair load may read one entry past the last
+  t.share_tensor = Tensor::zeros(DType::I64, {tiles * warps + 1});
+  t.rc_tensor = Tensor::empty(DType::I32, {padded});
+  t.val_tensor = Tensor::empty(DType::F64, {padded});
+  t.share = {t.share_tensor.data<int64_t>(), size_t(tiles * warps + 1)};
+  t.rc = {reinterpret_cast<uint32_t*>(t.rc_tensor.data<int32_t>()), size_t(t.nnz)};
+  t.val = {t.val_tensor.data<double>(), size_t(t.nnz)};
+  if (padded > t.nnz) t.rc_tensor.data<int32_t>()[t.nnz] = 0, t.val_tensor.data<double>()[t.nnz] = 0;
   t.share.back() = t.nnz;
-  t.rc.resize(size_t(t.nnz));
-  t.val.resize(size_t(t.nnz));
-  std::vector<int64_t> cursor(size_t(t.panels)), last_row(size_t(t.panels));
-  std::vector<int> next_share(size_t(t.panels));
-  auto resolve = [&](int64_t tile, int64_t p, int64_t upto) {  // shares whose target is <= upto start there
-    const int64_t m = tile_start[size_t(tile) + 1] - tile_start[size_t(tile)];
-    int& w = next_share[size_t(p)];
-    while (w < warps && m * w / warps <= upto) t.share[size_t(tile * warps + w++)] = tile_start[size_t(tile)] + upto;
-  };
-  for (int64_t b = 0; b < t.row_blocks; ++b) {
-    std::fill(cursor.begin(), cursor.end(), 0);
-    std::fill(last_row.begin(), last_row.end(), -1);
-    std::fill(next_share.begin(), next_share.end(), 0);
-    const int64_t rlast = std::min(rows, (b + 1) * rb);
-    for (int64_t r = b * rb; r < rlast; ++r)
-      for (int64_t k = at(row_ptr, r); k < at(row_ptr, r + 1); ++k) {
-        const int64_t c = at(col_idx, k), p = c / panel, tile = b * t.panels + p;
-        if (last_row[size_t(p)] != r) resolve(tile, p, cursor[size_t(p)]), last_row[size_t(p)] = r;
-        const int64_t pos = tile_start[size_t(tile)] + cursor[size_t(p)]++;
-        t.rc[size_t(pos)] = uint32_t(r - b * rb) << 16 | uint32_t(c - p * panel);
-        t.val[size_t(pos)] = v[k];
-      }
-    for (int64_t p = 0; p < t.panels; ++p) resolve(b * t.panels + p, p, cursor[size_t(p)]);
-  }
+  by_blocks([&](int64_t b0, int64_t b1) {
+    std::vector<int64_t> cursor(size_t(t.panels)), last_row(size_t(t.panels));
+    std::vector<int> next_share(size_t(t.panels));
+    auto resolve = [&](int64_t tile, int64_t p, int64_t upto) {  // shares whose target is <= upto start there
+      const int64_t m = tile_start[size_t(tile) + 1] - tile_start[size_t(tile)];
+      int& w = next_share[size_t(p)];
+      while (w < warps && m * w / warps <= upto) t.share[size_t(tile * warps + w++)] = tile_start[size_t(tile)] + upto;
+    };
+    for (int64_t b = b0; b < b1; ++b) {
+      std::fill(cursor.begin(), cursor.end(), 0);
+      std::fill(last_row.begin(), last_row.end(), -1);
+      std::fill(next_share.begin(), next_share.end(), 0);
+      const int64_t rlast = std::min(rows, (b + 1) * rb);
+      for (int64_t r = b * rb; r < rlast; ++r)
+        for (int64_t k = at(row_ptr, r); k < at(row_ptr, r + 1); ++k) {
+          const int64_t c = at(col_idx, k), p = c / panel, tile = b * t.panels + p;
+          if (last_row[size_t(p)] != r) resolve(tile, p, cursor[size_t(p)]), last_row[size_t(p)] = r;
+          const int64_t pos = tile_start[size_t(tile)] + cursor[size_t(p)]++;
+          t.rc[size_t(pos)] = uint32_t(r - b * rb) << 16 | uint32_t(c - p * panel);
+          t.val[size_t(pos)] = v[k];
+        }
+      for (int64_t p = 0; p < t.panels; ++p) resolve(b * t.panels + p, p, cursor[size_t(p)]);
+    }
+  });
   return t;
 }
 
@@ -137,18 +177,7 @@ TiledShape tiled_shape(int64_t rows, int multiprocessors, int64_t shared_bytes, 
   return s;
 }
 
-std::vector<Tensor> tiled_tensors(const TiledCsr& t) {
-  const int64_t padded = (t.nnz + 1) / 2 * 2;  // a pair load may read one entry past the last
-  Tensor share = Tensor::empty(DType::I64, {int64_t(t.share.size())});
-  Tensor rc = Tensor::zeros(DType::I32, {padded});
-  Tensor val = Tensor::zeros(DType::F64, {padded});
-  std::memcpy(share.raw(), t.share.data(), t.share.size() * sizeof(int64_t));
-  if (t.nnz) {
-    std::memcpy(rc.raw(), t.rc.data(), size_t(t.nnz) * sizeof(uint32_t));
-    std::memcpy(val.raw(), t.val.data(), size_t(t.nnz) * sizeof(double));
-  }
-  return {share, rc, val};
-}
+std::vector<Tensor> tiled_tensors(const TiledCsr& t) { return {t.share_tensor, t.rc_tensor, t.val_tensor}; }
 
 Var spmv_tiled(const std::vector<Var>& arrays, const TiledCsr& t, const Var& x, SrcLoc loc) {
   if (arrays.size() != 3) throw InputError("spmv_tiled: the layout is three arrays (share, rc, values)");
@@ -164,10 +193,9 @@ TiledOperator::TiledOperator(const CsrOperator& A, TiledShape shape) : diagonal_
   layout_ = tile_csr(A.row_ptr(), A.col_idx(), A.values(), A.rows(), A.cols(), shape.rb, shape.panel, shape.warps);
   arrays_ = tiled_tensors(layout_);
   build_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  // The host arrays are in the tensors now; keep only the layout's shape.
-  layout_.share.clear(), layout_.share.shrink_to_fit();
-  layout_.rc.clear(), layout_.rc.shrink_to_fit();
-  layout_.val.clear(), layout_.val.shrink_to_fit();
+  // The arrays live on in arrays_ (bound to graphs, moved to devices); keep the shape.
+  layout_.share_tensor = layout_.rc_tensor = layout_.val_tensor = Tensor();
+  layout_.share = {}, layout_.rc = {}, layout_.val = {};
 }
 
 Var TiledOperator::apply(BoundGraph& g, const Var& x) const {

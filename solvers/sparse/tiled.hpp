@@ -8,9 +8,11 @@
 // rows: 72 M of cuSPARSE's 85 M requests; docs/benchmarks.md). With the panel in shared
 // memory the L2 sees the matrix's lines and one copy of each panel per row block: on
 // power-law rows (mean 144 per row) 0.316 ms against cuSPARSE's 0.558 for the CSR arrays
-// (H200, run V1 in docs/benchmarks.md). What it costs: building it on the host (3.0 s for
-// 72 M nonzeros, once per matrix: an explicit step, TiledOperator, not a cache) and a
-// second copy of the matrix (12 bytes per nonzero, as CSR with 32-bit indices). It pays
+// (H200, run V1 in docs/benchmarks.md). What it costs: building it on the host, once per
+// matrix (an explicit step, TiledOperator, not a cache; row blocks on all hardware
+// threads: 0.59 s for those 72 M nonzeros on 2 cores, 1.3 s the first time as its pages
+// are touched; `rlx-bench layout`), and a second copy of the matrix (12 bytes per nonzero,
+// as CSR with 32-bit indices). It pays
 // where rows are long (tens of nonzeros or more); on short rows (Poisson, 7 per row) it is
 // 2.5x slower than CSR: each block copies every panel of its group, most of them empty.
 //
@@ -23,6 +25,7 @@
 // words' bits) and values f64, both padded with zeros to an even length.
 #pragma once
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -32,14 +35,16 @@
 
 namespace rlx::sparse {
 
-// The layout, on the host.
+// The layout, on the host: three host tensors (the arrays of the op, built in place) and
+// views of them.
 struct TiledCsr {
   int64_t rows = 0, cols = 0, nnz = 0;
   int rb = 0, panel = 0, warps = 0;
   int64_t row_blocks = 0, panels = 0;
-  std::vector<int64_t> share;  // [tiles * warps + 1]
-  std::vector<uint32_t> rc;    // [nnz]: row in the block << 16 | column - first column of the panel
-  std::vector<double> val;     // [nnz]
+  Tensor share_tensor, rc_tensor, val_tensor;  // i64 [tiles * warps + 1]; i32 and f64 [nnz padded to even]
+  std::span<int64_t> share;  // [tiles * warps + 1]
+  std::span<uint32_t> rc;    // [nnz]: row in the block << 16 | column - first column of the panel
+  std::span<double> val;     // [nnz]
 };
 
 struct TiledShape {
@@ -63,7 +68,7 @@ void tiled_product_host(const TiledCsr& t, const double* x, double* y);
 // device picks the column groups to match (row blocks x groups ~ multiprocessors).
 TiledShape tiled_shape(int64_t rows, int multiprocessors = 132, int64_t shared_bytes = 232448, int groups = 4);
 
-// The layout's arrays as host tensors: share, rc, values (see above).
+// The layout's arrays as host tensors: share, rc, values (see above; no copy).
 std::vector<Tensor> tiled_tensors(const TiledCsr& t);
 
 // y = A x in a graph, from the three arrays of t's layout (t gives the attributes).

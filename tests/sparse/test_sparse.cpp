@@ -740,6 +740,30 @@ BOOST_AUTO_TEST_CASE(spmv_spmm_sptrsv_on_every_device) {
       }
 }
 
+// Checks a layout of c: counts, shares ascending and never inside a row, rows in order
+// within each tile, and its host product against a long-double CSR product.
+void check_layout(const TiledCase& c, const sparse::TiledCsr& t, const std::string& what) {
+  BOOST_TEST(t.nnz == int64_t(c.val.size()), what);
+  BOOST_TEST(t.share.size() == size_t(t.row_blocks * t.panels * t.warps + 1), what);
+  BOOST_TEST(t.share.front() == 0, what);
+  BOOST_TEST(t.share.back() == t.nnz, what);
+  int64_t bad = 0;
+  const size_t w = size_t(t.warps);
+  for (size_t i = 0; i + 1 < t.share.size(); ++i) {
+    if (t.share[i + 1] < t.share[i]) ++bad;
+    const int64_t k = t.share[i], tile_start = t.share[i / w * w], tile_end = t.share[(i / w + 1) * w];
+    if (k > tile_start && k < tile_end && (t.rc[size_t(k)] >> 16) == (t.rc[size_t(k) - 1] >> 16)) ++bad;
+    if (i % w == 0)
+      for (int64_t q = tile_start + 1; q < tile_end; ++q)
+        if ((t.rc[size_t(q)] >> 16) < (t.rc[size_t(q) - 1] >> 16)) ++bad;
+  }
+  BOOST_TEST(bad == 0, what << ": shares out of order or inside a row, or rows out of order");
+  std::vector<double> y(size_t(c.rows));
+  sparse::tiled_product_host(t, c.x.data(), y.data());
+  const double err = tiled_error(c, y);
+  BOOST_TEST(err <= 1e-14, what << " worst relative error " << err);
+}
+
 BOOST_AUTO_TEST_CASE(tiled_layout_matches_csr) {
   const TiledCase c = tiled_case(seed() + 11, 1003, 5000);
   struct Shape {
@@ -747,32 +771,30 @@ BOOST_AUTO_TEST_CASE(tiled_layout_matches_csr) {
   };
   for (DType it : {DType::I32, DType::I64})
     for (Shape sh : {Shape{64, 512, 32}, Shape{1, 5000, 1}, Shape{1003, 4999, 7}, Shape{100, 65536, 32},
-                     Shape{7, 333, 4}, Shape{65536, 1024, 32}}) {
-      const sparse::TiledCsr t = sparse::tile_csr(host_tensor(it, c.rp), host_tensor(it, c.ci),
-                                              host_tensor(DType::F64, c.val), c.rows, c.cols, sh.rb, sh.panel, sh.warps);
-      const std::string what = std::string(dtype_name(it)) + " rb " + std::to_string(sh.rb) + " panel " +
-                               std::to_string(sh.panel) + " warps " + std::to_string(sh.warps);
-      BOOST_TEST(t.nnz == int64_t(c.val.size()), what);
-      BOOST_TEST(t.share.size() == size_t(t.row_blocks * t.panels * sh.warps + 1), what);
-      BOOST_TEST(t.share.front() == 0, what);
-      BOOST_TEST(t.share.back() == t.nnz, what);
-      // Shares ascend, and none starts inside a row (the kernel's warps would race on it).
-      int64_t bad = 0;
-      const size_t w = size_t(sh.warps);
-      for (size_t i = 0; i + 1 < t.share.size(); ++i) {
-        if (t.share[i + 1] < t.share[i]) ++bad;
-        const int64_t k = t.share[i], tile_start = t.share[i / w * w], tile_end = t.share[(i / w + 1) * w];
-        if (k > tile_start && k < tile_end && (t.rc[size_t(k)] >> 16) == (t.rc[size_t(k) - 1] >> 16)) ++bad;
-        if (i % w == 0)  // rows in order within the tile
-          for (int64_t q = tile_start + 1; q < tile_end; ++q)
-            if ((t.rc[size_t(q)] >> 16) < (t.rc[size_t(q) - 1] >> 16)) ++bad;
-      }
-      BOOST_TEST(bad == 0, what << ": shares out of order or inside a row, or rows out of order");
-      std::vector<double> y(size_t(c.rows));
-      sparse::tiled_product_host(t, c.x.data(), y.data());
-      const double err = tiled_error(c, y);
-      BOOST_TEST(err <= 1e-14, what << " worst relative error " << err);
-    }
+                     Shape{7, 333, 4}, Shape{65536, 1024, 32}})
+      check_layout(c,
+                   sparse::tile_csr(host_tensor(it, c.rp), host_tensor(it, c.ci), host_tensor(DType::F64, c.val),
+                                    c.rows, c.cols, sh.rb, sh.panel, sh.warps),
+                   std::string(dtype_name(it)) + " rb " + std::to_string(sh.rb) + " panel " +
+                       std::to_string(sh.panel) + " warps " + std::to_string(sh.warps));
+  // Over 2^20 nonzeros the two passes run row blocks on several threads; the same checks,
+  // and a bad input names its first offending row whichever thread meets it.
+  const TiledCase big = tiled_case(seed() + 14, 12007, 40000);
+  BOOST_REQUIRE(big.val.size() > (size_t(1) << 20));
+  check_layout(big,
+               sparse::tile_csr(host_tensor(DType::I64, big.rp), host_tensor(DType::I64, big.ci),
+                                host_tensor(DType::F64, big.val), big.rows, big.cols, 256, 8192, 32),
+               "threaded build");
+  std::vector<int64_t> cols = big.ci;
+  cols[size_t(big.rp[11016])] = -7;  // (rows 11016 and 3009 hold 2000 entries each: r % 17 == 0, r % 5 != 0)
+  cols[size_t(big.rp[3009])] = 40000;
+  try {
+    sparse::tile_csr(host_tensor(DType::I64, big.rp), host_tensor(DType::I64, cols), host_tensor(DType::F64, big.val),
+                     big.rows, big.cols, 256, 8192, 32);
+    BOOST_ERROR("tile_csr accepted columns outside the matrix");
+  } catch (const InputError& e) {
+    BOOST_TEST(std::string(e.what()).find("column 40000 of row 3009") != std::string::npos, e.what());
+  }
   // Refused, with the reason: bad tile shapes, dtypes, columns, row pointers, and layouts
   // whose shares would outweigh the matrix.
   const Tensor rp = host_tensor(DType::I32, c.rp), ci = host_tensor(DType::I32, c.ci);
