@@ -169,6 +169,10 @@ int cmd_solve(const Args& a) {
   if (spmv == "tiled") {
     tiled = std::make_unique<TiledOperator>(op, tiled_shape(A.rows()));
     std::printf("operator: %s (laid out in %.3f s)\n", tiled->describe().c_str(), tiled->build_seconds());
+    const double per_row = A.rows() ? double(A.nnz()) / double(A.rows()) : 0.0;
+    if (per_row < 32)
+      std::fprintf(stderr, "rlx: note: %.1f nonzeros per row; the tiled layout pays on long rows (tens or more), "
+                   "CSR is faster here (docs/solvers.md)\n", per_row);
   }
   const LinearOperator& apply = tiled ? static_cast<const LinearOperator&>(*tiled) : op;
   KrylovOptions o;
