@@ -103,6 +103,14 @@ class Device {
   virtual void run_matmul_epilogue(const MatmulEpilogue& e, const ir::Graph& g, std::span<const Tensor> in,
                                    std::span<Tensor> out);
   virtual void synchronize() {}
+  // What data laid out for this device should be sized for (the tiled SpMV layout,
+  // solvers/sparse/tiled.hpp): its multiprocessors and the shared memory a block may use;
+  // zeros where the device has no such notion or cannot run here.
+  struct Geometry {
+    int multiprocessors = 0;
+    int64_t shared_bytes_per_block = 0;
+  };
+  virtual Geometry geometry() const { return {}; }
   // Records the device work `work` issues (without running it) for replay; nullptr when
   // the device cannot record. The work must not wait for the device or copy to the host.
   virtual std::unique_ptr<Replay> capture(const std::function<void()>& work) { return nullptr; }

@@ -232,6 +232,7 @@ BOOST_AUTO_TEST_CASE(gen_and_solve_write_hdf5_with_the_stop_reason) {
   r = rlx_cli("solve " + A + " --method cg --pc jacobi --rtol 1e-10 --spmv tiled --explain --out " + x);
   BOOST_TEST(r.code == 0, r.err);
   BOOST_TEST(has(r.out, "operator: tiled csr 144x144"), r.out);
+  BOOST_TEST(has(r.out, "132 multiprocessors and 232448 bytes of shared memory per block: an H200's"), r.out);
   BOOST_TEST(has(r.out, "spmv_tiled"), r.out);
   BOOST_TEST(has(r.out, "reason: converged-rtol"), r.out);
   BOOST_TEST(std::get<std::string>(io::H5Reader(x).attr("/", "spmv")) == "tiled");
