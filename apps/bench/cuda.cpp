@@ -377,7 +377,7 @@ void bench_spmv_one(int reps, const std::string& label, const sparse::CsrMatrix&
     double ms = 0, err = 0, build_s = 0;
   };
   std::vector<double> ref, mag;
-  auto time_tiled = [&](sparse::TiledShape shape, int groups, int unroll, int per_lane) {
+  auto time_tiled = [&](sparse::TiledShape shape, int groups, int unroll, int per_lane, bool skip = false) {
     const std::vector<Tensor> host = A.arrays();
     if (ref.empty()) {
       const Tensor hx = in[3].to(host_allocator());
@@ -402,7 +402,7 @@ void bench_spmv_one(int reps, const std::string& label, const sparse::CsrMatrix&
     Tensor y = Tensor::empty(DType::F64, {A.rows()}, d.allocator());
     run.ms = time_ms(reps, [&] {
       cuda::spmv_tiled_native(arrays[0], arrays[1], arrays[2], in[3], nullptr, 1.0, 0.0, y, args, groups, unroll,
-                              per_lane);
+                              per_lane, skip);
     });
     const Tensor hy = y.to(host_allocator());
     for (int64_t r = 0; r < A.rows(); ++r) {
@@ -432,6 +432,14 @@ void bench_spmv_one(int reps, const std::string& label, const sparse::CsrMatrix&
       lanes_line += b;
     }
   }
+  if (g_sweep)  // on every matrix: the default launch, and with empty panels skipped
+    for (bool skip : {false, true}) {
+      const TiledRun r = time_tiled(sparse::tiled_shape(A.rows(), cuda::sm_count(), optin), 0, 2, 2, skip);
+      char b[160];
+      std::snprintf(b, sizeof b, " tiled/default%s:%.3f(err %.1e%s, host build %.1f s)", skip ? "/skip" : "", r.ms,
+                    r.err, r.err <= 1e-12 ? "" : " MISMATCH", r.build_s);
+      lanes_line += b;
+    }
   // What spmv_tiled runs by default (the shape of sparse::tiled_shape, groups to fill the GPU).
   TiledRun tiled_default;
   if (long_rows) tiled_default = time_tiled(sparse::tiled_shape(A.rows(), cuda::sm_count(), optin), 0, 2, 2);

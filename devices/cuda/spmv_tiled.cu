@@ -111,7 +111,9 @@ __device__ inline void share_by_pairs(const unsigned* __restrict__ rc, const dou
 
 // One block of up to 1024 threads per (row block, column group); out is y (one group) or
 // partial[group][row]. E: nonzeros per lane per trip (1 or 2); U: trips loaded together.
-template <int E, int U>
+// Skip: panels whose tile in this row block has no nonzeros are neither copied nor
+// visited (for matrices whose row blocks touch few panels, e.g. banded ones).
+template <int E, int U, bool Skip>
 __global__ void __launch_bounds__(1024) spmv_rowblock(const long long* __restrict__ share,
                                                       const unsigned* __restrict__ rc, const double* __restrict__ val,
                                                       const double* __restrict__ x, double* __restrict__ out,
@@ -129,20 +131,46 @@ __global__ void __launch_bounds__(1024) spmv_rowblock(const long long* __restric
   const int n = static_cast<int>(rows - r0 < rb ? rows - r0 : rb);
   for (int i = threadIdx.x; i < n; i += blockDim.x) ys[i] = 0;
   const long long p0 = g * per_group, p1 = p0 + per_group < panels ? p0 + per_group : panels;
-  if (p0 < p1) copy_panel(xbuf, x, p0, panel, cols, wide);
-  for (long long p = p0; p < p1; ++p) {
-    const double* xs = xbuf + ((p - p0) & 1) * pstride;
-    if (p + 1 < p1) {
-      copy_panel(xbuf + ((p + 1 - p0) & 1) * pstride, x, p + 1, panel, cols, wide);
-      __pipeline_wait_prior(1);  // this thread's copies of panel p are done
-    } else {
-      __pipeline_wait_prior(0);
+  if constexpr (!Skip) {
+    if (p0 < p1) copy_panel(xbuf, x, p0, panel, cols, wide);
+    for (long long p = p0; p < p1; ++p) {
+      const double* xs = xbuf + ((p - p0) & 1) * pstride;
+      if (p + 1 < p1) {
+        copy_panel(xbuf + ((p + 1 - p0) & 1) * pstride, x, p + 1, panel, cols, wide);
+        __pipeline_wait_prior(1);  // this thread's copies of panel p are done
+      } else {
+        __pipeline_wait_prior(0);
+      }
+      __syncthreads();  // everyone's copies of panel p are done (and ys is cleared)
+      const long long at = (b * panels + p) * warps + warp;
+      if constexpr (E == 2) share_by_pairs<U>(rc, val, xs, ys, share[at], share[at + 1], lane);
+      else share_by_ones<U>(rc, val, xs, ys, share[at], share[at + 1], lane);
+      __syncthreads();  // panel p's buffer is free for panel p + 2
     }
-    __syncthreads();  // everyone's copies of panel p are done (and ys is cleared)
-    const long long at = (b * panels + p) * warps + warp;
-    if constexpr (E == 2) share_by_pairs<U>(rc, val, xs, ys, share[at], share[at + 1], lane);
-    else share_by_ones<U>(rc, val, xs, ys, share[at], share[at + 1], lane);
-    __syncthreads();  // panel p's buffer is free for panel p + 2
+  } else {
+    auto next = [&](long long p) {  // the first panel from p whose tile has nonzeros (or p1)
+      while (p < p1 && share[(b * panels + p) * warps] == share[(b * panels + p + 1) * warps]) ++p;
+      return p;
+    };
+    long long p = next(p0);
+    int parity = 0;
+    if (p < p1) copy_panel(xbuf, x, p, panel, cols, wide);
+    while (p < p1) {
+      const double* xs = xbuf + parity * pstride;
+      const long long pn = next(p + 1);
+      if (pn < p1) {
+        copy_panel(xbuf + (parity ^ 1) * pstride, x, pn, panel, cols, wide);
+        __pipeline_wait_prior(1);
+      } else {
+        __pipeline_wait_prior(0);
+      }
+      __syncthreads();
+      const long long at = (b * panels + p) * warps + warp;
+      if constexpr (E == 2) share_by_pairs<U>(rc, val, xs, ys, share[at], share[at + 1], lane);
+      else share_by_ones<U>(rc, val, xs, ys, share[at], share[at + 1], lane);
+      __syncthreads();
+      p = pn, parity ^= 1;
+    }
   }
   __syncthreads();
   if (groups > 1) {
@@ -164,10 +192,15 @@ __global__ void spmv_rowblock_sum(const double* __restrict__ partial, long long 
   }
 }
 
-template <class F>
+template <bool Skip, class F>
 void by_shape(int per_lane, int unroll, F&& f) {
-  if (per_lane == 2) unroll == 2 ? f(spmv_rowblock<2, 2>) : f(spmv_rowblock<2, 4>);
-  else unroll == 2 ? f(spmv_rowblock<1, 2>) : f(spmv_rowblock<1, 4>);
+  if (per_lane == 2) unroll == 2 ? f(spmv_rowblock<2, 2, Skip>) : f(spmv_rowblock<2, 4, Skip>);
+  else unroll == 2 ? f(spmv_rowblock<1, 2, Skip>) : f(spmv_rowblock<1, 4, Skip>);
+}
+
+template <class F>
+void by_shape(int per_lane, int unroll, bool skip, F&& f) {
+  skip ? by_shape<true>(per_lane, unroll, f) : by_shape<false>(per_lane, unroll, f);
 }
 
 }  // namespace
@@ -189,7 +222,7 @@ int shared_optin() {
 // `which` numbers the kernel).
 template <class K>
 void opt_in(K kernel, int which) {
-  static std::once_flag once[4];
+  static std::once_flag once[8];
   std::call_once(once[which], [&] {
     check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, shared_optin()),
           "spmv_tiled: shared memory opt-in");
@@ -214,7 +247,7 @@ std::string tiled_refusal(const TiledArgs& a) {
 
 void spmv_tiled_native(const Tensor& share, const Tensor& rc, const Tensor& values, const Tensor& x, const Tensor* y0,
                        double alpha, double beta, Tensor& y, const TiledArgs& a, int groups, int unroll,
-                       int per_lane) {
+                       int per_lane, bool skip_empty) {
   if (per_lane != 1 && per_lane != 2)
     throw InputError("spmv_tiled: nonzeros per lane per trip " + std::to_string(per_lane) + " (1 or 2)");
   if (unroll != 2 && unroll != 4) throw InputError("spmv_tiled: trips loaded together " + std::to_string(unroll) + " (2 or 4)");
@@ -246,8 +279,8 @@ void spmv_tiled_native(const Tensor& share, const Tensor& rc, const Tensor& valu
   if (groups > 1) partial = Tensor::empty(DType::F64, {groups * a.rows}, allocator());
   double* out = groups == 1 ? y.data<double>() : partial.data<double>();
   const double* y0p = y0 ? y0->data<double>() : nullptr;
-  by_shape(per_lane, unroll, [&](auto kernel) {
-    opt_in(kernel, (per_lane - 1) * 2 + (unroll == 4));
+  by_shape(per_lane, unroll, skip_empty, [&](auto kernel) {
+    opt_in(kernel, (per_lane - 1) * 2 + (unroll == 4) + 4 * skip_empty);
     kernel<<<unsigned(row_blocks * groups), unsigned(32 * a.warps), smem, stream()>>>(
         share.data<long long>(), reinterpret_cast<const unsigned*>(rc.raw()), values.data<double>(),
         x.data<double>(), out, a.rows, a.cols, a.rb, a.panel, panels, groups, per_group, wide, y0p, alpha, beta);

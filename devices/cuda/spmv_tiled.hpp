@@ -37,10 +37,13 @@ std::string tiled_refusal(const TiledArgs& a);
 
 // y = alpha A x (+ beta y0 when y0 is given): share i64, rc i32 (padded to even), values
 // f64 (padded), x, y0 and y f64 device tensors (contiguous). groups: column groups (0: as
-// many as fill the GPU once with the row blocks); per_lane 1 or 2; unroll 2 or 4.
-// InputError for tensors that do not match the layout or a shape this GPU cannot run.
+// many as fill the GPU once with the row blocks); per_lane 1 or 2; unroll 2 or 4;
+// skip_empty: panels without nonzeros in a row block are neither copied nor visited (an
+// experiment for short, banded rows: written in session 7 without a GPU to run it — not
+// the default until measured). InputError for tensors that do not match the layout or a
+// shape this GPU cannot run.
 void spmv_tiled_native(const Tensor& share, const Tensor& rc, const Tensor& values, const Tensor& x, const Tensor* y0,
                        double alpha, double beta, Tensor& y, const TiledArgs& a, int groups = 0, int unroll = 2,
-                       int per_lane = 2);
+                       int per_lane = 2, bool skip_empty = false);
 
 }  // namespace rlx::cuda

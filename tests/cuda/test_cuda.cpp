@@ -350,6 +350,7 @@ BOOST_AUTO_TEST_CASE(tiled_spmv_matches_host, *utf::precondition(GpuPresent())) 
   const TiledCase c = tiled_case(seed() + 12, 3001, 70000);
   struct Shape {
     int rb, panel, warps, groups, unroll, per_lane;
+    bool skip = false;  // skip_empty (rows of 0 and ~150 nonzeros over up to 8 panels: some tiles empty)
   };
   const Tensor x = host_tensor(DType::F64, c.x).to(cuda_dev().allocator());
   std::vector<double> y0v(size_t(c.rows));
@@ -357,7 +358,8 @@ BOOST_AUTO_TEST_CASE(tiled_spmv_matches_host, *utf::precondition(GpuPresent())) 
   const Tensor y0 = host_tensor(DType::F64, y0v).to(cuda_dev().allocator());
   for (Shape sh : {Shape{256, 12288, 32, 1, 4, 2}, Shape{1000, 8192, 8, 3, 2, 1}, Shape{3001, 10000, 32, 2, 4, 1},
                    Shape{7, 333, 4, 1, 2, 2}, Shape{64, 12000, 1, 6, 4, 2}, Shape{2048, 9999, 16, 1, 4, 2},
-                   Shape{2048, 4096, 32, 2, 2, 2}, Shape{1, 9999, 2, 1, 2, 2}, Shape{1024, 6000, 32, 0, 2, 2}}) {
+                   Shape{2048, 4096, 32, 2, 2, 2}, Shape{1, 9999, 2, 1, 2, 2}, Shape{1024, 6000, 32, 0, 2, 2},
+                   Shape{1, 9999, 2, 1, 2, 2, true}, Shape{7, 333, 4, 2, 4, 1, true}, Shape{64, 12000, 32, 0, 2, 2, true}}) {
     const sparse::TiledCsr t = sparse::tile_csr(host_tensor(DType::I32, c.rp), host_tensor(DType::I32, c.ci),
                                                 host_tensor(DType::F64, c.val), c.rows, c.cols, sh.rb, sh.panel,
                                                 sh.warps);
@@ -368,18 +370,46 @@ BOOST_AUTO_TEST_CASE(tiled_spmv_matches_host, *utf::precondition(GpuPresent())) 
       // y starts as NaN: a row the kernels do not write fails the check.
       Tensor y = host_tensor(DType::F64, std::vector<double>(size_t(c.rows), NAN)).to(cuda_dev().allocator());
       cuda::spmv_tiled_native(arrays[0], arrays[1], arrays[2], x, with_y0 ? &y0 : nullptr, with_y0 ? 2.0 : 1.0,
-                              -0.5, y, args, sh.groups, sh.unroll, sh.per_lane);
+                              -0.5, y, args, sh.groups, sh.unroll, sh.per_lane, sh.skip);
       const Tensor got = y.to(host_allocator());
       std::vector<double> g(got.data<double>(), got.data<double>() + c.rows);
       const double err = with_y0 ? tiled_error(c, g, 2.0, -0.5, y0v) : tiled_error(c, g);
       BOOST_TEST(err <= 1e-13, "rb " << sh.rb << " panel " << sh.panel << " warps " << sh.warps << " groups "
-                                     << sh.groups << " unroll " << sh.unroll << " per lane " << sh.per_lane << " y0 "
+                                     << sh.groups << " unroll " << sh.unroll << " per lane " << sh.per_lane << " skip "
+                                     << sh.skip << " y0 "
                                      << with_y0 << " worst relative error " << err);
     }
     Tensor wrong = Tensor::empty(DType::F64, {c.rows + 1}, cuda_dev().allocator());
     BOOST_CHECK_THROW(cuda::spmv_tiled_native(arrays[0], arrays[1], arrays[2], x, nullptr, 1, 0, wrong, args),
                       InputError);
   }
+  // A banded matrix (7 diagonals), whose row blocks touch 1 or 2 of 20 panels: the same
+  // result with empty panels skipped (skip_empty) and without, one and three column groups.
+  TiledCase band{5000, 5000, {0}, {}, {}, {}};
+  {
+    std::mt19937_64 rng(seed() + 15);
+    std::uniform_real_distribution<double> u(-1, 1);
+    for (int64_t r = 0; r < band.rows; ++r) {
+      for (int64_t j = std::max<int64_t>(0, r - 3); j <= std::min<int64_t>(band.cols - 1, r + 3); ++j)
+        band.ci.push_back(j), band.val.push_back(u(rng));
+      band.rp.push_back(int64_t(band.ci.size()));
+    }
+    for (int64_t j = 0; j < band.cols; ++j) band.x.push_back(u(rng));
+  }
+  const sparse::TiledCsr bt = sparse::tile_csr(host_tensor(DType::I32, band.rp), host_tensor(DType::I32, band.ci),
+                                               host_tensor(DType::F64, band.val), band.rows, band.cols, 128, 256, 32);
+  std::vector<Tensor> barr = sparse::tiled_tensors(bt);
+  for (Tensor& a : barr) a = a.to(cuda_dev().allocator());
+  const Tensor bx = host_tensor(DType::F64, band.x).to(cuda_dev().allocator());
+  for (int groups : {1, 3})
+    for (bool skip : {false, true}) {
+      Tensor by = host_tensor(DType::F64, std::vector<double>(size_t(band.rows), NAN)).to(cuda_dev().allocator());
+      cuda::spmv_tiled_native(barr[0], barr[1], barr[2], bx, nullptr, 1.0, 0.0, by, {band.rows, band.cols, 128, 256, 32},
+                              groups, 2, 2, skip);
+      const Tensor got = by.to(host_allocator());
+      const double err = tiled_error(band, std::vector<double>(got.data<double>(), got.data<double>() + band.rows));
+      BOOST_TEST(err <= 1e-14, "banded, groups " << groups << " skip " << skip << " worst relative error " << err);
+    }
   // Shared memory beyond a block's limit, and bad launch options, are refused.
   Tensor y = Tensor::empty(DType::F64, {c.rows}, cuda_dev().allocator());
   const sparse::TiledCsr small = sparse::tile_csr(host_tensor(DType::I32, c.rp), host_tensor(DType::I32, c.ci),
