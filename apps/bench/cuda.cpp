@@ -41,6 +41,7 @@
 #include <vector>
 
 #include "apps/bench/common.hpp"
+#include "apps/bench/matrices.hpp"
 #include "devices/cuda/codegen.hpp"
 #include "devices/cuda/library.hpp"
 #include "devices/cuda/common.hpp"
@@ -473,30 +474,6 @@ void bench_spmv_one(int reps, const std::string& label, const sparse::CsrMatrix&
                 tiled_default.err <= 1e-12 ? "" : " MISMATCH");
 }
 
-// Test matrices of different structure, f64 values in [-1, 1), i32 indices, built on the host.
-sparse::CsrMatrix make_csr(int64_t rows, int64_t cols, const std::function<void(int64_t, std::vector<int32_t>&)>& row_cols,
-                           uint64_t seed) {
-  std::vector<int32_t> rp{0}, ci;
-  std::vector<int32_t> cols_of_row;
-  for (int64_t r = 0; r < rows; ++r) {
-    cols_of_row.clear();
-    row_cols(r, cols_of_row);
-    std::sort(cols_of_row.begin(), cols_of_row.end());
-    cols_of_row.erase(std::unique(cols_of_row.begin(), cols_of_row.end()), cols_of_row.end());
-    ci.insert(ci.end(), cols_of_row.begin(), cols_of_row.end());
-    rp.push_back(int32_t(ci.size()));
-  }
-  const int64_t nnz = int64_t(ci.size());
-  Tensor trp = Tensor::empty(DType::I32, {rows + 1}), tci = Tensor::empty(DType::I32, {nnz}),
-         tv = Tensor::empty(DType::F64, {nnz});
-  std::memcpy(trp.raw(), rp.data(), rp.size() * 4);
-  std::memcpy(tci.raw(), ci.data(), ci.size() * 4);
-  std::mt19937_64 g(seed);
-  std::uniform_real_distribution<double> u(-1, 1);
-  for (int64_t k = 0; k < nnz; ++k) tv.data<double>()[k] = u(g);
-  return sparse::CsrMatrix(rows, cols, trp, tci, tv);
-}
-
 // The five test matrices by name (rlx-bench cuda --matrix takes these names).
 struct SpmvCase {
   const char* name;
@@ -515,14 +492,7 @@ const std::vector<SpmvCase>& spmv_cases() {
          }, 11);
        }},
       // power-law rows: lengths log-uniform in [1, 1000], random columns
-      {"power-law", [] {
-         std::mt19937_64 g(12);
-         std::uniform_real_distribution<double> u(0, 1);
-         return make_csr(m, m, [&](int64_t, std::vector<int32_t>& c) {
-           int64_t len = int64_t(std::exp(u(g) * std::log(1000.0)));
-           for (int64_t k = 0; k < len; ++k) c.push_back(int32_t(g() % uint64_t(m)));
-         }, 13);
-       }},
+      {"power-law", [] { return bench::power_law_csr(m); }},
       // block diagonal: dense 16 x 16 blocks
       {"block:16", [] {
          return make_csr(n, n, [&](int64_t r, std::vector<int32_t>& c) {

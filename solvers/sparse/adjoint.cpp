@@ -4,10 +4,6 @@
 
 namespace rlx::sparse {
 
-namespace {
-int64_t index_at(const Tensor& t, int64_t i) { return t.dtype() == DType::I32 ? t.data<int32_t>()[i] : t.data<int64_t>()[i]; }
-}  // namespace
-
 CsrMatrix conj_transpose(const CsrMatrix& A) {
   Coo c = A.to_coo();
   Tensor v = c.values.clone();

@@ -10,14 +10,6 @@
 
 namespace rlx::sparse {
 
-namespace {
-
-using cd = std::complex<double>;
-
-bool is_index(DType t) { return t == DType::I32 || t == DType::I64; }
-bool is_value(DType t) { return t == DType::F32 || t == DType::F64 || t == DType::C64; }
-
-// A contiguous host tensor with t's contents (t itself when it already is one).
 Tensor host_contiguous(const Tensor& t) {
   if (!t.is_host()) return t.to(host_allocator());
   return t.is_contiguous() ? t : t.contiguous();
@@ -26,6 +18,13 @@ Tensor host_contiguous(const Tensor& t) {
 int64_t index_at(const Tensor& t, int64_t k) {
   return t.dtype() == DType::I32 ? int64_t(t.data<int32_t>()[k]) : t.data<int64_t>()[k];
 }
+
+namespace {
+
+using cd = std::complex<double>;
+
+bool is_index(DType t) { return t == DType::I32 || t == DType::I64; }
+bool is_value(DType t) { return t == DType::F32 || t == DType::F64 || t == DType::C64; }
 
 void set_index(const Tensor& t, int64_t k, int64_t v) {
   if (t.dtype() == DType::I32)

@@ -23,6 +23,11 @@
 
 namespace rlx::sparse {
 
+// For code reading CSR arrays on the host: a contiguous host tensor with t's contents (t
+// itself when it already is one), and entry k of a contiguous i32 or i64 index tensor.
+Tensor host_contiguous(const Tensor& t);
+int64_t index_at(const Tensor& t, int64_t k);
+
 // A matrix in a graph: its three arrays as values, plus its dimensions.
 struct CsrVars {
   Var row_ptr, col_idx, values;

@@ -56,16 +56,7 @@ namespace {
 using cd = std::complex<double>;
 using cld = std::complex<long double>;
 
-// A contiguous host tensor with t's contents (t itself when it already is one).
-Tensor host_contiguous(const Tensor& t) {
-  if (!t.is_host()) return t.to(host_allocator());
-  return t.is_contiguous() ? t : t.contiguous();
-}
-
-int64_t index_at(const Tensor& t, int64_t k) {
-  return t.dtype() == DType::I32 ? int64_t(t.data<int32_t>()[k]) : t.data<int64_t>()[k];
-}
-
+// Entry k of a contiguous f32, f64 or c64 tensor, in long double.
 cld value_at(const Tensor& t, int64_t k) {
   switch (t.dtype()) {
     case DType::F32: return cld(t.data<float>()[k]);

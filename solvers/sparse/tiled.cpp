@@ -15,16 +15,6 @@
 
 namespace rlx::sparse {
 
-namespace {
-
-// A contiguous host tensor with t's contents (t itself when it already is one).
-Tensor on_host(const Tensor& t) {
-  if (!t.is_host()) return t.to(host_allocator());
-  return t.is_contiguous() ? t : t.contiguous();
-}
-
-}  // namespace
-
 TiledCsr tile_csr(const Tensor& row_ptr_in, const Tensor& col_idx_in, const Tensor& values_in, int64_t rows,
                   int64_t cols, int rb, int panel, int warps) {
   if (rb < 1 || rb > 65536) throw InputError("tile_csr: rows per tile " + std::to_string(rb) + " (1 to 65536)");
@@ -32,20 +22,18 @@ TiledCsr tile_csr(const Tensor& row_ptr_in, const Tensor& col_idx_in, const Tens
     throw InputError("tile_csr: columns per panel " + std::to_string(panel) + " (1 to 65536: 16-bit offsets)");
   if (warps < 1 || warps > 32) throw InputError("tile_csr: warps per block " + std::to_string(warps) + " (1 to 32)");
   // (Device-resident or strided arrays are read from contiguous host copies.)
-  const Tensor row_ptr = on_host(row_ptr_in), col_idx = on_host(col_idx_in), values = on_host(values_in);
+  const Tensor row_ptr = host_contiguous(row_ptr_in), col_idx = host_contiguous(col_idx_in),
+               values = host_contiguous(values_in);
   const DType it = row_ptr.dtype();
   if ((it != DType::I32 && it != DType::I64) || col_idx.dtype() != it || values.dtype() != DType::F64)
     throw InputError("tile_csr: row_ptr/col_idx i32 or i64 (the same) and f64 values");
   if (rows < 0 || cols < 0 || row_ptr.numel() != rows + 1)
     throw InputError("tile_csr: row_ptr has " + std::to_string(row_ptr.numel()) + " entries for " +
                      std::to_string(rows) + " rows");
-  auto at = [&](const Tensor& t, int64_t i) {
-    return it == DType::I32 ? int64_t(t.data<int32_t>()[i]) : t.data<int64_t>()[i];
-  };
   TiledCsr t;
   t.rows = rows, t.cols = cols, t.rb = rb, t.panel = panel, t.warps = warps;
-  if (at(row_ptr, 0) != 0) throw InputError("tile_csr: row_ptr starts at " + std::to_string(at(row_ptr, 0)) + ", not 0");
-  t.nnz = at(row_ptr, rows);
+  if (index_at(row_ptr, 0) != 0) throw InputError("tile_csr: row_ptr starts at " + std::to_string(index_at(row_ptr, 0)) + ", not 0");
+  t.nnz = index_at(row_ptr, rows);
   if (t.nnz != col_idx.numel() || t.nnz != values.numel())
     throw InputError("tile_csr: row_ptr ends at " + std::to_string(t.nnz) + " for " +
                      std::to_string(col_idx.numel()) + " columns and " + std::to_string(values.numel()) + " values");
@@ -92,11 +80,11 @@ TiledCsr tile_csr(const Tensor& row_ptr_in, const Tensor& col_idx_in, const Tens
   std::vector<int64_t> tile_start(size_t(tiles) + 1, 0);
   by_blocks([&](int64_t b0, int64_t b1) {
     for (int64_t r = b0 * rb; r < std::min(rows, b1 * rb); ++r) {
-      const int64_t b = r / rb, k0 = at(row_ptr, r), k1 = at(row_ptr, r + 1);
+      const int64_t b = r / rb, k0 = index_at(row_ptr, r), k1 = index_at(row_ptr, r + 1);
       if (k0 < 0 || k1 < k0 || k1 > t.nnz)
         throw InputError("tile_csr: row_ptr not ascending (or past nnz) at row " + std::to_string(r));
       for (int64_t k = k0; k < k1; ++k) {
-        const int64_t c = at(col_idx, k);
+        const int64_t c = index_at(col_idx, k);
         if (c < 0 || c >= cols)
           throw InputError("tile_csr: column " + std::to_string(c) + " of row " + std::to_string(r) + " outside [0, " +
                            std::to_string(cols) + ")");
@@ -132,8 +120,8 @@ TiledCsr tile_csr(const Tensor& row_ptr_in, const Tensor& col_idx_in, const Tens
       std::fill(next_share.begin(), next_share.end(), 0);
       const int64_t rlast = std::min(rows, (b + 1) * rb);
       for (int64_t r = b * rb; r < rlast; ++r)
-        for (int64_t k = at(row_ptr, r); k < at(row_ptr, r + 1); ++k) {
-          const int64_t c = at(col_idx, k), p = c / panel, tile = b * t.panels + p;
+        for (int64_t k = index_at(row_ptr, r); k < index_at(row_ptr, r + 1); ++k) {
+          const int64_t c = index_at(col_idx, k), p = c / panel, tile = b * t.panels + p;
           if (last_row[size_t(p)] != r) resolve(tile, p, cursor[size_t(p)]), last_row[size_t(p)] = r;
           const int64_t pos = tile_start[size_t(tile)] + cursor[size_t(p)]++;
           t.rc[size_t(pos)] = uint32_t(r - b * rb) << 16 | uint32_t(c - p * panel);

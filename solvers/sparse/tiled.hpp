@@ -10,11 +10,10 @@
 // power-law rows (mean 144 per row) 0.316 ms against cuSPARSE's 0.558 for the CSR arrays
 // (H200, run V1 in docs/benchmarks.md). What it costs: building it on the host, once per
 // matrix (an explicit step, TiledOperator, not a cache; row blocks on all hardware
-// threads: 0.59 s for those 72 M nonzeros on 2 cores, 1.3 s the first time as its pages
-// are touched; `rlx-bench layout`), and a second copy of the matrix (12 bytes per nonzero,
-// as CSR with 32-bit indices). It pays
-// where rows are long (tens of nonzeros or more); on short rows (Poisson, 7 per row) it is
-// 2.5x slower than CSR: each block copies every panel of its group, most of them empty.
+// threads: 0.65 s for those 72 M nonzeros on 2 cores, `rlx-bench layout`), and a second
+// copy of the matrix (12 bytes per nonzero, as CSR with 32-bit indices). It pays where rows
+// are long (tens of nonzeros or more); on short rows (Poisson, 7 per row) it is 2.5x slower
+// than CSR: each block copies every panel of its group, most of them empty.
 //
 // Layout: tiles numbered row block by row block, panels in order; inside a tile the
 // nonzeros by row (columns in the CSR order), each stored as its value and one 32-bit word
