@@ -14,13 +14,16 @@
 //          (CUSPARSE_SPMV_ALG_DEFAULT), on five structures: 3D Poisson 160^3 (4.1 M rows),
 //          banded (11 diagonals, 4 M rows), power-law row lengths (log-uniform 1..1000, 0.5 M
 //          rows), block diagonal (dense 16 x 16 blocks, 4 M rows), random (16 per row, 4 M rows);
+//          on matrices of 64 or more nonzeros per row also spmv_tiled (the tiled layout,
+//          built once on the host, time printed) next to cuSPARSE after cusparseSpMV_preprocess;
 //   pcg    PCG-Jacobi on 3D Poisson 128^3, a fixed 200 iterations, time per iteration;
 //   replay a 100-op program (bench_replay) run by the executor and replayed as a CUDA graph;
 //   sort   sort (values + indices, stable) of f32 [2^24] and of the rows of [4096, 4096].
 // --only sweep times tuning variants instead: the fused chain under each code generator
 // setting (layout, unroll 1/2/4/8, FMA contraction off/on) and the SpMV kernels at every
 // lane width with one or two nonzeros per lane per trip, with and without evict-first
-// matrix loads, the split kernel, the carveout, an L2 policy and window for x, grid shapes, on all five
+// matrix loads, the split kernel, the carveout, an L2 policy and window for x, grid shapes,
+// the tiled layout's shapes and launch options (skip_empty on every matrix), on all five
 // matrices. --matrix NAME[,NAME] limits the SpMV benchmarks to those (e.g. for a profiler).
 // Each figure is the median of --reps timed runs after 3 warm-up runs, timed with CUDA
 // events on the device's stream (rlx) or on the same stream (peers). Every run writes
