@@ -312,10 +312,16 @@ void bench_spmv_one(int reps, const std::string& label, const sparse::CsrMatrix&
   // cuSPARSE's own prepare-once path, the peer of the tiled layout below (long rows only):
   // cusparseSpMV_preprocess once, then the same call (the buffer must stay). 0: refused.
   const bool long_rows = A.nnz() >= 64 * A.rows();
-  double ms_lib_pre = 0;
-  if (long_rows && cusparseSpMV_preprocess(h, CUSPARSE_OPERATION_NON_TRANSPOSE, &one, mat, vx, &zero, vy, CUDA_R_64F,
-                                           CUSPARSE_SPMV_ALG_DEFAULT, buf.get()) == CUSPARSE_STATUS_SUCCESS)
-    ms_lib_pre = time_ms(reps, lib_spmv);
+  double ms_lib_pre = 0, ms_preprocess = 0;
+  if (long_rows) {
+    cudaStreamSynchronize(cuda::stream());
+    const auto t0 = std::chrono::steady_clock::now();
+    const bool ok = cusparseSpMV_preprocess(h, CUSPARSE_OPERATION_NON_TRANSPOSE, &one, mat, vx, &zero, vy, CUDA_R_64F,
+                                            CUSPARSE_SPMV_ALG_DEFAULT, buf.get()) == CUSPARSE_STATUS_SUCCESS;
+    cudaStreamSynchronize(cuda::stream());
+    ms_preprocess = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (ok) ms_lib_pre = time_ms(reps, lib_spmv);
+  }
   // The rlx kernels under their tuning knobs (the device runs spmv_choice(); the others
   // are for tuning that choice): vector kernel by lanes per row
   // (x2: two nonzeros per lane per trip), the split kernel, each also with the matrix
@@ -376,7 +382,7 @@ void bench_spmv_one(int reps, const std::string& label, const sparse::CsrMatrix&
   // a block per row block (rb rows) and column group, panels of x in shared memory, E
   // nonzeros per lane, U trips loaded together. Each result is checked on the host against
   // the CSR product on the same x: largest |error| / sum |terms| over the rows (MISMATCH
-  // above 1e-12, NaN included); the host build time is printed.
+  // above 1e-12, NaN included); the build time (on the GPU) is printed.
   struct TiledRun {
     double ms = 0, err = 0, build_s = 0;
   };
@@ -400,12 +406,12 @@ void bench_spmv_one(int reps, const std::string& label, const sparse::CsrMatrix&
     }
     TiledRun run;
     if (shape.rb != built.rb || shape.panel != built.panel || shape.warps != built.warps) {  // (else reuse it)
+      // Built on the GPU from the CSR arrays already there (the tile_csr op, tile_csr.cu).
       const auto t0 = std::chrono::steady_clock::now();
-      const sparse::TiledCsr t =
-          sparse::tile_csr(host[0], host[1], host[2], A.rows(), A.cols(), shape.rb, shape.panel, shape.warps);
-      arrays = sparse::tiled_tensors(t);
+      arrays = sparse::tiled_tensors(
+          sparse::tile_csr(in[0], in[1], in[2], A.rows(), A.cols(), shape.rb, shape.panel, shape.warps, &d));
+      d.synchronize();
       built_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      for (Tensor& a : arrays) a = a.to(d.allocator());
       built = shape;
     }
     run.build_s = built_s;
@@ -438,9 +444,9 @@ void bench_spmv_one(int reps, const std::string& label, const sparse::CsrMatrix&
           sh.fixed.rb ? sh.fixed : sparse::tiled_shape(A.rows(), cuda::sm_count(), optin, sh.groups);
       const TiledRun r = time_tiled(shape, sh.groups, sh.unroll, sh.per_lane);
       char b[160];
-      std::snprintf(b, sizeof b, " tiled/rb%d/p%d/g%d/u%d/e%d:%.3f(err %.1e%s, host build %.1f s)", shape.rb,
+      std::snprintf(b, sizeof b, " tiled/rb%d/p%d/g%d/u%d/e%d:%.3f(err %.1e%s, built in %.1f ms)", shape.rb,
                     shape.panel, sh.groups, sh.unroll, sh.per_lane, r.ms, r.err, r.err <= 1e-12 ? "" : " MISMATCH",
-                    r.build_s);
+                    r.build_s * 1e3);
       lanes_line += b;
     }
   }
@@ -448,8 +454,8 @@ void bench_spmv_one(int reps, const std::string& label, const sparse::CsrMatrix&
     for (bool skip : {false, true}) {
       const TiledRun r = time_tiled(sparse::tiled_shape(A.rows(), cuda::sm_count(), optin), 0, 2, 2, skip);
       char b[160];
-      std::snprintf(b, sizeof b, " tiled/default%s:%.3f(err %.1e%s, host build %.1f s)", skip ? "/skip" : "", r.ms,
-                    r.err, r.err <= 1e-12 ? "" : " MISMATCH", r.build_s);
+      std::snprintf(b, sizeof b, " tiled/default%s:%.3f(err %.1e%s, built in %.1f ms)", skip ? "/skip" : "", r.ms,
+                    r.err, r.err <= 1e-12 ? "" : " MISMATCH", r.build_s * 1e3);
       lanes_line += b;
     }
   // What spmv_tiled runs by default (the shape of sparse::tiled_shape, groups to fill the GPU).
@@ -477,10 +483,11 @@ void bench_spmv_one(int reps, const std::string& label, const sparse::CsrMatrix&
               label.c_str(), (long long)A.rows(), (long long)A.nnz(), ms_rlx, bytes / ms_rlx / 1e6, ms_lib,
               bytes / ms_lib / 1e6, ms_rlx / ms_lib);
   if (long_rows)
-    std::printf("spmv    f64 %-14s tiled layout (spmv_tiled; laid out once on the host in %.1f s) rlx %7.3f ms | "
-                "cuSPARSE (CSR) %7.3f ms, after cusparseSpMV_preprocess %7.3f ms | rlx tiled/cuSPARSE time %.3f, "
+    std::printf("spmv    f64 %-14s tiled layout (spmv_tiled; laid out once, on the GPU, in %.1f ms) rlx %7.3f ms | "
+                "cuSPARSE (CSR) %7.3f ms, after cusparseSpMV_preprocess (%.1f ms) %7.3f ms | rlx tiled/cuSPARSE time %.3f, "
                 "/preprocessed %.3f (err %.1e%s)\n",
-                label.c_str(), tiled_default.build_s, tiled_default.ms, ms_lib, ms_lib_pre, tiled_default.ms / ms_lib,
+                label.c_str(), tiled_default.build_s * 1e3, tiled_default.ms, ms_lib, ms_preprocess, ms_lib_pre,
+                tiled_default.ms / ms_lib,
                 ms_lib_pre > 0 ? tiled_default.ms / ms_lib_pre : 0.0, tiled_default.err,
                 tiled_default.err <= 1e-12 ? "" : " MISMATCH");
 }

@@ -1,17 +1,22 @@
-// rlx-bench layout: the host cost of the tiled layout (solvers/sparse/tiled.hpp) — tile_csr
-// on the power-law matrix of rlx-bench cuda (apps/bench/matrices.hpp: 0.5 M rows,
-// log-uniform lengths 1..1000, random columns; i32 indices, f64 values), in the shape
-// tiled_shape() gives for an H200. The first run includes the first touch of the layout's
-// ~870 MB; then the median of --reps more. tile_csr uses one thread per hardware thread
-// (up to one per row block).
+// rlx-bench layout: what the tiled layout (solvers/sparse/tiled.hpp) costs to build — the
+// tile_csr op on each runnable device (cpu: two threaded passes; cuda: a radix sort on the
+// GPU, devices/cuda/tile_csr.cu), on the power-law matrix of rlx-bench cuda
+// (apps/bench/matrices.hpp: 0.5 M rows, log-uniform lengths 1..1000, random columns; i32
+// indices, f64 values), in the shape tiled_shape() gives for an H200. The CSR arrays are
+// placed on each device first (not timed; the copy to a GPU is printed on its own line);
+// each build is timed to its end (Device::synchronize). The first build includes the
+// first touch of the layout's ~870 MB; then the median of --reps more. Every device's
+// arrays are compared with the cpu device's, bit for bit.
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "apps/bench/common.hpp"
 #include "apps/bench/matrices.hpp"
+#include "runtime/device.hpp"
 #include "solvers/sparse/tiled.hpp"
 
 using namespace rlx;
@@ -29,17 +34,47 @@ int bench_layout(int argc, char** argv) {
   }
   const sparse::CsrMatrix A = bench::power_law_csr(500000);
   const sparse::TiledShape s = sparse::tiled_shape(A.rows());
-  auto build = [&] {
-    const bench::Clock::time_point t0 = bench::Clock::now();
-    sparse::tile_csr(A.row_ptr(), A.col_idx(), A.values(), A.rows(), A.cols(), s.rb, s.panel, s.warps);
-    return bench::seconds_since(t0);
-  };
-  std::printf("layout  power-law %lld x %lld, %lld nnz, tiles %d x %d: first tile_csr %.3f s\n", (long long)A.rows(),
-              (long long)A.cols(), (long long)A.nnz(), s.rb, s.panel, build());
-  std::vector<double> times;
-  for (int rep = 0; rep < reps; ++rep) times.push_back(build());
-  const double med = bench::median(times);
-  std::printf("layout  tile_csr median of %d: %.3f s (%.0f M nonzeros/s), %u hardware threads\n", reps, med,
-              double(A.nnz()) / med / 1e6, std::thread::hardware_concurrency());
+  std::printf("layout  power-law %lld x %lld, %lld nnz, tiles %d x %d; %u hardware threads\n", (long long)A.rows(),
+              (long long)A.cols(), (long long)A.nnz(), s.rb, s.panel, std::thread::hardware_concurrency());
+  std::vector<Tensor> want;  // the cpu device's arrays, on the host
+  double cpu_s = 0;
+  for (const char* name : {"cpu", "cuda"}) {
+    Device* d = DeviceRegistry::get().find(name);
+    if (!d || !d->unavailable().empty()) continue;
+    bench::Clock::time_point t0 = bench::Clock::now();
+    std::vector<Tensor> csr = A.arrays();
+    for (Tensor& t : csr) t = t.allocator() == d->allocator() ? t : t.to(d->allocator());
+    d->synchronize();
+    if (csr[0].allocator() != host_allocator())
+      std::printf("layout  %-5s copy of the CSR arrays to the device: %.3f s (not in the times below)\n", name,
+                  bench::seconds_since(t0));
+    std::vector<Tensor> got;
+    auto build = [&] {
+      const bench::Clock::time_point t1 = bench::Clock::now();
+      got = sparse::tiled_tensors(sparse::tile_csr(csr[0], csr[1], csr[2], A.rows(), A.cols(), s.rb, s.panel, s.warps, d));
+      d->synchronize();
+      return bench::seconds_since(t1);
+    };
+    const double first = build();
+    std::vector<double> times;
+    for (int rep = 0; rep < reps; ++rep) times.push_back(build());
+    const double med = bench::median(times);
+    const bool first_device = want.empty();
+    std::string same = "the reference for the others", ratio;
+    if (first_device) {
+      want = got, cpu_s = med;
+    } else {
+      same = "same arrays as cpu's";
+      ratio = ", cpu/" + std::string(name) + " time " + std::to_string(cpu_s / med);
+      for (size_t i = 0; i < 3; ++i) {
+        const Tensor h = got[i].to(host_allocator());
+        if (h.numel() != want[i].numel() ||
+            std::memcmp(h.raw(), want[i].raw(), size_t(h.numel()) * dtype_size(h.dtype())) != 0)
+          same = "MISMATCH: array " + std::to_string(i) + " differs from cpu's";
+      }
+    }
+    std::printf("layout  %-5s tile_csr first %.4f s, median of %d %.4f s (%.0f M nonzeros/s)%s; %s\n", name, first,
+                reps, med, double(A.nnz()) / med / 1e6, ratio.c_str(), same.c_str());
+  }
   return 0;
 }

@@ -168,14 +168,16 @@ int cmd_solve(const Args& a) {
   std::unique_ptr<TiledOperator> tiled;
   if (spmv == "tiled") {
     // Sized for the device where it reports its geometry (cuda), else for an H200.
-    const Device::Geometry geo = DeviceRegistry::get().at(a.get("device", "cpu")).geometry();
+    // Built by the tile_csr op on the solve's device (on a GPU the layout never visits the host).
+    Device& dev = DeviceRegistry::get().runnable_at(a.get("device", "cpu"));
+    const Device::Geometry geo = dev.geometry();
     const bool own = geo.multiprocessors > 0 && geo.shared_bytes_per_block > 0;
     const int sms = own ? geo.multiprocessors : 132;
     const int64_t smem = own ? geo.shared_bytes_per_block : 232448;
-    tiled = std::make_unique<TiledOperator>(op, tiled_shape(A.rows(), sms, smem));
-    std::printf("operator: %s (laid out in %.3f s for %d multiprocessors and %lld bytes of shared memory per block: "
-                "%s)\n",
-                tiled->describe().c_str(), tiled->build_seconds(), sms, (long long)smem,
+    tiled = std::make_unique<TiledOperator>(op, tiled_shape(A.rows(), sms, smem), &dev);
+    std::printf("operator: %s (laid out on %s in %.3f s, for %d multiprocessors and %lld bytes of shared memory per "
+                "block: %s)\n",
+                tiled->describe().c_str(), dev.name().c_str(), tiled->build_seconds(), sms, (long long)smem,
                 own ? "this GPU's" : "an H200's");
     const double per_row = A.rows() ? double(A.nnz()) / double(A.rows()) : 0.0;
     if (per_row < 32)

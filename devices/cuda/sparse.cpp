@@ -645,6 +645,24 @@ Capability tiled_supported(const ir::Node& n, const ir::Graph& g) {
   return why.empty() ? Capability::yes() : Capability::no(why);
 }
 
+// tile_csr: built on the device (tile_csr.cu).
+void run_tile_csr(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
+  if (capturing()) throw InputError("tile_csr reads its checks back to the host: it cannot be recorded for replay");
+  tile_csr_native(contiguous(in[0]), contiguous(in[1]), contiguous(in[2]), n.attrs.get_int("cols"),
+                  int(n.attrs.get_int("rb")), int(n.attrs.get_int("panel")), int(n.attrs.get_int("warps")), out[0],
+                  out[1], out[2]);
+}
+
+Capability tile_csr_supported(const ir::Node& n, const ir::Graph& g) {
+  const DType index = g.type(n.inputs.at(0)).dtype;
+  if (index != DType::I32 && index != DType::I64) return Capability::no("tile_csr on cuda: i32 or i64 indices");
+  const int64_t rows = g.type(n.inputs.at(0)).shape[0] - 1, cols = n.attrs.get_int("cols"),
+                rb = n.attrs.get_int("rb"), panel = n.attrs.get_int("panel");
+  const std::string why = tile_csr_refusal(g.type(n.inputs.at(1)).shape[0],
+                                           (rows + rb - 1) / rb * std::max<int64_t>(1, (cols + panel - 1) / panel));
+  return why.empty() ? Capability::yes() : Capability::no(why);
+}
+
 }  // namespace
 
 void add_sparse_kernels(std::vector<LibraryKernel>& t) {
@@ -652,6 +670,7 @@ void add_sparse_kernels(std::vector<LibraryKernel>& t) {
   t.push_back({"spmm_csr", csr_supported, run_spmm});
   t.push_back({"sptrsv_csr", csr_supported, run_sptrsv});
   t.push_back({"spmv_tiled", tiled_supported, run_spmv_tiled});
+  t.push_back({"tile_csr", tile_csr_supported, run_tile_csr});
 }
 
 }  // namespace rlx::cuda

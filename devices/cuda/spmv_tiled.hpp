@@ -46,4 +46,13 @@ void spmv_tiled_native(const Tensor& share, const Tensor& rc, const Tensor& valu
                        double alpha, double beta, Tensor& y, const TiledArgs& a, int groups = 0, int unroll = 2,
                        int per_lane = 2, bool skip_empty = false);
 
+// The tiled layout of a CSR matrix built on the GPU (tile_csr.cu): share i64, rc i32 and
+// val f64 (padded) device tensors of the op's shapes, the same arrays as the cpu device
+// builds. Reads a few checks back to the host (so not while recording); InputError for
+// bad structure, named as the cpu device names it.
+void tile_csr_native(const Tensor& row_ptr, const Tensor& col_idx, const Tensor& values, int64_t cols, int rb,
+                     int panel, int warps, Tensor& share, Tensor& rc, Tensor& val);
+// Why this device cannot build a layout of nnz nonzeros in `tiles` tiles, or "".
+std::string tile_csr_refusal(int64_t nnz, int64_t tiles);
+
 }  // namespace rlx::cuda

@@ -162,6 +162,47 @@ void spmv_tiled_kernel(const ir::Node& n, std::span<const Tensor> in, std::span<
   }
 }
 
+// tile_csr (solvers/sparse/tiled.hpp): the layout built the plain way — each tile's
+// entries gathered in CSR order, then each share's start found by walking forward from
+// its target (m * w / warps) to the next row start.
+void tile_csr_kernel(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
+  const int64_t rows = in[0].shape()[0] - 1, nnz = in[1].shape()[0], cols = n.attrs.get_int("cols"),
+                rb = n.attrs.get_int("rb"), panel = n.attrs.get_int("panel"), warps = n.attrs.get_int("warps");
+  const int64_t panels = std::max<int64_t>(1, (cols + panel - 1) / panel), tiles = (rows + rb - 1) / rb * panels;
+  auto ptr = [&](int64_t r) { return load_int(in[0], r * in[0].strides()[0]); };
+  const std::string op = "tile_csr: ";
+  if (ptr(0) != 0) throw InputError(op + "row_ptr starts at " + std::to_string(ptr(0)) + ", not 0");
+  if (ptr(rows) != nnz)
+    throw InputError(op + "row_ptr ends at " + std::to_string(ptr(rows)) + " for " + std::to_string(nnz) + " nonzeros");
+  std::vector<std::vector<std::pair<uint32_t, double>>> tile(static_cast<size_t>(tiles));
+  for (int64_t r = 0; r < rows; ++r) {
+    if (ptr(r + 1) < ptr(r) || ptr(r + 1) > nnz)
+      throw InputError(op + "row_ptr not ascending (or past nnz) at row " + std::to_string(r));
+    for (int64_t k = ptr(r); k < ptr(r + 1); ++k) {
+      const int64_t c = load_int(in[1], k * in[1].strides()[0]);
+      if (c < 0 || c >= cols)
+        throw InputError(op + "column " + std::to_string(c) + " of row " + std::to_string(r) + " outside [0, " +
+                         std::to_string(cols) + ")");
+      const int64_t b = r / rb, p = c / panel;
+      tile[size_t(b * panels + p)].push_back(
+          {uint32_t(r - b * rb) << 16 | uint32_t(c - p * panel), load<double>(in[2], k * in[2].strides()[0])});
+    }
+  }
+  int64_t pos = 0;
+  for (int64_t t = 0; t < tiles; ++t) {
+    const auto& e = tile[size_t(t)];
+    const int64_t m = int64_t(e.size());
+    for (int64_t w = 0; w < warps; ++w) {
+      int64_t s = m * w / warps;
+      while (s > 0 && s < m && e[size_t(s)].first >> 16 == e[size_t(s - 1)].first >> 16) ++s;
+      store(out[0], t * warps + w, int64_t(pos + s));
+    }
+    for (const auto& [word, v] : e) store(out[1], pos, int64_t(int32_t(word))), store(out[2], pos++, v);
+  }
+  store(out[0], tiles * warps, nnz);
+  for (int64_t k = nnz; k < out[1].shape()[0]; ++k) store(out[1], k, int64_t(0)), store(out[2], k, 0.0);
+}
+
 constexpr DTypeSet kSparseValues = bit(DType::F32) | bit(DType::F64) | bit(DType::C64);
 
 }  // namespace
@@ -171,6 +212,7 @@ void add_sparse_kernels(KernelTable& t) {
   t.push_back({"spmm_csr", kSparseValues, 2, spmm_kernel, {}});
   t.push_back({"sptrsv_csr", kSparseValues, 2, sptrsv_kernel, {}});
   t.push_back({"spmv_tiled", bit(DType::F64), 2, spmv_tiled_kernel, {}});
+  t.push_back({"tile_csr", bit(DType::F64), 2, tile_csr_kernel, {}});
 }
 
 }  // namespace rlx::reference

@@ -30,12 +30,13 @@
 
 #include "core/tensor.hpp"
 #include "ir/frontend.hpp"
+#include "runtime/device.hpp"
 #include "solvers/sparse/operator.hpp"
 
 namespace rlx::sparse {
 
-// The layout, on the host: three host tensors (the arrays of the op, built in place) and
-// views of them.
+// The layout: the three arrays of the op (tensors on the device that built them) and, when
+// they are on the host, views of them.
 struct TiledCsr {
   int64_t rows = 0, cols = 0, nnz = 0;
   int rb = 0, panel = 0, warps = 0;
@@ -51,11 +52,13 @@ struct TiledShape {
 };
 
 // Builds the layout from CSR arrays (row_ptr/col_idx i32 or i64, values f64; columns in
-// any order within a row; read from host copies where they are elsewhere or strided). InputError for rb or panel outside 1..65536 (16-bit
-// offsets), warps outside 1..32, other dtypes, bad row pointers or columns, or shares that
-// would take more than 4 entries per nonzero (many panels and few nonzeros).
+// any order within a row) by running the tile_csr op on `device` (the cpu device when
+// null; on the cuda device the arrays are built, and stay, on the GPU: the spans are then
+// empty). InputError for rb or panel outside 1..65536 (16-bit offsets), warps outside
+// 1..32, other dtypes, bad row pointers or columns, or shares that would take more than 4
+// entries per nonzero (many panels and few nonzeros). Every device builds the same arrays.
 TiledCsr tile_csr(const Tensor& row_ptr, const Tensor& col_idx, const Tensor& values, int64_t rows, int64_t cols,
-                  int rb, int panel, int warps = 32);
+                  int rb, int panel, int warps = 32, Device* device = nullptr);
 
 // y = A x from the layout on the host, tile by tile in order: the reference for the layout.
 void tiled_product_host(const TiledCsr& t, const double* x, double* y);
@@ -78,7 +81,8 @@ Var spmv_tiled(const std::vector<Var>& arrays, const TiledCsr& t, const Var& x, 
 // matrix's.
 class TiledOperator final : public LinearOperator {
  public:
-  TiledOperator(const CsrOperator& A, TiledShape shape);
+  // The layout is built on `device` (the cpu device when null) and its arrays stay there.
+  TiledOperator(const CsrOperator& A, TiledShape shape, Device* device = nullptr);
   int64_t rows() const override { return layout_.rows; }
   int64_t cols() const override { return layout_.cols; }
   DType dtype() const override { return DType::F64; }

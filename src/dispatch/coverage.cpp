@@ -77,6 +77,9 @@ std::optional<ir::Graph> sample_graph(const std::string& name, DType t) {
     outs = {op(name, {in("share", DType::I64, {5}), in("rc", DType::I32, {8}), in("values", t, {8}), in("x", t, {4})},
                {{"rows", int64_t(4)}, {"cols", int64_t(4)}, {"rb", int64_t(2)}, {"panel", int64_t(2)},
                 {"warps", int64_t(1)}})};
+  } else if (name == "tile_csr") {  // 4 x 4 in tiles of 2 x 2, one warp
+    outs = op_multi(name, {in("row_ptr", DType::I32, {5}), in("col_idx", DType::I32, {8}), in("values", t, {8})},
+                    {{"cols", int64_t(4)}, {"rb", int64_t(2)}, {"panel", int64_t(2)}, {"warps", int64_t(1)}});
   } else if (def.cls == ir::OpClass::Library && def.max_inputs == 1) {
     outs = op_multi(name, {in("A", t, {4, 4})});
   } else if (name == "lu_solve") {

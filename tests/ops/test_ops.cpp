@@ -184,6 +184,16 @@ Make spmv_tiled_case(int64_t rows, int64_t cols, int64_t per_row, int rb, int pa
   };
 }
 
+// tile_csr: the layout of a random CSR matrix (fixed structure, random values); every
+// device's three arrays against the reference device's.
+Make tile_csr_case(int64_t rows, int64_t cols, int64_t per_row, DType index, int rb, int panel, int warps) {
+  return [=](Build& b, DType t) {
+    RandomCsr a = random_csr(b.rng, index, rows, cols, per_row, true);
+    return rlx::op_multi("tile_csr", {b.fixed(a.row_ptr), b.fixed(a.col_idx), b.in(t, {a.nnz()})},
+                         {{"cols", cols}, {"rb", int64_t(rb)}, {"panel", int64_t(panel)}, {"warps", int64_t(warps)}});
+  };
+}
+
 // The larger cases have more work than the cpu device's threading threshold and rows
 // longer than one vector step.
 std::vector<OpCase> sparse_cases() {
@@ -207,6 +217,12 @@ std::vector<OpCase> sparse_cases() {
         {"[2999x1501] tiles 3000x1501, 8 warps, y0 alpha=0.75 beta=1.25",
          spmv_tiled_case(2999, 1501, 41, 3000, 1501, 8, 0.75, 1.25)},
         {"[4001x1999] skewed, tiles 1024x512, 32 warps", spmv_tiled_case(4001, 1999, -1, 1024, 512, 32, 1.0, none)}}},
+      {"tile_csr",
+       {{"[7x5] i32 tiles 2x2, 1 warp", tile_csr_case(7, 5, 4, I32, 2, 2, 1)},
+        {"[9x13] i64 tiles 4x5, 3 warps", tile_csr_case(9, 13, 9, I64, 4, 5, 3)},
+        {"[0x3] i32 tiles 2x2", tile_csr_case(0, 3, 2, I32, 2, 2, 1)},
+        {"[3001x2003] i32 tiles 512x700, 32 warps", tile_csr_case(3001, 2003, 37, I32, 512, 700, 32)},
+        {"[4001x1999] i64 skewed, tiles 1024x512, 32 warps", tile_csr_case(4001, 1999, -1, I64, 1024, 512, 32)}}},
       {"spmm_csr",
        {{"[7x5]@[5,3] i32", spmm_case(7, 5, 3, 4, I32, false)},
         {"[6x4]@[4,1] i64 shuffled", spmm_case(6, 4, 1, 4, I64, true)},

@@ -808,17 +808,79 @@ BOOST_AUTO_TEST_CASE(tiled_layout_matches_csr) {
       BOOST_TEST(std::string(e.what()).find(why) != std::string::npos, e.what() << " (expected: " << why << ")");
     }
   };
-  refused(rp, ci, c.rows, c.cols, 0, 512, 32, "rows per tile 0");
-  refused(rp, ci, c.rows, c.cols, 65537, 512, 32, "rows per tile 65537");
-  refused(rp, ci, c.rows, c.cols, 64, 65537, 32, "columns per panel 65537");
-  refused(rp, ci, c.rows, c.cols, 64, 512, 33, "warps per block 33");
-  refused(rp, ci, c.rows, c.cols, 1, 1, 32, "more than 4 per nonzero");  // 5000 panels x 1003 rows x 32
-  refused(rp, host_tensor(DType::I64, c.ci), c.rows, c.cols, 64, 512, 32, "i32 or i64");
+  refused(rp, ci, c.rows, c.cols, 0, 512, 32, "must lie in [1, 65536], got 0 and 512");
+  refused(rp, ci, c.rows, c.cols, 65537, 512, 32, "got 65537 and 512");
+  refused(rp, ci, c.rows, c.cols, 64, 65537, 32, "got 64 and 65537");
+  refused(rp, ci, c.rows, c.cols, 64, 512, 33, "warps must lie in [1, 32], got 33");
+  refused(rp, ci, c.rows, c.cols, 1, 1, 32, "outnumber 4 per nonzero");  // 5000 panels x 1003 rows x 32
+  refused(rp, host_tensor(DType::I64, c.ci), c.rows, c.cols, 64, 512, 32, "differs from row_ptr's i32");
   refused(rp, ci, c.rows, 100, 64, 512, 32, "outside [0, 100)");
   refused(rp, ci, c.rows + 1, c.cols, 64, 512, 32, "entries for 1004 rows");
   std::vector<int64_t> shifted = c.rp;
   for (int64_t& k : shifted) k += 1;
   refused(host_tensor(DType::I32, shifted), ci, c.rows, c.cols, 64, 512, 32, "row_ptr starts at 1");
+}
+
+
+// The tile_csr op on every device (the cuda device's is its own sort-based build) gives
+// the reference device's arrays bit for bit, and names bad structure as the cpu does.
+BOOST_AUTO_TEST_CASE(tile_csr_on_every_device) {
+  Device& ref = DeviceRegistry::get().at("reference");
+  struct Case {
+    TiledCase c;
+    int rb, panel, warps;
+    DType it;
+  };
+  std::vector<Case> cases = {{tiled_case(seed() + 21, 1003, 5000), 64, 512, 32, DType::I32},
+                             {tiled_case(seed() + 22, 1003, 5000), 1003, 4999, 7, DType::I64},
+                             {tiled_case(seed() + 23, 777, 3001), 7, 333, 4, DType::I32},
+                             {tiled_case(seed() + 24, 4001, 20000), 256, 8192, 32, DType::I64}};
+  auto host = [](const Tensor& t) { return t.is_host() ? t : t.to(host_allocator()); };
+  for (const Case& k : cases) {
+    const Tensor rp = host_tensor(k.it, k.c.rp), ci = host_tensor(k.it, k.c.ci), v = host_tensor(DType::F64, k.c.val);
+    const sparse::TiledCsr want = sparse::tile_csr(rp, ci, v, k.c.rows, k.c.cols, k.rb, k.panel, k.warps, &ref);
+    check_layout(k.c, want, "reference");
+    for (Device* d : DeviceRegistry::get().runnable()) {
+      BOOST_TEST_CONTEXT(d->name() << " rb " << k.rb << " panel " << k.panel << " warps " << k.warps) {
+        const sparse::TiledCsr got = sparse::tile_csr(rp, ci, v, k.c.rows, k.c.cols, k.rb, k.panel, k.warps, d);
+        const std::vector<Tensor> a = sparse::tiled_tensors(want), b = sparse::tiled_tensors(got);
+        for (size_t i = 0; i < 3; ++i) {
+          const Tensor hb = host(b[i]);
+          BOOST_REQUIRE(hb.numel() == a[i].numel());
+          BOOST_TEST(std::memcmp(hb.raw(), a[i].raw(), size_t(a[i].numel()) * dtype_size(a[i].dtype())) == 0,
+                     "array " << i << " differs from the reference device's");
+        }
+      }
+    }
+  }
+  // Bad structure: the lowest offending row is named, on every device.
+  const TiledCase& c = cases[3].c;
+  std::vector<int64_t> cols = c.ci, ptr = c.rp;
+  cols[size_t(c.rp[3009])] = -7;  // (rows 2006 and 3009 hold 2000 entries each)
+  cols[size_t(c.rp[2006] + 1)] = 20000;
+  ptr[2500] = ptr[2501] + 1;  // row 2500 (empty) ends before it starts
+  std::vector<int64_t> late = c.rp;
+  late[3900] = late[3899] - 1;  // row 3899 goes backwards
+  const Tensor v = host_tensor(DType::F64, c.val);
+  struct Bad {
+    std::vector<int64_t> rp, ci;
+    std::string why;
+  };
+  const std::vector<Bad> bad = {{c.rp, cols, "column 20000 of row 2006 outside [0, 20000)"},
+                                {ptr, cols, "column 20000 of row 2006"},
+                                {ptr, c.ci, "not ascending (or past nnz) at row 2500"},
+                                {late, c.ci, "not ascending (or past nnz) at row 3899"}};
+  for (Device* d : DeviceRegistry::get().runnable())
+    for (const Bad& b : bad) {
+      try {
+        sparse::tile_csr(host_tensor(DType::I64, b.rp), host_tensor(DType::I64, b.ci), v, c.rows, c.cols, 256, 8192,
+                         32, d);
+        BOOST_ERROR(d->name() << " built a layout of a matrix with bad structure (" << b.why << ")");
+      } catch (const InputError& e) {
+        BOOST_TEST(std::string(e.what()).find(b.why) != std::string::npos,
+                   d->name() << ": " << e.what() << " (expected: " << b.why << ")");
+      }
+    }
 }
 
 

@@ -30,6 +30,20 @@ int64_t check_csr(const std::vector<TensorType>& in, const Attrs& a) {
   return rp.shape[0] - 1;
 }
 
+// The share count of a tiled layout (solvers/sparse/tiled.hpp): row_blocks * panels *
+// warps + 1, checking the shape and that the tiles stay within `most_tiles`.
+int64_t tiled_shares(int64_t rows, int64_t cols, int64_t rb, int64_t panel, int64_t warps, int64_t most_tiles,
+                     const std::string& why = "") {
+  if (rb < 1 || rb > 65536 || panel < 1 || panel > 65536)
+    throw InputError("rb and panel must lie in [1, 65536], got " + std::to_string(rb) + " and " + std::to_string(panel));
+  if (warps < 1 || warps > 32) throw InputError("warps must lie in [1, 32], got " + std::to_string(warps));
+  const int64_t row_blocks = rows / rb + (rows % rb != 0), panels = std::max<int64_t>(1, cols / panel + (cols % panel != 0));
+  if (row_blocks > 0 && panels > most_tiles / row_blocks)
+    throw InputError(std::to_string(row_blocks) + " x " + std::to_string(panels) + " tiles of " + std::to_string(rb) +
+                     " x " + std::to_string(panel) + ": too many" + why);
+  return row_blocks * panels * warps + 1;
+}
+
 }  // namespace
 
 void register_sparse_ops(OpRegistry& r) {
@@ -84,15 +98,7 @@ void register_sparse_ops(OpRegistry& r) {
            const int64_t rows = a.get_int("rows"), cols = a.get_int("cols"), rb = a.get_int("rb"),
                          panel = a.get_int("panel"), warps = a.get_int("warps");
            if (rows < 0 || cols < 0) throw InputError("rows and cols must be >= 0");
-           if (rb < 1 || rb > 65536 || panel < 1 || panel > 65536)
-             throw InputError("rb and panel must lie in [1, 65536], got " + std::to_string(rb) + " and " +
-                              std::to_string(panel));
-           if (warps < 1 || warps > 32) throw InputError("warps must lie in [1, 32], got " + std::to_string(warps));
-           const int64_t row_blocks = rows / rb + (rows % rb != 0),
-                         panels = std::max<int64_t>(1, cols / panel + (cols % panel != 0));
-           if (row_blocks > 0 && panels > (INT64_MAX - 1) / warps / row_blocks)
-             throw InputError(std::to_string(row_blocks) + " x " + std::to_string(panels) + " tiles: too many");
-           const int64_t shares = row_blocks * panels * warps + 1;
+           const int64_t shares = tiled_shares(rows, cols, rb, panel, warps, (INT64_MAX - 1) / warps);
            if (in[0] != TensorType{DType::I64, {shares}})
              throw InputError("share must be i64[" + std::to_string(shares) + "], got " + in[0].str());
            if (in[1].dtype != DType::I32 || in[1].shape.size() != 1 || in[1].shape[0] % 2 != 0)
@@ -106,6 +112,24 @@ void register_sparse_ops(OpRegistry& r) {
            return std::vector<TensorType>{{DType::F64, {rows}}};
          },
          .dtypes = {DType::F64}, .doc = "sparse matrix (tiled layout) times vector: alpha*A*x (+ beta*y0)"});
+  // The tiled layout of a CSR matrix (f64 values; solvers/sparse/tiled.hpp): outputs share,
+  // rc and values as spmv_tiled reads them. Tiles of rb rows x panel columns, `warps`
+  // shares per tile cut at row boundaries. Every device builds the same arrays, bit for
+  // bit; InputError for bad structure (row pointers, columns), found while building.
+  r.add({.name = "tile_csr", .level = Level::Lib, .cls = OpClass::Library, .min_inputs = 3, .max_inputs = 3,
+         .attrs = {{"cols", AttrKind::Int, true}, {"rb", AttrKind::Int, true}, {"panel", AttrKind::Int, true},
+                   {"warps", AttrKind::Int, true}},
+         .infer = [](const std::vector<TensorType>& in, const Attrs& a, auto&) {
+           const int64_t rows = check_csr(in, a), nnz = in[1].shape[0], warps = a.get_int("warps");
+           if (in[2].dtype != DType::F64) throw InputError(std::string("values must be f64, got ") + dtype_name(in[2].dtype));
+           // Share starts outweighing the matrix (many panels, few nonzeros) are refused.
+           const int64_t most = (4 * std::max<int64_t>(nnz, 1) + 1024) / std::clamp<int64_t>(warps, 1, 32);
+           const int64_t shares = tiled_shares(rows, a.get_int("cols"), a.get_int("rb"), a.get_int("panel"), warps, most,
+                                                " (share starts would outnumber 4 per nonzero: rows too short for panels this wide)");
+           const int64_t padded = (nnz + 1) / 2 * 2;  // a pair load may read one entry past the last
+           return std::vector<TensorType>{{DType::I64, {shares}}, {DType::I32, {padded}}, {DType::F64, {padded}}};
+         },
+         .dtypes = {DType::F64}, .doc = "the tiled layout of a CSR matrix (for spmv_tiled)"});
 }
 
 }  // namespace rlx::ir
