@@ -15,8 +15,12 @@
 //          banded (11 diagonals, 4 M rows), power-law row lengths (log-uniform 1..1000, 0.5 M
 //          rows), block diagonal (dense 16 x 16 blocks, 4 M rows), random (16 per row, 4 M rows);
 //          on matrices of 64 or more nonzeros per row also spmv_tiled (the tiled layout,
-//          built once on the host, time printed) next to cuSPARSE after cusparseSpMV_preprocess;
+//          built once on the GPU, time printed) next to cuSPARSE after cusparseSpMV_preprocess
+//          (its time printed too); --matrix random:32|random:64|random:128 (not run
+//          otherwise): 32-128 random columns per row, ~64 M nonzeros;
 //   pcg    PCG-Jacobi on 3D Poisson 128^3, a fixed 200 iterations, time per iteration;
+//   cg-long CG-Jacobi on an SPD matrix of long rows (bench::power_law_spd), per iteration with
+//          the CSR and the tiled operator, and the tiled layout's build time;
 //   replay a 100-op program (bench_replay) run by the executor and replayed as a CUDA graph;
 //   sort   sort (values + indices, stable) of f32 [2^24] and of the rows of [4096, 4096].
 // --only sweep times tuning variants instead: the fused chain under each code generator
@@ -496,7 +500,16 @@ void bench_spmv_one(int reps, const std::string& label, const sparse::CsrMatrix&
 struct SpmvCase {
   const char* name;
   std::function<sparse::CsrMatrix()> make;
+  bool extra = false;  // run only when named by --matrix
 };
+
+// k uniformly random columns in each of `rows` rows (columns seeded by k, values by `seed`).
+sparse::CsrMatrix random_rows(int64_t rows, int k, uint64_t seed) {
+  std::mt19937_64 g{uint64_t(k)};
+  return make_csr(rows, rows, [&](int64_t, std::vector<int32_t>& c) {
+    for (int i = 0; i < k; ++i) c.push_back(int32_t(g() % uint64_t(rows)));
+  }, seed);
+}
 
 const std::vector<SpmvCase>& spmv_cases() {
   static const int64_t n = 4'000'000, m = 500'000;
@@ -519,19 +532,18 @@ const std::vector<SpmvCase>& spmv_cases() {
          }, 14);
        }},
       // random: 16 uniformly random columns per row
-      {"random:16", [] {
-         std::mt19937_64 g(16);
-         return make_csr(n, n, [&](int64_t, std::vector<int32_t>& c) {
-           for (int k = 0; k < 16; ++k) c.push_back(int32_t(g() % uint64_t(n)));
-         }, 15);
-       }},
+      {"random:16", [] { return random_rows(n, 16, 15); }},
+      // longer random rows, ~64 M nonzeros each (where the tiled layout starts to pay)
+      {"random:32", [] { return random_rows(2'000'000, 32, 32); }, true},
+      {"random:64", [] { return random_rows(1'000'000, 64, 64); }, true},
+      {"random:128", [] { return random_rows(500'000, 128, 128); }, true},
   };
   return cases;
 }
 
 void bench_spmv(int reps) {
   for (const SpmvCase& c : spmv_cases())
-    if (spmv_wanted(c.name)) bench_spmv_one(reps, c.name, c.make());
+    if (c.extra ? !g_matrices.empty() && spmv_wanted(c.name) : spmv_wanted(c.name)) bench_spmv_one(reps, c.name, c.make());
 }
 
 void bench_pcg(int64_t grid, int iters) {
@@ -562,6 +574,56 @@ void bench_pcg(int64_t grid, int iters) {
   }
   std::printf("pcg     jacobi poisson3d:%lld: %.3f ms per iteration (setup %.1f ms, from %d- and %d-iteration solves)\n",
               (long long)grid, 1e3 * median(per_it), 1e3 * median(setup), iters / 10, iters);
+}
+
+// CG (Jacobi) on an SPD matrix with long rows (bench::power_law_spd: 250000 rows, ~290
+// nonzeros a row): time per iteration with the CSR operator (spmv_csr) and with the tiled
+// one (spmv_tiled), each from the difference between solves of iters/10 and iters
+// iterations (setup excluded), and what the tiled layout costs to build on the GPU
+// (TiledOperator, to its end): the iterations after which it has paid for itself.
+void bench_cg_long(int iters) {
+  const sparse::CsrMatrix A = bench::power_law_spd(250000);
+  Device& d = DeviceRegistry::get().at("cuda");
+  sparse::CsrOperator op(A);
+  Tensor b = Tensor::empty(DType::F64, {A.rows()});
+  for (int64_t i = 0; i < A.rows(); ++i) b.data<double>()[i] = 1.0;
+  auto M = sparse::make_preconditioner("jacobi", op);
+  sparse::KrylovOptions o;
+  o.method = "cg";
+  o.rtol = 1e-30;  // run the fixed number of iterations
+  o.device = "cuda";
+  int optin = 0;
+  cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0);
+  std::vector<double> build;
+  std::unique_ptr<sparse::TiledOperator> tiled;
+  for (int r = 0; r < 3; ++r) {
+    d.synchronize();
+    const auto t0 = Clock::now();
+    tiled = std::make_unique<sparse::TiledOperator>(op, sparse::tiled_shape(A.rows(), cuda::sm_count(), optin), &d);
+    build.push_back(seconds_since(t0));
+  }
+  auto per_iteration = [&](const sparse::LinearOperator& L) {
+    auto solve = [&](int it) {
+      o.max_it = it;
+      auto t0 = Clock::now();
+      auto res = sparse::krylov_solve(L, b, *M, o);
+      if (res.iterations != it) throw std::runtime_error("cg stopped early");
+      return seconds_since(t0);
+    };
+    solve(iters / 10);  // warm-up: compiles and caches the kernels
+    std::vector<double> per_it;
+    for (int r = 0; r < 3; ++r) {
+      double s = solve(iters / 10), l = solve(iters);
+      per_it.push_back((l - s) / (iters - iters / 10));
+    }
+    return median(per_it);
+  };
+  const double csr = per_iteration(op), tile = per_iteration(*tiled), built = median(build);
+  std::printf("cg      jacobi power-law-spd (%lld rows, %lld nnz): per iteration CSR %.3f ms | tiled %.3f ms "
+              "(tiled/CSR %.3f); layout built on the GPU in %.1f ms (from host CSR arrays, copy included): "
+              "pays after %.0f iterations\n",
+              (long long)A.rows(), (long long)A.nnz(), 1e3 * csr, 1e3 * tile, tile / csr, 1e3 * built,
+              csr > tile ? built / (csr - tile) : INFINITY);
 }
 
 // A 100-op program: 20 rounds of y = tanh(y W_i + b_i) * 0.5 + y on [256, 256] f32 (five
@@ -622,7 +684,7 @@ int bench_cuda(int argc, char** argv) {
         return 2;
       }
     } else {
-      std::fprintf(stderr, "rlx-bench cuda: unknown option '%s' (options: --reps N, --only copy|xfer|fused|gemm|spmv|pcg|replay|sort|sweep, --matrix NAME[,NAME])\n",
+      std::fprintf(stderr, "rlx-bench cuda: unknown option '%s' (options: --reps N, --only copy|xfer|fused|gemm|spmv|pcg|cg-long|replay|sort|sweep, --matrix NAME[,NAME])\n",
                    a.c_str());
       return 2;
     }
@@ -646,6 +708,7 @@ int bench_cuda(int argc, char** argv) {
     if (only.empty() || only == "gemm") bench_gemm(std::max(5, reps / 4));
     if (only.empty() || only == "spmv") bench_spmv(reps);
     if (only.empty() || only == "pcg") bench_pcg(128, 200);
+    if (only.empty() || only == "cg-long") bench_cg_long(300);
     if (only.empty() || only == "replay") bench_replay(reps);
     if (only.empty() || only == "sort") bench_sort(reps);
   } catch (const std::exception& e) {

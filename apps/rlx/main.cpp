@@ -37,7 +37,7 @@ const char* kUsage =
     "  gen poisson --dim 2|3 --n N -o FILE.mtx\n"
     "  solve FILE.mtx|poisson3d:N [--rhs b.mtx|ones|random] [--method cg|pcg|bicgstab|gmres|minres|lu|klu|cholesky]\n"
     "        [--pc none|jacobi|ilu0|ic0|ssor] [--rtol R] [--atol A] [--max-it N] [--restart M] [--omega W]\n"
-    "        [--monitor] [--device D] [--spmv csr|tiled] [--explain] [--out x.h5]   (exit 4 when it does not converge)\n"
+    "        [--monitor] [--device D] [--spmv auto|csr|tiled] [--explain] [--out x.h5]   (exit 4 when it does not converge)\n"
     "policies: prefer-native (default), force-common-ir, strict, allow-host\n"
     "--deny OP,...: treat these ops as having no native kernel (exercises lowerings, rewrites, staging)\n";
 

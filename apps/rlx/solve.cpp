@@ -162,15 +162,22 @@ int cmd_solve(const Args& a) {
   CsrOperator op(A);
   auto M = make_preconditioner(pc, op, a.number("omega", 1.0));
   // --spmv tiled: the matrix laid out once more in tiles for the GPU (solvers/sparse/tiled.hpp,
-  // shaped for an H200), the Krylov iteration multiplying by that copy.
-  const std::string spmv = a.get("spmv", "csr");
-  if (spmv != "csr" && spmv != "tiled") throw UsageError("--spmv must be csr or tiled, not '" + spmv + "'");
+  // shaped for the device's GPU, else an H200), the Krylov iteration multiplying by that
+  // copy; auto (the default): tiled where it was measured to pay (sparse::choose_spmv), said.
+  std::string spmv = a.get("spmv", "auto");
+  if (spmv != "csr" && spmv != "tiled" && spmv != "auto")
+    throw UsageError("--spmv must be auto, csr or tiled, not '" + spmv + "'");
+  Device& dev = DeviceRegistry::get().runnable_at(a.get("device", "cpu"));
+  const Device::Geometry geo = dev.geometry();
+  if (spmv == "auto") {
+    const SpmvChoice c = choose_spmv(A, geo);
+    spmv = c.tiled ? "tiled" : "csr";
+    std::printf("spmv: %s (--spmv auto)\n", c.why.c_str());
+  }
   std::unique_ptr<TiledOperator> tiled;
   if (spmv == "tiled") {
-    // Sized for the device where it reports its geometry (cuda), else for an H200.
-    // Built by the tile_csr op on the solve's device (on a GPU the layout never visits the host).
-    Device& dev = DeviceRegistry::get().runnable_at(a.get("device", "cpu"));
-    const Device::Geometry geo = dev.geometry();
+    // Sized for the device where it reports its geometry (cuda), else for an H200; built by
+    // the tile_csr op on the solve's device (on a GPU the layout never visits the host).
     const bool own = geo.multiprocessors > 0 && geo.shared_bytes_per_block > 0;
     const int sms = own ? geo.multiprocessors : 132;
     const int64_t smem = own ? geo.shared_bytes_per_block : 232448;

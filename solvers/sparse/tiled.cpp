@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -82,6 +83,18 @@ Var spmv_tiled(const std::vector<Var>& arrays, const TiledCsr& t, const Var& x, 
                  {{"rows", t.rows}, {"cols", t.cols}, {"rb", int64_t(t.rb)}, {"panel", int64_t(t.panel)},
                   {"warps", int64_t(t.warps)}},
                  loc);
+}
+
+SpmvChoice choose_spmv(const CsrMatrix& A, const Device::Geometry& geo) {
+  const double per_row = A.rows() > 0 ? double(A.nnz()) / double(A.rows()) : 0.0;
+  char rows[96];
+  std::snprintf(rows, sizeof rows, "%.1f nonzeros per row", per_row);
+  if (A.value_type() != DType::F64)
+    return {false, std::string("csr: ") + dtype_name(A.value_type()) + " values (the tiled layout is f64)"};
+  if (geo.multiprocessors <= 0) return {false, "csr: not a GPU (the tiled layout is for GPUs)"};
+  if (per_row < kTiledRowLength)
+    return {false, "csr: " + std::string(rows) + " (tiled from " + std::to_string(int(kTiledRowLength)) + ")"};
+  return {true, "tiled: " + std::string(rows) + " on a GPU (tiled from " + std::to_string(int(kTiledRowLength)) + ")"};
 }
 
 TiledOperator::TiledOperator(const CsrOperator& A, TiledShape shape, Device* device) : diagonal_(A.diagonal()) {

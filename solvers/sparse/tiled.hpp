@@ -76,6 +76,17 @@ std::vector<Tensor> tiled_tensors(const TiledCsr& t);
 // y = A x in a graph, from the three arrays of t's layout (t gives the attributes).
 Var spmv_tiled(const std::vector<Var>& arrays, const TiledCsr& t, const Var& x, SrcLoc loc = SrcLoc::current());
 
+// --spmv auto: whether a Krylov solve of A on a device of geometry `geo` should multiply
+// by the tiled layout rather than by CSR, and why. Tiled where it was measured faster with
+// its build counted (docs/benchmarks.md, H200): f64 values, a GPU (a device that reports its
+// multiprocessors), and at least kTiledRowLength nonzeros per row on average; CSR otherwise.
+constexpr double kTiledRowLength = 64;
+struct SpmvChoice {
+  bool tiled = false;
+  std::string why;
+};
+SpmvChoice choose_spmv(const CsrMatrix& A, const Device::Geometry& geo);
+
 // A CSR matrix (f64) as a tiled operator: the layout is built once, here, and apply emits
 // spmv_tiled with its arrays bound once per graph. The diagonal (for Jacobi) is the CSR
 // matrix's.

@@ -884,6 +884,28 @@ BOOST_AUTO_TEST_CASE(tile_csr_on_every_device) {
 }
 
 
+// --spmv auto: tiled only for f64 values on a GPU with rows of kTiledRowLength or more.
+BOOST_AUTO_TEST_CASE(choose_spmv_picks_tiled_for_long_rows_on_a_gpu) {
+  const Device::Geometry gpu{132, 232448}, host{};
+  auto rows_of = [](int64_t rows, int64_t per_row, DType t) {
+    std::vector<int64_t> i, j;
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t k = 0; k < per_row; ++k) i.push_back(r), j.push_back((r + k * 7) % 1000);
+    return sparse::CsrMatrix::from_coo(rows, 1000, i, j, std::vector<double>(i.size(), 1.0), t);
+  };
+  const int64_t at = int64_t(sparse::kTiledRowLength);
+  BOOST_TEST(sparse::choose_spmv(rows_of(50, at, DType::F64), gpu).tiled);
+  BOOST_TEST(sparse::choose_spmv(rows_of(50, at, DType::F64), gpu).why.find("tiled: 64.0 nonzeros per row") == 0);
+  BOOST_TEST(!sparse::choose_spmv(rows_of(50, at - 1, DType::F64), gpu).tiled);
+  BOOST_TEST(sparse::choose_spmv(rows_of(50, at - 1, DType::F64), gpu).why.find("csr: 63.0 nonzeros per row") == 0);
+  BOOST_TEST(!sparse::choose_spmv(rows_of(50, at, DType::F64), host).tiled);
+  BOOST_TEST(sparse::choose_spmv(rows_of(50, at, DType::F64), host).why.find("not a GPU") != std::string::npos);
+  BOOST_TEST(!sparse::choose_spmv(rows_of(50, at, DType::F32), gpu).tiled);
+  BOOST_TEST(sparse::choose_spmv(rows_of(50, at, DType::F32), gpu).why.find("f32 values") != std::string::npos);
+  BOOST_TEST(!sparse::choose_spmv(rows_of(0, at, DType::F64), gpu).tiled);
+}
+
+
 // spmv_tiled through a compiled graph on every device (the cuda device too where there is a
 // GPU): y = alpha A x + beta y0 on the layout of a random matrix, against a long-double
 // CSR product; then a layout with a share out of order, which the reference device names.
