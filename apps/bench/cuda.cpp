@@ -16,7 +16,7 @@
 //          rows), block diagonal (dense 16 x 16 blocks, 4 M rows), random (16 per row, 4 M rows);
 //          on matrices of 64 or more nonzeros per row also spmv_tiled (the tiled layout,
 //          built once on the GPU, time printed) next to cuSPARSE after cusparseSpMV_preprocess
-//          (its time printed too); --matrix random:32|random:64|random:128 (not run
+//          (its time printed too); --matrix random:32|random:64|random:96|random:128 (not run
 //          otherwise): 32-128 random columns per row, ~64 M nonzeros;
 //   pcg    PCG-Jacobi on 3D Poisson 128^3, a fixed 200 iterations, time per iteration;
 //   cg-long CG-Jacobi on an SPD matrix of long rows (bench::power_law_spd), per iteration with
@@ -536,6 +536,7 @@ const std::vector<SpmvCase>& spmv_cases() {
       // longer random rows, ~64 M nonzeros each (where the tiled layout starts to pay)
       {"random:32", [] { return random_rows(2'000'000, 32, 32); }, true},
       {"random:64", [] { return random_rows(1'000'000, 64, 64); }, true},
+      {"random:96", [] { return random_rows(666'667, 96, 96); }, true},
       {"random:128", [] { return random_rows(500'000, 128, 128); }, true},
   };
   return cases;
@@ -546,52 +547,49 @@ void bench_spmv(int reps) {
     if (c.extra ? !g_matrices.empty() && spmv_wanted(c.name) : spmv_wanted(c.name)) bench_spmv_one(reps, c.name, c.make());
 }
 
-void bench_pcg(int64_t grid, int iters) {
-  sparse::CsrMatrix A = sparse::poisson3d(grid);
-  sparse::CsrOperator op(A);
+// Seconds per iteration of CG (Jacobi) on the cuda device for A x = ones, from the
+// difference between solves of iters/10 and iters iterations (setup excluded: compile,
+// uploads), the median of 3; after a warm-up solve that compiles and caches the kernels.
+double cg_per_iteration(const sparse::LinearOperator& A, const sparse::Preconditioner& M, int iters) {
   Tensor b = Tensor::empty(DType::F64, {A.rows()});
   for (int64_t i = 0; i < A.rows(); ++i) b.data<double>()[i] = 1.0;
-  auto M = sparse::make_preconditioner("jacobi", op);
   sparse::KrylovOptions o;
   o.method = "cg";
   o.rtol = 1e-30;  // run the fixed number of iterations
   o.device = "cuda";
-  // Time per iteration without the setup (compile, uploads): the difference between a
-  // solve of `iters` iterations and one of iters/10, over the iterations in between.
   auto solve = [&](int it) {
     o.max_it = it;
     auto t0 = Clock::now();
-    auto r = sparse::krylov_solve(op, b, *M, o);
-    if (r.iterations != it) throw std::runtime_error("pcg stopped early");
+    auto r = sparse::krylov_solve(A, b, M, o);
+    if (r.iterations != it) throw std::runtime_error("cg stopped early");
     return seconds_since(t0);
   };
-  solve(iters / 10);  // warm-up: compiles and caches the kernels
-  std::vector<double> per_it, setup;
+  solve(iters / 10);
+  std::vector<double> per_it;
   for (int r = 0; r < 3; ++r) {
     double s = solve(iters / 10), l = solve(iters);
     per_it.push_back((l - s) / (iters - iters / 10));
-    setup.push_back(s - (iters / 10) * per_it.back());
   }
-  std::printf("pcg     jacobi poisson3d:%lld: %.3f ms per iteration (setup %.1f ms, from %d- and %d-iteration solves)\n",
-              (long long)grid, 1e3 * median(per_it), 1e3 * median(setup), iters / 10, iters);
+  return median(per_it);
+}
+
+void bench_pcg(int64_t grid, int iters) {
+  sparse::CsrMatrix A = sparse::poisson3d(grid);
+  sparse::CsrOperator op(A);
+  auto M = sparse::make_preconditioner("jacobi", op);
+  std::printf("pcg     jacobi poisson3d:%lld: %.3f ms per iteration (from %d- and %d-iteration solves)\n",
+              (long long)grid, 1e3 * cg_per_iteration(op, *M, iters), iters / 10, iters);
 }
 
 // CG (Jacobi) on an SPD matrix with long rows (bench::power_law_spd: 250000 rows, ~290
 // nonzeros a row): time per iteration with the CSR operator (spmv_csr) and with the tiled
-// one (spmv_tiled), each from the difference between solves of iters/10 and iters
-// iterations (setup excluded), and what the tiled layout costs to build on the GPU
-// (TiledOperator, to its end): the iterations after which it has paid for itself.
+// one (spmv_tiled), and what the tiled layout costs to build on the GPU (TiledOperator
+// from the host CSR arrays, to its end): the iterations after which it has paid for itself.
 void bench_cg_long(int iters) {
   const sparse::CsrMatrix A = bench::power_law_spd(250000);
   Device& d = DeviceRegistry::get().at("cuda");
   sparse::CsrOperator op(A);
-  Tensor b = Tensor::empty(DType::F64, {A.rows()});
-  for (int64_t i = 0; i < A.rows(); ++i) b.data<double>()[i] = 1.0;
   auto M = sparse::make_preconditioner("jacobi", op);
-  sparse::KrylovOptions o;
-  o.method = "cg";
-  o.rtol = 1e-30;  // run the fixed number of iterations
-  o.device = "cuda";
   int optin = 0;
   cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0);
   std::vector<double> build;
@@ -602,23 +600,7 @@ void bench_cg_long(int iters) {
     tiled = std::make_unique<sparse::TiledOperator>(op, sparse::tiled_shape(A.rows(), cuda::sm_count(), optin), &d);
     build.push_back(seconds_since(t0));
   }
-  auto per_iteration = [&](const sparse::LinearOperator& L) {
-    auto solve = [&](int it) {
-      o.max_it = it;
-      auto t0 = Clock::now();
-      auto res = sparse::krylov_solve(L, b, *M, o);
-      if (res.iterations != it) throw std::runtime_error("cg stopped early");
-      return seconds_since(t0);
-    };
-    solve(iters / 10);  // warm-up: compiles and caches the kernels
-    std::vector<double> per_it;
-    for (int r = 0; r < 3; ++r) {
-      double s = solve(iters / 10), l = solve(iters);
-      per_it.push_back((l - s) / (iters - iters / 10));
-    }
-    return median(per_it);
-  };
-  const double csr = per_iteration(op), tile = per_iteration(*tiled), built = median(build);
+  const double csr = cg_per_iteration(op, *M, iters), tile = cg_per_iteration(*tiled, *M, iters), built = median(build);
   std::printf("cg      jacobi power-law-spd (%lld rows, %lld nnz): per iteration CSR %.3f ms | tiled %.3f ms "
               "(tiled/CSR %.3f); layout built on the GPU in %.1f ms (from host CSR arrays, copy included): "
               "pays after %.0f iterations\n",
@@ -678,7 +660,7 @@ int bench_cuda(int argc, char** argv) {
     }
     else if (a == "--only" && i + 1 < argc) {
       only = argv[++i];
-      static const char* known[] = {"copy", "xfer", "fused", "gemm", "spmv", "pcg", "replay", "sort", "sweep"};
+      static const char* known[] = {"copy", "xfer", "fused", "gemm", "spmv", "pcg", "cg-long", "replay", "sort", "sweep"};
       if (std::find(std::begin(known), std::end(known), only) == std::end(known)) {
         std::fprintf(stderr, "rlx-bench cuda: unknown section '%s' for --only\n", only.c_str());
         return 2;
