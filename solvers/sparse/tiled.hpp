@@ -77,10 +77,12 @@ std::vector<Tensor> tiled_tensors(const TiledCsr& t);
 Var spmv_tiled(const std::vector<Var>& arrays, const TiledCsr& t, const Var& x, SrcLoc loc = SrcLoc::current());
 
 // --spmv auto: whether a Krylov solve of A on a device of geometry `geo` should multiply
-// by the tiled layout rather than by CSR, and why. Tiled where it was measured faster with
-// its build counted (docs/benchmarks.md, H200): f64 values, a GPU (a device that reports its
-// multiprocessors), and at least kTiledRowLength nonzeros per row on average; CSR otherwise.
-constexpr double kTiledRowLength = 64;
+// by the tiled layout rather than by CSR, and why: f64 values, a GPU (a device that
+// reports its multiprocessors), and at least kTiledRowLength nonzeros per row on average;
+// CSR otherwise. The threshold is measured (H200, docs/benchmarks.md, random columns, ~64 M
+// nonzeros): tiled/CSR time 2.1 at 32 per row, 1.16 at 64, 0.72 at 96, 0.57 at 128 (0.55 on
+// the power-law rows, mean 144); the layout's build on the GPU (2-4 ms) is ~15 products.
+constexpr double kTiledRowLength = 96;
 struct SpmvChoice {
   bool tiled = false;
   std::string why;

@@ -895,9 +895,9 @@ BOOST_AUTO_TEST_CASE(choose_spmv_picks_tiled_for_long_rows_on_a_gpu) {
   };
   const int64_t at = int64_t(sparse::kTiledRowLength);
   BOOST_TEST(sparse::choose_spmv(rows_of(50, at, DType::F64), gpu).tiled);
-  BOOST_TEST(sparse::choose_spmv(rows_of(50, at, DType::F64), gpu).why.find("tiled: 64.0 nonzeros per row") == 0);
+  BOOST_TEST(sparse::choose_spmv(rows_of(50, at, DType::F64), gpu).why.find("tiled: 96.0 nonzeros per row") == 0);
   BOOST_TEST(!sparse::choose_spmv(rows_of(50, at - 1, DType::F64), gpu).tiled);
-  BOOST_TEST(sparse::choose_spmv(rows_of(50, at - 1, DType::F64), gpu).why.find("csr: 63.0 nonzeros per row") == 0);
+  BOOST_TEST(sparse::choose_spmv(rows_of(50, at - 1, DType::F64), gpu).why.find("csr: 95.0 nonzeros per row") == 0);
   BOOST_TEST(!sparse::choose_spmv(rows_of(50, at, DType::F64), host).tiled);
   BOOST_TEST(sparse::choose_spmv(rows_of(50, at, DType::F64), host).why.find("not a GPU") != std::string::npos);
   BOOST_TEST(!sparse::choose_spmv(rows_of(50, at, DType::F32), gpu).tiled);
