@@ -97,7 +97,7 @@ SpmvChoice choose_spmv(const CsrMatrix& A, const Device::Geometry& geo) {
   return {true, "tiled: " + std::string(rows) + " on a GPU (tiled from " + std::to_string(int(kTiledRowLength)) + ")"};
 }
 
-TiledOperator::TiledOperator(const CsrOperator& A, TiledShape shape, Device* device) : diagonal_(A.diagonal()) {
+TiledOperator::TiledOperator(const CsrOperator& A, TiledShape shape, Device* device) : csr_(A) {
   if (A.dtype() != DType::F64) throw InputError(std::string("tiled layout: f64 matrices only, not ") + dtype_name(A.dtype()));
   const auto t0 = std::chrono::steady_clock::now();
   layout_ = tile_csr(A.row_ptr(), A.col_idx(), A.values(), A.rows(), A.cols(), shape.rb, shape.panel, shape.warps, device);

@@ -100,14 +100,14 @@ class TiledOperator final : public LinearOperator {
   int64_t cols() const override { return layout_.cols; }
   DType dtype() const override { return DType::F64; }
   Var apply(BoundGraph& g, const Var& x) const override;
-  Tensor diagonal() const override { return diagonal_; }
+  Tensor diagonal() const override { return csr_.diagonal(); }  // (from CSR, when asked)
   std::string describe() const override;
   double build_seconds() const { return build_seconds_; }
 
  private:
   TiledCsr layout_;  // (shape and counts; the arrays moved to arrays_)
   std::vector<Tensor> arrays_;
-  Tensor diagonal_;
+  CsrOperator csr_;  // (shares A's arrays: for the diagonal)
   double build_seconds_ = 0;
 };
 
