@@ -1,19 +1,20 @@
 // A CSR matrix laid out again, once, for f64 SpMV on a GPU: tiles of `rb` rows by `panel`
 // columns, so that the x gathers read a panel of x from shared memory instead of from L2.
-// The IR op is spmv_tiled (src/ir/ops/sparse.cpp); every device runs it (cuda natively,
-// the reference and cpu devices by a loop over the tiles).
+// The IR ops are tile_csr (CSR -> the layout) and spmv_tiled (src/ir/ops/sparse.cpp); every
+// device runs both.
 //
 // Why: on the H200, CSR SpMV with scattered columns is bound by L2 tag requests, one per x
 // gather, and no kernel reading the CSR arrays in their order can make fewer (power-law
 // rows: 72 M of cuSPARSE's 85 M requests; docs/benchmarks.md). With the panel in shared
 // memory the L2 sees the matrix's lines and one copy of each panel per row block: on
-// power-law rows (mean 144 per row) 0.316 ms against cuSPARSE's 0.558 for the CSR arrays
-// (H200, run V1 in docs/benchmarks.md). What it costs: building it on the host, once per
-// matrix (an explicit step, TiledOperator, not a cache; row blocks on all hardware
-// threads: 0.65 s for those 72 M nonzeros on 2 cores, `rlx-bench layout`), and a second
-// copy of the matrix (12 bytes per nonzero, as CSR with 32-bit indices). It pays where rows
-// are long (tens of nonzeros or more); on short rows (Poisson, 7 per row) it is 2.5x slower
-// than CSR: each block copies every panel of its group, most of them empty.
+// power-law rows (mean 144 per row) 0.311-0.316 ms against cuSPARSE's 0.555-0.565 for the
+// CSR arrays, also after cusparseSpMV_preprocess (H200, runs V1, G1, G3 in
+// docs/benchmarks.md). What it costs: building it, once per matrix (an explicit step, the
+// tile_csr op: 2.3-2.5 ms for those 72 M nonzeros on the GPU, 0.26 s on 16 cpu threads), and
+// a second copy of the matrix (12 bytes per nonzero, as CSR with 32-bit indices). It pays
+// where rows are long (tiled/CSR 1.16 at 64 random columns per row, 0.72 at 96, 0.57 at
+// 128); on short rows (Poisson, 7 per row) it is several times slower than CSR: each block
+// copies every panel of its group, most of them empty.
 //
 // Layout: tiles numbered row block by row block, panels in order; inside a tile the
 // nonzeros by row (columns in the CSR order), each stored as its value and one 32-bit word
