@@ -164,28 +164,16 @@ int cmd_solve(const Args& a) {
   // --spmv tiled: the matrix laid out once more in tiles for the GPU (solvers/sparse/tiled.hpp,
   // shaped for the device's GPU, else an H200), the Krylov iteration multiplying by that
   // copy; auto (the default): tiled where it was measured to pay (sparse::choose_spmv), said.
-  std::string spmv = a.get("spmv", "auto");
-  if (spmv != "csr" && spmv != "tiled" && spmv != "auto")
-    throw UsageError("--spmv must be auto, csr or tiled, not '" + spmv + "'");
-  Device& dev = DeviceRegistry::get().runnable_at(a.get("device", "cpu"));
-  const Device::Geometry geo = dev.geometry();
-  if (spmv == "auto") {
-    const SpmvChoice c = choose_spmv(A, geo);
-    spmv = c.tiled ? "tiled" : "csr";
-    std::printf("spmv: %s (--spmv auto)\n", c.why.c_str());
-  }
-  std::unique_ptr<TiledOperator> tiled;
-  if (spmv == "tiled") {
-    // Sized for the device where it reports its geometry (cuda), else for an H200; built by
-    // the tile_csr op on the solve's device (on a GPU the layout never visits the host).
-    const bool own = geo.multiprocessors > 0 && geo.shared_bytes_per_block > 0;
-    const int sms = own ? geo.multiprocessors : 132;
-    const int64_t smem = own ? geo.shared_bytes_per_block : 232448;
-    tiled = std::make_unique<TiledOperator>(op, tiled_shape(A.rows(), sms, smem), &dev);
-    std::printf("operator: %s (laid out on %s in %.3f s, for %d multiprocessors and %lld bytes of shared memory per "
-                "block: %s)\n",
-                tiled->describe().c_str(), dev.name().c_str(), tiled->build_seconds(), sms, (long long)smem,
-                own ? "this GPU's" : "an H200's");
+  const std::string mode = a.get("spmv", "auto");
+  if (mode != "csr" && mode != "tiled" && mode != "auto")
+    throw UsageError("--spmv must be auto, csr or tiled, not '" + mode + "'");
+  // (Built by the tile_csr op on the solve's device: on a GPU the layout never visits the host.)
+  OperatorChoice choice = operator_for(op, DeviceRegistry::get().runnable_at(a.get("device", "cpu")), mode);
+  if (mode == "auto") std::printf("spmv: %s (--spmv auto)\n", choice.why.c_str());
+  const std::string spmv = choice.op ? "tiled" : "csr";
+  const std::unique_ptr<TiledOperator>& tiled = choice.op;
+  if (tiled) {
+    std::printf("operator: %s (%s)\n", tiled->describe().c_str(), choice.layout.c_str());
     const double per_row = A.rows() ? double(A.nnz()) / double(A.rows()) : 0.0;
     if (per_row < 32)
       std::fprintf(stderr, "rlx: note: %.1f nonzeros per row; the tiled layout pays on long rows (tens or more), "

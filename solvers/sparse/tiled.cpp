@@ -121,4 +121,28 @@ std::string TiledOperator::describe() const {
          std::to_string(layout_.row_blocks * layout_.panels) + " tiles";
 }
 
+OperatorChoice operator_for(const CsrOperator& A, Device& device, const std::string& mode) {
+  if (mode != "csr" && mode != "tiled" && mode != "auto")
+    throw InputError("spmv mode must be auto, csr or tiled, not '" + mode + "'");
+  const Device::Geometry geo = device.geometry();
+  OperatorChoice c;
+  bool tiled = mode == "tiled";
+  if (mode == "auto") {
+    const SpmvChoice s = choose_spmv(A.matrix(), geo);
+    tiled = s.tiled, c.why = s.why;
+  } else {
+    c.why = mode + ": as asked";
+  }
+  if (!tiled) return c;
+  const bool own = geo.multiprocessors > 0 && geo.shared_bytes_per_block > 0;
+  const int sms = own ? geo.multiprocessors : 132;
+  const int64_t smem = own ? geo.shared_bytes_per_block : 232448;
+  c.op = std::make_unique<TiledOperator>(A, tiled_shape(A.rows(), sms, smem), &device);
+  char b[256];
+  std::snprintf(b, sizeof b, "laid out on %s in %.3f s, for %d multiprocessors and %lld bytes of shared memory per block: %s",
+                device.name().c_str(), c.op->build_seconds(), sms, (long long)smem, own ? "this GPU's" : "an H200's");
+  c.layout = b;
+  return c;
+}
+
 }  // namespace rlx::sparse

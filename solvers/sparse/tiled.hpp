@@ -25,6 +25,7 @@
 // words' bits) and values f64, both padded with zeros to an even length.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -111,5 +112,16 @@ class TiledOperator final : public LinearOperator {
   CsrOperator csr_;  // (shares A's arrays: for the diagonal)
   double build_seconds_ = 0;
 };
+
+// What a Krylov solve of A on `device` should multiply by, for `mode` "csr", "tiled" or
+// "auto" (choose_spmv): `op` the tiled operator (built on the device, shaped for its
+// geometry, or an H200's where it reports none) or null for CSR; `why` the reason for the
+// choice and `layout` (tiled only) where and for what it was laid out. InputError for
+// another mode.
+struct OperatorChoice {
+  std::unique_ptr<TiledOperator> op;
+  std::string why, layout;
+};
+OperatorChoice operator_for(const CsrOperator& A, Device& device, const std::string& mode);
 
 }  // namespace rlx::sparse

@@ -906,6 +906,36 @@ BOOST_AUTO_TEST_CASE(choose_spmv_picks_tiled_for_long_rows_on_a_gpu) {
 }
 
 
+// operator_for: the operator a solve multiplies by, on every runnable device. A matrix of
+// 100 nonzeros per row: auto picks tiled exactly on the devices that report a GPU geometry
+// (cuda), built there; csr never, tiled always; other modes refused.
+BOOST_AUTO_TEST_CASE(operator_for_follows_the_mode_and_the_device) {
+  const int64_t n = 2000;
+  std::vector<int64_t> i, j;
+  std::vector<double> v;
+  std::mt19937_64 g(seed() + 31);
+  std::uniform_real_distribution<double> u(-1, 1);
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t k = 0; k < 100; ++k) i.push_back(r), j.push_back((r * 37 + k * 19) % n), v.push_back(u(g));
+  const sparse::CsrOperator A(sparse::CsrMatrix::from_coo(n, n, i, j, v));
+  for (Device* d : DeviceRegistry::get().runnable()) {
+    BOOST_TEST_CONTEXT(d->name()) {
+      const bool gpu = d->geometry().multiprocessors > 0;
+      const sparse::OperatorChoice a = sparse::operator_for(A, *d, "auto");
+      BOOST_TEST(bool(a.op) == gpu, a.why);
+      BOOST_TEST(a.why.find(gpu ? "tiled: 100.0 nonzeros per row" : "not a GPU") != std::string::npos, a.why);
+      BOOST_TEST(!sparse::operator_for(A, *d, "csr").op);
+      const sparse::OperatorChoice t = sparse::operator_for(A, *d, "tiled");
+      BOOST_REQUIRE(t.op);
+      BOOST_TEST(t.layout.find("laid out on " + d->name()) == 0, t.layout);
+      BOOST_TEST(t.layout.find(gpu ? "this GPU's" : "an H200's") != std::string::npos, t.layout);
+      BOOST_TEST(t.op->rows() == n);
+      BOOST_CHECK_THROW(sparse::operator_for(A, *d, "coo"), InputError);
+    }
+  }
+}
+
+
 // spmv_tiled through a compiled graph on every device (the cuda device too where there is a
 // GPU): y = alpha A x + beta y0 on the layout of a random matrix, against a long-double
 // CSR product; then a layout with a share out of order, which the reference device names.
