@@ -175,9 +175,9 @@ int cmd_solve(const Args& a) {
   if (tiled) {
     std::printf("operator: %s (%s)\n", tiled->describe().c_str(), choice.layout.c_str());
     const double per_row = A.rows() ? double(A.nnz()) / double(A.rows()) : 0.0;
-    if (per_row < 32)
-      std::fprintf(stderr, "rlx: note: %.1f nonzeros per row; the tiled layout pays on long rows (tens or more), "
-                   "CSR is faster here (docs/solvers.md)\n", per_row);
+    if (per_row < kTiledRowLength)
+      std::fprintf(stderr, "rlx: note: %.1f nonzeros per row; the tiled layout was measured to pay from %d per row, "
+                   "CSR is faster here (docs/solvers.md)\n", per_row, int(kTiledRowLength));
   }
   const LinearOperator& apply = tiled ? static_cast<const LinearOperator&>(*tiled) : op;
   KrylovOptions o;

@@ -13,7 +13,7 @@
 //      binary search of the sorted keys. tile_shares: share w of a tile of m nonzeros at
 //      the first row start at or past m * w / warps, by a binary search of the (ascending)
 //      rows of the tile when the target falls inside a row.
-// Work space: about 24 bytes per nonzero (keys, indices, words, the sort's own), from
+// Work space: about 28 bytes per nonzero (keys, indices, words: 20; the sort's own buffers), from
 // Scratch. Up to 2^31 - 1 nonzeros (CUB's item count) and 2^32 - 1 tiles.
 #include <cub/device/device_radix_sort.cuh>
 
@@ -50,7 +50,7 @@ __global__ void tile_keys(const I* __restrict__ rp, const I* __restrict__ ci, lo
   for (long long r = (blockIdx.x * (long long)blockDim.x + threadIdx.x) / 32; r < rows; r += warps) {
     const long long b = r / rb, k1 = rp[r + 1];
     const unsigned local = unsigned(r - b * rb) << 16;
-    for (long long k = rp[r] + lane; k < k1; k += 32) {
+    for (long long k = (long long)rp[r] + lane; k < k1; k += 32) {  // (i32: no wrap near 2^31)
       const long long c = ci[k];
       if (c < 0 || c >= cols) {
         atomicMin(bad_col, (unsigned long long)r);

@@ -44,6 +44,7 @@ TiledCsr tile_csr(const Tensor& row_ptr, const Tensor& col_idx, const Tensor& va
 }
 
 void tiled_product_host(const TiledCsr& t, const double* x, double* y) {
+  if (t.share.empty()) throw InputError("tiled_product_host: the layout is not on the host (built on another device)");
   std::fill(y, y + t.rows, 0.0);
   const int64_t tiles = t.row_blocks * t.panels;
   for (int64_t tile = 0; tile < tiles; ++tile) {
@@ -137,7 +138,13 @@ OperatorChoice operator_for(const CsrOperator& A, Device& device, const std::str
   const bool own = geo.multiprocessors > 0 && geo.shared_bytes_per_block > 0;
   const int sms = own ? geo.multiprocessors : 132;
   const int64_t smem = own ? geo.shared_bytes_per_block : 232448;
-  c.op = std::make_unique<TiledOperator>(A, tiled_shape(A.rows(), sms, smem), &device);
+  try {
+    c.op = std::make_unique<TiledOperator>(A, tiled_shape(A.rows(), sms, smem), &device);
+  } catch (const Error& e) {  // auto: CSR where this device cannot build the layout (size, memory)
+    if (mode != "auto") throw;
+    c.why = "csr: the tiled layout was chosen but cannot be built on " + device.name() + ": " + e.what();
+    return c;
+  }
   char b[256];
   std::snprintf(b, sizeof b, "laid out on %s in %.3f s, for %d multiprocessors and %lld bytes of shared memory per block: %s",
                 device.name().c_str(), c.op->build_seconds(), sms, (long long)smem, own ? "this GPU's" : "an H200's");

@@ -117,7 +117,8 @@ class TiledOperator final : public LinearOperator {
 // "auto" (choose_spmv): `op` the tiled operator (built on the device, shaped for its
 // geometry, or an H200's where it reports none) or null for CSR; `why` the reason for the
 // choice and `layout` (tiled only) where and for what it was laid out. InputError for
-// another mode.
+// another mode. With "auto", a layout the device cannot build (too many nonzeros for it,
+// out of memory) falls back to CSR, the reason in `why`; with "tiled" the error is thrown.
 struct OperatorChoice {
   std::unique_ptr<TiledOperator> op;
   std::string why, layout;

@@ -834,7 +834,9 @@ BOOST_AUTO_TEST_CASE(tile_csr_on_every_device) {
   std::vector<Case> cases = {{tiled_case(seed() + 21, 1003, 5000), 64, 512, 32, DType::I32},
                              {tiled_case(seed() + 22, 1003, 5000), 1003, 4999, 7, DType::I64},
                              {tiled_case(seed() + 23, 777, 3001), 7, 333, 4, DType::I32},
-                             {tiled_case(seed() + 24, 4001, 20000), 256, 8192, 32, DType::I64}};
+                             {tiled_case(seed() + 24, 4001, 20000), 256, 8192, 32, DType::I64},
+                             // over 2^20 nonzeros: the cpu device's two passes run on several threads
+                             {tiled_case(seed() + 25, 12007, 40000), 256, 8192, 32, DType::I64}};
   auto host = [](const Tensor& t) { return t.is_host() ? t : t.to(host_allocator()); };
   for (const Case& k : cases) {
     const Tensor rp = host_tensor(k.it, k.c.rp), ci = host_tensor(k.it, k.c.ci), v = host_tensor(DType::F64, k.c.val);
@@ -853,11 +855,13 @@ BOOST_AUTO_TEST_CASE(tile_csr_on_every_device) {
       }
     }
   }
-  // Bad structure: the lowest offending row is named, on every device.
-  const TiledCase& c = cases[3].c;
+  // Bad structure: the lowest offending row is named, on every device (on the cpu device by
+  // whichever thread meets it).
+  const TiledCase& c = cases[4].c;
+  BOOST_REQUIRE(c.val.size() > (size_t(1) << 20));
   std::vector<int64_t> cols = c.ci, ptr = c.rp;
   cols[size_t(c.rp[3009])] = -7;  // (rows 2006 and 3009 hold 2000 entries each)
-  cols[size_t(c.rp[2006] + 1)] = 20000;
+  cols[size_t(c.rp[2006] + 1)] = 40000;
   ptr[2500] = ptr[2501] + 1;  // row 2500 (empty) ends before it starts
   std::vector<int64_t> late = c.rp;
   late[3900] = late[3899] - 1;  // row 3899 goes backwards
@@ -866,8 +870,8 @@ BOOST_AUTO_TEST_CASE(tile_csr_on_every_device) {
     std::vector<int64_t> rp, ci;
     std::string why;
   };
-  const std::vector<Bad> bad = {{c.rp, cols, "column 20000 of row 2006 outside [0, 20000)"},
-                                {ptr, cols, "column 20000 of row 2006"},
+  const std::vector<Bad> bad = {{c.rp, cols, "column 40000 of row 2006 outside [0, 40000)"},
+                                {ptr, cols, "column 40000 of row 2006"},
                                 {ptr, c.ci, "not ascending (or past nnz) at row 2500"},
                                 {late, c.ci, "not ascending (or past nnz) at row 3899"}};
   for (Device* d : DeviceRegistry::get().runnable())
@@ -931,6 +935,18 @@ BOOST_AUTO_TEST_CASE(operator_for_follows_the_mode_and_the_device) {
       BOOST_TEST(t.layout.find(gpu ? "this GPU's" : "an H200's") != std::string::npos, t.layout);
       BOOST_TEST(t.op->rows() == n);
       BOOST_CHECK_THROW(sparse::operator_for(A, *d, "coo"), InputError);
+      // Long rows spread over 2^31 columns: more tiles than the layout allows. Forced, an
+      // error; auto on a GPU falls back to CSR and says why.
+      std::vector<int64_t> wi, wj;
+      for (int64_t r = 0; r < 100; ++r)
+        for (int64_t k = 0; k < 100; ++k) wi.push_back(r), wj.push_back(k * 21474836 + r);
+      const sparse::CsrOperator wide(
+          sparse::CsrMatrix::from_coo(100, int64_t(1) << 31, wi, wj, std::vector<double>(wi.size(), 1.0)));
+      BOOST_CHECK_THROW(sparse::operator_for(wide, *d, "tiled"), InputError);
+      const sparse::OperatorChoice w = sparse::operator_for(wide, *d, "auto");
+      BOOST_TEST(!w.op);
+      if (gpu)
+        BOOST_TEST(w.why.find("csr: the tiled layout was chosen but cannot be built on " + d->name()) == 0, w.why);
     }
   }
 }
