@@ -662,11 +662,17 @@ void slogdet(const ir::Node&, std::span<const Tensor> in, std::span<Tensor> out)
   double la = 0;
   for (int64_t i = 0; i < n; ++i) {
     const T u = a[size_t(i * n + i)];
-    const double mag = std::abs(u);
-    if constexpr (is_cplx<T>)
-      sg *= std::complex<double>(u) / mag;
-    else
+    // |u| in double: a float |u| is off by up to half an ulp, and 160 such phases drifted
+    // |sign| of a c64 determinant past 1e-6 (the op suite caught it).
+    double mag;
+    if constexpr (is_cplx<T>) {
+      const std::complex<double> ud(u);
+      mag = std::abs(ud);
+      sg *= ud / mag;
+    } else {
+      mag = std::fabs(double(u));
       sg *= u < 0 ? -1.0 : 1.0;
+    }
     if (piv[size_t(i)] != i + 1) sg = -sg;
     la += std::log(mag);
   }
