@@ -7,6 +7,7 @@
 // each build is timed to its end (Device::synchronize). The first build includes the
 // first touch of the layout's ~870 MB; then the median of --reps more. Every device's
 // arrays are compared with the cpu device's, bit for bit.
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -16,6 +17,9 @@
 
 #include "apps/bench/common.hpp"
 #include "apps/bench/matrices.hpp"
+#include "ir/frontend.hpp"
+#include "runtime/executor.hpp"
+#include "runtime/runtime.hpp"
 #include "runtime/device.hpp"
 #include "solvers/sparse/tiled.hpp"
 
@@ -49,9 +53,11 @@ int bench_layout(int argc, char** argv) {
       std::printf("layout  %-5s copy of the CSR arrays to the device: %.3f s (not in the times below)\n", name,
                   bench::seconds_since(t0));
     std::vector<Tensor> got;
+    sparse::TiledCsr layout;
     auto build = [&] {
       const bench::Clock::time_point t1 = bench::Clock::now();
-      got = sparse::tiled_tensors(sparse::tile_csr(csr[0], csr[1], csr[2], A.rows(), A.cols(), s.rb, s.panel, s.warps, d));
+      layout = sparse::tile_csr(csr[0], csr[1], csr[2], A.rows(), A.cols(), s.rb, s.panel, s.warps, d);
+      got = sparse::tiled_tensors(layout);
       d->synchronize();
       return bench::seconds_since(t1);
     };
@@ -75,6 +81,39 @@ int bench_layout(int argc, char** argv) {
     }
     std::printf("layout  %-5s tile_csr first %.4f s, median of %d %.4f s (%.0f M nonzeros/s)%s; %s\n", name, first,
                 reps, med, double(A.nnz()) / med / 1e6, ratio.c_str(), same.c_str());
+    // What it buys on this device: y = A x by spmv_csr and by spmv_tiled, each a compiled
+    // program of its own, median of 7 runs after one (wall clock to the device's end); the
+    // results compared.
+    Tensor hx = Tensor::empty(DType::F64, {A.cols()});
+    for (int64_t i = 0; i < A.cols(); ++i) hx.data<double>()[i] = 1.0 / double(1 + i % 7);
+    const Tensor dx = hx.allocator() == d->allocator() ? hx : hx.to(d->allocator());
+    auto product = [&](bool tiled, Tensor& y) {
+      ir::Graph g;
+      Var x = input(g, "x", DType::F64, {A.cols()});
+      std::vector<Var> arr;
+      const std::vector<Tensor>& arrays = tiled ? got : csr;
+      for (size_t i = 0; i < 3; ++i) arr.push_back(input(g, "a" + std::to_string(i), arrays[i].dtype(), arrays[i].shape()));
+      output(g, {tiled ? sparse::spmv_tiled(arr, layout, x) : op("spmv_csr", {arr[0], arr[1], arr[2], x}, {{"cols", A.cols()}})});
+      const Program prog = compile(g, *d);
+      Executor ex(prog, *d);
+      std::vector<double> t;
+      for (int rep = 0; rep < 8; ++rep) {
+        const bench::Clock::time_point t1 = bench::Clock::now();
+        y = ex.run({dx, arrays[0], arrays[1], arrays[2]})[0];
+        d->synchronize();
+        if (rep > 0) t.push_back(bench::seconds_since(t1));
+      }
+      y = y.to(host_allocator());
+      return bench::median(t);
+    };
+    Tensor yc, yt;
+    const double t_csr = product(false, yc), t_tiled = product(true, yt);
+    double diff = 0, big = 0;
+    for (int64_t r = 0; r < A.rows(); ++r)
+      diff = std::max(diff, std::fabs(yc.data<double>()[r] - yt.data<double>()[r])),
+      big = std::max(big, std::fabs(yc.data<double>()[r]));
+    std::printf("layout  %-5s y = A x: spmv_csr %.3f ms | spmv_tiled %.3f ms | tiled/csr time %.3f (max |difference| / "
+                "max |y| %.1e)\n", name, 1e3 * t_csr, 1e3 * t_tiled, t_tiled / t_csr, big > 0 ? diff / big : diff);
   }
   return 0;
 }
