@@ -124,7 +124,7 @@ std::string TiledOperator::describe() const {
 
 OperatorChoice operator_for(const CsrOperator& A, Device& device, const std::string& mode) {
   if (mode != "csr" && mode != "tiled" && mode != "auto")
-    throw InputError("spmv mode must be auto, csr or tiled, not '" + mode + "'");
+    throw InputError("the spmv mode (--spmv) must be auto, csr or tiled, not '" + mode + "'");
   const Device::Geometry geo = device.geometry();
   OperatorChoice c;
   bool tiled = mode == "tiled";
@@ -136,8 +136,8 @@ OperatorChoice operator_for(const CsrOperator& A, Device& device, const std::str
   }
   if (!tiled) return c;
   const bool own = geo.multiprocessors > 0 && geo.shared_bytes_per_block > 0;
-  const int sms = own ? geo.multiprocessors : 132;
-  const int64_t smem = own ? geo.shared_bytes_per_block : 232448;
+  const int sms = own ? geo.multiprocessors : kH200Multiprocessors;
+  const int64_t smem = own ? geo.shared_bytes_per_block : kH200SharedBytes;
   try {
     c.op = std::make_unique<TiledOperator>(A, tiled_shape(A.rows(), sms, smem), &device);
   } catch (const Error& e) {  // auto: CSR where this device cannot build the layout (size, memory)

@@ -70,7 +70,10 @@ void tiled_product_host(const TiledCsr& t, const double* x, double* y);
 // blocks (one per row block and column group, one per multiprocessor) fill the GPU once,
 // and panels as wide as the rest of the shared memory allows (two, double-buffered). The
 // device picks the column groups to match (row blocks x groups ~ multiprocessors).
-TiledShape tiled_shape(int64_t rows, int multiprocessors = 132, int64_t shared_bytes = 232448, int groups = 4);
+constexpr int kH200Multiprocessors = 132;
+constexpr int64_t kH200SharedBytes = 232448;  // per block, opted in
+TiledShape tiled_shape(int64_t rows, int multiprocessors = kH200Multiprocessors,
+                       int64_t shared_bytes = kH200SharedBytes, int groups = 4);
 
 // The layout's arrays as host tensors: share, rc, values (see above; no copy).
 std::vector<Tensor> tiled_tensors(const TiledCsr& t);

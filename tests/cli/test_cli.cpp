@@ -238,7 +238,7 @@ BOOST_AUTO_TEST_CASE(gen_and_solve_write_hdf5_with_the_stop_reason) {
   BOOST_TEST(has(r.out, "reason: converged-rtol"), r.out);
   BOOST_TEST(std::get<std::string>(io::H5Reader(x).attr("/", "spmv")) == "tiled");
   BOOST_TEST(has(r.err, "4.7 nonzeros per row; the tiled layout was measured to pay from 96 per row"), r.err);
-  BOOST_TEST(has(rlx_cli("solve " + A + " --spmv coo").err, "--spmv must be auto, csr or tiled, not 'coo'"));
+  BOOST_TEST(has(rlx_cli("solve " + A + " --spmv coo").err, "(--spmv) must be auto, csr or tiled, not 'coo'"));
   BOOST_TEST(has(rlx_cli("solve " + A + " --method lu --spmv tiled").err, "--spmv applies to the Krylov methods"));
   // Not converged: exit 4, and the file says so.
   r = rlx_cli("solve " + A + " --method cg --max-it 2 --out " + x);
