@@ -17,13 +17,6 @@ inline unsigned grid_for(long long work, long long per_block) {
   return unsigned(std::clamp<long long>(ceil_div(work, per_block), 1, kMaxGrid));
 }
 
-// Bits needed to hold 0 .. n-1 (0 for n <= 1): radix-sort key widths.
-inline int bits_for(long long n) {
-  int b = 0;
-  while (b < 63 && (1LL << b) < n) ++b;
-  return b;
-}
-
 // Element offset of linear index i (row-major over v.shape) through v.strides.
 __device__ inline long long view_offset(const View& v, long long i) {
   if (v.rank == 0) return 0;

@@ -108,6 +108,13 @@ __global__ void __launch_bounds__(256) rows_of(const int* __restrict__ index, ui
     row[i] = uint32_t(index[i] / len);
 }
 
+// Bits needed to hold 0 .. n-1.
+int bits_for(i64 n) {
+  int b = 0;
+  while (b < 63 && (i64(1) << b) < n) ++b;
+  return b;
+}
+
 __global__ void __launch_bounds__(256) iota_int(int* __restrict__ p, i64 total) {
   for (i64 i = i64(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += i64(gridDim.x) * blockDim.x) p[i] = int(i);
 }

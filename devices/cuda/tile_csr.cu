@@ -24,11 +24,14 @@
 
 #include "core/error.hpp"
 #include "devices/cuda/common.hpp"
-#include "devices/cuda/device_util.cuh"
 #include "devices/cuda/spmv_tiled.hpp"
 
 namespace rlx::cuda {
 namespace {
+
+unsigned grid_for(long long n, int threads) {
+  return unsigned(std::clamp<long long>((n + threads - 1) / threads, 1, 65535LL * 32));
+}
 
 template <class I>
 __global__ void check_row_ptr(const I* __restrict__ rp, long long rows, long long nnz, unsigned long long* bad) {
@@ -104,6 +107,12 @@ __global__ void tile_shares(const long long* __restrict__ start, const unsigned*
   }
 }
 
+int bits_for(unsigned long long n) {  // bits to hold 0 .. n - 1
+  int b = 0;
+  while (b < 64 && (n - 1) >> b) ++b;
+  return std::max(b, 1);
+}
+
 template <class T>
 T read_one(const T* p) {
   T v;
@@ -158,7 +167,7 @@ void build(const Tensor& row_ptr, const Tensor& col_idx, const Tensor& values, l
     throw InputError("tile_csr: row_ptr not ascending (or past nnz) at row " + std::to_string(good_rows));
   if (nnz > 0) {
     size_t bytes = 0;
-    const int end_bit = std::max(bits_for(tiles), 1);
+    const int end_bit = bits_for((unsigned long long)tiles);
     check(cub::DeviceRadixSort::SortPairs(nullptr, bytes, key, key_sorted, index, order, int(nnz), 0, end_bit, stream()),
           "tile_csr: cub::DeviceRadixSort::SortPairs (sizing)");
     Scratch temp(std::max<size_t>(bytes, 1));
