@@ -19,6 +19,7 @@ const char* stop_reason_name(StopReason r) {
     case StopReason::DivergedBreakdown: return "diverged-breakdown";
     case StopReason::DivergedIndefinite: return "diverged-indefinite";
     case StopReason::DivergedNan: return "diverged-nan";
+    case StopReason::DivergedStagnation: return "diverged-stagnation";
   }
   return "?";
 }
@@ -88,19 +89,55 @@ bool finite(double x) { return std::isfinite(x); }
 // (std::max(0.0, NaN) would hide it).
 double norm_of(double sq) { return std::isnan(sq) ? sq : std::sqrt(std::max(0.0, sq)); }
 
-// Shared stop test: history, monitor, thresholds.
+// Shared stop test: history, monitor, thresholds, and the true-residual check.
+//
+// record() takes the residual norm the method tracks (its recursion) after an iteration
+// and returns true when the solve should stop. When it stops because the tracked norm met
+// the threshold, claimed() is true and the caller computes ||b - A x|| for the current x
+// (on the device) and hands it to confirm(), which decides: converged, restart from x, or
+// stop (stagnation, iterations spent, NaN). See kTrueResidualSlack in krylov.hpp.
 class Monitor {
  public:
-  Monitor(const KrylovOptions& o, double bnorm, KrylovResult& r) : o_(o), tol_(std::max(o.rtol * bnorm, o.atol)), r_(r) {}
-  // Records ||r|| after an iteration; returns true when the solve should stop.
+  Monitor(const KrylovOptions& o, double bnorm, KrylovResult& r)
+      : o_(o), tol_(std::max(o.rtol * bnorm, o.atol)), threshold_(tol_), r_(r) {}
   bool record(double rnorm) {
+    claimed_ = false;
     r_.history.push_back(rnorm);
     r_.residual = rnorm;
     if (o_.monitor) o_.monitor(r_.iterations, rnorm);
     if (!finite(rnorm)) return stop(StopReason::DivergedNan);
-    if (rnorm <= o_.atol) return stop(StopReason::ConvergedAtol);
-    if (rnorm <= tol_) return stop(StopReason::ConvergedRtol);
+    if (rnorm <= threshold_) {
+      claimed_ = true;
+      claim_ = rnorm <= o_.atol ? StopReason::ConvergedAtol : StopReason::ConvergedRtol;
+      tracked_ = rnorm;
+      return true;
+    }
     if (r_.iterations >= o_.max_it) return stop(StopReason::DivergedMaxIt);
+    return false;
+  }
+  bool claimed() const { return claimed_; }
+  // The true residual of the x the method starts (or restarts) from.
+  void started(double true_norm) {
+    last_true_ = true_norm;
+    last_it_ = r_.iterations;
+  }
+  // After a claim: true_norm = ||b - A x|| of the current x. Returns true when the solve
+  // stops (converged, or not: reason set), false when the method should restart from x.
+  bool confirm(double true_norm) {
+    claimed_ = false;
+    r_.true_residual = true_norm;
+    true_known_ = true;
+    if (!finite(true_norm)) return stop(StopReason::DivergedNan);
+    if (true_norm <= kTrueResidualSlack * tol_) return stop(claim_);
+    // A false claim. Iterations since the last check must have at least halved the true
+    // residual, or the method is going nowhere (a claim right at a (re)start only lowers
+    // the threshold: MINRES's preconditioned norm may sit far below ||r||).
+    if (r_.iterations > last_it_ && !(true_norm <= 0.5 * last_true_)) return stop(StopReason::DivergedStagnation);
+    if (r_.iterations >= o_.max_it) return stop(StopReason::DivergedMaxIt);
+    // Restart from x with the threshold lowered by the factor the true residual missed by.
+    threshold_ = tracked_ * (tol_ / true_norm);
+    true_known_ = false;
+    started(true_norm);
     return false;
   }
   bool stop(StopReason why) {
@@ -108,11 +145,21 @@ class Monitor {
     return true;
   }
   double tol() const { return tol_; }
+  // Whether r.true_residual already holds ||b - A x|| of the final x.
+  bool true_known() const { return true_known_; }
+  void set_true(double v) {
+    r_.true_residual = v;
+    true_known_ = true;
+  }
 
  private:
   const KrylovOptions& o_;
-  double tol_;
+  double tol_, threshold_;
   KrylovResult& r_;
+  bool claimed_ = false, true_known_ = false;
+  StopReason claim_ = StopReason::ConvergedRtol;
+  double tracked_ = 0, last_true_ = 0;
+  int last_it_ = 0;
 };
 
 void cg(const LinearOperator& A, const Tensor& b, const Preconditioner& M, const KrylovOptions& o, Device& d,
@@ -140,17 +187,21 @@ void cg(const LinearOperator& A, const Tensor& b, const Preconditioner& M, const
     step.finish({x1, r1, p1, rz1, pack({dot(r1, r1), pq})}, d, o);
   }
   res.report = step.report();
-  auto s0 = init.run({b, x});
   Monitor mon(o, bnorm, res);
-  if (mon.record(norm_of(host_values(s0[3])[0].real()))) {
-    res.x = x;
-    return;
-  }
-  std::vector<Tensor> cur = {x, s0[0], s0[1], s0[2]};
+  std::vector<Tensor> cur = {x, Tensor{}, Tensor{}, Tensor{}};
+  // (Re)starts from cur[0]: r = b - A x computed afresh (the true residual), z = M r, p = z.
+  auto start = [&] {
+    auto s0 = init.run({b, cur[0]});
+    for (size_t i = 0; i < 3; ++i) cur[i + 1] = s0[i];
+    return norm_of(host_values(s0[3])[0].real());
+  };
+  const double r0 = start();
+  mon.started(r0);
+  bool done = mon.record(r0) && (!mon.claimed() || mon.confirm(r0));
   std::vector<Tensor> next = {Tensor::empty(t, {n}, d.allocator()), Tensor::empty(t, {n}, d.allocator()),
                               Tensor::empty(t, {n}, d.allocator()), Tensor::empty(t, {}, d.allocator()),
                               Tensor::empty(t, {2}, d.allocator())};
-  while (true) {
+  while (!done) {
     step.run_into(cur, next);
     auto sc = host_values(next[4]);
     double pq = sc[1].real();
@@ -168,8 +219,11 @@ void cg(const LinearOperator& A, const Tensor& b, const Preconditioner& M, const
     }
     for (size_t i = 0; i < 4; ++i) std::swap(cur[i], next[i]);
     ++res.iterations;
-    if (mon.record(norm_of(sc[0].real()))) break;
+    if (!mon.record(norm_of(sc[0].real()))) continue;
+    if (!mon.claimed()) break;
+    done = mon.confirm(start());  // start() also sets up the restart, should the claim be false
   }
+  if (!mon.true_known()) mon.set_true(start());
   res.x = cur[0];
 }
 
@@ -207,22 +261,26 @@ void bicgstab(const LinearOperator& A, const Tensor& b, const Preconditioner& M,
     step.finish({x1, r1, p1, v1, rho1, alpha1, omega1, pack({dot(r1, r1), rho1, rv, omega1})}, d, o);
   }
   res.report = step.report();
-  auto s0 = init.run({b, x});
   Monitor mon(o, bnorm, res);
-  if (mon.record(norm_of(host_values(s0[1])[0].real()))) {
-    res.x = x;
-    return;
-  }
   Allocator* a = d.allocator();
+  std::vector<Tensor> cur(8);
+  cur[0] = x;
+  // (Re)starts from cur[0]: r = b - A x computed afresh (the true residual), r^ = r.
   // Every state tensor gets its own buffer: the iteration recycles them as outputs.
-  Tensor rhat = s0[0].clone();
-  std::vector<Tensor> cur = {x, s0[0], zeros_on(t, {n}, a), zeros_on(t, {n}, a), scalar_on(t, 1.0, a),
-                             scalar_on(t, 1.0, a), scalar_on(t, 1.0, a), rhat};
+  auto start = [&] {
+    auto s0 = init.run({b, cur[0]});
+    cur = {cur[0], s0[0], zeros_on(t, {n}, a), zeros_on(t, {n}, a), scalar_on(t, 1.0, a),
+           scalar_on(t, 1.0, a), scalar_on(t, 1.0, a), s0[0].clone()};
+    return norm_of(host_values(s0[1])[0].real());
+  };
+  const double r0 = start();
+  mon.started(r0);
+  bool done = mon.record(r0) && (!mon.claimed() || mon.confirm(r0));
   std::vector<Tensor> next;
   for (int i = 0; i < 4; ++i) next.push_back(Tensor::empty(t, {n}, a));
   for (int i = 0; i < 3; ++i) next.push_back(Tensor::empty(t, {}, a));
   next.push_back(Tensor::empty(t, {4}, a));
-  while (true) {
+  while (!done) {
     step.run_into(cur, next);
     auto sc = host_values(next[7]);
     if (std::abs(sc[1]) == 0.0 || std::abs(sc[2]) == 0.0) {  // rho or (rhat, v) vanished
@@ -235,18 +293,28 @@ void bicgstab(const LinearOperator& A, const Tensor& b, const Preconditioner& M,
     }
     for (size_t i = 0; i < 7; ++i) std::swap(cur[i], next[i]);
     ++res.iterations;
-    if (mon.record(norm_of(sc[0].real()))) break;
+    if (mon.record(norm_of(sc[0].real()))) {
+      if (!mon.claimed()) break;
+      done = mon.confirm(start());
+      continue;
+    }
     if (std::abs(sc[3]) == 0.0) {  // omega = 0 with a nonzero residual: cannot continue
       mon.stop(StopReason::DivergedBreakdown);
       break;
     }
   }
+  if (!mon.true_known()) mon.set_true(start());
   res.x = cur[0];
 }
 
 // Restarted GMRES(m) with right preconditioning (so the residual it tracks is the true
 // one) and classical Gram-Schmidt applied twice. The Hessenberg least-squares problem
 // (at most m+1 numbers per step) is solved on the host with Givens rotations.
+// A GMRES(m) cycle that reduces the true residual by less than this (relative) has
+// stagnated: at that rate a tenfold reduction would take 10^10 cycles, and a cycle that
+// leaves x in place only moves the computed residual by rounding (~1e-15).
+constexpr double kCycleProgress = 1e-10;
+
 void gmres(const LinearOperator& A, const Tensor& b, const Preconditioner& M, const KrylovOptions& o, Device& d,
            Tensor x, KrylovResult& res, double bnorm) {
   DType t = b.dtype();
@@ -306,22 +374,56 @@ void gmres(const LinearOperator& A, const Tensor& b, const Preconditioner& M, co
   };
 
   Monitor mon(o, bnorm, res);
-  bool first = true;
+  bool first = true, claimed = false;
+  double last_beta = 0;
+  Tensor x_start;  // x at the start of the last cycle, its true residual last_beta
+  // On stagnation GMRES returns the better of the last cycle's start and end: a cycle whose
+  // Hessenberg matrix is singular (A singular) can throw x far off while its estimate says 0.
+  auto keep_better = [&](double beta) {
+    if (res.reason == StopReason::DivergedStagnation && x_start.defined() && beta > last_beta) {
+      x = x_start;
+      mon.set_true(last_beta);
+    }
+  };
   while (true) {
+    // Every cycle starts from the true residual b - A x, computed on the device.
     auto r0 = resid.run({b, x});
     double beta = norm_of(host_values(r0[1])[0].real());
     if (first) {
       first = false;
-      if (mon.record(beta)) break;
+      mon.started(beta);
+      if (mon.record(beta)) {
+        if (mon.claimed()) mon.confirm(beta);
+        break;
+      }
+    } else if (claimed) {  // the last cycle's estimate said converged: the true residual decides
+      claimed = false;
+      if (mon.confirm(beta)) {
+        keep_better(beta);
+        break;
+      }
     } else if (!finite(beta)) {
       mon.stop(StopReason::DivergedNan);
+      mon.set_true(beta);
       break;
     } else if (beta <= mon.tol()) {
       // The true residual after a restart confirms convergence.
       res.residual = beta;
       res.reason = beta <= o.atol ? StopReason::ConvergedAtol : StopReason::ConvergedRtol;
+      mon.set_true(beta);
       break;
+    } else if (!(beta < last_beta * (1 - kCycleProgress))) {
+      // GMRES minimizes ||b - A x|| over the cycle's Krylov space: a cycle that did not
+      // reduce it leaves x where it was (up to rounding), and the next would repeat it.
+      mon.stop(StopReason::DivergedStagnation);
+      mon.set_true(beta);
+      keep_better(beta);
+      break;
+    } else {
+      mon.started(beta);
     }
+    last_beta = beta;
+    x_start = x;
     std::vector<Tensor> V = {Tensor{}};
     {
       Tensor h = r0[0].is_host() ? r0[0] : r0[0].to(host_allocator());
@@ -336,7 +438,7 @@ void gmres(const LinearOperator& A, const Tensor& b, const Preconditioner& M, co
     std::vector<std::vector<cd>> H;  // columns, rotated
     std::vector<cd> cs, sn, g = {beta};
     int k = 0;
-    bool stop = false, lucky = false;
+    bool stop = false;
     for (int j = 0; j < m; ++j) {
       auto out = arnoldi_step(j).run(V);
       auto hv = host_values(out[1]);
@@ -373,17 +475,15 @@ void gmres(const LinearOperator& A, const Tensor& b, const Preconditioner& M, co
         break;
       }
       if (mon.record(est)) {
-        stop = true;
+        claimed = mon.claimed();
+        stop = !claimed;
         break;
       }
-      if (hn == 0) {  // the Krylov space is invariant: the solution is in it
-        lucky = true;
-        break;
-      }
+      // hn == 0: the Krylov space is invariant. With A nonsingular the solution is in it and
+      // est is 0; on a singular A it need not be: the restart's true residual decides.
+      if (hn == 0) break;
     }
-    if (res.reason == StopReason::DivergedNan || res.reason == StopReason::DivergedBreakdown) {
-      if (stop) break;
-    }
+    if (stop && (res.reason == StopReason::DivergedNan || res.reason == StopReason::DivergedBreakdown)) break;
     // y = R^{-1} g on the host; x += M V y.
     std::vector<cd> y(static_cast<size_t>(k));
     for (int i = k - 1; i >= 0; --i) {
@@ -402,8 +502,8 @@ void gmres(const LinearOperator& A, const Tensor& b, const Preconditioner& M, co
     ins.push_back(a == host_allocator() ? yt : yt.to(a));
     x = update_step(k).run(ins)[0];
     if (stop) break;
-    (void)lucky;  // the restart's true residual decides
   }
+  if (!mon.true_known()) mon.set_true(norm_of(host_values(resid.run({b, x})[1])[0].real()));
   res.x = x;
 }
 
@@ -420,7 +520,7 @@ void minres(const LinearOperator& A, const Tensor& b, const Preconditioner& M, c
     Var bb = init.g.input("b", t, {n}), x0 = init.g.input("x0", t, {n});
     Var r = bb - A.apply(init.g, x0);
     Var y = M.apply(init.g, r);
-    init.finish({r, y, pack({dot(r, y)})}, d, o);
+    init.finish({r, y, pack({dot(r, y), dot(r, r)})}, d, o);
   }
   {
     auto& g = lanczos.g;
@@ -442,25 +542,35 @@ void minres(const LinearOperator& A, const Tensor& b, const Preconditioner& M, c
     upd.finish({w, x0 + phi * w}, d, o);
   }
   res.report = lanczos.report();
-  auto s0 = init.run({b, x});
-  double beta1sq = host_values(s0[2])[0].real();
   Monitor mon(o, bnorm, res);
-  if (beta1sq < 0) {
-    mon.stop(StopReason::DivergedIndefinite);  // the preconditioner is not positive definite
-    res.x = x;
-    return;
-  }
-  double beta1 = std::sqrt(beta1sq);
-  // MINRES tracks the preconditioned residual norm; with M = I it is ||r||.
-  if (mon.record(beta1) || beta1 == 0) {
-    res.x = x;
-    return;
-  }
-  Tensor r1 = s0[0], r2 = s0[0], y = s0[1];
-  Tensor w = zeros_on(t, {n}, a), w2 = zeros_on(t, {n}, a);
-  double oldb = 0, beta = beta1, dbar = 0, epsln = 0, phibar = beta1, cs = -1, sn = 0;
+  Tensor r1, r2, y, w, w2;
+  double oldb = 0, beta = 0, dbar = 0, epsln = 0, phibar = 0, cs = -1, sn = 0;
+  // (Re)starts from x: r = b - A x computed afresh, y = M r; returns ||r|| (the true
+  // residual), or -1 when r^T M r < 0 (the preconditioner is not positive definite).
+  auto start = [&]() -> double {
+    auto s0 = init.run({b, x});
+    auto s = host_values(s0[2]);
+    double beta1sq = s[0].real();
+    r1 = r2 = s0[0];
+    y = s0[1];
+    w = zeros_on(t, {n}, a);
+    w2 = zeros_on(t, {n}, a);
+    beta = phibar = beta1sq < 0 ? 0.0 : std::sqrt(beta1sq);
+    oldb = dbar = epsln = sn = 0;
+    cs = -1;
+    return beta1sq < 0 ? -1.0 : norm_of(s[1].real());
+  };
   auto sc = [&](double v) { return scalar_on(t, v, a); };
-  while (true) {
+  const double r0 = start();
+  bool done = false;
+  if (r0 < 0) {
+    done = mon.stop(StopReason::DivergedIndefinite);
+  } else {
+    mon.started(r0);
+    // MINRES tracks the preconditioned residual norm; with M = I it is ||r||.
+    done = mon.record(phibar) && (!mon.claimed() || mon.confirm(r0));
+  }
+  while (!done) {
     auto out = lanczos.run({y, r1, r2, sc(1.0 / beta), sc(oldb == 0 ? 0.0 : beta / oldb)});
     auto s = host_values(out[3]);
     double alfa = s[0].real(), bnew2 = s[1].real();
@@ -492,11 +602,28 @@ void minres(const LinearOperator& A, const Tensor& b, const Preconditioner& M, c
     w = u[0];
     x = u[1];
     ++res.iterations;
-    if (mon.record(phibar)) break;
-    if (beta == 0) {  // invariant subspace: x is exact up to rounding
-      mon.stop(phibar <= mon.tol() ? StopReason::ConvergedRtol : StopReason::DivergedBreakdown);
+    if (mon.record(phibar)) {
+      if (!mon.claimed()) break;
+      double tr = start();
+      if (tr < 0) {
+        mon.stop(StopReason::DivergedIndefinite);
+        break;
+      }
+      done = mon.confirm(tr);
+      continue;
+    }
+    if (beta == 0) {  // invariant subspace: x is as good as this Krylov space allows
+      double tr = start();
+      mon.set_true(tr);
+      mon.stop(tr >= 0 && tr <= kTrueResidualSlack * mon.tol()
+                   ? (tr <= kTrueResidualSlack * o.atol ? StopReason::ConvergedAtol : StopReason::ConvergedRtol)
+                   : StopReason::DivergedBreakdown);
       break;
     }
+  }
+  if (!mon.true_known()) {
+    double tr = start();
+    mon.set_true(tr < 0 ? std::nan("") : tr);
   }
   res.x = x;
 }
