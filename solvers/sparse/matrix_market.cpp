@@ -13,7 +13,9 @@
 #include <functional>
 #include <sstream>
 
+#include "core/checked.hpp"
 #include "core/error.hpp"
+#include "solvers/sparse/host_memory.hpp"
 
 namespace rlx::sparse {
 
@@ -94,6 +96,8 @@ class Lines {
     return false;
   }
   int number() const { return number_; }
+  // Bytes of the text not yet read.
+  size_t remaining() const { return pos_ < text_.size() ? text_.size() - pos_ : 0; }
   [[noreturn]] void fail(const std::string& msg) const { throw ParseError(name_, number_, msg); }
   [[noreturn]] void fail_at(int line, const std::string& msg) const { throw ParseError(name_, line, msg); }
   const std::string& name() const { return name_; }
@@ -206,25 +210,33 @@ MmHeader parse_header(Lines& lines) {
   if (h.symmetry != MmSymmetry::General && h.rows != h.cols)
     lines.fail(std::string("the header says ") + mm_name(h.symmetry) + " but the matrix is " + std::to_string(h.rows) +
                " x " + std::to_string(h.cols) + " (not square)");
-  const int64_t n = h.rows;
-  if (h.format == MmFormat::Array) {
-    int64_t total = 0;
-    if (h.cols && h.rows > INT64_MAX / 2 / h.cols) lines.fail("the matrix is too large");
-    switch (h.symmetry) {
-      case MmSymmetry::General: total = h.rows * h.cols; break;
-      case MmSymmetry::Symmetric:
-      case MmSymmetry::Hermitian: total = n * (n + 1) / 2; break;
-      case MmSymmetry::SkewSymmetric: total = n * (n - 1) / 2; break;
+  // Every size computed from the size line is checked arithmetic (core/checked.hpp); a
+  // SizeError becomes a ParseError at this line.
+  try {
+    checked_add(h.rows, 1, "the row count");
+    checked_add(h.cols, 1, "the column count");
+    const int64_t n = h.rows;
+    if (h.format == MmFormat::Array) {
+      switch (h.symmetry) {
+        case MmSymmetry::General: h.entries = checked_mul(h.rows, h.cols, "the array's value count (rows * columns)"); break;
+        case MmSymmetry::Symmetric:
+        case MmSymmetry::Hermitian: h.entries = checked_mul(n, n + 1, "the array's value count (n * (n + 1) / 2)") / 2; break;
+        case MmSymmetry::SkewSymmetric: h.entries = checked_mul(n, std::max<int64_t>(n - 1, 0), "the array's value count (n * (n - 1) / 2)") / 2; break;
+      }
+    } else {
+      // The most entries the matrix has room for (clamped at 2^62: a large sparse matrix
+      // is fine, it only needs few entries).
+      int64_t most = saturating_mul(h.rows, h.cols);
+      if (h.symmetry == MmSymmetry::Symmetric || h.symmetry == MmSymmetry::Hermitian) most = saturating_mul(n, n + 1) / 2;
+      if (h.symmetry == MmSymmetry::SkewSymmetric) most = saturating_mul(n, std::max<int64_t>(n - 1, 0)) / 2;
+      if (h.entries > most && h.field == MmField::Pattern)
+        lines.fail("the size line declares " + std::to_string(h.entries) + " entries, more than a " +
+                   std::to_string(h.rows) + " x " + std::to_string(h.cols) + " " + mm_name(h.symmetry) +
+                   " pattern can hold");
+      checked_mul(h.entries, 2, "the entry count after symmetric expansion");
     }
-    h.entries = total;
-  } else {
-    int64_t most = h.rows && h.cols && h.rows > INT64_MAX / h.cols ? INT64_MAX : h.rows * h.cols;
-    if (h.symmetry == MmSymmetry::Symmetric || h.symmetry == MmSymmetry::Hermitian) most = n * (n + 1) / 2;
-    if (h.symmetry == MmSymmetry::SkewSymmetric) most = n * (n - 1) / 2;
-    if (h.entries > most && h.field == MmField::Pattern)
-      lines.fail("the size line declares " + std::to_string(h.entries) + " entries, more than a " +
-                 std::to_string(h.rows) + " x " + std::to_string(h.cols) + " " + mm_name(h.symmetry) +
-                 " pattern can hold");
+  } catch (const SizeError& e) {
+    lines.fail(e.what());
   }
   return h;
 }
@@ -315,16 +327,56 @@ void check_duplicates(const CooBuild& c, const Lines& lines) {
   }
 }
 
+MatrixMarketFile parse_entries(Lines& lines, MatrixMarketFile& out, DType target, const ReadOptions& o,
+                               int64_t most_in_file);
+
+// The fewest bytes one entry takes in the file: its tokens of one character each, one
+// space between them and a line break ("1 1\n" for pattern, "1 1 1\n" for real or integer,
+// "1 1 1 1\n" for complex; "1\n" or "1 1\n" in an array). k entries need at least
+// k * fewest - 1 bytes (the last line may lack its break), so a file with B bytes after
+// its size line holds at most (B + 1) / fewest entries.
+int64_t fewest_bytes_per_entry(const MmHeader& h) {
+  const int64_t values = h.field == MmField::Pattern ? 0 : h.field == MmField::Complex ? 2 : 1;
+  const int64_t tokens = (h.format == MmFormat::Coordinate ? 2 : 0) + values;
+  return 2 * tokens;  // each token, plus a space or the line break after it
+}
+
 MatrixMarketFile parse(std::string_view text, const std::string& name, const ReadOptions& o) {
   Lines lines(text, name);
   MatrixMarketFile out;
   MmHeader& h = out.header;
   h = parse_header(lines);
+  const int size_line = lines.number();
   const DType target = target_type(h, o, lines);
+  // Nothing is allocated by the size line's word alone. Entries are stored as they are
+  // read, with room reserved for at most what the rest of the file can hold: a 100-byte
+  // file claiming 10^12 entries reserves for 16 and ends in "truncated" at its last line.
+  const int64_t most_in_file = (int64_t(lines.remaining()) + 1) / fewest_bytes_per_entry(h);
+  // Assembling CSR keeps four arrays of rows + 1 64-bit integers (counts, fill positions,
+  // row starts, row_ptr), whatever the entry count.
+  try {
+    const int64_t row_bytes = checked_mul(checked_add(h.rows, 1, "the row count"), 32, "the row pointers' bytes");
+    if (std::string why = exceeds_host_memory(row_bytes); !why.empty())
+      lines.fail_at(size_line, "the " + std::to_string(h.rows) + " rows the size line declares do not fit in memory: their row pointers alone need " + why);
+  } catch (const SizeError& e) {
+    lines.fail_at(size_line, e.what());
+  }
+  try {
+    return parse_entries(lines, out, target, o, most_in_file);
+  } catch (const std::bad_alloc&) {
+    lines.fail_at(size_line, "the matrix the size line declares does not fit in memory");
+  } catch (const std::length_error&) {
+    lines.fail_at(size_line, "the matrix the size line declares does not fit in memory");
+  }
+}
+
+MatrixMarketFile parse_entries(Lines& lines, MatrixMarketFile& out, DType target, const ReadOptions& o,
+                               int64_t most_in_file) {
+  MmHeader& h = out.header;
   CooBuild c;
   const bool want_lines = o.duplicates == Duplicates::Error && h.format == MmFormat::Coordinate;
-  // A lying entry count must not allocate: each entry needs at least 4 bytes of text.
-  const size_t guess = size_t(std::min<int64_t>(h.entries, int64_t(text.size() / 4) + 1));
+  // A lying entry count must not allocate: reserve no more than the file can hold.
+  const size_t guess = size_t(std::min(h.entries, most_in_file));
   c.i.reserve(guess);
   c.j.reserve(guess);
   c.v.reserve(guess);
@@ -396,7 +448,7 @@ MatrixMarketFile parse(std::string_view text, const std::string& name, const Rea
       else vals.data<c64>()[k] = 1;
     }
   }
-  return out;
+  return std::move(out);
 }
 
 std::string slurp(const std::string& path) {
@@ -632,13 +684,7 @@ void format(const CsrMatrix& A0, const WriteOptions& w, Out& o) {
 }  // namespace
 
 MatrixMarketFile parse_matrix_market(std::string_view text, const std::string& name, const ReadOptions& opts) {
-  try {
-    return parse(text, name, opts);
-  } catch (const std::bad_alloc&) {  // e.g. a size line declaring 10^12 rows
-    throw ParseError(name, 0, "the matrix the size line declares does not fit in memory");
-  } catch (const std::length_error&) {
-    throw ParseError(name, 0, "the matrix the size line declares does not fit in memory");
-  }
+  return parse(text, name, opts);
 }
 
 MatrixMarketFile read_matrix_market(const std::string& path, const ReadOptions& opts) {

@@ -1,6 +1,8 @@
 #include "solvers/sparse/poisson.hpp"
 
+#include "core/checked.hpp"
 #include "core/error.hpp"
+#include "solvers/sparse/host_memory.hpp"
 
 namespace rlx::sparse {
 
@@ -44,18 +46,31 @@ CsrMatrix stencil(int64_t n, int dim, DType index) {
 }
 
 CsrMatrix make(int64_t n, int dim, DType value, std::optional<DType> index) {
-  if (n < 1) throw InputError("poisson" + std::to_string(dim) + "d: n must be >= 1, got " + std::to_string(n));
-  int64_t rows = 1;
-  for (int d = 0; d < dim; ++d) {
-    if (rows > (int64_t(1) << 40) / n) throw InputError("poisson" + std::to_string(dim) + "d: n = " + std::to_string(n) + " is too large");
-    rows *= n;
-  }
-  const int64_t nnz = rows * (2 * dim + 1);  // an upper bound, enough to pick the width
+  const std::string name = "poisson" + std::to_string(dim) + "d";
+  if (n < 1) throw InputError(name + ": n must be >= 1, got " + std::to_string(n));
+  if (value != DType::F32 && value != DType::F64 && value != DType::C64)
+    throw InputError(std::string("sparse values must be f32, f64 or c64, got ") + dtype_name(value));
+  // Every size is checked arithmetic (core/checked.hpp), and the arrays' total is checked
+  // against the host's memory, before anything is allocated: n = 3000 in 3D is 2.7e10 rows,
+  // a size error here, not an allocation failure.
+  const std::string what = name + ": n = " + std::to_string(n);
+  int64_t rows = 1, faces = 1;
+  for (int d = 0; d < dim; ++d) rows = checked_mul(rows, n, what + " (rows)");
+  for (int d = 0; d + 1 < dim; ++d) faces = checked_mul(faces, n, what + " (rows)");
+  // Each axis has n-1 neighbour pairs per line, n^(dim-1) lines, two entries per pair.
+  const int64_t nnz = checked_add(rows, checked_mul(2 * dim, checked_mul(n - 1, faces, what + " (nonzeros)"), what + " (nonzeros)"),
+                                  what + " (nonzeros)");
   DType it = index.value_or(index_type_for(rows, rows, nnz));
   if (it != DType::I32 && it != DType::I64)
     throw InputError(std::string("index dtype must be i32 or i64, got ") + dtype_name(it));
-  if (it == DType::I32 && index_type_for(rows, rows, rows + 2 * dim * rows) == DType::I64)
-    throw InputError("poisson" + std::to_string(dim) + "d: n = " + std::to_string(n) + " needs i64 indices");
+  if (it == DType::I32 && index_type_for(rows, rows, nnz) == DType::I64)
+    throw InputError(what + " needs i64 indices (" + std::to_string(rows) + " rows, " + std::to_string(nnz) + " nonzeros)");
+  const int64_t isz = int64_t(dtype_size(it)), vsz = int64_t(dtype_size(value));
+  const int64_t bytes = checked_add(checked_mul(checked_add(rows, 1, what), isz, what + " (bytes)"),
+                                    checked_mul(nnz, isz + vsz, what + " (bytes)"), what + " (bytes)");
+  if (std::string why = exceeds_host_memory(bytes); !why.empty())
+    throw SizeError(what + " is too large: " + std::to_string(rows) + " rows and " + std::to_string(nnz) + " nonzeros (" +
+                    dtype_name(it) + " indices, " + dtype_name(value) + " values) need " + why);
   auto with_value = [&](auto idx) -> CsrMatrix {
     using I = decltype(idx);
     switch (value) {
