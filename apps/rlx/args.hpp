@@ -1,6 +1,10 @@
 // Command-line plumbing shared by the rlx sub-commands.
 #pragma once
 #include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <string>
@@ -57,21 +61,39 @@ struct Args {
     return it == opt.end() ? def : it->second;
   }
   bool has(const std::string& k) const { return opt.count(k) > 0; }
-  double number(const std::string& k, double def) const {
+  // --k as a number in [lo, hi] ((lo, hi) when open); NaN, text and values outside are a
+  // UsageError naming the option. Absent: def (not checked).
+  double number(const std::string& k, double def, double lo, double hi, bool open = false) const {
     if (!has(k)) return def;
     std::string v = get(k, "");
     char* end = nullptr;
     double d = std::strtod(v.c_str(), &end);
     if (v.empty() || *end != '\0') throw UsageError("--" + k + " expects a number, got '" + v + "'");
+    if (!(open ? d > lo && d < hi : d >= lo && d <= hi))
+      throw UsageError("--" + k + " must be in " + (open ? "(" : "[") + bound(lo) + ", " + bound(hi) + (open ? ")" : "]") +
+                       ", got '" + v + "'");
     return d;
   }
-  int64_t integer(const std::string& k, int64_t def) const {
+  // --k as an integer in [lo, hi]; text, values outside (and beyond int64) are a UsageError
+  // naming the option, so the caller's narrowing cast (to int, to uint64_t) cannot wrap.
+  int64_t integer(const std::string& k, int64_t def, int64_t lo, int64_t hi) const {
     if (!has(k)) return def;
     std::string v = get(k, "");
     char* end = nullptr;
+    errno = 0;
     long long d = std::strtoll(v.c_str(), &end, 10);
     if (v.empty() || *end != '\0') throw UsageError("--" + k + " expects an integer, got '" + v + "'");
+    if (errno == ERANGE || d < lo || d > hi)
+      throw UsageError("--" + k + " must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got '" + v + "'");
     return d;
+  }
+
+ private:
+  static std::string bound(double b) {
+    if (std::isinf(b)) return b > 0 ? "inf" : "-inf";
+    char s[32];
+    std::snprintf(s, sizeof s, "%g", b);
+    return s;
   }
 };
 

@@ -1,5 +1,6 @@
 // rlx gen and rlx solve: standard test problems and sparse solves from the command line.
 #include <chrono>
+#include <climits>
 #include <cmath>
 #include <complex>
 #include <cstdio>
@@ -36,6 +37,56 @@ CsrMatrix load_matrix(const std::string& spec) {
   return read_matrix_market(spec).matrix;
 }
 
+// Runs f(); an InputError it throws (a preconditioner's zero diagonal, a direct solver's
+// singular matrix) comes back with the matrix's name in front: the file, or poisson3d:N.
+// Parse errors already name their file and line; usage errors name their option.
+template <class F>
+decltype(auto) naming(const std::string& source, F&& f) {
+  try {
+    return f();
+  } catch (const ParseError&) {
+    throw;
+  } catch (const UsageError&) {
+    throw;
+  } catch (const InputError& e) {
+    throw InputError(source + ": " + e.what());
+  }
+}
+
+// The numeric options of rlx solve, range-checked once before anything is loaded.
+struct Numbers {
+  uint64_t seed;
+  double rtol, atol, omega;
+  int max_it, restart;
+  explicit Numbers(const Args& a)
+      : seed(uint64_t(a.integer("seed", 1, 0, INT64_MAX))),
+        rtol(a.number("rtol", 1e-8, 0, HUGE_VAL)),
+        atol(a.number("atol", 0.0, 0, HUGE_VAL)),
+        omega(a.number("omega", 1.0, 0, 2, /*open=*/true)),
+        max_it(int(a.integer("max-it", 10000, 0, INT_MAX))),
+        restart(int(a.integer("restart", 30, 1, INT_MAX))) {}
+};
+
+// Why a Krylov solve stopped without converging, in words, for stderr.
+std::string not_converged_why(const KrylovResult& r, const KrylovOptions& o, double rel) {
+  char tr[64];
+  std::snprintf(tr, sizeof tr, "%.3g", rel);
+  switch (r.reason) {
+    case StopReason::DivergedMaxIt:
+      return "--max-it " + std::to_string(o.max_it) + " iterations did not reach the tolerance (true relative residual " + tr + ")";
+    case StopReason::DivergedBreakdown:
+      return "the method broke down (a division by zero in its recurrence): the matrix may be singular; another --method may work";
+    case StopReason::DivergedIndefinite:
+      return "the matrix or the preconditioner is not positive definite: cg needs both SPD (try minres, gmres or bicgstab)";
+    case StopReason::DivergedNan: return "a NaN or Inf appeared (a NaN in the input, or an overflow)";
+    case StopReason::DivergedStagnation:
+      return std::string("no progress: the true residual ||b - A x|| (relative ") + tr +
+             ") stopped decreasing, whatever the method's own residual said; the system is probably singular or "
+             "inconsistent, or the tolerance is below what this precision can reach";
+    default: return "";
+  }
+}
+
 Tensor make_rhs(const std::string& spec, const CsrMatrix& A, uint64_t seed) {
   DType t = A.value_type();
   int64_t n = A.rows();
@@ -64,12 +115,12 @@ Tensor make_rhs(const std::string& spec, const CsrMatrix& A, uint64_t seed) {
 
 // --method lu | klu | cholesky: UMFPACK, KLU or CHOLMOD through solvers/sparse/direct.hpp,
 // on the host, each phase timed. A singular or indefinite matrix is an InputError (exit 2).
-int solve_direct(const Args& a, const std::string& method) {
+int solve_direct(const Args& a, const std::string& method, const Numbers& num) {
   std::string out = a.get("out", "");
   auto t0 = std::chrono::steady_clock::now();
   CsrMatrix A = load_matrix(a.pos[0]);
   if (A.rows() != A.cols()) throw InputError(a.pos[0] + ": the matrix is " + std::to_string(A.rows()) + " x " + std::to_string(A.cols()) + ", not square");
-  Tensor b = make_rhs(a.get("rhs", "ones"), A, uint64_t(a.integer("seed", 1)));
+  Tensor b = make_rhs(a.get("rhs", "ones"), A, num.seed);
   auto seconds = [](auto from, auto to) { return std::chrono::duration<double>(to - from).count(); };
   auto t1 = std::chrono::steady_clock::now();
   std::string backend;
@@ -86,15 +137,17 @@ int solve_direct(const Args& a, const std::string& method) {
     rcond = solver.rcond();
     fill = solver.factor_nnz();
   };
-  if (method == "cholesky") {
-    backend = "cholmod";
-    SparseCholesky c(A);
-    run(c);
-  } else {
-    SparseLu lu(A, method == "klu" ? LuBackend::Klu : LuBackend::Umfpack);
-    backend = lu_backend_name(lu.backend());
-    run(lu);
-  }
+  naming(a.pos[0], [&] {
+    if (method == "cholesky") {
+      backend = "cholmod";
+      SparseCholesky c(A);
+      run(c);
+    } else {
+      SparseLu lu(A, method == "klu" ? LuBackend::Klu : LuBackend::Umfpack);
+      backend = lu_backend_name(lu.backend());
+      run(lu);
+    }
+  });
   double rel = relative_residual(A, x, b);
   std::printf("matrix: %s (%lld x %lld, %lld nonzeros, %s)\n", a.pos[0].c_str(), (long long)A.rows(), (long long)A.cols(),
               (long long)A.nnz(), dtype_name(A.value_type()));
@@ -133,9 +186,8 @@ int solve_direct(const Args& a, const std::string& method) {
 
 int cmd_gen(const Args& a) {
   if (a.pos.size() != 1 || a.pos[0] != "poisson") throw UsageError("gen supports one problem: gen poisson --dim 2|3 --n N -o FILE.mtx");
-  int64_t dim = a.integer("dim", 2), n = a.integer("n", 0);
+  int64_t dim = a.integer("dim", 2, 2, 3), n = a.integer("n", 0, 1, INT64_MAX);
   std::string out = a.get("out", "");
-  if (dim != 2 && dim != 3) throw UsageError("--dim must be 2 or 3");
   if (n < 1) throw UsageError("--n must be >= 1");
   if (out.empty()) throw UsageError("gen needs -o FILE.mtx");
   CsrMatrix A = dim == 2 ? poisson2d(n) : poisson3d(n);
@@ -150,17 +202,18 @@ int cmd_gen(const Args& a) {
 int cmd_solve(const Args& a) {
   if (a.pos.size() != 1) throw UsageError("solve takes one matrix: FILE.mtx or poisson2d:N / poisson3d:N");
   std::string method = a.get("method", "pcg"), pc = a.get("pc", method == "pcg" ? "jacobi" : "none");
+  const Numbers num(a);
   if (method == "lu" || method == "klu" || method == "cholesky") {
     if (a.has("spmv")) throw UsageError("--spmv applies to the Krylov methods, not to " + method);
-    return solve_direct(a, method);
+    return solve_direct(a, method, num);
   }
   std::string out = a.get("out", "");
   auto t0 = std::chrono::steady_clock::now();
   CsrMatrix A = load_matrix(a.pos[0]);
   if (A.rows() != A.cols()) throw InputError(a.pos[0] + ": the matrix is " + std::to_string(A.rows()) + " x " + std::to_string(A.cols()) + ", not square");
-  Tensor b = make_rhs(a.get("rhs", "ones"), A, uint64_t(a.integer("seed", 1)));
+  Tensor b = make_rhs(a.get("rhs", "ones"), A, num.seed);
   CsrOperator op(A);
-  auto M = make_preconditioner(pc, op, a.number("omega", 1.0));
+  auto M = naming(a.pos[0], [&] { return make_preconditioner(pc, op, num.omega); });
   // --spmv tiled: the matrix laid out once more in tiles for the GPU (solvers/sparse/tiled.hpp,
   // shaped for the device's GPU, else an H200), the Krylov iteration multiplying by that
   // copy; auto (the default): tiled where it was measured to pay (sparse::choose_spmv), said.
@@ -180,16 +233,16 @@ int cmd_solve(const Args& a) {
   const LinearOperator& apply = tiled ? static_cast<const LinearOperator&>(*tiled) : op;
   KrylovOptions o;
   o.method = method;
-  o.rtol = a.number("rtol", 1e-8);
-  o.atol = a.number("atol", 0.0);
-  o.max_it = int(a.integer("max-it", 10000));
-  o.restart = int(a.integer("restart", 30));
+  o.rtol = num.rtol;
+  o.atol = num.atol;
+  o.max_it = num.max_it;
+  o.restart = num.restart;
   o.device = a.get("device", "cpu");
   o.policy = policy_from_name(a.get("policy", "prefer-native"));
   if (a.flag("monitor"))
     o.monitor = [](int it, double r) { std::printf("%5d residual norm %.12e\n", it, r); };
   auto t1 = std::chrono::steady_clock::now();
-  KrylovResult r = krylov_solve(apply, b, *M, o);
+  KrylovResult r = naming(a.pos[0], [&] { return krylov_solve(apply, b, *M, o); });
   auto t2 = std::chrono::steady_clock::now();
   if (a.flag("explain")) std::cout << r.report.table();
   double rel = relative_residual(A, r.x, b);
@@ -219,6 +272,9 @@ int cmd_solve(const Args& a) {
     w.commit();
     std::printf("wrote %s\n", out.c_str());
   }
+  if (!ok)
+    std::fprintf(stderr, "rlx: %s: not converged (%s): %s\n", a.pos[0].c_str(), stop_reason_name(r.reason),
+                 not_converged_why(r, o, rel).c_str());
   return ok ? kOk : kNotConverged;
 }
 

@@ -125,7 +125,7 @@ class Jacobi final : public Preconditioner {
       using S = decltype(s);
       for (int64_t i = 0; i < d.numel(); ++i) {
         T x = widen<T>(d.data<S>()[i]);
-        if (x == T(0)) throw InputError("jacobi: row " + std::to_string(i) + " has a zero diagonal");
+        if (x == T(0)) throw InputError("jacobi: row " + std::to_string(i) + " (0-based) has a zero diagonal");
         inv_.data<S>()[i] = narrow<S>(T(1) / x);
       }
     });
@@ -158,7 +158,7 @@ class Ilu0 final : public Preconditioner {
           if (k >= i) break;
           int64_t dk = diag_pos(a, k);
           if (dk < 0 || a.v[size_t(dk)] == T(0))
-            throw InputError("ilu0: zero pivot at row " + std::to_string(k));
+            throw InputError("ilu0: zero pivot at row " + std::to_string(k) + " (0-based)");
           a.v[size_t(kk)] /= a.v[size_t(dk)];
           for (int64_t jj = dk + 1; jj < a.rp[size_t(k) + 1]; ++jj) {
             int64_t p = pos[size_t(a.ci[size_t(jj)])];
@@ -167,7 +167,7 @@ class Ilu0 final : public Preconditioner {
         }
         for (int64_t k = a.rp[size_t(i)]; k < a.rp[size_t(i) + 1]; ++k) pos[size_t(a.ci[size_t(k)])] = -1;
         int64_t d = diag_pos(a, i);
-        if (d < 0 || a.v[size_t(d)] == T(0)) throw InputError("ilu0: zero pivot at row " + std::to_string(i));
+        if (d < 0 || a.v[size_t(d)] == T(0)) throw InputError("ilu0: zero pivot at row " + std::to_string(i) + " (0-based)");
       }
       lu_ = to_operator<S>(a, A.row_ptr().dtype(), A.dtype());
     });
@@ -193,7 +193,7 @@ class Ic0 final : public Preconditioner {
       for (int64_t i = 0; i < l.rows; ++i) {
         for (int64_t k = l.rp[size_t(i)]; k < l.rp[size_t(i) + 1]; ++k) pos[size_t(l.ci[size_t(k)])] = k;
         int64_t d = diag_pos(l, i);
-        if (d < 0) throw InputError("ic0: row " + std::to_string(i) + " has no diagonal entry");
+        if (d < 0) throw InputError("ic0: row " + std::to_string(i) + " (0-based) has no diagonal entry");
         for (int64_t kk = l.rp[size_t(i)]; kk < d; ++kk) {
           int64_t k = l.ci[size_t(kk)];
           T s = l.v[size_t(kk)];
@@ -207,7 +207,7 @@ class Ic0 final : public Preconditioner {
         double diag = real_of(l.v[size_t(d)]);
         for (int64_t kk = l.rp[size_t(i)]; kk < d; ++kk) diag -= abs2(l.v[size_t(kk)]);
         if (!(diag > 0))
-          throw InputError("ic0: breakdown at row " + std::to_string(i) + " (the matrix is not positive definite enough)");
+          throw InputError("ic0: breakdown at row " + std::to_string(i) + " (0-based; the matrix is not positive definite enough)");
         l.v[size_t(d)] = T(std::sqrt(diag));
         for (int64_t k = l.rp[size_t(i)]; k < l.rp[size_t(i) + 1]; ++k) pos[size_t(l.ci[size_t(k)])] = -1;
       }
@@ -236,7 +236,7 @@ class Ssor final : public Preconditioner {
       std::vector<T> diag(size_t(a.rows));
       for (int64_t r = 0; r < a.rows; ++r) {
         int64_t d = diag_pos(a, r);
-        if (d < 0 || a.v[size_t(d)] == T(0)) throw InputError("ssor: row " + std::to_string(r) + " has a zero diagonal");
+        if (d < 0 || a.v[size_t(d)] == T(0)) throw InputError("ssor: row " + std::to_string(r) + " (0-based) has a zero diagonal");
         diag[size_t(r)] = a.v[size_t(d)];
       }
       // D + wL and D + wU: scale the off-diagonal entries by omega.

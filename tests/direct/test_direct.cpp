@@ -723,6 +723,7 @@ BOOST_AUTO_TEST_CASE(cli_direct_methods, *boost::unit_test::precondition(NeedSui
     BOOST_TEST(r.code == 2, m);
     BOOST_TEST(has(r.err, "singular matrix"), r.err);
     BOOST_TEST(has(r.err, "row 7 "), r.err);
+    BOOST_TEST(has(r.err, s + ": "), r.err);  // the message names the file it came from
   }
   Triplets d;
   d.n = 5;
@@ -733,5 +734,6 @@ BOOST_AUTO_TEST_CASE(cli_direct_methods, *boost::unit_test::precondition(NeedSui
   BOOST_TEST(r.code == 2);
   BOOST_TEST(has(r.err, "not positive definite"), r.err);
   BOOST_TEST(has(r.err, "column 3 of the matrix"), r.err);
+  BOOST_TEST(has(r.err, ind + ": "), r.err);
   fs::remove_all(scratch());
 }
