@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 
+#include "core/checked.hpp"
 #include "core/half.hpp"
 
 namespace rlx {
@@ -23,8 +24,11 @@ const char* dtype_name(DType t);
 std::optional<DType> dtype_from_name(std::string_view s);
 int dtype_bits(DType t);  // storage bits per element (4 for I4)
 inline size_t dtype_size(DType t) { return size_t(dtype_bits(t) + 7) / 8; }
-// Bytes for n elements, I4 packed.
-inline size_t dtype_storage_bytes(DType t, int64_t n) { return t == DType::I4 ? size_t(n + 1) / 2 : size_t(n) * dtype_size(t); }
+// Bytes for n elements, I4 packed; throws SizeError when n is negative or the bytes pass 2^62.
+inline size_t dtype_storage_bytes(DType t, int64_t n) {
+  if (t == DType::I4) return size_t(checked_add(n, 1, "bytes of a packed i4 tensor") / 2);
+  return size_t(checked_mul(n, int64_t(dtype_size(t)), std::string("bytes of a ") + dtype_name(t) + " tensor"));
+}
 bool is_float(DType t);    // f16 bf16 f32 f64
 bool is_complex(DType t);  // c64
 bool is_integer(DType t);  // i8 u8 i32 i64 i4

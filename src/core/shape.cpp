@@ -1,21 +1,27 @@
 #include "core/shape.hpp"
 
+#include "core/checked.hpp"
 #include "core/error.hpp"
 
 namespace rlx {
 
 int64_t numel(const Shape& s) {
+  for (int64_t d : s) {
+    if (d < 0) throw SizeError("shape " + shape_str(s) + ": negative extent " + std::to_string(d));
+    if (d == 0) return 0;  // [0, 2^40, 2^40] is empty, not an overflow
+  }
   int64_t n = 1;
-  for (int64_t d : s) n *= d;
+  for (int64_t d : s) n = checked_mul(n, d, "element count of shape " + shape_str(s));
   return n;
 }
 
 std::vector<int64_t> contiguous_strides(const Shape& s) {
   std::vector<int64_t> st(s.size());
+  numel(s);  // checks the extents: no product below can wrap unless the tensor is empty
   int64_t acc = 1;
   for (size_t i = s.size(); i-- > 0;) {
     st[i] = acc;
-    acc *= s[i];
+    acc = saturating_mul(acc, s[i]);  // [0, 2^40, 2^40]: strides of an empty tensor are never used
   }
   return st;
 }

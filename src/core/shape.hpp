@@ -10,6 +10,7 @@ namespace rlx {
 
 using Shape = std::vector<int64_t>;
 
+// The element count; throws SizeError for a negative extent or a count past 2^62.
 int64_t numel(const Shape& s);
 std::vector<int64_t> contiguous_strides(const Shape& s);  // in elements
 std::string shape_str(const Shape& s);                    // "[2,3]"

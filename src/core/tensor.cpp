@@ -4,6 +4,7 @@
 #include <cstring>
 #include <vector>
 
+#include "core/checked.hpp"
 #include "core/error.hpp"
 
 namespace rlx {
@@ -15,7 +16,7 @@ class HostAllocator final : public Allocator {
   void* allocate(size_t bytes) override {
     size_t n = (bytes + 63) / 64 * 64;
     void* p = std::aligned_alloc(64, n ? n : 64);
-    if (!p) throw Error("host allocation of " + std::to_string(bytes) + " bytes failed");
+    if (!p) throw DeviceError("host: out of memory allocating " + std::to_string(bytes) + " bytes");
     return p;
   }
   void deallocate(void* p, size_t) override { std::free(p); }
@@ -85,7 +86,7 @@ bool Tensor::is_contiguous() const {
   int64_t acc = 1;
   for (size_t i = shape_.size(); i-- > 0;) {
     if (shape_[i] != 1 && strides_[i] != acc) return false;
-    acc *= shape_[i];
+    acc = saturating_mul(acc, shape_[i]);
   }
   return true;
 }

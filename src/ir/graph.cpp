@@ -170,7 +170,11 @@ std::vector<TensorType> check_and_infer(const OpDef& op, const std::vector<Tenso
     attrs.set(s.name, s.fallback);
   }
   try {
-    return op.infer(in, attrs, regions);
+    std::vector<TensorType> out = op.infer(in, attrs, regions);
+    // One place checks every result type of every op: no shape rule can hand on an
+    // extent product or byte count that wraps (SizeError names the shape).
+    for (const TensorType& t : out) dtype_storage_bytes(t.dtype, numel(t.shape));
+    return out;
   } catch (const InputError& e) {
     throw ShapeError(where(op, loc) + ": " + e.what());
   }

@@ -47,9 +47,10 @@ class ValueNames {
 };
 
 // One node in the graph form at `indent` spaces, with a trailing newline. `note` (the L3
-// buffer slots) goes after the type and location, before any regions.
+// buffer slots) goes after the type and location, before the regions (left out with
+// regions = false: the L3 form prints a control node's compiled regions instead).
 void print_node(std::string& out, const Graph& g, const ValueNames& names, const Node& n, int indent,
-                std::string_view note = {});
+                std::string_view note = {}, bool regions = true);
 // A parameter as in a signature: `%x: f32[4,8] loc("f":3)`.
 std::string print_param(const Graph& g, const ValueNames& names, const Node& n);
 
@@ -84,6 +85,13 @@ class Lexer {
 
 // ---------------------------------------------------------------- parsing
 
+// Limits that keep a hostile or broken file from exhausting the stack or memory while it
+// is parsed; each is far above what a real program needs, and passing one is a ParseError
+// at the line where it happened.
+inline constexpr size_t kMaxRank = 64;                          // dimensions of a type
+inline constexpr int kMaxNesting = 64;                          // regions in regions; literals in literals
+inline constexpr int64_t kMaxConstantBytes = int64_t(1) << 28;  // one dense<...> (256 MiB): larger data is an input
+
 struct ValueRef {
   std::string name;  // scope key: the name, or "\"name" for a quoted non-identifier
   int index = -1;    // %6#1 -> 1; -1 when absent
@@ -116,6 +124,7 @@ struct NodeSyntax {
 
 struct GraphSyntax {
   std::string name;
+  bool by_ids = false;  // names are node ids, built in id order (a region read from L3)
   std::vector<ParamSyntax> params;
   std::vector<NodeSyntax> nodes;
   std::vector<ValueRef> results;
@@ -153,10 +162,23 @@ class Parser {
   NodeSyntax parse_node(const NoteFn& note = {});
   GraphSyntax parse_graph();  // graph @name(params) { nodes return ... }
 
+  // Held while parsing something nested (a region, a list literal); fails past kMaxNesting.
+  class Nest {
+   public:
+    Nest(Parser& p, int line);
+    ~Nest() { --p_.depth_; }
+    Nest(const Nest&) = delete;
+    Nest& operator=(const Nest&) = delete;
+
+   private:
+    Parser& p_;
+  };
+
  private:
   void parse_body(GraphSyntax& g);  // nodes, then `return …`, then '}'
   GraphSyntax parse_region();
   Lexer lex_;
+  int depth_ = 0;
 };
 
 // Builds a Graph from its syntax through Graph::add_param / add_multi, which check arity and

@@ -87,6 +87,7 @@ Lit parse_literal(Parser& p) {
   const Token& t = p.peek();
   Lit l;
   l.line = t.line;
+  Parser::Nest nest(p, t.line);
   switch (t.kind) {
     case Token::Int: l.kind = Lit::Int; l.text = p.next().text; return l;
     case Token::Float: l.kind = Lit::Float; l.text = p.next().text; return l;
@@ -161,7 +162,11 @@ bool is_number(const Lit& l) { return l.kind == Lit::Int || l.kind == Lit::Float
 
 // Reads dense<...> as a host tensor of type t, flat and row-major.
 Tensor read_dense(Parser& p, const Lit& l, const TensorType& t) {
-  int64_t n = numel(t.shape);
+  int64_t n = numel(t.shape);  // parse_type has checked it
+  if (int64_t(dtype_storage_bytes(t.dtype, n)) > kMaxConstantBytes)
+    p.fail(l.line, "dense<...> of type " + t.str() + " needs " + std::to_string(dtype_storage_bytes(t.dtype, n)) +
+                       " bytes, more than a constant in the text form may hold (" + std::to_string(kMaxConstantBytes) +
+                       "); pass large data as an input");
   if (!(int64_t(l.items.size()) == n || (l.splat && n > 0)))
     p.fail(l.line, "dense<...> has " + std::to_string(l.items.size()) + " value(s) but " + t.str() + " has " +
                        std::to_string(n) + " element(s)");
@@ -500,6 +505,11 @@ Token Parser::expect(std::string_view s, std::string_view context) {
 
 void Parser::fail(int line, const std::string& msg) const { throw ParseError(file(), line, msg); }
 
+Parser::Nest::Nest(Parser& p, int line) : p_(p) {
+  if (p_.depth_ >= kMaxNesting) p_.fail(line, "nested more than " + std::to_string(kMaxNesting) + " levels deep");
+  ++p_.depth_;
+}
+
 void Parser::fail_expected(std::string_view what) {
   const Token& t = peek();
   fail(t.line, "expected " + std::string(what) + ", found " + describe(t));
@@ -553,21 +563,27 @@ std::vector<ValueRef> Parser::parse_value_list(std::string_view context) {
 }
 
 TensorType Parser::parse_type() {
-  const Token& t = peek();
-  if (t.kind != Token::Ident) fail_expected("a type (like f32[4,8])");
-  auto dt = dtype_from_name(t.text);
-  if (!dt) fail(t.line, "unknown dtype '" + t.text + "' (expected one of " + all_dtype_names() + ")");
-  next();
+  if (peek().kind != Token::Ident) fail_expected("a type (like f32[4,8])");
+  const Token dt_token = next();  // a copy: the lexer's queue drops consumed tokens
+  auto dt = dtype_from_name(dt_token.text);
+  if (!dt) fail(dt_token.line, "unknown dtype '" + dt_token.text + "' (expected one of " + all_dtype_names() + ")");
   TensorType type;
   type.dtype = *dt;
   expect("[", "after the dtype (a scalar is f32[])");
   if (!at("]")) {
-    do type.shape.push_back(parse_int("an extent"));
-    while (accept(","));
+    do {
+      if (type.shape.size() >= kMaxRank) fail(dt_token.line, "a type has more than " + std::to_string(kMaxRank) + " dimensions");
+      type.shape.push_back(parse_int("an extent"));
+    } while (accept(","));
   }
   expect("]", "to close the shape");
   for (int64_t d : type.shape)
-    if (d < 0) fail(t.line, "negative extent in type " + type.str());
+    if (d < 0) fail(dt_token.line, "negative extent in type " + type.str());
+  try {
+    dtype_storage_bytes(type.dtype, numel(type.shape));
+  } catch (const SizeError& e) {
+    fail(dt_token.line, "type " + type.str() + " is too large: " + e.what());
+  }
   return type;
 }
 
@@ -684,6 +700,7 @@ void Parser::parse_body(GraphSyntax& g) {
 GraphSyntax Parser::parse_region() {
   const Token& t = peek();
   if (t.kind != Token::Ident && t.kind != Token::String) fail_expected("a region (like body(%b0: f32[]) { ... }) or '}'");
+  Nest nest(*this, t.line);
   GraphSyntax g;
   g.line = t.line;
   g.name = next().text;
@@ -841,7 +858,7 @@ Graph GraphBuilder::build(const GraphSyntax& s, Order order) {
     for (const GraphSyntax& r : n.regions) {
       GraphBuilder sub(file_);
       sub.outer_ = this;
-      regions.push_back(std::make_shared<Graph>(sub.build(r)));
+      regions.push_back(std::make_shared<Graph>(sub.build(r, r.by_ids ? Order::Ids : Order::Text)));
     }
     try {
       g.add_multi(n.op, std::move(inputs), n.attrs, at_line(n.loc, n.line), std::move(regions));

@@ -237,7 +237,7 @@ std::string print_param(const Graph& g, const ValueNames& names, const Node& n) 
 }
 
 void print_node(std::string& out, const Graph& g, const ValueNames& names, const Node& n, int indent,
-                std::string_view note) {
+                std::string_view note, bool regions) {
   std::string pad(size_t(indent), ' ');
   out += pad + names.def(n) + " = " + (n.host ? "host " : "") + n.op->name + "(";
   for (size_t i = 0; i < n.inputs.size(); ++i) out += (i ? ", " : "") + names.ref(n.inputs[i]);
@@ -251,7 +251,7 @@ void print_node(std::string& out, const Graph& g, const ValueNames& names, const
   out += " : " + print_types(n.outputs);
   out += print_loc(n.loc);
   out += note;
-  if (!n.regions.empty()) {
+  if (regions && !n.regions.empty()) {
     out += " {\n";
     for (const auto& r : n.regions) {
       if (!r) throw InternalError("print_graph: node %" + std::to_string(n.id) + " has an empty region");

@@ -1,5 +1,6 @@
 #include <algorithm>
 
+#include "core/checked.hpp"
 #include "core/error.hpp"
 #include "ir/op_registry.hpp"
 #include "passes/schedule.hpp"
@@ -271,7 +272,7 @@ void plan_memory(Program& p) {
       if (free_blocks[i].size >= bytes && (best < 0 || free_blocks[i].size < free_blocks[size_t(best)].size)) best = int(i);
     if (best < 0) {
       int64_t off = top;
-      top += bytes;
+      top = checked_add(top, bytes, "arena bytes of the memory plan");
       return off;
     }
     Block b = free_blocks[size_t(best)];

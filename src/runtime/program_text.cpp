@@ -97,12 +97,14 @@ void print_program_into(std::string& out, const Program& p, int indent) {
                             " and " + std::to_string(k));
       owner = int(k);
     }
-  auto define = [&](const ir::Node& n, int at) {
+  // A control node's regions are printed once, as the compiled programs its kernel holds
+  // (printing the graph regions too would repeat every nested level at every level above).
+  auto define = [&](const ir::Node& n, int at, bool regions = true) {
     std::string note = print_slots(p, names, n);
     if (names.is_param(n.id))
       out += std::string(size_t(at), ' ') + "param " + ir::text::print_param(g, names, n) + note + "\n";
     else
-      ir::text::print_node(out, g, names, n, at, note);
+      ir::text::print_node(out, g, names, n, at, note, regions);
   };
   // Parameters, constants and views belong to no kernel: each is printed before the
   // first kernel that reaches past its id, once what it reads has been printed.
@@ -124,7 +126,7 @@ void print_program_into(std::string& out, const Program& p, int indent) {
     out += pad + "  kernel " + std::to_string(k) + " " + kernel_kind_name(kn.kind) + print_refs(names, kn.inputs) +
            " -> " + print_refs(names, kn.outputs) + " {\n";
     for (int32_t id : kn.nodes) {
-      define(g.nodes.at(size_t(id)), indent + 4);
+      define(g.nodes.at(size_t(id)), indent + 4, kn.kind != Kernel::Control);
       printed[size_t(id)] = 1;
     }
     for (const auto& sub : kn.sub) {
@@ -287,6 +289,14 @@ void parse_kernel(Parser& p, ProgramSyntax& s) {
       p.fail_expected("a node, a sub-program or '}' to close kernel " + std::to_string(index));
     }
   }
+  // A control node's regions are its kernel's programs (the L3 form prints them once).
+  if (k.kind == Kernel::Control && k.nodes.size() == 1 && !k.sub.empty())
+    for (NodeSyntax& n : s.graph.nodes)
+      if (n.name == k.nodes[0].first && n.regions.empty())
+        for (const ProgramSyntax& sub : k.sub) {
+          n.regions.push_back(sub.graph);
+          n.regions.back().by_ids = true;
+        }
   s.kernels.push_back(std::move(k));
 }
 

@@ -549,6 +549,38 @@ BOOST_AUTO_TEST_CASE(missing_return_and_garbage) {
 
 // Every prefix of a valid text and every one-byte change either parses or fails with a
 // ParseError inside the text: never another exception, never a crash.
+// Sizes that overflow, nesting past the limit and oversized constants are ParseErrors at
+// their line, found before anything is allocated (issue: a type with a negative extent read
+// a freed token; deep nesting overflowed the stack; a 2^63-element constant was built).
+BOOST_AUTO_TEST_CASE(sizes_nesting_and_constants_have_limits) {
+  const std::string ret = "  return %x\n}\n";
+  expect_graph_error("graph @main(%x: f32[4294967296,4294967296,4]) {\n" + ret, 1, {"too large", "f32[4294967296"});
+  expect_graph_error("graph @main(%x: f64[2305843009213693952]) {\n" + ret, 1, {"too large"});  // 2^61 elements, 2^64 bytes
+  expect_graph_error("graph @main(%x: i4[4611686018427387904]) {\n" + ret, 1, {"too large"});   // 2^62 nibbles + 1
+  expect_graph_error("graph @main(%x: f32[3]) {\n  %1 = exp(%x) : f32[-3]\n  return %1\n}\n", 2, {"negative extent"});
+  std::string many = "graph @main(%x: f32[";
+  for (int i = 0; i < 70; ++i) many += i ? ",1" : "1";
+  expect_graph_error(many + "]) {\n" + ret, 1, {"more than 64 dimensions"});
+  // A shape rule whose result overflows (concat of two 2^61 extents) is refused at its node.
+  expect_graph_error("graph @main(%x: u8[2305843009213693952]) {\n  %1 = concat(%x, %x, %x) {axis=0} : u8[1]\n"
+                     "  return %1\n}\n", 2, {"concat"});
+
+  // Nested literals and regions.
+  std::string deep = "graph @main(%x: f32[2]) {\n  %1 = permute(%x) {perm=" + std::string(100000, '[');
+  expect_graph_error(deep, 2, {"nested more than 64 levels"});
+  std::string loops = "graph @main(%x: f32[]) {\n";
+  for (int i = 0; i < 5000; ++i) loops += "%w" + std::to_string(i) + " = while(%x) : f32[] {\nbody(%b: f32[]) {\n";
+  expect_graph_error(loops, 3 + 2 * 64, {"nested more than 64 levels"});
+
+  // A splat constant the size of its type is built only below the limit.
+  expect_graph_error("graph @k() {\n  %0 = constant() {value=dense<1.0>} : f32[9223372036854775807]\n  return %0\n}\n", 2,
+                     {"too large"});
+  expect_graph_error("graph @k() {\n  %0 = constant() {value=dense<1.0>} : f32[1048576,1024]\n  return %0\n}\n", 2,
+                     {"more than a constant in the text form may hold", "pass large data as an input"});
+  ir::Graph ok = ir::parse_graph("graph @k() {\n  %0 = constant() {value=dense<1.0>} : f32[1024,64]\n  return %0\n}\n");
+  BOOST_CHECK_EQUAL(ok.nodes[0].attrs.get_tensor("value").numel(), 65536);
+}
+
 BOOST_AUTO_TEST_CASE(truncations_and_mutations) {
   ir::Graph g;
   Var x = input(g, "x", DType::F32, {3});
@@ -697,6 +729,44 @@ void program_round_trip(const std::string& device, const CompileOptions& opts) {
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(reference_program) { program_round_trip("reference", {}); }
+
+namespace {
+// `depth` while loops, each the body of the one outside it.
+std::vector<Var> nested_loops(const std::vector<Var>& v, int depth) {
+  if (depth == 0) return {v[0] + rlx::scalar_like(v[0], 1.0)};
+  return rlx::while_loop(
+      v, [](const std::vector<Var>& w) { return std::vector<Var>{rlx::lt(w[0], rlx::scalar_like(w[0], 3.0))}; },
+      [depth](const std::vector<Var>& w) { return nested_loops(w, depth - 1); });
+}
+std::string nested_program_text(int depth, Program* out = nullptr) {
+  ir::Graph g;
+  Var x = input(g, "x", DType::F32, {});
+  output(g, nested_loops({x}, depth));
+  Program p = compile(g, DeviceRegistry::get().at("reference"));
+  std::string s = print_program(p);
+  if (out) *out = std::move(p);
+  return s;
+}
+}  // namespace
+
+// Each region prints once, as its compiled program: the text (its indentation aside) grows
+// with the nesting depth, not with its cube (80 nested loops printed 7 MB when regions were
+// printed at every level).
+BOOST_AUTO_TEST_CASE(nested_loops_print_each_region_once) {
+  auto visible = [](const std::string& s) { return double(s.size() - size_t(std::count(s.begin(), s.end(), ' '))); };
+  const double at20 = visible(nested_program_text(20)), at40 = visible(nested_program_text(40));
+  BOOST_TEST_MESSAGE("L3 text of 20 / 40 nested loops: " << at20 << " / " << at40 << " characters besides spaces");
+  BOOST_CHECK_LT(at40 / at20, 2.1);
+  Program p;
+  std::string first = nested_program_text(5, &p);
+  Program q = parse_program(first, "nested.l3");
+  check_same_program(p, q);
+  BOOST_CHECK_EQUAL(first, print_program(q));
+  Device& ref = DeviceRegistry::get().at("reference");
+  Tensor x = Tensor::empty(DType::F32, {});
+  *x.data<float>() = 0.5f;
+  BOOST_CHECK_EQUAL(*run(q, ref, {x})[0].data<float>(), *run(p, ref, {x})[0].data<float>());
+}
 
 BOOST_AUTO_TEST_CASE(unfolded_program) {
   CompileOptions opts;

@@ -1,6 +1,7 @@
 // Data movement: reshape, permute, broadcast_to, slice, concat, pad, gather, scatter_add.
 #include <algorithm>
 
+#include "core/checked.hpp"
 #include "ir/ops/rules.hpp"
 
 namespace rlx::ir {
@@ -97,7 +98,7 @@ void register_movement_ops(OpRegistry& r) {
                if (int(d) != ax && in[i].shape[d] != s[d])
                  throw InputError("concat operand " + std::to_string(i) + " has shape " + shape_str(in[i].shape) +
                                   ", expected " + shape_str(in[0].shape) + " except on axis " + std::to_string(ax));
-             s[size_t(ax)] += in[i].shape[size_t(ax)];
+             s[size_t(ax)] = checked_add(s[size_t(ax)], in[i].shape[size_t(ax)], "concat extent");
            }
            return std::vector<TensorType>{{in[0].dtype, s}};
          },
@@ -113,7 +114,7 @@ void register_movement_ops(OpRegistry& r) {
            Shape s = in[0].shape;
            for (size_t i = 0; i < n; ++i) {
              if (lo[i] < 0 || hi[i] < 0) throw InputError("pad widths must be non-negative");
-             s[i] += lo[i] + hi[i];
+             s[i] = checked_add(s[i], checked_add(lo[i], hi[i], "pad widths"), "padded extent");
            }
            return std::vector<TensorType>{{in[0].dtype, s}};
          },

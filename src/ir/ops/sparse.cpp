@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "core/checked.hpp"
 #include "ir/ops/rules.hpp"
 
 namespace rlx::ir {
@@ -123,7 +124,7 @@ void register_sparse_ops(OpRegistry& r) {
            const int64_t rows = check_csr(in, a), nnz = in[1].shape[0], warps = a.get_int("warps");
            if (in[2].dtype != DType::F64) throw InputError(std::string("values must be f64, got ") + dtype_name(in[2].dtype));
            // Share starts outweighing the matrix (many panels, few nonzeros) are refused.
-           const int64_t most = (4 * std::max<int64_t>(nnz, 1) + 1024) / std::clamp<int64_t>(warps, 1, 32);
+           const int64_t most = (checked_mul(std::max<int64_t>(nnz, 1), 4, "tile_csr share bound") + 1024) / std::clamp<int64_t>(warps, 1, 32);
            const int64_t shares = tiled_shares(rows, a.get_int("cols"), a.get_int("rb"), a.get_int("panel"), warps, most,
                                                 " (share starts would outnumber 4 per nonzero: rows too short for panels this wide)");
            const int64_t padded = (nnz + 1) / 2 * 2;  // a pair load may read one entry past the last
