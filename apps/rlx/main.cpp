@@ -1,5 +1,7 @@
-// rlx: the command-line program. Sub-commands: devices, ops, compile, run, demo.
-// Exit codes: 0 ok; 2 bad usage or bad input; 3 legalization failure.
+// rlx: the command-line program. Sub-commands: devices, ops, compile, run, demo, gen, solve.
+// Exit codes (README): 0 ok; 2 bad usage or bad input (names the file, line or option);
+// 3 a node has no route on the device; 4 a solve did not converge; 5 the device failed
+// (out of memory, a faulting kernel; names the IR node where there is one).
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -112,18 +114,33 @@ int cmd_run(const Args& a) {
   std::string outdir = a.get("output", "");
   if (outdir.empty()) throw UsageError("run needs --output DIR");
   ir::Graph g = ir::parse_graph(read_file(file), file);
-  std::map<std::string, Tensor> given;
+  // The output folder is checked before any work: a path that is a file, or cannot be
+  // made, is bad usage naming it.
+  {
+    std::error_code ec;
+    if (std::filesystem::exists(outdir, ec) && !std::filesystem::is_directory(outdir, ec))
+      throw UsageError("--output " + outdir + ": exists and is not a directory");
+    std::filesystem::create_directories(outdir, ec);
+    if (ec) throw UsageError("--output " + outdir + ": cannot create the folder (" + ec.message() + ")");
+  }
+  std::map<std::string, std::pair<std::string, Tensor>> given;  // name -> (file, tensor)
   for (auto [it, end] = a.opt.equal_range("input"); it != end; ++it) {
     auto eq = it->second.find('=');
-    if (eq == std::string::npos) throw UsageError("--input expects NAME=FILE.npy, got '" + it->second + "'");
-    given[it->second.substr(0, eq)] = io::read_npy(it->second.substr(eq + 1));
+    if (eq == std::string::npos || eq == 0) throw UsageError("--input expects NAME=FILE.npy, got '" + it->second + "'");
+    std::string name = it->second.substr(0, eq), path = it->second.substr(eq + 1);
+    if (given.count(name)) throw UsageError("--input " + name + "= is given twice (" + given[name].first + " and " + path + ")");
+    given[name] = {path, io::read_npy(path)};
   }
   std::vector<Tensor> inputs;
   for (size_t i = 0; i < g.params.size(); ++i) {
     std::string n = g.param_name(i);
     auto it = given.find(n);
     if (it == given.end()) throw InputError(file + ": input '" + n + "' (" + g.type(g.params[i]).str() + ") was not given (--input " + n + "=FILE.npy)");
-    inputs.push_back(it->second);
+    const TensorType want = g.type(g.params[i]), got = it->second.second.type();
+    if (got != want)
+      throw InputError(it->second.first + ": input '" + n + "' of " + file + " must be " + want.str() + ", the file holds " +
+                       got.str());
+    inputs.push_back(it->second.second);
     given.erase(it);
   }
   if (!given.empty()) throw InputError(file + ": the graph has no input named '" + given.begin()->first + "'");
@@ -137,7 +154,6 @@ int cmd_run(const Args& a) {
     return kLegalize;
   }
   auto results = run(p, d, inputs);
-  std::filesystem::create_directories(outdir);
   for (size_t i = 0; i < results.size(); ++i) {
     std::string path = (std::filesystem::path(outdir) / ("out" + std::to_string(i) + ".npy")).string();
     io::write_npy(path, results[i]);
@@ -248,6 +264,9 @@ int main(int argc, char** argv) {
     return kBadInput;
   } catch (const DeviceError& e) {
     std::cerr << "rlx: device error: " << e.what() << "\n";
+    return kDeviceFailed;
+  } catch (const std::bad_alloc&) {
+    std::cerr << "rlx: device error: out of memory on the host\n";
     return kDeviceFailed;
   } catch (const std::exception& e) {
     std::cerr << "rlx: internal error: " << e.what() << "\n";

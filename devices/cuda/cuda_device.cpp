@@ -103,7 +103,7 @@ class CudaDevice final : public Device {
     if (!probe().empty()) return {};
     cudaDeviceProp p{};
     if (cudaGetDeviceProperties(&p, 0) != cudaSuccess) return {};
-    return {p.multiProcessorCount, int64_t(p.sharedMemPerBlockOptin)};
+    return {p.multiProcessorCount, int64_t(p.sharedMemPerBlockOptin), int64_t(p.totalGlobalMem)};
   }
   bool fuses_elementwise() const override { return true; }
   bool fuses_reductions() const override { return true; }

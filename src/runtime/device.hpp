@@ -105,10 +105,13 @@ class Device {
   virtual void synchronize() {}
   // What data laid out for this device should be sized for (the tiled SpMV layout,
   // solvers/sparse/tiled.hpp): its multiprocessors and the shared memory a block may use;
-  // zeros where the device has no such notion or cannot run here.
+  // and the memory programs may fill (compile() refuses a program whose buffers cannot fit).
+  // Zeros where the device has no such notion or cannot run here; a device whose allocator
+  // is the host's is measured against the host's physical memory.
   struct Geometry {
     int multiprocessors = 0;
     int64_t shared_bytes_per_block = 0;
+    int64_t memory_bytes = 0;
   };
   virtual Geometry geometry() const { return {}; }
   // Records the device work `work` issues (without running it) for replay; nullptr when

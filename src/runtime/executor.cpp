@@ -32,7 +32,15 @@ Executor::Executor(const Program& p, Device& d) : p_(p), d_(d) {
   if (p.device != d.name())
     throw InputError("program was compiled for device '" + p.device + "', not '" + d.name() + "'");
   require_runnable(d);
-  if (p.arena_bytes > 0) arena_ = Tensor::empty(DType::U8, {p.arena_bytes}, d.allocator());
+  if (p.arena_bytes > 0) {
+    try {
+      arena_ = Tensor::empty(DType::U8, {p.arena_bytes}, d.allocator());
+    } catch (const std::exception& e) {
+      if (!dynamic_cast<const DeviceError*>(&e) && !dynamic_cast<const std::bad_alloc*>(&e)) throw;
+      throw DeviceError("device '" + d.name() + "': cannot allocate the program's " + std::to_string(p.arena_bytes) +
+                        "-byte buffer arena: " + e.what());
+    }
+  }
   for (auto& k : p.kernels) {
     FusedRegion r = k.region;
     r.graph = &p.graph;
@@ -131,7 +139,13 @@ void Executor::execute(const std::vector<Tensor>& inputs, std::vector<Tensor>& r
               throw InputError("result " + std::to_string(s.index) + " must be a contiguous " + t.str() + " on " +
                                d_.name());
           } else {
-            r = Tensor::empty(t.dtype, t.shape, dev_alloc);
+            try {
+              r = Tensor::empty(t.dtype, t.shape, dev_alloc);
+            } catch (const std::exception& e) {
+              if (!dynamic_cast<const DeviceError*>(&e) && !dynamic_cast<const std::bad_alloc*>(&e)) throw;
+              throw DeviceError("node %" + std::to_string(n.id) + " " + n.op->name + " at " + n.loc.str() +
+                                ": cannot allocate its result " + t.str() + ": " + e.what());
+            }
           }
           v = r;
           break;
@@ -171,6 +185,9 @@ void Executor::execute(const std::vector<Tensor>& inputs, std::vector<Tensor>& r
     } catch (const InputError& e) {
       throw InputError("node %" + std::to_string(first.id) + " " + first.op->name + " at " + first.loc.str() + ": " +
                        e.what());
+    } catch (const std::bad_alloc&) {
+      throw DeviceError("node %" + std::to_string(first.id) + " " + first.op->name + " at " + first.loc.str() +
+                        ": out of memory on device '" + d_.name() + "'");
     }
     if (profile_) {
       d_.synchronize();
