@@ -15,6 +15,7 @@
 
 #include "core/checked.hpp"
 #include "core/error.hpp"
+#include "io/atomic_file.hpp"
 #include "solvers/sparse/host_memory.hpp"
 
 namespace rlx::sparse {
@@ -717,28 +718,19 @@ std::string format_matrix_market(const CsrMatrix& A, const WriteOptions& opts) {
 }
 
 void write_matrix_market(const std::string& path, const CsrMatrix& A, const WriteOptions& opts) {
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  try {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+  io::AtomicFile out(path);
+  {
+    std::ofstream f(out.temp(), std::ios::binary | std::ios::trunc);
     if (!f) throw InputError(path + ": cannot open for writing (" + std::strerror(errno) + ")");
     Out o([&](std::string_view v) {
       f.write(v.data(), std::streamsize(v.size()));
       if (!f) throw InputError(path + ": write failed");
     });
     format(A, opts, o);
-    f.flush();
     f.close();
     if (!f) throw InputError(path + ": write failed");
-  } catch (...) {
-    std::remove(tmp.c_str());
-    throw;
   }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::remove(tmp.c_str());
-    throw InputError(path + ": cannot rename into place: " + ec.message());
-  }
+  out.commit();
 }
 
 }  // namespace rlx::sparse

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "core/error.hpp"
+#include "io/atomic_file.hpp"
 
 #ifdef RLX_HAVE_HDF5
 #include <hdf5.h>
@@ -128,9 +129,10 @@ DType dtype_of(hid_t file_type, const std::string& where) {
 }  // namespace
 
 struct H5Writer::Impl {
-  std::string path, tmp;
+  explicit Impl(const std::string& p) : out(p), path(p) {}
+  AtomicFile out;
+  std::string path;
   Handle file;
-  bool committed = false;
 
   void ensure_groups(const std::string& name) {
     std::string acc;
@@ -147,9 +149,7 @@ struct H5Writer::Impl {
   }
 };
 
-H5Writer::H5Writer(const std::string& path) : impl_(std::make_unique<Impl>()) {
-  impl_->path = path;
-  impl_->tmp = path + ".tmp." + std::to_string(::getpid());
+H5Writer::H5Writer(const std::string& path) : impl_(std::make_unique<Impl>(path)) {
   // The 1.10 file format (superblock v3, object header v2): its metadata carry checksums,
   // so a damaged file of ours fails to open or read cleanly instead of feeding HDF5's
   // parser garbage (readable by HDF5 1.10 and later: h5py, NetCDF-4, ...).
@@ -161,15 +161,12 @@ H5Writer::H5Writer(const std::string& path) : impl_(std::make_unique<Impl>()) {
 #endif
   if (!fapl.ok() || H5Pset_libver_bounds(fapl.get(), format, format) < 0)
     throw Error(path + ": cannot set the HDF5 file format");
-  impl_->file = Handle(H5Fcreate(impl_->tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()), H5Fclose);
+  impl_->file = Handle(H5Fcreate(impl_->out.temp().c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()), H5Fclose);
   if (!impl_->file.ok()) throw InputError(path + ": cannot create HDF5 file (is the folder writable?)");
 }
 
 H5Writer::~H5Writer() {
-  if (impl_ && !impl_->committed) {
-    impl_->file.reset();
-    std::remove(impl_->tmp.c_str());
-  }
+  if (impl_) impl_->file.reset();  // closed before AtomicFile removes an uncommitted temporary
 }
 
 void H5Writer::write(const std::string& name, const Tensor& t0) {
@@ -229,13 +226,7 @@ void H5Writer::write_csr(const std::string& group, const CsrArrays& a) {
 void H5Writer::commit() {
   if (H5Fflush(impl_->file.get(), H5F_SCOPE_GLOBAL) < 0) throw Error(impl_->path + ": flush failed");
   impl_->file.reset();
-  std::error_code ec;
-  std::filesystem::rename(impl_->tmp, impl_->path, ec);
-  if (ec) {
-    std::remove(impl_->tmp.c_str());
-    throw Error(impl_->path + ": cannot move the written file into place: " + ec.message());
-  }
-  impl_->committed = true;
+  impl_->out.commit();
 }
 
 struct H5Reader::Impl {

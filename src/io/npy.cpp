@@ -1,16 +1,18 @@
 #include "io/npy.hpp"
 
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
 #include <fstream>
-#include <unistd.h>
 
 #include "core/error.hpp"
+#include "io/atomic_file.hpp"
 
 namespace rlx::io {
 
 namespace {
+
+constexpr size_t kMaxNpyRank = 64;  // NumPy's own limit (NPY_MAXDIMS) is 32 or 64
 
 const char* descr_of(DType t) {
   switch (t) {
@@ -98,16 +100,35 @@ Tensor read_npy(const std::string& path) {
     tok.erase(tok.find_last_not_of(" L") + 1);
     if (!tok.empty()) {
       char* end = nullptr;
+      errno = 0;
       long long v = std::strtoll(tok.c_str(), &end, 10);
-      if (*end != '\0' || v < 0) throw InputError(path + ": bad shape entry '" + tok + "' in .npy header");
+      if (*end != '\0' || v < 0 || errno == ERANGE)
+        throw InputError(path + ": bad shape entry '" + tok + "' in .npy header");
+      if (shape.size() >= kMaxNpyRank) throw InputError(path + ": .npy shape has more than " + std::to_string(kMaxNpyRank) + " dimensions");
       shape.push_back(v);
     }
     i = j + 1;
   }
+  // The header's claim is checked against the file before anything is allocated.
+  int64_t want = 0;
+  try {
+    want = int64_t(dtype_storage_bytes(t, numel(shape)));
+  } catch (const SizeError& e) {
+    throw InputError(path + ": .npy header shape " + shape_str(shape) + " is impossible: " + e.what());
+  }
+  const std::streamoff data_at = f.tellg();
+  f.seekg(0, std::ios::end);
+  const std::streamoff have = f.tellg() - data_at;
+  f.seekg(data_at);
+  const std::string type = std::string(dtype_name(t)) + shape_str(shape);
+  if (!f || have < want)
+    throw InputError(path + ": truncated data: the header says " + type + " (" + std::to_string(want) +
+                     " bytes) but the file has " + std::to_string(std::max<std::streamoff>(have, 0)) + " bytes after it");
+  if (have > want)
+    throw InputError(path + ": " + std::to_string(have - want) + " unexpected bytes after the " + type + " data");
   Tensor r = Tensor::empty(t, shape);
   if (!f.read(static_cast<char*>(r.raw()), std::streamsize(r.nbytes())))
-    throw InputError(path + ": truncated data: expected " + std::to_string(r.nbytes()) + " bytes for " +
-                     r.type().str());
+    throw InputError(path + ": read failed after the header");
   return r;
 }
 
@@ -122,27 +143,19 @@ void write_npy(const std::string& path, const Tensor& t0) {
   size_t total = 10 + h.size() + 1;
   h.append((64 - total % 64) % 64, ' ');
   h += '\n';
-  std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  AtomicFile out(path);
   {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    if (!f) throw InputError(path + ": cannot open for writing");
+    std::ofstream f(out.temp(), std::ios::binary | std::ios::trunc);
+    if (!f) throw InputError(path + ": cannot open for writing (" + std::strerror(errno) + ")");
     f.write("\x93NUMPY\x01\x00", 8);
     unsigned char len[2] = {static_cast<unsigned char>(h.size() & 0xff), static_cast<unsigned char>(h.size() >> 8)};
     f.write(reinterpret_cast<char*>(len), 2);
     f.write(h.data(), std::streamsize(h.size()));
     f.write(static_cast<const char*>(t.raw()), std::streamsize(t.nbytes()));
-    f.flush();
-    if (!f) {
-      std::remove(tmp.c_str());
-      throw InputError(path + ": write failed");
-    }
+    f.close();
+    if (!f) throw InputError(path + ": write failed (" + std::strerror(errno) + ")");
   }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::remove(tmp.c_str());
-    throw InputError(path + ": cannot rename into place: " + ec.message());
-  }
+  out.commit();
 }
 
 }  // namespace rlx::io

@@ -1,6 +1,7 @@
 // File formats: .npy and HDF5 round trips for every dtype they carry, atomic writes, and
 // a clear error (never a crash) for bad files.
 #define BOOST_TEST_MODULE io
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <boost/test/unit_test.hpp>
@@ -75,6 +76,28 @@ struct Outcomes {
   }
 };
 
+// A bad .npy file: its name, its bytes, and what the InputError must say (besides the name).
+struct NpyCase {
+  const char* name;
+  std::string content;
+  const char* expect;
+};
+
+void expect_npy_errors(const std::vector<NpyCase>& cases) {
+  for (auto& c : cases) {
+    fs::path p = scratch() / c.name;
+    write_bytes(p, c.content);
+    try {
+      io::read_npy(p.string());
+      BOOST_ERROR(c.name << ": no error");
+    } catch (const InputError& e) {
+      std::string m = e.what();
+      BOOST_TEST(m.find(c.name) != std::string::npos, m);
+      BOOST_TEST(m.find(c.expect) != std::string::npos, m);
+    }
+  }
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(npy_round_trip_every_dtype) {
@@ -127,34 +150,73 @@ BOOST_AUTO_TEST_CASE(npy_bad_files_are_named) {
   fs::path good = scratch() / "good.npy";
   io::write_npy(good.string(), a);
   const std::string bytes = read_bytes(good);
-  struct Case {
-    const char* name;
-    std::string content;
-    const char* expect;
-  };
   std::string fortran = bytes;
   fortran.replace(fortran.find("False"), 5, "True ");
   std::string big_endian = bytes;
   big_endian.replace(big_endian.find("<f4"), 3, ">f4");
-  std::vector<Case> cases = {{"empty.npy", "", "bad magic"},
+  std::vector<NpyCase> cases = {{"empty.npy", "", "bad magic"},
                              {"junk.npy", "\x7f" "ELF\x02\x01\x01\x00\x00\x00\x00", "bad magic"},
                              {"short_header.npy", bytes.substr(0, 20), "truncated"},
                              {"short_data.npy", bytes.substr(0, bytes.size() - 5), "truncated data"},
                              {"fortran.npy", fortran, "Fortran"},
                              {"big_endian.npy", big_endian, "unsupported .npy dtype"}};
-  for (auto& c : cases) {
-    fs::path p = scratch() / c.name;
-    write_bytes(p, c.content);
-    try {
-      io::read_npy(p.string());
-      BOOST_ERROR(c.name << ": no error");
-    } catch (const InputError& e) {
-      std::string m = e.what();
-      BOOST_TEST(m.find(c.name) != std::string::npos, m);
-      BOOST_TEST(m.find(c.expect) != std::string::npos, m);
-    }
-  }
+  expect_npy_errors(cases);
   BOOST_CHECK_THROW(io::read_npy((scratch() / "missing.npy").string()), InputError);
+}
+
+// A header's shape is checked against the file's length (and for overflow) before anything
+// is allocated: a 151-byte file claiming 12 billion floats is "truncated", not an
+// allocation of 48 GB; extra bytes after the data are refused too.
+BOOST_AUTO_TEST_CASE(npy_header_sizes_are_checked_before_allocating) {
+  // A version 1.0 .npy file of float32 with the given shape text and data bytes.
+  auto npy = [](const std::string& shape, const std::string& data) {
+    std::string h = "{'descr': '<f4', 'fortran_order': False, 'shape': " + shape + ", }";
+    h.append((64 - (10 + h.size() + 1) % 64) % 64, ' ');
+    h += '\n';
+    return std::string("\x93NUMPY\x01\x00", 8) + char(h.size() & 0xff) + char(h.size() >> 8) + h + data;
+  };
+  const std::string bytes = npy("(4, 4)", std::string(64, '\0'));
+  BOOST_REQUIRE_EQUAL(bytes.size(), 128u + 64u);
+  write_bytes(scratch() / "sizes_good.npy", bytes);
+  BOOST_TEST(io::read_npy((scratch() / "sizes_good.npy").string()).numel() == 16);
+  std::vector<NpyCase> cases = {
+      {"claims_12e9.npy", npy("(3000000000, 4)", std::string(23, '\0')), "truncated data"},
+      {"overflow.npy", npy("(4294967296, 4294967296, 4)", ""), "impossible"},
+      {"trailing.npy", bytes + "junk", "unexpected bytes after"},
+  };
+  expect_npy_errors(cases);
+}
+
+// Every writer (.npy, HDF5, Matrix Market) goes through io::AtomicFile: a target that is a
+// folder or lies in a missing folder is an InputError naming it, and temporaries that
+// killed processes left beside a target are removed by the next write to it.
+BOOST_AUTO_TEST_CASE(atomic_writes_refuse_bad_targets_and_clean_stale_temporaries) {
+  fs::path dir = scratch() / "atomic";
+  fs::create_directories(dir / "a_folder.npy");
+  try {
+    io::write_npy((dir / "a_folder.npy").string(), random_tensor(DType::F32, {2}, 1));
+    BOOST_ERROR("wrote over a folder");
+  } catch (const InputError& e) {
+    BOOST_TEST(std::string(e.what()).find("a_folder.npy: is a directory") != std::string::npos, e.what());
+  }
+  BOOST_CHECK_THROW(io::write_npy((dir / "missing" / "x.npy").string(), random_tensor(DType::F32, {2}, 1)), InputError);
+
+  pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  BOOST_REQUIRE(child > 0);
+  int status = 0;
+  ::waitpid(child, &status, 0);  // now a pid no process holds
+  fs::path target = dir / "x.npy";
+  fs::path stale = dir / ("x.npy.tmp." + std::to_string(child));
+  fs::path live = dir / ("x.npy.tmp." + std::to_string(::getppid()));
+  fs::path other = dir / ("y.npy.tmp." + std::to_string(child));
+  for (const fs::path& p : {stale, live, other}) write_bytes(p, std::string(1000, 'x'));
+  io::write_npy(target.string(), random_tensor(DType::F32, {3}, 2));
+  BOOST_TEST(!fs::exists(stale), "a dead process's temporary is left: " << stale);
+  BOOST_TEST(fs::exists(live), "a running process's temporary was removed");
+  BOOST_TEST(fs::exists(other), "another target's temporary was removed");
+  BOOST_TEST(io::read_npy(target.string()).numel() == 3);
+  fs::remove_all(dir);
 }
 
 BOOST_AUTO_TEST_CASE(hdf5_round_trip_datasets_attributes_csr, *boost::unit_test::precondition(test::Hdf5Present())) {
