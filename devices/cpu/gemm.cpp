@@ -255,7 +255,8 @@ void gemm_builtin_t(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* 
         const int64_t mpan = (mc + MR - 1) / MR;
         for (int64_t q = 0; q < mpan; ++q) {
           T* dst = Ap + q * kc * MR;
-          const int64_t i0 = ic + q * MR, ni = std::min<int64_t>(MR, M - i0);
+          // Rows past the block (MC need not be a multiple of MR) belong to the next block.
+          const int64_t i0 = ic + q * MR, ni = std::min<int64_t>(MR, ic + mc - i0);
           for (int64_t k = 0; k < kc; ++k) {
             const T* src = A + i0 * ars + (pc + k) * acs;
             T* d = dst + k * MR;
@@ -266,7 +267,7 @@ void gemm_builtin_t(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* 
         for (int64_t p = p0; p < p1; ++p) {
           const int64_t j0 = p * NR, nj = std::min<int64_t>(NR, N - j0);
           for (int64_t q = 0; q < mpan; ++q) {
-            const int64_t i0 = ic + q * MR, ni = std::min<int64_t>(MR, M - i0);
+            const int64_t i0 = ic + q * MR, ni = std::min<int64_t>(MR, ic + mc - i0);
             kr.fn(kc, Ap + q * kc * MR, Bp + p * kc * NR, tile);
             for (int64_t i = 0; i < ni; ++i) {
               T* c = C + (i0 + i) * ldc + j0;
