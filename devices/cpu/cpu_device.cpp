@@ -9,6 +9,7 @@
 #include "devices/cpu/ew_kernels.hpp"
 #include "devices/cpu/fused.hpp"
 #include "devices/cpu/gemm.hpp"
+#include "devices/cpu/isa.hpp"
 #include "devices/cpu/kernels.hpp"
 #include "devices/cpu/library.hpp"
 #include "devices/cpu/thread_pool.hpp"
@@ -91,9 +92,8 @@ void cast_i4(const Tensor& x_in, Tensor& out) {
 
 std::string isa_name() {
 #if defined(__x86_64__) && defined(__GNUC__)
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("x86-64-v4")) return "x86-64-v4 (AVX-512)";
-  if (__builtin_cpu_supports("x86-64-v3")) return "x86-64-v3 (AVX2+FMA)";
+  if (cpu_has_x86_64_v4()) return "x86-64-v4 (AVX-512)";
+  if (cpu_has_x86_64_v3()) return "x86-64-v3 (AVX2+FMA)";
   return "x86-64 baseline (SSE2)";
 #else
   return "portable C++";

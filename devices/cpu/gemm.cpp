@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "devices/cpu/isa.hpp"
 #include "devices/cpu/thread_pool.hpp"
 
 namespace rlx::cpu {
@@ -164,9 +165,8 @@ void micro_f64_base(int64_t kc, const double* a, const double* b, double* c) { m
 enum class Isa { V4, V3, Base };
 Isa gemm_isa() {
 #ifdef RLX_X86_TARGETS
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("x86-64-v4")) return Isa::V4;
-  if (__builtin_cpu_supports("x86-64-v3")) return Isa::V3;
+  if (cpu_has_x86_64_v4()) return Isa::V4;
+  if (cpu_has_x86_64_v3()) return Isa::V3;
 #endif
   return Isa::Base;
 }

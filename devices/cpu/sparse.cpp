@@ -49,6 +49,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "devices/cpu/isa.hpp"
 #include "devices/cpu/library.hpp"
 #include "devices/cpu/thread_pool.hpp"
 #include "ir/op_registry.hpp"
@@ -76,10 +77,7 @@ inline void prefetch_ahead(const T* p, int64_t k) {
 
 bool have_avx512() {
 #if defined(__x86_64__) && defined(__GNUC__)
-  static const bool v = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("x86-64-v4") != 0;
-  }();
+  static const bool v = cpu_has_x86_64_v4();
   return v;
 #else
   return false;
