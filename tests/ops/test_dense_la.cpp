@@ -641,8 +641,9 @@ const std::vector<DenseOp>& dense_cases() {
                   hand("[[1,2],[3,4]]", "slogdet", [](DType t) { return std::vector{literal(t, {2, 2}, {1, 2, 3, 4})}; },
                        [](auto& got, DType t) {
                          std::string msg;
-                         expect_values(msg, got[0], V{-1}, t, "sign");
-                         expect_values(msg, got[1], V{std::log(2.0)}, t, "logabsdet");
+                         // (one element: V{cd(...)}, else clang takes vector's size constructor)
+                         expect_values(msg, got[0], V{cd(-1)}, t, "sign");
+                         expect_values(msg, got[1], V{cd(std::log(2.0))}, t, "logabsdet");
                          return msg;
                        }),
                   hand("singular [[1,2],[2,4]]", "slogdet",
