@@ -281,11 +281,7 @@ void bench_sort(int reps) {
 
 void bench_spmv_one(int reps, const std::string& label, const sparse::CsrMatrix& A) {
   Device& d = DeviceRegistry::get().at("cuda");
-  ir::Graph g;
-  sparse::CsrVars V = A.ir_inputs(g, "A");
-  Var x = input(g, "x", DType::F64, {A.cols()});
-  output(g, {sparse::spmv(V, x)});
-  Program p = compile(g, d);
+  Program p = spmv_program(A, d);
   Executor ex(p, d);
   std::vector<Tensor> in;
   for (const Tensor& t : A.arrays()) in.push_back(t.to(d.allocator()));
@@ -345,8 +341,8 @@ void bench_spmv_one(int reps, const std::string& label, const sparse::CsrMatrix&
     variant("split", {2, 0, 1, hint});
   }
   // The vector kernel's experiments start from the device's choice where that is the
-  // vector kernel ("default/..."), else from its former choice for long rows: a warp per
-  // row, evict-first, no grid cap, aligned trips ("vector32/...").
+  // vector kernel ("default/..."), else from the vector kernel's best setting for long rows:
+  // a warp per row, evict-first, no grid cap, aligned trips ("vector32/...").
   const cuda::SpmvTuning choice = cuda::spmv_choice(A.rows(), A.nnz());
   cuda::SpmvTuning vec = choice;
   if (choice.kernel != 1) {
@@ -647,44 +643,23 @@ void bench_replay(int reps) {
 int bench_cuda(int argc, char** argv) {
   int reps = 20;
   std::string only;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--reps" && i + 1 < argc) reps = std::stoi(argv[++i]);
-    else if (a == "--matrix" && i + 1 < argc) {
-      std::string list = argv[++i];
-      for (size_t at = 0; at <= list.size();) {
-        const size_t comma = std::min(list.find(',', at), list.size());
-        const std::string name = list.substr(at, comma - at);
-        std::string known;
-        for (const SpmvCase& c : spmv_cases()) known += std::string(known.empty() ? "" : " ") + c.name;
-        if (std::none_of(spmv_cases().begin(), spmv_cases().end(), [&](const SpmvCase& c) { return name == c.name; })) {
-          std::fprintf(stderr, "rlx-bench cuda: unknown matrix '%s' for --matrix (%s)\n", name.c_str(), known.c_str());
-          return 2;
-        }
-        g_matrices.push_back(name);
-        at = comma + 1;
-      }
-    }
-    else if (a == "--only" && i + 1 < argc) {
-      only = argv[++i];
-      static const char* known[] = {"copy", "xfer", "fused", "gemm", "spmv", "pcg", "cg-long", "replay", "sort", "sweep"};
-      if (std::find(std::begin(known), std::end(known), only) == std::end(known)) {
-        std::fprintf(stderr, "rlx-bench cuda: unknown section '%s' for --only\n", only.c_str());
-        return 2;
-      }
-    } else {
-      std::fprintf(stderr, "rlx-bench cuda: unknown option '%s' (options: --reps N, --only copy|xfer|fused|gemm|spmv|pcg|cg-long|replay|sort|sweep, --matrix NAME[,NAME])\n",
-                   a.c_str());
-      return 2;
-    }
-  }
+  std::vector<std::string> matrices;
+  for (const SpmvCase& c : spmv_cases()) matrices.push_back(c.name);
+  Args args("rlx-bench cuda",
+            "The cuda device next to cuBLAS and cuSPARSE called directly (the header of apps/bench/cuda.cpp\n"
+            "says what each section measures); --matrix limits the SpMV benchmarks to those matrices.\n");
+  args.option("--reps", "N", reps, 1)
+      .option("--only", "copy|xfer|fused|gemm|spmv|pcg|cg-long|replay|sort|sweep", only,
+              {"copy", "xfer", "fused", "gemm", "spmv", "pcg", "cg-long", "replay", "sort", "sweep"})
+      .option("--matrix", "NAME[,NAME]", g_matrices, matrices);
+  args.parse(argc, argv);
   Device& d = DeviceRegistry::get().at("cuda");
   if (std::string why = d.unavailable(); !why.empty()) {
     std::fprintf(stderr, "rlx-bench cuda: %s\n", why.c_str());
     return 2;
   }
   std::printf("device: %s\n", d.description().c_str());
-  try {
+  return run_bench("rlx-bench cuda", [&] {
     double copy = bench_copy(reps);
     if (only == "sweep") {
       g_sweep = true;
@@ -702,9 +677,6 @@ int bench_cuda(int argc, char** argv) {
     if (only.empty() || only == "cg-long") bench_cg_long(100);
     if (only.empty() || only == "replay") bench_replay(reps);
     if (only.empty() || only == "sort") bench_sort(reps);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "rlx-bench cuda: %s\n", e.what());
-    return 1;
-  }
-  return 0;
+    return 0;
+  });
 }

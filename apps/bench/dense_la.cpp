@@ -51,15 +51,6 @@ struct Options {
   std::string device = "cpu";
 };
 
-[[noreturn]] void usage(int code) {
-  std::printf(
-      "usage: rlx-bench dense [--sizes 512,1024,2048] [--ops lu_factor,cholesky,qr,svd,eigh] [--reps N]\n"
-      "                       [--device cpu]\n"
-      "f64 factorizations of n x n matrices through rlx, next to LAPACK called directly on the\n"
-      "OpenBLAS the cpu device loads. Threads: RLX_NUM_THREADS (OpenBLAS gets as many).\n");
-  std::exit(code);
-}
-
 template <class F>
 F sym(const char* name) {
   void* p = cpu::blas_symbol(name);
@@ -256,52 +247,43 @@ void bench_one(Device& dev, const std::string& op, int64_t n, const Options& o) 
               "min %.2f / %.2f ms  |rlx-LAPACK| %.1e\n",
               op.c_str(), (long long)n, mr * 1e3, ml * 1e3, mc * 1e3, mr / ml, mr / mc,
               *std::min_element(tr.begin(), tr.end()) * 1e3, *std::min_element(tl.begin(), tl.end()) * 1e3, check);
-  std::printf("RESULT dense op=%s n=%lld rlx_ms=%.3f lapack_ms=%.3f lapack_with_copy_ms=%.3f ratio=%.4f "
-              "ratio_with_copy=%.4f reps=%d check=%.2e\n",
-              op.c_str(), (long long)n, mr * 1e3, ml * 1e3, mc * 1e3, mr / ml, mr / mc, reps, check);
-  std::fflush(stdout);
+  Result("dense")
+      .add("op", op)
+      .add("n", n)
+      .add("rlx_ms", mr * 1e3, "%.3f")
+      .add("lapack_ms", ml * 1e3, "%.3f")
+      .add("lapack_with_copy_ms", mc * 1e3, "%.3f")
+      .add("ratio", mr / ml, "%.4f")
+      .add("ratio_with_copy", mr / mc, "%.4f")
+      .add("reps", reps)
+      .add("check", check, "%.2e")
+      .print();
 }
 
 }  // namespace
 
 int bench_dense_la(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc) usage(2);
-      return argv[++i];
-    };
-    if (a == "--sizes") {
-      o.sizes.clear();
-      for (auto& s : split(next())) o.sizes.push_back(std::stoll(s));
-    } else if (a == "--ops") {
-      o.ops = split(next());
-    } else if (a == "--reps") {
-      o.reps = std::stoi(next());
-    } else if (a == "--device") {
-      o.device = next();
-    } else if (a == "-h" || a == "--help") {
-      usage(0);
-    } else {
-      usage(2);
-    }
-  }
-  try {
+  Args args("rlx-bench dense",
+            "f64 factorizations of n x n matrices through rlx, next to LAPACK called directly on the\n"
+            "OpenBLAS the cpu device loads. Threads: RLX_NUM_THREADS (OpenBLAS gets as many).\n");
+  args.option("--sizes", "512,1024,2048", o.sizes)
+      .option("--ops", "lu_factor,cholesky,qr,svd,eigh", o.ops, Options{}.ops)
+      .option("--reps", "N", o.reps)
+      .option("--device", "cpu", o.device);
+  args.parse(argc, argv);
+  return run_bench("rlx-bench dense", [&] {
     Device& dev = DeviceRegistry::get().at(o.device);
     const cpu::BlasInfo& bi = cpu::blas_info();
     if (!bi.loaded) {
       std::fprintf(stderr, "rlx-bench dense: OpenBLAS is not loaded (%s): nothing to compare with\n", bi.note.c_str());
       return 1;
     }
-    std::printf("device %s: %s\n", dev.name().c_str(), dev.description().c_str());
+    print_device(dev);
     std::printf("OpenBLAS: %s, core %s (%s), %d threads; LAPACK called directly through the same library\n",
                 bi.library.c_str(), bi.corename.c_str(), bi.note.c_str(), cpu::num_threads());
     for (const std::string& op : o.ops)
       for (int64_t n : o.sizes) bench_one(dev, op, n, o);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "rlx-bench dense: %s\n", e.what());
-    return 1;
-  }
-  return 0;
+    return 0;
+  });
 }

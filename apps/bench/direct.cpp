@@ -76,29 +76,23 @@ struct Problem {
 
 // ---------------------------------------------------------------- rlx
 
-Times run_rlx(const std::string& solver, const CsrMatrix& A, const Tensor& b, Tensor& x) {
+// Constructing the solver is its analysis; its destructor runs after the timed region.
+template <class Solver, class... Extra>
+Times run_steps(const CsrMatrix& A, const Tensor& b, Tensor& x, Extra... extra) {
   Times t;
-  auto t0 = Clock::now();
-  if (solver == "cholmod") {
-    SparseCholesky s(A);
-    t.analyze = seconds_since(t0);
-    t0 = Clock::now();
-    s.factorize(A);
-    t.factorize = seconds_since(t0);
-    t0 = Clock::now();
-    x = s.solve(b);
-    t.solve = seconds_since(t0);
-  } else {
-    SparseLu s(A, solver == "klu" ? LuBackend::Klu : LuBackend::Umfpack);
-    t.analyze = seconds_since(t0);
-    t0 = Clock::now();
-    s.factorize(A);
-    t.factorize = seconds_since(t0);
-    t0 = Clock::now();
-    x = s.solve(b);
-    t.solve = seconds_since(t0);
-  }
-  return t;  // the timed region ended before the solver's destructor
+  Stopwatch w;
+  Solver s(A, extra...);
+  t.analyze = w.lap();
+  s.factorize(A);
+  t.factorize = w.lap();
+  x = s.solve(b);
+  t.solve = w.lap();
+  return t;
+}
+
+Times run_rlx(const std::string& solver, const CsrMatrix& A, const Tensor& b, Tensor& x) {
+  if (solver == "cholmod") return run_steps<SparseCholesky>(A, b, x);
+  return run_steps<SparseLu>(A, b, x, solver == "klu" ? LuBackend::Klu : LuBackend::Umfpack);
 }
 
 // ---------------------------------------------------------------- SuiteSparse directly
@@ -117,16 +111,14 @@ Times run_umfpack(const CsrMatrix& A, const Tensor& b, std::vector<double>& x) {
   double control[UMFPACK_CONTROL], info[UMFPACK_INFO];
   void *sym = nullptr, *num = nullptr;
   Times t;
-  auto t0 = Clock::now();
+  Stopwatch w;
   defaults(control);
   int st = symbolic(n, n, Ap, Ai, Ax, &sym, control, info);
-  t.analyze = seconds_since(t0);
-  t0 = Clock::now();
+  t.analyze = w.lap();
   if (st == UMFPACK_OK) st = numeric(Ap, Ai, Ax, sym, &num, control, info);
-  t.factorize = seconds_since(t0);
-  t0 = Clock::now();
+  t.factorize = w.lap();
   if (st == UMFPACK_OK) st = solve(UMFPACK_A, Ap, Ai, Ax, x.data(), b.data<double>(), num, control, info);
-  t.solve = seconds_since(t0);
+  t.solve = w.lap();
   free_numeric(&num);
   free_symbolic(&sym);
   if (st != UMFPACK_OK) throw Error("UMFPACK failed with status " + std::to_string(st));
@@ -146,17 +138,15 @@ Times run_klu(const CsrMatrix& A, const Tensor& b, std::vector<double>& x) {
   double* Ax = A.values().data<double>();
   klu_common c;
   Times t;
-  auto t0 = Clock::now();
+  Stopwatch w;
   defaults(&c);
   klu_symbolic* sym = analyze(n, Ap, Ai, &c);
-  t.analyze = seconds_since(t0);
-  t0 = Clock::now();
+  t.analyze = w.lap();
   klu_numeric* num = sym ? factor(Ap, Ai, Ax, sym, &c) : nullptr;
-  t.factorize = seconds_since(t0);
-  t0 = Clock::now();
+  t.factorize = w.lap();
   std::memcpy(x.data(), b.data<double>(), size_t(n) * sizeof(double));
   int ok = num ? solve(sym, num, n, 1, x.data(), &c) : 0;
-  t.solve = seconds_since(t0);
+  t.solve = w.lap();
   if (num) free_numeric(&num, &c);
   if (sym) free_symbolic(&sym, &c);
   if (!ok) throw Error("KLU failed with status " + std::to_string(c.status));
@@ -194,17 +184,15 @@ Times run_cholmod(const CsrMatrix& A, const Tensor& b, std::vector<double>& x) {
   B.xtype = CHOLMOD_REAL;
   B.dtype = CHOLMOD_DOUBLE;
   Times t;
-  auto t0 = Clock::now();
+  Stopwatch w;
   start(&c);
   cholmod_factor* L = analyze(&S, &c);
-  t.analyze = seconds_since(t0);
-  t0 = Clock::now();
+  t.analyze = w.lap();
   int ok = L && factorize(&S, L, &c) && c.status == CHOLMOD_OK;
-  t.factorize = seconds_since(t0);
-  t0 = Clock::now();
+  t.factorize = w.lap();
   cholmod_dense* X = ok ? solve(CHOLMOD_A, L, &B, &c) : nullptr;
   if (X) std::memcpy(x.data(), X->x, n * sizeof(double));
-  t.solve = seconds_since(t0);
+  t.solve = w.lap();
   const int status = c.status;
   if (X) free_dense(&X, &c);
   if (L) free_factor(&L, &c);
@@ -258,33 +246,20 @@ std::string blas_note() {
   return s;
 }
 
-[[noreturn]] void usage(int code) {
-  std::printf(
-      "usage: rlx-bench direct [--problems poisson2d:500,poisson3d:40] [--solvers cholmod,umfpack,klu] [--reps N]\n"
-      "  analyze + factorize + solve through rlx's SparseCholesky / SparseLu and through SuiteSparse directly,\n"
-      "  same process, same arrays; medians of N runs (default 5) and the ratio rlx / direct.\n");
-  std::exit(code);
-}
-
 }  // namespace
 
 int bench_direct(int argc, char** argv) {
   std::vector<std::string> problems = {"poisson2d:500", "poisson3d:40"}, solvers = {"cholmod", "umfpack", "klu"};
-  bool solvers_given = false;
   int reps = 5;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc) usage(2);
-      return argv[++i];
-    };
-    if (a == "--problems") problems = split(next());
-    else if (a == "--solvers") solvers = split(next()), solvers_given = true;
-    else if (a == "--reps") reps = std::max(1, std::atoi(next().c_str()));
-    else if (a == "-h" || a == "--help") usage(0);
-    else usage(2);
-  }
-  try {
+  Args args("rlx-bench direct",
+            "  analyze + factorize + solve through rlx's SparseCholesky / SparseLu and through SuiteSparse directly,\n"
+            "  same process, same arrays; medians of N runs (default 5) and the ratio rlx / direct.\n");
+  args.option("--problems", "poisson2d:500,poisson3d:40", problems)
+      .option("--solvers", "cholmod,umfpack,klu", solvers, {"cholmod", "umfpack", "klu"})
+      .option("--reps", "N", reps, 1);
+  args.parse(argc, argv);
+  const bool solvers_given = args.given("--solvers");
+  return run_bench("rlx-bench direct", [&] {
     suitesparse_symbol("umfpack_di_symbolic");  // loads SuiteSparse (and its BLAS) now
     std::printf("direct: SuiteSparse %s on %s, %u hardware threads; %s\n", suitesparse_version().c_str(), cpu_model().c_str(),
                 std::thread::hardware_concurrency(), blas_note().c_str());
@@ -294,7 +269,6 @@ int bench_direct(int argc, char** argv) {
       Problem p = make_problem(spec);
       std::printf("%s: n=%lld, nnz=%lld\n", p.name.c_str(), (long long)p.A.rows(), (long long)p.A.nnz());
       for (const std::string& solver : solvers) {
-        if (solver != "cholmod" && solver != "umfpack" && solver != "klu") usage(2);
         if (solver == "klu" && p.three_d && !solvers_given) continue;
         std::vector<Times> tr, td;
         Tensor xr;
@@ -337,16 +311,18 @@ int bench_direct(int argc, char** argv) {
                     med(td, ff), med(td, fs), res_d);
         std::printf("  %-8s rlx / direct: median %.3f, fastest runs %.3f (%.1f vs %.1f ms)   max |x_rlx - x_direct| / max |x| = %.1e\n",
                     "", rt / dt, rmin / dmin, rmin, dmin, diff / scale);
-        std::printf("RESULT direct problem=%s solver=%s rlx_ms=%.1f direct_ms=%.1f ratio=%.3f min_ratio=%.3f\n", p.name.c_str(),
-                    solver.c_str(), rt, dt, rt / dt, rmin / dmin);
-        std::fflush(stdout);
+        Result("direct")
+            .add("problem", p.name)
+            .add("solver", solver)
+            .add("rlx_ms", rt, "%.1f")
+            .add("direct_ms", dt, "%.1f")
+            .add("ratio", rt / dt, "%.3f")
+            .add("min_ratio", rmin / dmin, "%.3f")
+            .print();
       }
     }
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "rlx-bench direct: %s\n", e.what());
-    return 1;
-  }
-  return 0;
+    return 0;
+  });
 }
 
 #endif  // RLX_HAVE_SUITESPARSE

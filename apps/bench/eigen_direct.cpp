@@ -26,15 +26,9 @@ using namespace rlx::sparse;
 int bench_eigen_direct(int argc, char** argv) {
   int64_t n = 500;
   int reps = 5;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--n" && i + 1 < argc) n = std::stoll(argv[++i]);
-    else if (a == "--reps" && i + 1 < argc) reps = std::stoi(argv[++i]);
-    else {
-      std::fprintf(stderr, "usage: rlx-bench direct-eigen [--n 500] [--reps 5]\n");
-      return a == "--help" ? 0 : 2;
-    }
-  }
+  Args args("rlx-bench direct-eigen", "");
+  args.option("--n", "500", n, 1).option("--reps", "5", reps, 1);
+  args.parse(argc, argv);
 #ifndef RLX_BENCH_HAVE_EIGEN
   std::fprintf(stderr, "rlx-bench direct-eigen: built without Eigen\n");
   return 2;

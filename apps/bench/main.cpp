@@ -6,7 +6,9 @@
 //   sort     sort (values + i64 indices, stable) of f32 [2^24] (one row), f32 [4096, 4096]
 //            (rows) and f64 [2^22], with std::stable_sort of the same f32 row (one thread)
 //            beside it
-// Every figure is the median of --reps runs (after warm-up runs).
+// Every figure is the median of --reps runs (after warm-up runs). The other sub-commands
+// (kSubCommands below) live in files of their own; every one declares its options with
+// bench::Args and prints its RESULT lines with bench::Result (common.hpp).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -110,9 +112,14 @@ void bench_fused(Device& d, const Options& o) {
     std::printf("  memcpy 1 thread   %8.3f ms  %7.2f GB/s\n", median(tc1) * 1e3, g1);
     std::printf("  memcpy %d threads  %8.3f ms  %7.2f GB/s\n", nt, median(tcn) * 1e3, gn);
     std::printf("  rlx / best copy   %7.1f %%\n", 100.0 * gf / best_copy);
-    std::printf("RESULT fused log2n=%d ms=%.3f gbps=%.2f copy1_gbps=%.2f copyN_gbps=%.2f ratio=%.3f\n", lg,
-                median(tf) * 1e3, gf, g1, gn, gf / best_copy);
-    std::fflush(stdout);
+    Result("fused")
+        .add("log2n", lg)
+        .add("ms", median(tf) * 1e3, "%.3f")
+        .add("gbps", gf, "%.2f")
+        .add("copy1_gbps", g1, "%.2f")
+        .add("copyN_gbps", gn, "%.2f")
+        .add("ratio", gf / best_copy, "%.3f")
+        .print();
   }
 }
 
@@ -140,9 +147,7 @@ void bench_gemm(Device& d, const Options& o) {
       double gflops = 2.0 * double(n) * double(n) * double(n) / median(ts) / 1e9;
       std::printf("%s n=%-5lld %9.3f ms  %7.1f GFLOP/s\n", t == DType::F32 ? "sgemm" : "dgemm", (long long)n,
                   median(ts) * 1e3, gflops);
-      std::printf("RESULT gemm dtype=%s n=%lld ms=%.3f gflops=%.1f\n", dtype_name(t), (long long)n, median(ts) * 1e3,
-                  gflops);
-      std::fflush(stdout);
+      Result("gemm").add("dtype", dtype_name(t)).add("n", n).add("ms", median(ts) * 1e3, "%.3f").add("gflops", gflops, "%.1f").print();
     }
 }
 
@@ -198,17 +203,7 @@ void bench_compile(Device& d, const Options& o) {
   std::printf("compile: %zu-node graph (%d matmuls) built in %.1f ms; compile() to %zu nodes, %zu kernels: median %.1f ms (min %.1f, max %.1f)\n",
               g.nodes.size(), matmuls, build * 1e3, l2_nodes, kernels, median(ts) * 1e3,
               *std::min_element(ts.begin(), ts.end()) * 1e3, *std::max_element(ts.begin(), ts.end()) * 1e3);
-  std::printf("RESULT compile nodes=%zu ms=%.2f\n", g.nodes.size(), median(ts) * 1e3);
-}
-
-[[noreturn]] void usage(int code) {
-  std::printf(
-      "usage: rlx-bench [--only fused,gemm,compile,sort] [--reps N] [--fused-log2 26,20]\n"
-      "                 [--gemm-sizes 512,1024,2048,4096] [--nodes 10000] [--device cpu]\n"
-      "Threads: RLX_NUM_THREADS (default: all cores). GEMM: OpenBLAS loaded at run time, or\n"
-      "RLX_CPU_GEMM=builtin for the device's own kernels.\n"
-      "Other benchmarks: rlx-bench spmv|pcg|direct|direct-eigen|dense|layout|cuda [--help].\n");
-  std::exit(code);
+  Result("compile").add("nodes", int64_t(g.nodes.size())).add("ms", median(ts) * 1e3, "%.2f").print();
 }
 
 void bench_sort(Device& d, const Options& o) {
@@ -242,56 +237,53 @@ void bench_sort(Device& d, const Options& o) {
 
 }  // namespace
 
-int bench_spmv(int argc, char** argv);  // sparse.cpp: rlx-bench spmv [--help]
-int bench_direct(int argc, char** argv);  // direct.cpp: rlx-bench direct [--help]
-int bench_dense_la(int argc, char** argv);  // dense_la.cpp: rlx-bench dense [--help]
-int bench_pcg(int argc, char** argv);  // pcg.cpp: rlx-bench pcg [--help]
-int bench_cuda(int argc, char** argv);  // cuda.cpp: rlx-bench cuda (GPU builds)
-int bench_eigen_direct(int argc, char** argv);  // eigen_direct.cpp: rlx-bench direct-eigen [--help]
-int bench_layout(int argc, char** argv);  // tiled.cpp: rlx-bench layout [--reps N]
+int bench_spmv(int argc, char** argv);          // sparse.cpp
+int bench_direct(int argc, char** argv);        // direct.cpp
+int bench_dense_la(int argc, char** argv);      // dense_la.cpp
+int bench_pcg(int argc, char** argv);           // pcg.cpp
+int bench_cuda(int argc, char** argv);          // cuda.cpp (GPU builds)
+int bench_eigen_direct(int argc, char** argv);  // eigen_direct.cpp
+int bench_layout(int argc, char** argv);        // tiled.cpp
+
+// The sub-commands: rlx-bench NAME [options] runs run(argc - 1, argv + 1).
+struct SubCommand {
+  const char* name;
+  int (*run)(int, char**);
+};
+const SubCommand kSubCommands[] = {
+    {"spmv", bench_spmv},     {"pcg", bench_pcg},       {"direct", bench_direct},
+    {"direct-eigen", bench_eigen_direct}, {"dense", bench_dense_la}, {"layout", bench_layout},
+#ifdef RLX_HAVE_CUDA
+    {"cuda", bench_cuda},
+#endif
+};
 
 int main(int argc, char** argv) {
-  if (argc > 1 && std::string(argv[1]) == "spmv") return bench_spmv(argc - 1, argv + 1);
-#ifdef RLX_HAVE_CUDA
-  if (argc > 1 && std::string(argv[1]) == "cuda") return bench_cuda(argc - 1, argv + 1);
-#endif
-  if (argc > 1 && std::string(argv[1]) == "direct") return bench_direct(argc - 1, argv + 1);
-  if (argc > 1 && std::string(argv[1]) == "dense") return bench_dense_la(argc - 1, argv + 1);
-  if (argc > 1 && std::string(argv[1]) == "pcg") return bench_pcg(argc - 1, argv + 1);
-  if (argc > 1 && std::string(argv[1]) == "direct-eigen") return bench_eigen_direct(argc - 1, argv + 1);
-  if (argc > 1 && std::string(argv[1]) == "layout") return bench_layout(argc - 1, argv + 1);
-  Options o;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc) usage(2);
-      return argv[++i];
-    };
-    if (a == "--only") o.only = split(next());
-    else if (a == "--reps") o.reps = std::stoi(next());
-    else if (a == "--fused-log2") {
-      o.fused_log2.clear();
-      for (auto& s : split(next())) o.fused_log2.push_back(std::stoi(s));
-    } else if (a == "--gemm-sizes") {
-      o.gemm_sizes.clear();
-      for (auto& s : split(next())) o.gemm_sizes.push_back(std::stoll(s));
-    } else if (a == "--nodes") o.nodes = std::stoi(next());
-    else if (a == "--device") o.device = next();
-    else if (a == "-h" || a == "--help") usage(0);
-    else usage(2);
+  std::string others;
+  for (const SubCommand& c : kSubCommands) {
+    if (argc > 1 && argv[1] == std::string(c.name)) return c.run(argc - 1, argv + 1);
+    others += (others.empty() ? "" : "|") + std::string(c.name);
   }
+  Options o;
+  Args args("rlx-bench",
+            "Threads: RLX_NUM_THREADS (default: all cores). GEMM: OpenBLAS loaded at run time, or\n"
+            "RLX_CPU_GEMM=builtin for the device's own kernels.\n"
+            "Other benchmarks: rlx-bench " + others + " [--help].\n");
+  args.option("--only", "fused,gemm,compile,sort", o.only, {"fused", "gemm", "compile", "sort"})
+      .option("--reps", "N", o.reps)
+      .option("--fused-log2", "26,20", o.fused_log2, 0)
+      .option("--gemm-sizes", "512,1024,2048,4096", o.gemm_sizes)
+      .option("--nodes", "10000", o.nodes, 1)
+      .option("--device", "cpu", o.device);
+  args.parse(argc, argv);
   auto want = [&](const char* name) { return o.only.empty() || std::find(o.only.begin(), o.only.end(), name) != o.only.end(); };
-  try {
+  return run_bench("rlx-bench", [&] {
     Device& d = DeviceRegistry::get().at(o.device);
-    std::printf("device %s: %s\n", d.name().c_str(), d.description().c_str());
-    std::fflush(stdout);
+    print_device(d);
     if (want("fused")) bench_fused(d, o);
     if (want("gemm")) bench_gemm(d, o);
     if (want("compile")) bench_compile(d, o);
     if (want("sort")) bench_sort(d, o);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "rlx-bench: %s\n", e.what());
-    return 1;
-  }
-  return 0;
+    return 0;
+  });
 }

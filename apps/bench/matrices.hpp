@@ -1,5 +1,6 @@
 // Test matrices the benchmarks share (rlx-bench cuda's SpMV structures, rlx-bench layout):
-// f64 values in [-1, 1), i32 indices, built on the host, deterministic from their seeds.
+// f64 values in [-1, 1), i32 indices, built on the host, deterministic from their seeds; and
+// the SpMV program rlx-bench spmv and cuda time.
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -9,7 +10,10 @@
 #include <random>
 #include <vector>
 
+#include "ir/frontend.hpp"
+#include "runtime/runtime.hpp"
 #include "solvers/sparse/csr.hpp"
+#include "solvers/sparse/ops.hpp"
 
 namespace rlx::bench {
 
@@ -103,6 +107,15 @@ inline sparse::CsrMatrix power_law_spd(int64_t m) {
   std::memcpy(tci.raw(), aci.data(), aci.size() * 4);
   std::memcpy(tva.raw(), av.data(), av.size() * 8);
   return sparse::CsrMatrix(m, m, trp, tci, tva);
+}
+
+// y = A x (f64 x) compiled for d; its inputs are A's arrays (A.arrays()), then x.
+inline Program spmv_program(const sparse::CsrMatrix& A, Device& d) {
+  ir::Graph g;
+  sparse::CsrVars V = A.ir_inputs(g, "A");
+  Var x = input(g, "x", DType::F64, {A.cols()});
+  output(g, {sparse::spmv(V, x)});
+  return compile(g, d);
 }
 
 }  // namespace rlx::bench

@@ -23,37 +23,20 @@ using namespace rlx;
 using namespace rlx::bench;
 using namespace rlx::sparse;
 
-int bench_pcg(int argc, char** argv) {
+namespace {
+
+struct Options {
   int64_t n = 100;
   int reps = 3;
   double rtol = 1e-8;
   std::string device = "cpu", method = "cg";
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "rlx-bench pcg: %s needs a value\n", a.c_str());
-        std::exit(2);
-      }
-      return argv[++i];
-    };
-    if (a == "--n") n = std::stoll(next());
-    else if (a == "--reps") reps = std::stoi(next());
-    else if (a == "--rtol") rtol = std::stod(next());
-    else if (a == "--device") device = next();
-    else if (a == "--method") method = next();
-    else {
-      std::fprintf(stderr, "usage: rlx-bench pcg [--n 100] [--reps 3] [--rtol 1e-8] [--device cpu] [--method cg|bicgstab]\n");
-      return a == "--help" ? 0 : 2;
-    }
-  }
+};
+
+int run(const Options& opt) {
+  const auto& [n, reps, rtol, device, method] = opt;
   CsrMatrix A = poisson3d(n);
   Tensor b = Tensor::empty(DType::F64, {A.rows()});
   for (int64_t i = 0; i < A.rows(); ++i) b.data<double>()[i] = 1.0;
-  if (method != "cg" && method != "bicgstab") {
-    std::fprintf(stderr, "rlx-bench pcg: --method must be cg or bicgstab\n");
-    return 2;
-  }
   std::printf("%s-Jacobi on 3D Poisson %lld^3 (%lld rows, %lld nonzeros), rtol %.0e, b = ones\n", method.c_str(),
               (long long)n, (long long)A.rows(), (long long)A.nnz(), rtol);
   CsrOperator op(A);
@@ -106,7 +89,26 @@ int bench_pcg(int argc, char** argv) {
   } else {
     std::printf("  (Eigen not found at build time: no peer in this run)\n");
   }
-  std::printf("RESULT %s n=%lld rlx_s=%.4f rlx_it=%d eigen_s=%.4f eigen_it=%d\n", method.c_str(), (long long)n, median(t_rlx), it_rlx,
-              t_eigen.empty() ? 0.0 : median(t_eigen), it_eigen);
+  Result(method)
+      .add("n", n)
+      .add("rlx_s", median(t_rlx), "%.4f")
+      .add("rlx_it", it_rlx)
+      .add("eigen_s", t_eigen.empty() ? 0.0 : median(t_eigen), "%.4f")
+      .add("eigen_it", it_eigen)
+      .print();
   return 0;
+}
+
+}  // namespace
+
+int bench_pcg(int argc, char** argv) {
+  Options o;
+  Args args("rlx-bench pcg", "");
+  args.option("--n", "100", o.n, 1)
+      .option("--reps", "3", o.reps, 1)
+      .option("--rtol", "1e-8", o.rtol)
+      .option("--device", "cpu", o.device)
+      .option("--method", "cg|bicgstab", o.method, {"cg", "bicgstab"});
+  args.parse(argc, argv);
+  return run_bench("rlx-bench pcg", [&] { return run(o); });
 }

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "apps/bench/common.hpp"
+#include "apps/bench/matrices.hpp"
 #include "devices/cpu/thread_pool.hpp"
 #include "ir/frontend.hpp"
 #include "runtime/executor.hpp"
@@ -96,14 +97,6 @@ struct Options {
   DType index = DType::I32;
 };
 
-[[noreturn]] void usage(int code) {
-  std::printf(
-      "usage: rlx-bench spmv [--sizes 100,200] [--reps N] [--device cpu] [--index i32|i64]\n"
-      "SpMV y = A x, f64, on the 3D 7-point Poisson matrix with n^3 rows for each n.\n"
-      "Threads: RLX_NUM_THREADS (default: all cores); Eigen uses as many OpenMP threads.\n");
-  std::exit(code);
-}
-
 void run_size(Device& dev, int64_t n, const Options& o) {
   auto tg = Clock::now();
   sparse::CsrMatrix A = sparse::poisson3d(n, DType::F64, o.index);
@@ -115,11 +108,7 @@ void run_size(Device& dev, int64_t n, const Options& o) {
   const int reps = o.reps ? o.reps : (nnz > 50'000'000 ? 20 : 60);
 
   // rlx: the matrix arrays and x are graph inputs.
-  ir::Graph g;
-  sparse::CsrVars V = A.ir_inputs(g, "A");
-  Var xv = input(g, "x", DType::F64, {A.cols()});
-  output(g, {sparse::spmv(V, xv)});
-  Program p = compile(g, dev);
+  Program p = spmv_program(A, dev);
   Executor ex(p, dev);
   Tensor x = Tensor::empty(DType::F64, {A.cols()});
   for (int64_t i = 0; i < A.cols(); ++i) x.data<double>()[i] = 1.0 + double(i % 7) * 0.125;
@@ -215,42 +204,45 @@ void run_size(Device& dev, int64_t n, const Options& o) {
   std::printf("  rlx / read %.1f %%, rlx / same-bytes memcpy %.1f %%, rlx / 1 GiB memcpy %.1f %%, rlx / STREAM copy %.1f %%, "
               "Eigen / rlx time %.2fx\n",
               100 * gbps / read_gbps, 100 * gbps / same_gbps, 100 * gbps / dram_gbps, 100 * gbps / stream_gbps, ems / ms);
-  std::printf("RESULT spmv n=%lld rows=%lld nnz=%lld index=%s ms=%.3f gbps=%.2f eigen_ms=%.3f read_gbps=%.2f "
-              "copy_same_gbps=%.2f copy_dram_gbps=%.2f stream_copy_gbps=%.2f ratio_read=%.3f ratio_same=%.3f ratio_dram=%.3f "
-              "ratio_stream=%.3f checksum=%.10g\n",
-              (long long)n, (long long)rows, (long long)nnz, dtype_name(A.index_type()), ms, gbps, ems, read_gbps,
-              same_gbps, dram_gbps, stream_gbps, gbps / read_gbps, gbps / same_gbps, gbps / dram_gbps,
-              gbps / stream_gbps, checksum);
-  std::fflush(stdout);
+  Result("spmv")
+      .add("n", n)
+      .add("rows", rows)
+      .add("nnz", nnz)
+      .add("index", dtype_name(A.index_type()))
+      .add("ms", ms, "%.3f")
+      .add("gbps", gbps, "%.2f")
+      .add("eigen_ms", ems, "%.3f")
+      .add("read_gbps", read_gbps, "%.2f")
+      .add("copy_same_gbps", same_gbps, "%.2f")
+      .add("copy_dram_gbps", dram_gbps, "%.2f")
+      .add("stream_copy_gbps", stream_gbps, "%.2f")
+      .add("ratio_read", gbps / read_gbps, "%.3f")
+      .add("ratio_same", gbps / same_gbps, "%.3f")
+      .add("ratio_dram", gbps / dram_gbps, "%.3f")
+      .add("ratio_stream", gbps / stream_gbps, "%.3f")
+      .add("checksum", checksum, "%.10g")
+      .print();
 }
 
 }  // namespace
 
 int bench_spmv(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc) usage(2);
-      return argv[++i];
-    };
-    if (a == "--sizes") o.sizes = split_ints(next());
-    else if (a == "--reps") o.reps = std::stoi(next());
-    else if (a == "--device") o.device = next();
-    else if (a == "--index") {
-      std::string s = next();
-      if (s != "i32" && s != "i64") usage(2);
-      o.index = s == "i32" ? DType::I32 : DType::I64;
-    } else if (a == "-h" || a == "--help") usage(0);
-    else usage(2);
-  }
-  try {
+  Args args("rlx-bench spmv",
+            "SpMV y = A x, f64, on the 3D 7-point Poisson matrix with n^3 rows for each n.\n"
+            "Threads: RLX_NUM_THREADS (default: all cores); Eigen uses as many OpenMP threads.\n");
+  args.option("--sizes", "100,200", o.sizes)
+      .option("--reps", "N", o.reps)
+      .option("--device", "cpu", o.device)
+      .option("--index", "i32|i64", [&](const std::string& s) {
+        if (s != "i32" && s != "i64") throw std::invalid_argument(s);
+        o.index = s == "i32" ? DType::I32 : DType::I64;
+      });
+  args.parse(argc, argv);
+  return run_bench("rlx-bench spmv", [&] {
     Device& d = DeviceRegistry::get().at(o.device);
-    std::printf("device %s: %s\n", d.name().c_str(), d.description().c_str());
+    print_device(d);
     for (int64_t n : o.sizes) run_size(d, n, o);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "rlx-bench spmv: %s\n", e.what());
-    return 1;
-  }
-  return 0;
+    return 0;
+  });
 }

@@ -25,17 +25,9 @@
 
 using namespace rlx;
 
-int bench_layout(int argc, char** argv) {
-  int reps = 3;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--reps" && i + 1 < argc) {
-      reps = std::max(1, std::atoi(argv[++i]));
-    } else {
-      std::fprintf(stderr, "usage: rlx-bench layout [--reps N]\n");
-      return a == "-h" || a == "--help" ? 0 : 2;
-    }
-  }
+namespace {
+
+int run(int reps) {
   const sparse::CsrMatrix A = bench::power_law_csr(500000);
   const sparse::TiledShape s = sparse::tiled_shape(A.rows());
   std::printf("layout  power-law %lld x %lld, %lld nnz, tiles %d x %d; %u hardware threads\n", (long long)A.rows(),
@@ -116,4 +108,14 @@ int bench_layout(int argc, char** argv) {
                 "max |y| %.1e)\n", name, 1e3 * t_csr, 1e3 * t_tiled, t_tiled / t_csr, big > 0 ? diff / big : diff);
   }
   return 0;
+}
+
+}  // namespace
+
+int bench_layout(int argc, char** argv) {
+  int reps = 3;
+  bench::Args args("rlx-bench layout", "");
+  args.option("--reps", "N", reps, 1);
+  args.parse(argc, argv);
+  return bench::run_bench("rlx-bench layout", [&] { return run(reps); });
 }
