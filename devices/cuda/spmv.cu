@@ -138,8 +138,8 @@ __device__ __forceinline__ double warp_sum(double s) {
 // pipeline, not the packing, made the difference (R = 1: 0.562 -> 0.554-0.557 ms).
 // Each warp stores its own results: gathering a block's rows into one store through shared
 // memory cut the L2 write requests (0.49 M -> 0.06 M) but ran 3 % slower, as the barrier
-// keeps finished warps from leaving (docs/benchmarks.md, P4).
-// Tried and removed (docs/benchmarks.md, session 6): a register cap for full occupancy
+// keeps finished warps from leaving (docs/benchmarks.md).
+// Not here, as they gained nothing (docs/benchmarks.md): a register cap for full occupancy
 // (R = 2: 0.577 -> 0.569 ms, no gain left once pipelined) and a pipeline two trips deep
 // (no gain; spills under the cap).
 // THREADS per block (128 or 256). PIPE: a load pipeline — each trip issues the next trip's
@@ -501,7 +501,7 @@ void launch(SpmvTuning t, const Tensor& rp, const Tensor& ci, const Tensor& v, c
     throw InputError("spmv_csr: the packed kernel takes no x policy, aligned trips, unroll, L2 window or carveout");
   if (t.kernel == 3 && (t.rows_per_warp < 1 || t.rows_per_warp > 31))
     throw InputError("spmv_csr: SpmvTuning::rows_per_warp " + std::to_string(t.rows_per_warp) + " (1 to 31)");
-  // (Blocks of 64 ran no faster than 128 or 256 on power-law or random rows, 2026-11-30.)
+  // (Blocks of 64 run no faster than 128 or 256 on power-law or random rows: docs/benchmarks.md.)
   if (t.kernel == 3 && t.threads == 64) throw InputError("spmv_csr: the packed kernel runs blocks of 128 or 256 threads");
   if (t.kernel != 3 && t.pipeline) throw InputError("spmv_csr: SpmvTuning::pipeline is for the packed kernel");
   if (t.kernel == 2 && nnz > 0) return launch_split<I, T>(t.stream_hint, rp, ci, v, x, y0, alpha, beta, y);
@@ -566,7 +566,7 @@ SpmvTuning spmv_choice(int64_t rows, int64_t nnz) {
   //    0.130): the rest of each sector has left L1 by the next trip. One group per row
   //    (no grid cap) in blocks of 128: random 0.587 against 0.602-0.608 with the cap of 64
   //    blocks per multiprocessor (cuSPARSE 0.598-0.603), block diagonal 0.253 against 0.243
-  //    (cuSPARSE 0.306) — the one choice ahead of cuSPARSE on both (2026-11-30 sweeps);
+  //    (cuSPARSE 0.306) — the one choice ahead of cuSPARSE on both;
   //  - long rows (mean >= 64): a warp per row, evict-first, one warp per row in the grid
   //    (no cap: the block scheduler balances rows of very different length; power-law rows
   //    of 1 to 1000: 0.585 against 0.608 with at most 64 blocks per multiprocessor, each
@@ -577,7 +577,7 @@ SpmvTuning spmv_choice(int64_t rows, int64_t nnz) {
   //    That warp per row runs as the packed kernel compiled for one row per warp, with its
   //    load pipeline one trip deep (columns loaded a trip before their x gathers; 30
   //    registers): power-law 0.554 / 0.556-0.557 against 0.576-0.580 for the vector kernel
-  //    so laid out, cuSPARSE 0.558 / 0.561 in the same runs (2026-11-30, two calls); two
+  //    so laid out, cuSPARSE 0.558 / 0.561 in the same runs (two calls); two
   //    trips deep 0.557-0.558, more rows per warp 0.558-0.571. Not for medium rows: the
   //    packed kernel with 8 rows per warp was ahead on random rows (0.577 against 0.588)
   //    but behind on block-diagonal ones (0.409 against 0.255), which the mean row length

@@ -10,10 +10,10 @@
 // With more than one column group, a second kernel adds the groups' sums in order (and
 // applies alpha, beta).
 //
-// Measured (docs/benchmarks.md, runs T1-T4): a first design (a block per tile, row
+// Measured on the H200 (docs/benchmarks.md): a first design (a block per tile, row
 // pointers per tile, a partial sum per row and panel) 0.80-1.13 ms on power-law rows
 // against cuSPARSE's 0.556 (latency-bound: 47 % active warps, 22 % of the L2's tag rate);
-// this one 0.311-0.316 ms against 0.555-0.565 (V1, G1, G3; two nonzeros per lane, U = 2, the shape of
+// this one 0.311-0.316 ms against 0.555-0.565 (two nonzeros per lane, U = 2, the shape of
 // sparse::tiled_shape). Pair loads need rc and values 8- and 16-byte aligned; views that
 // are not run one nonzero per lane.
 #pragma once
@@ -39,7 +39,7 @@ std::string tiled_refusal(const TiledArgs& a);
 // f64 (padded), x, y0 and y f64 device tensors (contiguous). groups: column groups (0: as
 // many as fill the GPU once with the row blocks); per_lane 1 or 2; unroll 2 or 4;
 // skip_empty: panels without nonzeros in a row block are neither copied nor visited (for
-// short, banded rows; measured in G1: Poisson 3.60 -> 1.12 ms, still 8x CSR's time, and 5 %
+// short, banded rows; measured: Poisson 3.60 -> 1.12 ms, still 8x CSR's time, and 5 %
 // slower on power-law rows: not the default). InputError for tensors that do not match the layout or a
 // shape this GPU cannot run.
 void spmv_tiled_native(const Tensor& share, const Tensor& rc, const Tensor& values, const Tensor& x, const Tensor* y0,

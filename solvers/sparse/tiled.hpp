@@ -8,7 +8,7 @@
 // rows: 72 M of cuSPARSE's 85 M requests; docs/benchmarks.md). With the panel in shared
 // memory the L2 sees the matrix's lines and one copy of each panel per row block: on
 // power-law rows (mean 144 per row) 0.311-0.316 ms against cuSPARSE's 0.555-0.565 for the
-// CSR arrays, also after cusparseSpMV_preprocess (H200, runs V1, G1, G3 in
+// CSR arrays, also after cusparseSpMV_preprocess (H200, measured in
 // docs/benchmarks.md). What it costs: building it, once per matrix (an explicit step, the
 // tile_csr op: 2.3-2.5 ms for those 72 M nonzeros on the GPU, 0.26 s on 16 cpu threads), and
 // a second copy of the matrix (12 bytes per nonzero, as CSR with 32-bit indices). It pays
