@@ -19,7 +19,8 @@ class BoundGraph {
   ir::Graph graph;
   // A graph input fed with t on every run.
   Var bind(const std::string& name, const Tensor& t);
-  // A graph input fed by the caller (returned by free_inputs() in order).
+  // A graph input fed by the caller: its tensor goes into inputs()'s `free`, in the order
+  // of the input() calls.
   Var input(const std::string& name, DType dt, Shape s);
   // The inputs for a run: bound tensors, with the caller's in the order they were declared.
   std::vector<Tensor> inputs(const std::vector<Tensor>& free) const;

@@ -137,7 +137,8 @@ class DeviceRegistry {
   std::vector<std::unique_ptr<Device>> devices_;
 };
 
-// Defined by the generated devices/registry.cpp: calls each device folder's register function.
+// Defined in <build>/generated/device_list.cpp, which devices/CMakeLists.txt writes from its
+// rlx_add_device lines: calls each device folder's register function.
 void register_builtin_devices(DeviceRegistry& r);
 
 }  // namespace rlx
