@@ -1,33 +1,24 @@
-// The cpu device's non-elementwise kernels: reductions, scan, data movement and
-// sources. Inputs may be strided views; outputs are contiguous and preallocated.
+// The cpu device's kernels beside the fused elementwise executor (fused.hpp): the kernels
+// every device shares the signatures of (runtime/standard_kernels.hpp: reductions, scan,
+// movement, gather/scatter, sources; reduce.cpp, movement.cpp, source.cpp), and one
+// add_*_kernels per library family, each registering into the device's kernel table.
 #pragma once
 #include <cstdint>
-#include <span>
-#include <vector>
 
-#include "core/tensor.hpp"
+#include "runtime/kernel_table.hpp"
+#include "runtime/standard_kernels.hpp"
 
 namespace rlx::cpu {
 
-enum class ReduceOp { Sum, Prod, Max, Min };
-// Reduces x over `axes` (normalized, sorted, unique) into out (kept dims in order).
-void reduce(ReduceOp op, const Tensor& x, const std::vector<int>& axes, Tensor& out);
-void argmax(const Tensor& x, int axis, Tensor& out);
-void cumsum(const Tensor& x, int axis, bool exclusive, bool reverse, Tensor& out);
+RLX_DECLARE_STANDARD_KERNELS
 
 // dst[i...] = src[i...] over `shape`, strides in elements, for any element size.
 void copy_view(const void* src, const int64_t* src_strides, void* dst, const int64_t* dst_strides,
                const Shape& shape, size_t esize);
-void permute(const Tensor& x, const std::vector<int64_t>& perm, Tensor& out);
-void broadcast_to(const Tensor& x, Tensor& out);
-void slice(const Tensor& x, const std::vector<int64_t>& starts, const std::vector<int64_t>& steps, Tensor& out);
-void concat(std::span<const Tensor> xs, int axis, Tensor& out);
-void pad(const Tensor& x, const std::vector<int64_t>& low, double value, Tensor& out);
-void gather(const Tensor& x, const Tensor& idx, int axis, Tensor& out);
-void scatter_add(const Tensor& x, const Tensor& idx, const Tensor& updates, int axis, Tensor& out);
 
-void iota(int axis, Tensor& out);
-void rng_uniform(uint64_t seed, double low, double high, Tensor& out);
-void rng_normal(uint64_t seed, double mean, double stddev, Tensor& out);
+// Library families (devices/cpu/<family>.cpp).
+void add_sparse_kernels(KernelTable& t);  // spmv_csr spmm_csr sptrsv_csr spmv_tiled tile_csr
+void add_lapack_kernels(KernelTable& t);  // lu_factor ... slogdet
+void add_sort_kernels(KernelTable& t);    // sort
 
 }  // namespace rlx::cpu

@@ -32,7 +32,7 @@
 
 #include "core/error.hpp"
 #include "devices/cpu/gemm.hpp"
-#include "devices/cpu/library.hpp"
+#include "devices/cpu/kernels.hpp"
 #include "devices/cpu/thread_pool.hpp"
 #include "ir/op_registry.hpp"
 #include "ir/ops/semantics.hpp"
@@ -701,9 +701,9 @@ using RunFn = void (*)(const ir::Node&, std::span<const Tensor>, std::span<Tenso
 
 }  // namespace
 
-void add_lapack_kernels(std::vector<LibraryKernel>& t) {
+void add_lapack_kernels(KernelTable& t) {
   auto add = [&](const char* op, RunFn f32, RunFn f64, RunFn c64_) {
-    t.push_back({op, lapack_supports, [=](const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
+    t.add(PredicateKernel{op, lapack_supports, [=](const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
                    switch (in[0].dtype()) {
                      case DType::F32: return f32(n, in, out);
                      case DType::F64: return f64(n, in, out);

@@ -16,7 +16,7 @@
 
 #include "core/error.hpp"
 #include "core/sort_key.hpp"
-#include "devices/cpu/library.hpp"
+#include "devices/cpu/kernels.hpp"
 #include "devices/cpu/thread_pool.hpp"
 #include "ir/op_registry.hpp"
 
@@ -204,6 +204,6 @@ void sort_run(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> o
 
 }  // namespace
 
-void add_sort_kernels(std::vector<LibraryKernel>& t) { t.push_back({"sort", sort_supports, sort_run}); }
+void add_sort_kernels(KernelTable& t) { t.add(PredicateKernel{"sort", sort_supports, sort_run}); }
 
 }  // namespace rlx::cpu

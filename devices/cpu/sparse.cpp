@@ -50,7 +50,7 @@
 
 #include "core/error.hpp"
 #include "devices/cpu/isa.hpp"
-#include "devices/cpu/library.hpp"
+#include "devices/cpu/kernels.hpp"
 #include "devices/cpu/thread_pool.hpp"
 #include "ir/op_registry.hpp"
 
@@ -973,12 +973,9 @@ Capability tiled_supported(const ir::Node& n, const ir::Graph& g) {
 // threaded path really ran (declared where used; not part of any interface).
 int64_t sptrsv_pipelined_solves() { return g_pipelined_solves.load(std::memory_order_relaxed); }
 
-void add_sparse_kernels(std::vector<LibraryKernel>& t) {
-  t.push_back({"spmv_csr", csr_supported, run_spmv});
-  t.push_back({"spmm_csr", csr_supported, run_spmm});
-  t.push_back({"sptrsv_csr", csr_supported, run_sptrsv});
-  t.push_back({"spmv_tiled", tiled_supported, run_spmv_tiled});
-  t.push_back({"tile_csr", tile_csr_supported, run_tile_csr});
+void add_sparse_kernels(KernelTable& t) {
+  add_sparse_family(t, {csr_supported, tiled_supported, tile_csr_supported, run_spmv, run_spmm, run_sptrsv, run_spmv_tiled,
+                        run_tile_csr});
 }
 
 }  // namespace rlx::cpu

@@ -474,7 +474,7 @@ std::string version(int major, int minor, int patch) {
 
 }  // namespace
 
-void add_blas_kernels(std::vector<LibraryKernel>& t) { t.push_back({"matmul", matmul_supports, run_matmul}); }
+void add_blas_kernels(KernelTable& t) { t.add(PredicateKernel{"matmul", matmul_supports, run_matmul}); }
 
 bool takes_matmul_epilogue(const MatmulEpilogue& e, const ir::Graph& g) {
   const ir::Node& mm = g.nodes.at(size_t(e.matmul));

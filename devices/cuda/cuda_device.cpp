@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cstdlib>
 #include <mutex>
-#include <unordered_map>
 
 #include "core/error.hpp"
 #include "devices/cuda/blas.hpp"
@@ -15,31 +14,13 @@
 #include "devices/cuda/kernels.hpp"
 #include "devices/cuda/library.hpp"
 #include "ir/op_registry.hpp"
-#include "ir/ops/semantics.hpp"
 #include "runtime/device.hpp"
+#include "runtime/kernel_table.hpp"
 
 namespace rlx {
 
 namespace cuda {
 namespace {
-
-enum class Kind {
-  Sum, Prod, Max, Min, Argmax, Cumsum, Permute, BroadcastTo, Slice, Concat, Pad, Gather, ScatterAdd, Iota,
-  RngUniform, RngNormal,
-};
-
-const std::unordered_map<std::string, Kind>& kinds() {
-  static const std::unordered_map<std::string, Kind> m = {
-      {"sum", Kind::Sum},         {"prod", Kind::Prod},         {"max", Kind::Max},
-      {"min", Kind::Min},         {"argmax", Kind::Argmax},     {"cumsum", Kind::Cumsum},
-      {"permute", Kind::Permute}, {"broadcast_to", Kind::BroadcastTo}, {"slice", Kind::Slice},
-      {"concat", Kind::Concat},   {"pad", Kind::Pad},           {"gather", Kind::Gather},
-      {"scatter_add", Kind::ScatterAdd}, {"iota", Kind::Iota}, {"rng_uniform", Kind::RngUniform},
-      {"rng_normal", Kind::RngNormal},
-  };
-  return m;
-}
-
 
 std::string node_label(const ir::Node& n) {
   std::string s = "%";  // (appended piecewise: GCC 12 warns falsely on "%" + to_string)
@@ -88,6 +69,28 @@ class GraphReplay final : public Replay {
 
 class CudaDevice final : public Device {
  public:
+  CudaDevice() {
+    add_standard_kernels(table_, RLX_STANDARD_KERNELS_OF(cuda));
+    // kernels.cu sorts (index, position) pairs in 32-bit positions.
+    table_.restrict("scatter_add", [](const ir::Node& n, const ir::Graph& g) {
+      const bool fits = numel(g.type(n.inputs.at(1)).shape) < (int64_t(1) << 31) && numel(n.out().shape) < (int64_t(1) << 31);
+      return fits ? std::string() : std::string("scatter_add on cuda takes fewer than 2^31 indices and outputs");
+    });
+    // Every elementwise op of the registry, as a generated kernel where codegen.cpp has
+    // an expression for its dtypes.
+    for_each_op(ir::OpClass::Elementwise, [&](const ir::OpDef& op) {
+      table_.add({op.name, kAll, -1,
+                  [](const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
+                    run_elementwise({&n}, n.inputs, {ir::Value{n.id, 0}}, n.out().shape, in, out);
+                  },
+                  elementwise_unsupported});
+    });
+    add_blas_kernels(table_);
+    add_sparse_kernels(table_);
+    add_solver_kernels(table_);
+    add_sort_kernels(table_);
+  }
+
   std::string name() const override { return "cuda"; }
   std::string unavailable() const override { return probe(); }
   std::string description() const override {
@@ -144,78 +147,11 @@ class CudaDevice final : public Device {
     return std::make_unique<GraphReplay>(exec, std::move(kept));
   }
 
-  Capability supports(const ir::Node& n, const ir::Graph& g) const override {
-    if (n.op->level == ir::Level::L1) return Capability::no("L1 op: runs through its lowering");
-    if (const LibraryKernel* lib = find_library_kernel(n.op->name)) return lib->supports(n, g);
-    if (is_elementwise_op(n.op->name)) {
-      std::string why = elementwise_unsupported(n, g);
-      return why.empty() ? Capability::yes() : Capability::no(why);
-    }
-    auto it = kinds().find(n.op->name);
-    if (it == kinds().end()) return Capability::no("no cuda kernel for " + n.op->name);
-    auto in = [&](size_t i) { return g.type(n.inputs.at(i)).dtype; };
-    auto no_dtype = [&](DType t) {
-      return Capability::no("no " + std::string(dtype_name(t)) + " " + n.op->name + " kernel on cuda");
-    };
-    switch (it->second) {
-      case Kind::Sum: case Kind::Prod: case Kind::Cumsum:
-        return is_numeric(in(0)) ? Capability::yes() : no_dtype(in(0));
-      case Kind::Max: case Kind::Min: case Kind::Argmax:
-        return is_real_numeric(in(0)) ? Capability::yes() : no_dtype(in(0));
-      case Kind::Permute: case Kind::BroadcastTo: case Kind::Slice: case Kind::Concat: case Kind::Pad:
-      case Kind::Gather:
-        return in(0) != DType::I4 ? Capability::yes() : no_dtype(in(0));
-      case Kind::ScatterAdd:
-        if (!is_numeric(in(0))) return no_dtype(in(0));
-        // kernels.cu sorts (index, position) pairs in 32-bit positions.
-        if (numel(g.type(n.inputs.at(1)).shape) >= (int64_t(1) << 31) || numel(n.out().shape) >= (int64_t(1) << 31))
-          return Capability::no("scatter_add on cuda takes fewer than 2^31 indices and outputs");
-        return Capability::yes();
-      case Kind::Iota: return is_real_numeric(n.out().dtype) ? Capability::yes() : no_dtype(n.out().dtype);
-      case Kind::RngUniform: case Kind::RngNormal:
-        return is_float(n.out().dtype) ? Capability::yes() : no_dtype(n.out().dtype);
-    }
-    return Capability::no("no cuda kernel for " + n.op->name);
-  }
+  Capability supports(const ir::Node& n, const ir::Graph& g) const override { return table_.supports(n, g); }
 
   void run_node(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> out) override {
     NodeScope scope(node_label(n));
-    for (const Tensor& t : out)
-      if (!t.is_contiguous()) throw InternalError("cuda: " + n.op->name + " given a strided output");
-    if (const LibraryKernel* lib = find_library_kernel(n.op->name)) {
-      lib->run(n, in, out);
-      return after(n);
-    }
-    if (is_elementwise_op(n.op->name)) {
-      run_elementwise({&n}, n.inputs, {ir::Value{n.id, 0}}, n.out().shape, in, out);
-      return after(n);
-    }
-    auto it = kinds().find(n.op->name);
-    if (it == kinds().end()) throw InternalError("cuda: asked to run " + n.op->name + ", which it has no kernel for");
-    const ir::Attrs& a = n.attrs;
-    Tensor& o = out[0];
-    switch (it->second) {
-      case Kind::Sum: reduce(ReduceOp::Sum, in[0], ir::reduce_axes(n, in[0].rank()), o); break;
-      case Kind::Prod: reduce(ReduceOp::Prod, in[0], ir::reduce_axes(n, in[0].rank()), o); break;
-      case Kind::Max: reduce(ReduceOp::Max, in[0], ir::reduce_axes(n, in[0].rank()), o); break;
-      case Kind::Min: reduce(ReduceOp::Min, in[0], ir::reduce_axes(n, in[0].rank()), o); break;
-      case Kind::Argmax: argmax(in[0], normalize_axis(a.get_int("axis"), in[0].rank()), o); break;
-      case Kind::Cumsum:
-        cumsum(in[0], normalize_axis(a.get_int("axis"), in[0].rank()), a.get_bool("exclusive"), a.get_bool("reverse"), o);
-        break;
-      case Kind::Permute: permute(in[0], a.get_ints("perm"), o); break;
-      case Kind::BroadcastTo: broadcast_to(in[0], o); break;
-      case Kind::Slice: slice(in[0], a.get_ints("starts"), a.get_ints("steps"), o); break;
-      case Kind::Concat: concat(in, normalize_axis(a.get_int("axis"), o.rank()), o); break;
-      case Kind::Pad: pad(in[0], a.get_ints("low"), a.get_float("value"), o); break;
-      case Kind::Gather: gather(in[0], in[1], normalize_axis(a.get_int("axis"), in[0].rank()), o); break;
-      case Kind::ScatterAdd: scatter_add(in[0], in[1], in[2], normalize_axis(a.get_int("axis"), in[0].rank()), o); break;
-      case Kind::Iota: iota(o.rank() ? normalize_axis(a.get_int("axis"), o.rank()) : 0, o); break;
-      case Kind::RngUniform: rng_uniform(uint64_t(a.get_int("seed")), a.get_float("low"), a.get_float("high"), o); break;
-      case Kind::RngNormal:
-        rng_normal(uint64_t(a.get_int("seed")), a.get_float("mean"), a.get_float("stddev"), o);
-        break;
-    }
+    table_.run(n, in, out);
     after(n);
   }
 
@@ -254,6 +190,7 @@ class CudaDevice final : public Device {
   void sync_unless_recording(const char* what) {
     if (!capturing()) check(cudaStreamSynchronize(stream()), what);
   }
+  KernelTable table_{"cuda"};
   std::mutex capture_mu_;
   bool sync_each_ = [] {
     const char* s = std::getenv("RLX_CUDA_SYNC");

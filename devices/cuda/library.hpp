@@ -1,6 +1,6 @@
 // Library primitives on the cuda device: matmul through cuBLAS(Lt), the sparse kernels
-// through cuSPARSE's generic API, dense factorizations through cuSOLVER. Each family adds
-// entries to one table; the device consults it before its built-in op kinds.
+// through cuSPARSE's generic API, dense factorizations through cuSOLVER, the sort. Each
+// family adds its kernels to the device's kernel table (runtime/kernel_table.hpp).
 #pragma once
 #include <cublas_v2.h>
 
@@ -9,23 +9,15 @@
 #include <string>
 #include <vector>
 
-#include "runtime/device.hpp"
+#include "runtime/kernel_table.hpp"
 
 namespace rlx::cuda {
 
-struct LibraryKernel {
-  std::string op;
-  std::function<Capability(const ir::Node&, const ir::Graph&)> supports;
-  std::function<void(const ir::Node&, std::span<const Tensor>, std::span<Tensor>)> run;
-};
-
-const LibraryKernel* find_library_kernel(const std::string& op);
-
 // One function per family.
-void add_blas_kernels(std::vector<LibraryKernel>& t);    // blas.cpp: matmul
-void add_sparse_kernels(std::vector<LibraryKernel>& t);  // sparse.cpp: spmv_csr, spmm_csr, sptrsv_csr
-void add_solver_kernels(std::vector<LibraryKernel>& t);  // solver.cpp: lu_factor, cholesky, qr, ...
-void add_sort_kernels(std::vector<LibraryKernel>& t);
+void add_blas_kernels(KernelTable& t);    // blas.cpp: matmul
+void add_sparse_kernels(KernelTable& t);  // sparse.cpp: spmv_csr, spmm_csr, sptrsv_csr, spmv_tiled, tile_csr
+void add_solver_kernels(KernelTable& t);  // solver.cpp: lu_factor, cholesky, qr, ...
+void add_sort_kernels(KernelTable& t);    // sort.cu: sort
 // How sort.cu sorts (its header has the details): Auto (the default) — rows of 65 to 4096
 // elements (to 2048 for 64-bit keys) sorted by a thread block each in shared memory, other
 // rows by CUB's device-wide radix sort; Radix — always the device-wide sort; Segmented —

@@ -782,8 +782,8 @@ using RunFn = void (*)(const ir::Node&, std::span<const Tensor>, std::span<Tenso
 
 }  // namespace
 
-void add_solver_kernels(std::vector<LibraryKernel>& t) {
-  auto add = [&](const char* op, RunFn f) { t.push_back({op, solver_supports, f}); };
+void add_solver_kernels(KernelTable& t) {
+  auto add = [&](const char* op, RunFn f) { t.add(PredicateKernel{op, solver_supports, f}); };
   add("lu_factor", lu_factor);
   add("lu_solve", lu_solve);
   add("cholesky", cholesky);

@@ -344,6 +344,6 @@ const char* sort_strategy_name(SortStrategy s) {
   return "?";
 }
 
-void add_sort_kernels(std::vector<LibraryKernel>& t) { t.push_back({"sort", sort_supports, sort_run}); }
+void add_sort_kernels(KernelTable& t) { t.add(PredicateKernel{"sort", sort_supports, sort_run}); }
 
 }  // namespace rlx::cuda

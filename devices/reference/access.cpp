@@ -16,13 +16,6 @@ Domain domain_of(DType t) {
   return Domain::Int;
 }
 
-std::string dtype_set_str(DTypeSet s) {
-  std::string r;
-  for (DType t : kAllDTypes)
-    if (s & bit(t)) r += (r.empty() ? "" : " ") + std::string(dtype_name(t));
-  return r;
-}
-
 namespace {
 
 template <class T>

@@ -13,6 +13,7 @@
 #include "core/tensor.hpp"
 #include "ir/graph.hpp"
 #include "ir/op_registry.hpp"
+#include "runtime/kernel_table.hpp"
 
 namespace rlx::reference {
 
@@ -96,34 +97,10 @@ inline int64_t wrap_add(int64_t a, int64_t b) { return int64_t(uint64_t(a) + uin
 inline int64_t wrap_sub(int64_t a, int64_t b) { return int64_t(uint64_t(a) - uint64_t(b)); }
 inline int64_t wrap_mul(int64_t a, int64_t b) { return int64_t(uint64_t(a) * uint64_t(b)); }
 
-// ---- the kernel table ----
+// ---- the kernel table (runtime/kernel_table.hpp): one add_*_kernels per family ----
 
-using Kernel = std::function<void(const ir::Node&, std::span<const Tensor>, std::span<Tensor>)>;
-// Extra conditions beyond the key dtype; returns why not, or "" when fine.
-using Check = std::function<std::string(const ir::Node&, const ir::Graph&)>;
-
-// A set of dtypes as a bit mask.
-using DTypeSet = uint32_t;
-constexpr DTypeSet bit(DType t) { return DTypeSet(1) << unsigned(t); }
-constexpr DTypeSet kBool = bit(DType::Bool);
-constexpr DTypeSet kInts = bit(DType::I8) | bit(DType::U8) | bit(DType::I32) | bit(DType::I64);
-constexpr DTypeSet kFloats = bit(DType::F16) | bit(DType::BF16) | bit(DType::F32) | bit(DType::F64);
-constexpr DTypeSet kC64 = bit(DType::C64);
-constexpr DTypeSet kNumeric = kInts | kFloats | kC64;
-constexpr DTypeSet kRealNumeric = kInts | kFloats;
-constexpr DTypeSet kInexact = kFloats | kC64;
-constexpr DTypeSet kAllButI4 = kBool | kNumeric;
-constexpr DTypeSet kAll = kAllButI4 | bit(DType::I4);
-std::string dtype_set_str(DTypeSet s);  // "i8 u8 i32"
-
-struct KernelEntry {
-  std::string op;
-  DTypeSet dtypes = 0;  // accepted dtypes of the key operand
-  int key = 0;          // the input whose dtype is checked; -1: the first result
-  Kernel run;
-  Check check;  // may be empty
-};
-using KernelTable = std::vector<KernelEntry>;
+using Kernel = KernelFn;
+using Check = KernelCheck;
 
 void add_elementwise_kernels(KernelTable& t);
 void add_reduce_kernels(KernelTable& t);

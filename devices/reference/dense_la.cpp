@@ -496,7 +496,7 @@ Kernel dispatch(F f) {
 
 void add_dense_la_kernels(KernelTable& t) {
   const DTypeSet lapack = bit(DType::F32) | bit(DType::F64) | bit(DType::C64);
-  auto entry = [&](const char* op, auto fn) { t.push_back({op, lapack, 0, dispatch(fn), {}}); };
+  auto entry = [&](const char* op, auto fn) { t.add({op, lapack, 0, dispatch(fn), {}}); };
   using In = std::span<const Tensor>;
   using Out = std::span<Tensor>;
   entry("lu_factor", [](auto z, const ir::Node&, In in, Out out) { lu_factor<decltype(z)>(in, out); });

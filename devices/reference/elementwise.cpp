@@ -167,7 +167,7 @@ void add_elementwise_kernels(KernelTable& t) {
       {"imag", kC64, {.c = [](cd z) { return cd(z.imag()); }}},
       {"conj", kC64, {.c = [](cd z) { return std::conj(z); }}},
   };
-  for (const Unary& u : unaries) t.push_back({u.op, u.dtypes, 0, unary(u.fn), {}});
+  for (const Unary& u : unaries) t.add({u.op, u.dtypes, 0, unary(u.fn), {}});
 
   struct Binary {
     const char* op;
@@ -219,11 +219,11 @@ void add_elementwise_kernels(KernelTable& t) {
       {"logical_and", kBool, {.i = [](int64_t a, int64_t b) { return int64_t(a && b); }}},
       {"logical_or", kBool, {.i = [](int64_t a, int64_t b) { return int64_t(a || b); }}},
   };
-  for (const Binary& b : binaries) t.push_back({b.op, b.dtypes, 0, binary(b.fn), {}});
+  for (const Binary& b : binaries) t.add({b.op, b.dtypes, 0, binary(b.fn), {}});
 
-  t.push_back({"make_complex", bit(DType::F32), 0, make_complex_kernel, both_f32});
-  t.push_back({"where", kAllButI4, 1, where_kernel, cond_is_bool});
-  t.push_back({"cast", kAll, 0, cast_kernel, {}});
+  t.add({"make_complex", bit(DType::F32), 0, make_complex_kernel, both_f32});
+  t.add({"where", kAllButI4, 1, where_kernel, cond_is_bool});
+  t.add({"cast", kAll, 0, cast_kernel, {}});
 }
 
 }  // namespace rlx::reference

@@ -50,6 +50,6 @@ void matmul_kernel(const ir::Node& n, std::span<const Tensor> in, std::span<Tens
 
 }  // namespace
 
-void add_linalg_kernels(KernelTable& t) { t.push_back({"matmul", kInexact, 0, matmul_kernel, {}}); }
+void add_linalg_kernels(KernelTable& t) { t.add({"matmul", kInexact, 0, matmul_kernel, {}}); }
 
 }  // namespace rlx::reference

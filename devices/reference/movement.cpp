@@ -140,13 +140,13 @@ std::string index_dtype(const ir::Node& n, const ir::Graph& g) {
 }  // namespace
 
 void add_movement_kernels(KernelTable& t) {
-  t.push_back({"permute", kAllButI4, 0, permute_kernel, {}});
-  t.push_back({"broadcast_to", kAllButI4, 0, broadcast_kernel, {}});
-  t.push_back({"slice", kAllButI4, 0, slice_kernel, {}});
-  t.push_back({"concat", kAllButI4, 0, concat_kernel, {}});
-  t.push_back({"pad", kAllButI4, 0, pad_kernel, {}});
-  t.push_back({"gather", kAllButI4, 0, gather_kernel, index_dtype});
-  t.push_back({"scatter_add", kNumeric, 0, scatter_add_kernel, index_dtype});
+  t.add({"permute", kAllButI4, 0, permute_kernel, {}});
+  t.add({"broadcast_to", kAllButI4, 0, broadcast_kernel, {}});
+  t.add({"slice", kAllButI4, 0, slice_kernel, {}});
+  t.add({"concat", kAllButI4, 0, concat_kernel, {}});
+  t.add({"pad", kAllButI4, 0, pad_kernel, {}});
+  t.add({"gather", kAllButI4, 0, gather_kernel, index_dtype});
+  t.add({"scatter_add", kNumeric, 0, scatter_add_kernel, index_dtype});
 }
 
 }  // namespace rlx::reference

@@ -150,12 +150,12 @@ void cumsum_kernel(const ir::Node& n, std::span<const Tensor> in, std::span<Tens
 }  // namespace
 
 void add_reduce_kernels(KernelTable& t) {
-  t.push_back({"sum", kNumeric, 0, reduce_kernel, {}});
-  t.push_back({"prod", kNumeric, 0, reduce_kernel, {}});
-  t.push_back({"max", kRealNumeric, 0, reduce_kernel, {}});
-  t.push_back({"min", kRealNumeric, 0, reduce_kernel, {}});
-  t.push_back({"argmax", kRealNumeric, 0, argmax_kernel, {}});
-  t.push_back({"cumsum", kNumeric, 0, cumsum_kernel, {}});
+  t.add({"sum", kNumeric, 0, reduce_kernel, {}});
+  t.add({"prod", kNumeric, 0, reduce_kernel, {}});
+  t.add({"max", kRealNumeric, 0, reduce_kernel, {}});
+  t.add({"min", kRealNumeric, 0, reduce_kernel, {}});
+  t.add({"argmax", kRealNumeric, 0, argmax_kernel, {}});
+  t.add({"cumsum", kNumeric, 0, cumsum_kernel, {}});
 }
 
 }  // namespace rlx::reference

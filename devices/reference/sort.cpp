@@ -55,6 +55,6 @@ void sort_kernel(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor
 
 }  // namespace
 
-void add_sort_kernels(KernelTable& t) { t.push_back({"sort", kRealNumeric, 0, sort_kernel, {}}); }
+void add_sort_kernels(KernelTable& t) { t.add({"sort", kRealNumeric, 0, sort_kernel, {}}); }
 
 }  // namespace rlx::reference

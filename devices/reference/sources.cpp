@@ -29,9 +29,9 @@ void rng_normal_kernel(const ir::Node& n, std::span<const Tensor>, std::span<Ten
 }  // namespace
 
 void add_source_kernels(KernelTable& t) {
-  t.push_back({"iota", kRealNumeric, -1, iota_kernel, {}});
-  t.push_back({"rng_uniform", kFloats, -1, rng_uniform_kernel, {}});
-  t.push_back({"rng_normal", kFloats, -1, rng_normal_kernel, {}});
+  t.add({"iota", kRealNumeric, -1, iota_kernel, {}});
+  t.add({"rng_uniform", kFloats, -1, rng_uniform_kernel, {}});
+  t.add({"rng_normal", kFloats, -1, rng_normal_kernel, {}});
 }
 
 }  // namespace rlx::reference

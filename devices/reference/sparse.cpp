@@ -208,11 +208,11 @@ constexpr DTypeSet kSparseValues = bit(DType::F32) | bit(DType::F64) | bit(DType
 }  // namespace
 
 void add_sparse_kernels(KernelTable& t) {
-  t.push_back({"spmv_csr", kSparseValues, 2, spmv_kernel, {}});
-  t.push_back({"spmm_csr", kSparseValues, 2, spmm_kernel, {}});
-  t.push_back({"sptrsv_csr", kSparseValues, 2, sptrsv_kernel, {}});
-  t.push_back({"spmv_tiled", bit(DType::F64), 2, spmv_tiled_kernel, {}});
-  t.push_back({"tile_csr", bit(DType::F64), 2, tile_csr_kernel, {}});
+  t.add({"spmv_csr", kSparseValues, 2, spmv_kernel, {}});
+  t.add({"spmm_csr", kSparseValues, 2, spmm_kernel, {}});
+  t.add({"sptrsv_csr", kSparseValues, 2, sptrsv_kernel, {}});
+  t.add({"spmv_tiled", bit(DType::F64), 2, spmv_tiled_kernel, {}});
+  t.add({"tile_csr", bit(DType::F64), 2, tile_csr_kernel, {}});
 }
 
 }  // namespace rlx::reference

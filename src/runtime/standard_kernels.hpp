@@ -1,0 +1,63 @@
+// The kernels whose arguments every compiled device shares: reductions, the scan, data
+// movement, gather/scatter and sources. Their signatures are written here once:
+//
+//   namespace rlx::cpu { RLX_DECLARE_STANDARD_KERNELS }             // the device's header
+//   add_standard_kernels(table, RLX_STANDARD_KERNELS_OF(rlx::cpu));  // its registration
+//
+// add_standard_kernels (kernel_table.hpp) unpacks each op's attributes and states the
+// dtypes each takes, also once. Inputs may be strided views; outputs are contiguous and
+// preallocated; semantics are the reference device's, dtype for dtype. This header needs
+// only core/, so CUDA sources include it as they are.
+#pragma once
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "core/tensor.hpp"
+
+namespace rlx {
+
+enum class ReduceOp { Sum, Prod, Max, Min };
+
+#define RLX_DECLARE_STANDARD_KERNELS                                                                                  \
+  /* Reduces x over `axes` (normalized, sorted, unique) into out (kept dims in order). */                            \
+  void reduce(::rlx::ReduceOp op, const ::rlx::Tensor& x, const std::vector<int>& axes, ::rlx::Tensor& out);        \
+  void argmax(const ::rlx::Tensor& x, int axis, ::rlx::Tensor& out);                                                 \
+  void cumsum(const ::rlx::Tensor& x, int axis, bool exclusive, bool reverse, ::rlx::Tensor& out);                   \
+  void permute(const ::rlx::Tensor& x, const std::vector<int64_t>& perm, ::rlx::Tensor& out);                        \
+  void broadcast_to(const ::rlx::Tensor& x, ::rlx::Tensor& out);                                                     \
+  void slice(const ::rlx::Tensor& x, const std::vector<int64_t>& starts, const std::vector<int64_t>& steps,          \
+             ::rlx::Tensor& out);                                                                                    \
+  void concat(std::span<const ::rlx::Tensor> xs, int axis, ::rlx::Tensor& out);                                      \
+  void pad(const ::rlx::Tensor& x, const std::vector<int64_t>& low, double value, ::rlx::Tensor& out);               \
+  void gather(const ::rlx::Tensor& x, const ::rlx::Tensor& idx, int axis, ::rlx::Tensor& out);                       \
+  void scatter_add(const ::rlx::Tensor& x, const ::rlx::Tensor& idx, const ::rlx::Tensor& updates, int axis,         \
+                   ::rlx::Tensor& out);                                                                              \
+  void iota(int axis, ::rlx::Tensor& out);                                                                           \
+  void rng_uniform(uint64_t seed, double low, double high, ::rlx::Tensor& out);                                      \
+  void rng_normal(uint64_t seed, double mean, double stddev, ::rlx::Tensor& out);
+
+// The same functions as pointers, for registration.
+struct StandardKernels {
+  void (*reduce)(ReduceOp, const Tensor&, const std::vector<int>&, Tensor&);
+  void (*argmax)(const Tensor&, int, Tensor&);
+  void (*cumsum)(const Tensor&, int, bool, bool, Tensor&);
+  void (*permute)(const Tensor&, const std::vector<int64_t>&, Tensor&);
+  void (*broadcast_to)(const Tensor&, Tensor&);
+  void (*slice)(const Tensor&, const std::vector<int64_t>&, const std::vector<int64_t>&, Tensor&);
+  void (*concat)(std::span<const Tensor>, int, Tensor&);
+  void (*pad)(const Tensor&, const std::vector<int64_t>&, double, Tensor&);
+  void (*gather)(const Tensor&, const Tensor&, int, Tensor&);
+  void (*scatter_add)(const Tensor&, const Tensor&, const Tensor&, int, Tensor&);
+  void (*iota)(int, Tensor&);
+  void (*rng_uniform)(uint64_t, double, double, Tensor&);
+  void (*rng_normal)(uint64_t, double, double, Tensor&);
+};
+
+#define RLX_STANDARD_KERNELS_OF(ns)                                                                                    \
+  ::rlx::StandardKernels {                                                                                             \
+    &ns::reduce, &ns::argmax, &ns::cumsum, &ns::permute, &ns::broadcast_to, &ns::slice, &ns::concat, &ns::pad,         \
+        &ns::gather, &ns::scatter_add, &ns::iota, &ns::rng_uniform, &ns::rng_normal                                    \
+  }
+
+}  // namespace rlx
