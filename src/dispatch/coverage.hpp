@@ -12,8 +12,9 @@ namespace rlx {
 
 class Device;
 
-// A one-node graph exercising `op` with `dtype` (of its first input, or of its result
-// for ops without inputs); nullopt for ops the runtime owns (param, while, if).
+// The op's example (ir::example_of: written beside its declaration, or its class's) with
+// `dtype` as its key dtype, on plain graph inputs; nullopt for ops the runtime owns
+// (param, while, if) and for an op without an example (tests/dispatch fails on those).
 std::optional<ir::Graph> sample_graph(const std::string& op, DType dtype);
 
 struct CoverageRow {

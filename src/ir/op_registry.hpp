@@ -36,6 +36,27 @@ using LowerFn = std::function<std::vector<Var>(const std::vector<Var>& in, const
 using VjpFn = std::function<std::vector<Var>(const std::vector<Var>& in, const std::vector<Var>& out,
                                              const std::vector<Var>& grad_out, const Attrs& attrs)>;
 
+// Inputs for an op's example (OpDef::example). `rlx ops` makes them plain graph inputs to
+// probe each device's routes; the op suite (tests/ops) gives them random values in the range
+// asked for and runs the example on every device against the reference device.
+struct ValueRange {
+  double lo = -2, hi = 2;     // floats, and each part of c64
+  int64_t ilo = -9, ihi = 9;  // ints, clamped to the dtype; u8 shifts [ilo, ihi] to start at 0
+  bool nonzero = false;       // no zeros (floats: |x| >= 0.1)
+  double quantum = 0;         // floats: round to multiples of this (ties, exact halves)
+};
+class ExampleInputs {
+ public:
+  virtual ~ExampleInputs() = default;
+  virtual Graph& graph() = 0;
+  virtual Var in(DType t, Shape s, const ValueRange& r = {}) = 0;
+  virtual Var index(DType t, Shape s, int64_t extent) = 0;  // uniform in [0, extent)
+  virtual Var fixed(const Tensor& value) = 0;               // an input with exactly these values
+};
+// One small, valid use of the op whose key dtype (first input, or result for sources) is t:
+// the values it returns are the graph's results.
+using ExampleFn = std::function<std::vector<Var>(ExampleInputs& in, DType t)>;
+
 struct OpDef {
   std::string name;
   Level level = Level::L2;
@@ -50,8 +71,15 @@ struct OpDef {
   bool float_only = false;    // documentation aid for coverage tables
   std::vector<DType> dtypes;  // the dtypes the op is defined for (of its first input / result)
   std::string doc;
+  // Written beside the declaration for ops the class examples below do not fit; `rlx ops`
+  // probes with it and the op suite runs it (an op without one fails tests/dispatch).
+  ExampleFn example;
   const AttrSpec* attr_spec(const std::string& n) const;
 };
+
+// def.example, else its class's: elementwise ops by arity on [4,8] operands, reductions
+// over axis 1 of [4,8], one-input L1 ops on [4,8]; empty when neither exists.
+ExampleFn example_of(const OpDef& def);
 
 class OpRegistry {
  public:

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "ir/frontend.hpp"
+#include "ir/op_registry.hpp"
 #include "runtime/runtime.hpp"
 
 namespace rlx::test {
@@ -23,13 +24,8 @@ uint64_t base_seed();
 uint64_t case_seed(const std::string& name);
 std::string seed_note();  // "seed=N (RLX_TEST_SEED=N repeats this run)"
 
-// How to draw random input values.
-struct Range {
-  double lo = -2, hi = 2;     // floats, and each part of c64
-  int64_t ilo = -9, ihi = 9;  // ints, clamped to the dtype; u8 shifts [ilo, ihi] to start at 0
-  bool nonzero = false;       // no zeros (floats: |x| >= 0.1)
-  double quantum = 0;         // floats: round to multiples of this (ties, exact halves)
-};
+// How to draw random input values (the ops' examples ask with the same type).
+using Range = ir::ValueRange;
 
 // Element i of a contiguous host tensor, any dtype (bool read as its byte).
 cd value_at(const Tensor& t, int64_t i);
@@ -51,14 +47,16 @@ std::string mismatch(const Tensor& got, const Tensor& want, double tol);
 std::string mismatch(const Tensor& got, const std::vector<cd>& want, double tol);
 
 // Builds one test graph and its random inputs.
-struct Build {
+// The inputs of an op's example (ir::ExampleInputs) and of the suite's own cases.
+struct Build final : ir::ExampleInputs {
   explicit Build(uint64_t seed) : rng(seed) {}
   std::mt19937_64 rng;
   ir::Graph g;
   std::vector<Tensor> inputs;
-  Var in(DType t, Shape s, const Range& r = {});
-  Var index(DType t, Shape s, int64_t extent);  // uniform in [0, extent)
-  Var fixed(const Tensor& value);               // an input with these exact values
+  ir::Graph& graph() override { return g; }
+  Var in(DType t, Shape s, const Range& r = {}) override;
+  Var index(DType t, Shape s, int64_t extent) override;  // uniform in [0, extent)
+  Var fixed(const Tensor& value) override;               // an input with these exact values
 };
 
 CompileOptions test_options();  // no constant folding: the device itself must run every node

@@ -836,7 +836,23 @@ void check_l1(const L1Case& c) {
     }
 }
 
-// One named test case per op: l2/<op> and l1/<op>.
+// Every op's example (ir::example_of: the graph `rlx ops` probes the devices with), run on
+// every device against the reference device for every dtype the op declares.
+const std::vector<OpCase>& example_cases() {
+  static const std::vector<OpCase> cases = [] {
+    std::vector<OpCase> c;
+    for (const ir::OpDef* def : ir::OpRegistry::get().all()) {
+      ir::ExampleFn example = ir::example_of(*def);
+      if (def->name == "param" || !example) continue;  // (tests/dispatch fails on an op without one)
+      c.push_back({def->name, {{"example", [example](Build& b, DType t) { return example(b, t); }}}});
+    }
+    return c;
+  }();
+  return cases;
+}
+
+// One named test case per op: l2/<op> and l1/<op>. (The examples come from the registry,
+// which must not be built during static initialization: they run in one case below.)
 struct RegisterCases {
   RegisterCases() {
     utf::test_suite* l2 = BOOST_TEST_SUITE("l2");
@@ -849,6 +865,10 @@ struct RegisterCases {
 } register_cases;
 
 }  // namespace
+
+BOOST_AUTO_TEST_CASE(every_op_example_on_every_device) {
+  for (const OpCase& c : example_cases()) BOOST_TEST_CONTEXT("example of " << c.op) { check_l2(c); }
+}
 
 // Every op in the registry has a row above, so a new op cannot go untested.
 BOOST_AUTO_TEST_CASE(every_op_has_a_table_row) {

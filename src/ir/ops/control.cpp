@@ -37,7 +37,14 @@ void register_control_ops(OpRegistry& r) {
              throw InputError("body returns " + types_str(result_types(*rg[1])) + ", expected " + types_str(in));
            return in;
          },
-         .dtypes = kAll});
+         .dtypes = kAll,
+         .example = [](ExampleInputs& x, DType t) {  // carries x (any dtype) through three trips
+           Graph& g = x.graph();
+           return while_loop(
+               {x.in(t, {4, 8}), scalar(g, 0, DType::I64)},
+               [](const std::vector<Var>& v) { return std::vector<Var>{lt(v[1], scalar_like(v[1], 3))}; },
+               [](const std::vector<Var>& v) { return std::vector<Var>{v[0], v[1] + scalar_like(v[1], 1)}; });
+         }});
   r.add({.name = "if", .level = Level::L2, .cls = OpClass::Control, .min_inputs = 1, .max_inputs = -1,
          .infer = [](const std::vector<TensorType>& in, auto&, const std::vector<std::shared_ptr<Graph>>& rg) {
            require_regions(rg, "then", "else");
@@ -52,7 +59,13 @@ void register_control_ops(OpRegistry& r) {
            if (t.empty()) throw InputError("regions return nothing");
            return t;
          },
-         .dtypes = kAll});
+         .dtypes = kAll,
+         .example = [](ExampleInputs& x, DType t) {  // picks one of two values of any dtype
+           return if_then_else(
+               x.in(DType::Bool, {}), {x.in(t, {4, 8}), x.in(t, {4, 8})},
+               [](const std::vector<Var>& v) { return std::vector<Var>{v[0]}; },
+               [](const std::vector<Var>& v) { return std::vector<Var>{v[1]}; });
+         }});
 }
 
 }  // namespace rlx::ir

@@ -63,13 +63,15 @@ void register_elementwise_ops(OpRegistry& r) {
            Shape s = broadcast_shapes(broadcast_shapes(in[0].shape, in[1].shape), in[2].shape);
            return std::vector<TensorType>{{in[1].dtype, s}};
          },
-         .dtypes = kAllButI4});
+         .dtypes = kAllButI4,
+         .example = [](ExampleInputs& x, DType t) { return std::vector<Var>{where(x.in(DType::Bool, {4, 8}), x.in(t, {4, 8}), x.in(t, {4, 8}))}; }});
   r.add({.name = "cast", .level = Level::L2, .cls = OpClass::Elementwise, .min_inputs = 1, .max_inputs = 1,
          .attrs = {{"dtype", AttrKind::DType, true}},
          .infer = [](const std::vector<TensorType>& in, const Attrs& a, auto&) {
            return std::vector<TensorType>{{a.get_dtype("dtype"), in[0].shape}};
          },
-         .dtypes = kAll});
+         .dtypes = kAll,
+         .example = [](ExampleInputs& x, DType t) { return std::vector<Var>{cast(x.in(t, {4, 8}), t == DType::F32 ? DType::F64 : DType::F32)}; }});
 }
 
 }  // namespace rlx::ir

@@ -26,7 +26,8 @@ void register_linalg_ops(OpRegistry& r) {
            s.push_back(n);
            return std::vector<TensorType>{{in[0].dtype, s}};
          },
-         .dtypes = kInexact});
+         .dtypes = kInexact,
+         .example = [](ExampleInputs& x, DType t) { return std::vector<Var>{matmul(x.in(t, {2, 4, 8}), x.in(t, {2, 8, 4}))}; }});
 }
 
 }  // namespace rlx::ir

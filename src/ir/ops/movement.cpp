@@ -37,7 +37,8 @@ void register_movement_ops(OpRegistry& r) {
                               " elements) to " + shape_str(s));
            return std::vector<TensorType>{{in[0].dtype, s}};
          },
-         .dtypes = kAll});
+         .dtypes = kAll,
+         .example = [](ExampleInputs& x, DType t) { return std::vector<Var>{reshape(x.in(t, {4, 8}), {32})}; }});
   r.add({.name = "permute", .level = Level::L2, .cls = OpClass::Movement, .min_inputs = 1, .max_inputs = 1,
          .attrs = {{"perm", AttrKind::Ints, true}},
          .infer = [](const std::vector<TensorType>& in, const Attrs& a, auto&) {
@@ -53,7 +54,8 @@ void register_movement_ops(OpRegistry& r) {
            for (size_t i = 0; i < n; ++i) s[i] = in[0].shape[size_t(p[i])];
            return std::vector<TensorType>{{in[0].dtype, s}};
          },
-         .dtypes = kAllButI4});
+         .dtypes = kAllButI4,
+         .example = [](ExampleInputs& x, DType t) { return std::vector<Var>{permute(x.in(t, {4, 8}), {1, 0})}; }});
   r.add({.name = "broadcast_to", .level = Level::L2, .cls = OpClass::Movement, .min_inputs = 1, .max_inputs = 1,
          .attrs = {{"shape", AttrKind::Ints, true}},
          .infer = [](const std::vector<TensorType>& in, const Attrs& a, auto&) {
@@ -63,7 +65,8 @@ void register_movement_ops(OpRegistry& r) {
              throw InputError("cannot broadcast " + shape_str(in[0].shape) + " to " + shape_str(s));
            return std::vector<TensorType>{{in[0].dtype, s}};
          },
-         .dtypes = kAllButI4});
+         .dtypes = kAllButI4,
+         .example = [](ExampleInputs& x, DType t) { return std::vector<Var>{broadcast_to(x.in(t, {1, 8}), {4, 8})}; }});
   r.add({.name = "slice", .level = Level::L2, .cls = OpClass::Movement, .min_inputs = 1, .max_inputs = 1,
          .attrs = {{"starts", AttrKind::Ints, true}, {"stops", AttrKind::Ints, true}, {"steps", AttrKind::Ints, true}},
          .infer = [](const std::vector<TensorType>& in, const Attrs& a, auto&) {
@@ -83,7 +86,8 @@ void register_movement_ops(OpRegistry& r) {
            }
            return std::vector<TensorType>{{in[0].dtype, s}};
          },
-         .dtypes = kAllButI4});
+         .dtypes = kAllButI4,
+         .example = [](ExampleInputs& x, DType t) { return std::vector<Var>{slice(x.in(t, {4, 8}), {1, 0}, {3, 8}, {1, 2})}; }});
   r.add({.name = "concat", .level = Level::L2, .cls = OpClass::Movement, .min_inputs = 1, .max_inputs = -1,
          .attrs = {{"axis", AttrKind::Int, true}},
          .infer = [](const std::vector<TensorType>& in, const Attrs& a, auto&) {
@@ -102,7 +106,8 @@ void register_movement_ops(OpRegistry& r) {
            }
            return std::vector<TensorType>{{in[0].dtype, s}};
          },
-         .dtypes = kAllButI4});
+         .dtypes = kAllButI4,
+         .example = [](ExampleInputs& x, DType t) { return std::vector<Var>{concat({x.in(t, {4, 8}), x.in(t, {4, 8})}, 0)}; }});
   r.add({.name = "pad", .level = Level::L2, .cls = OpClass::Movement, .min_inputs = 1, .max_inputs = 1,
          .attrs = {{"low", AttrKind::Ints, true}, {"high", AttrKind::Ints, true}, {"value", AttrKind::Float, false, 0.0}},
          .infer = [](const std::vector<TensorType>& in, const Attrs& a, auto&) {
@@ -118,7 +123,8 @@ void register_movement_ops(OpRegistry& r) {
            }
            return std::vector<TensorType>{{in[0].dtype, s}};
          },
-         .dtypes = kAllButI4});
+         .dtypes = kAllButI4,
+         .example = [](ExampleInputs& x, DType t) { return std::vector<Var>{pad(x.in(t, {4, 8}), {1, 0}, {0, 2})}; }});
   r.add({.name = "gather", .level = Level::L2, .cls = OpClass::Movement, .min_inputs = 2, .max_inputs = 2,
          .attrs = {{"axis", AttrKind::Int, false, int64_t(0)}},
          .infer = [](const std::vector<TensorType>& in, const Attrs& a, auto&) {
@@ -128,7 +134,8 @@ void register_movement_ops(OpRegistry& r) {
            int ax = normalize_axis(a.get_int("axis"), int(in[0].shape.size()));
            return std::vector<TensorType>{{in[0].dtype, gather_shape(in[0].shape, in[1].shape, ax)}};
          },
-         .dtypes = kAllButI4});
+         .dtypes = kAllButI4,
+         .example = [](ExampleInputs& x, DType t) { return std::vector<Var>{gather(x.in(t, {4, 8}), x.index(DType::I64, {3}, 4), 0)}; }});
   r.add({.name = "scatter_add", .level = Level::L2, .cls = OpClass::Movement, .min_inputs = 3, .max_inputs = 3,
          .attrs = {{"axis", AttrKind::Int, false, int64_t(0)}},
          .infer = [](const std::vector<TensorType>& in, const Attrs& a, auto&) {
@@ -142,7 +149,8 @@ void register_movement_ops(OpRegistry& r) {
              throw InputError("updates have shape " + shape_str(in[2].shape) + ", expected " + shape_str(want));
            return std::vector<TensorType>{in[0]};
          },
-         .dtypes = kNumeric});
+         .dtypes = kNumeric,
+         .example = [](ExampleInputs& x, DType t) { return std::vector<Var>{scatter_add(x.in(t, {4, 8}), x.index(DType::I64, {3}, 4), x.in(t, {3, 8}), 0)}; }});
 }
 
 }  // namespace rlx::ir

@@ -24,11 +24,12 @@ InferFn infer_by_lowering(LowerFn lower, std::vector<DType> ok) {
   };
 }
 
+// `example` is needed where the class example (one [4,8] input) does not fit.
 void l1(OpRegistry& r, const char* name, int min_in, int max_in, std::vector<AttrSpec> attrs, LowerFn lower,
-        std::string doc, std::vector<DType> ok = kFloats) {
+        std::string doc, ExampleFn example = {}, std::vector<DType> ok = kFloats) {
   r.add({.name = name, .level = Level::L1, .cls = OpClass::Composite, .min_inputs = min_in, .max_inputs = max_in,
          .attrs = std::move(attrs), .infer = infer_by_lowering(lower, ok), .lower = lower, .dtypes = ok,
-         .doc = std::move(doc)});
+         .doc = std::move(doc), .example = std::move(example)});
 }
 
 Var sigmoid_body(const Var& x) { return 1.0 / (1.0 + exp(-x)); }
@@ -51,10 +52,12 @@ void register_nn_ops(OpRegistry& r) {
        if (in.size() == 3) y = y + in[2];
        return std::vector<Var>{y};
      },
-     "x @ w^T + b", kInexact);
+     "x @ w^T + b",
+     [](ExampleInputs& x, DType t) { return std::vector<Var>{linear(x.in(t, {4, 8}), x.in(t, {16, 8}), x.in(t, {16}))}; },
+     kInexact);
   l1(r, "relu", 1, 1, {},
      [](const std::vector<Var>& in, const Attrs&) { return std::vector<Var>{maximum(in[0], scalar_like(in[0], 0.0))}; },
-     "max(x, 0)", cat({kFloats, kInts}));
+     "max(x, 0)", {}, cat({kFloats, kInts}));
   l1(r, "gelu", 1, 1, {{"approximate", AttrKind::String, false, std::string("none")}},
      [](const std::vector<Var>& in, const Attrs& a) {
        const Var& x = in[0];
@@ -90,7 +93,10 @@ void register_nn_ops(OpRegistry& r) {
        Var var = mean_last(c * c);
        return std::vector<Var>{c * rsqrt(var + a.get_float("eps")) * in[1] + in[2]};
      },
-     "(x - mean) / sqrt(var + eps) * gamma + beta over the last axis");
+     "(x - mean) / sqrt(var + eps) * gamma + beta over the last axis",
+     [](ExampleInputs& x, DType t) {
+       return std::vector<Var>{layer_norm(x.in(t, {4, 8}), x.in(t, {8}), x.in(t, {8}))};
+     });
   l1(r, "rms_norm", 2, 2, {{"eps", AttrKind::Float, false, 1e-6}},
      [](const std::vector<Var>& in, const Attrs& a) {
        const Var& x = in[0];
@@ -98,7 +104,8 @@ void register_nn_ops(OpRegistry& r) {
          throw InputError("gamma must be [" + std::to_string(x.shape().back()) + "]");
        return std::vector<Var>{x * rsqrt(mean_last(x * x) + a.get_float("eps")) * in[1]};
      },
-     "x / sqrt(mean(x^2) + eps) * gamma over the last axis");
+     "x / sqrt(mean(x^2) + eps) * gamma over the last axis",
+     [](ExampleInputs& x, DType t) { return std::vector<Var>{rms_norm(x.in(t, {4, 8}), x.in(t, {8}))}; });
   l1(r, "mse", 2, 2, {},
      [](const std::vector<Var>& in, const Attrs&) {
        if (in[0].shape() != in[1].shape())
@@ -106,7 +113,8 @@ void register_nn_ops(OpRegistry& r) {
        Var d = in[0] - in[1];
        return std::vector<Var>{sum(d * d) / double(std::max<int64_t>(1, numel(in[0].shape())))};
      },
-     "mean squared error");
+     "mean squared error",
+     [](ExampleInputs& x, DType t) { return std::vector<Var>{mse(x.in(t, {4, 8}), x.in(t, {4, 8}))}; });
   l1(r, "cross_entropy", 2, 2, {},
      [](const std::vector<Var>& in, const Attrs&) {
        const Var &logits = in[0], &labels = in[1];
@@ -122,7 +130,8 @@ void register_nn_ops(OpRegistry& r) {
        Var onehot = cast(eq(classes, reshape(labels, {n, 1})), logits.dtype());
        return std::vector<Var>{-(sum(ls * onehot) / double(std::max<int64_t>(1, n)))};
      },
-     "mean negative log-likelihood of integer labels under softmax(logits)");
+     "mean negative log-likelihood of integer labels under softmax(logits)",
+     [](ExampleInputs& x, DType t) { return std::vector<Var>{cross_entropy(x.in(t, {4, 8}), x.index(DType::I64, {4}, 8))}; });
   l1(r, "attention", 3, 4, {{"mask", AttrKind::String, false, std::string("none")}, {"scale", AttrKind::Float, false, 0.0}},
      [](const std::vector<Var>& in, const Attrs& a) {
        const Var &q = in[0], &k = in[1], &v = in[2];
@@ -143,7 +152,10 @@ void register_nn_ops(OpRegistry& r) {
        }
        return std::vector<Var>{matmul(softmax_body(s, -1), v)};
      },
-     "softmax(q k^T * scale + bias [causal mask]) v");
+     "softmax(q k^T * scale + bias [causal mask]) v",
+     [](ExampleInputs& x, DType t) {
+       return std::vector<Var>{attention(x.in(t, {2, 4, 8}), x.in(t, {2, 6, 8}), x.in(t, {2, 6, 8}))};
+     });
 }
 
 }  // namespace rlx::ir

@@ -58,7 +58,8 @@ void register_reduction_ops(OpRegistry& r) {
            if (in[0].shape[size_t(ax)] == 0) throw InputError("argmax over an empty axis");
            return std::vector<TensorType>{{DType::I64, reduced_shape(in[0].shape, {ax}, a.get_bool("keepdims"))}};
          },
-         .dtypes = kRealNumeric});
+         .dtypes = kRealNumeric,
+         .example = [](ExampleInputs& x, DType t) { return std::vector<Var>{argmax(x.in(t, {4, 8}), 1)}; }});
   r.add({.name = "cumsum", .level = Level::L2, .cls = OpClass::Scan, .min_inputs = 1, .max_inputs = 1,
          .attrs = {{"axis", AttrKind::Int, true}, {"exclusive", AttrKind::Bool, false, false},
                    {"reverse", AttrKind::Bool, false, false}},
@@ -68,7 +69,8 @@ void register_reduction_ops(OpRegistry& r) {
            normalize_axis(a.get_int("axis"), int(in[0].shape.size()));
            return std::vector<TensorType>{in[0]};
          },
-         .dtypes = kNumeric});
+         .dtypes = kNumeric,
+         .example = [](ExampleInputs& x, DType t) { return std::vector<Var>{cumsum(x.in(t, {4, 8}), 1)}; }});
 }
 
 }  // namespace rlx::ir

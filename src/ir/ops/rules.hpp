@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "ir/frontend.hpp"
 #include "ir/op_registry.hpp"
 
 namespace rlx::ir::rules {
@@ -42,6 +43,13 @@ inline void require_rank_at_least(const TensorType& t, int r, const char* what =
     throw InputError(std::string(what) + " has rank " + std::to_string(t.shape.size()) + ", needs at least " +
                      std::to_string(r));
 }
+// Pieces of the ops' examples (examples.cpp): a host tensor of dtype t from doubles; a
+// symmetric diagonally dominant 4 x 4 input; the arrays (row_ptr, col_idx i32, values) of a
+// 4 x 4 lower-triangular CSR matrix with its diagonal.
+Tensor example_tensor(DType t, Shape s, const std::vector<double>& values);
+Var example_spd(ExampleInputs& in, DType t);
+std::vector<Var> example_csr(ExampleInputs& in, DType values, const ValueRange& range = {});
+
 // Reduction axes: normalized, sorted, unique; empty means all.
 std::vector<int> reduce_axes(const Attrs& a, int rank);
 Shape reduced_shape(const Shape& s, const std::vector<int>& axes, bool keepdims);

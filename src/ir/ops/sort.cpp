@@ -51,7 +51,8 @@ void register_sort_ops(OpRegistry& r) {
          },
          .vjp = sort_vjp,
          .dtypes = kRealNumeric,
-         .doc = "stable sort along an axis -> (values, indices i64); NaNs last, -0 == +0"});
+         .doc = "stable sort along an axis -> (values, indices i64); NaNs last, -0 == +0",
+         .example = [](ExampleInputs& x, DType t) { return op_multi("sort", {x.in(t, {4, 8})}); }});
 }
 
 }  // namespace rlx::ir

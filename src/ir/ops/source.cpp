@@ -19,7 +19,8 @@ void register_source_ops(OpRegistry& r) {
   r.add({.name = "constant", .level = Level::L2, .cls = OpClass::Source,
          .attrs = {{"value", AttrKind::Tensor, true}},
          .infer = [](auto&, const Attrs& a, auto&) { return std::vector<TensorType>{a.get_tensor("value").type()}; },
-         .dtypes = kAll, .doc = "a literal tensor"});
+         .dtypes = kAll, .doc = "a literal tensor",
+         .example = [](ExampleInputs& x, DType t) { return std::vector<Var>{constant(x.graph(), Tensor::zeros(t, {4, 8}))}; }});
   r.add({.name = "iota", .level = Level::L2, .cls = OpClass::Source,
          .attrs = {{"shape", AttrKind::Ints, true}, {"axis", AttrKind::Int, false, int64_t(0)},
                    {"dtype", AttrKind::DType, true}},
@@ -29,7 +30,8 @@ void register_source_ops(OpRegistry& r) {
            normalize_axis(a.get_int("axis"), int(t.shape.size()));
            return std::vector<TensorType>{t};
          },
-         .dtypes = kRealNumeric, .doc = "index along an axis"});
+         .dtypes = kRealNumeric, .doc = "index along an axis",
+         .example = [](ExampleInputs& x, DType t) { return std::vector<Var>{iota(x.graph(), {4, 8}, 1, t)}; }});
   for (const char* name : {"rng_uniform", "rng_normal"}) {
     bool uniform = std::string(name) == "rng_uniform";
     r.add({.name = name, .level = Level::L2, .cls = OpClass::Source,
@@ -42,7 +44,10 @@ void register_source_ops(OpRegistry& r) {
              require_dtype(t, kFloats, "result");
              return std::vector<TensorType>{t};
            },
-           .stateful = true, .dtypes = kFloats, .doc = "counter-based random numbers (src/core/rng.hpp)"});
+           .stateful = true, .dtypes = kFloats, .doc = "counter-based random numbers (src/core/rng.hpp)",
+           .example = [uniform](ExampleInputs& x, DType t) {
+             return std::vector<Var>{uniform ? rng_uniform(x.graph(), {4, 8}, t, 1) : rng_normal(x.graph(), {4, 8}, t, 1)};
+           }});
   }
 }
 

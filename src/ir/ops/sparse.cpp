@@ -61,7 +61,12 @@ void register_sparse_ops(OpRegistry& r) {
              throw InputError("y0 must be " + TensorType{x.dtype, {rows}}.str() + ", got " + in[4].str());
            return std::vector<TensorType>{{x.dtype, {rows}}};
          },
-         .dtypes = kSparseValues, .doc = "CSR sparse matrix times vector: alpha*A*x (+ beta*y0)"});
+         .dtypes = kSparseValues, .doc = "CSR sparse matrix times vector: alpha*A*x (+ beta*y0)",
+         .example = [](ExampleInputs& x, DType t) {
+           std::vector<Var> a = example_csr(x, t);
+           a.push_back(x.in(t, {4}));
+           return std::vector<Var>{op("spmv_csr", a, {{"cols", int64_t(4)}})};
+         }});
   // C = A B with B dense [cols, k]
   r.add({.name = "spmm_csr", .level = Level::Lib, .cls = OpClass::Library, .min_inputs = 4, .max_inputs = 4,
          .attrs = {{"cols", AttrKind::Int, true}},
@@ -73,7 +78,12 @@ void register_sparse_ops(OpRegistry& r) {
              throw InputError("B must be [" + std::to_string(a.get_int("cols")) + ", k], got " + shape_str(b.shape));
            return std::vector<TensorType>{{b.dtype, {rows, b.shape[1]}}};
          },
-         .dtypes = kSparseValues, .doc = "CSR sparse matrix times dense matrix"});
+         .dtypes = kSparseValues, .doc = "CSR sparse matrix times dense matrix",
+         .example = [](ExampleInputs& x, DType t) {
+           std::vector<Var> a = example_csr(x, t);
+           a.push_back(x.in(t, {4, 3}));
+           return std::vector<Var>{op("spmm_csr", a, {{"cols", int64_t(4)}})};
+         }});
   // Solves T x = b for a triangular CSR matrix T (square). Only the triangle named by
   // `lower` is read; with unit_diagonal the diagonal is taken as 1 and not read.
   r.add({.name = "sptrsv_csr", .level = Level::Lib, .cls = OpClass::Library, .min_inputs = 4, .max_inputs = 4,
@@ -87,7 +97,12 @@ void register_sparse_ops(OpRegistry& r) {
              throw InputError("b must be " + TensorType{in[2].dtype, {rows}}.str() + ", got " + b.str());
            return std::vector<TensorType>{b};
          },
-         .dtypes = kSparseValues, .doc = "sparse triangular solve"});
+         .dtypes = kSparseValues, .doc = "sparse triangular solve",
+         .example = [](ExampleInputs& x, DType t) {
+           std::vector<Var> a = example_csr(x, t, {.lo = 1, .hi = 2});  // a diagonal far from zero
+           a.push_back(x.in(t, {4}));
+           return std::vector<Var>{op("sptrsv_csr", a, {{"cols", int64_t(4)}})};
+         }});
   // y = alpha * A x + beta * y0 for A in the tiled layout (solvers/sparse/tiled.hpp):
   // share i64 [row_blocks * panels * warps + 1], rc i32 [n] (row in block << 16 | column
   // in panel), values f64 [n], n even (zero padding past the last nonzero), x f64 [cols].
@@ -112,7 +127,15 @@ void register_sparse_ops(OpRegistry& r) {
              throw InputError("y0 must be " + TensorType{DType::F64, {rows}}.str() + ", got " + in[4].str());
            return std::vector<TensorType>{{DType::F64, {rows}}};
          },
-         .dtypes = {DType::F64}, .doc = "sparse matrix (tiled layout) times vector: alpha*A*x (+ beta*y0)"});
+         .dtypes = {DType::F64}, .doc = "sparse matrix (tiled layout) times vector: alpha*A*x (+ beta*y0)",
+         .example = [](ExampleInputs& x, DType t) {  // 4 x 4 in tiles of 2 x 2, one warp, laid out by tile_csr
+           const Attrs shape{{"cols", int64_t(4)}, {"rb", int64_t(2)}, {"panel", int64_t(2)}, {"warps", int64_t(1)}};
+           std::vector<Var> layout = op_multi("tile_csr", example_csr(x, t), shape);
+           layout.push_back(x.in(t, {4}));
+           Attrs a = shape;
+           a.set("rows", int64_t(4));
+           return std::vector<Var>{op("spmv_tiled", layout, a)};
+         }});
   // The tiled layout of a CSR matrix (f64 values; solvers/sparse/tiled.hpp): outputs share,
   // rc and values as spmv_tiled reads them. Tiles of rb rows x panel columns, `warps`
   // shares per tile cut at row boundaries. Every device builds the same arrays, bit for
@@ -130,7 +153,11 @@ void register_sparse_ops(OpRegistry& r) {
            const int64_t padded = (nnz + 1) / 2 * 2;  // a pair load may read one entry past the last
            return std::vector<TensorType>{{DType::I64, {shares}}, {DType::I32, {padded}}, {DType::F64, {padded}}};
          },
-         .dtypes = {DType::F64}, .doc = "the tiled layout of a CSR matrix (for spmv_tiled)"});
+         .dtypes = {DType::F64}, .doc = "the tiled layout of a CSR matrix (for spmv_tiled)",
+         .example = [](ExampleInputs& x, DType t) {  // 4 x 4 in tiles of 2 x 2, one warp
+           return op_multi("tile_csr", example_csr(x, t),
+                           {{"cols", int64_t(4)}, {"rb", int64_t(2)}, {"panel", int64_t(2)}, {"warps", int64_t(1)}});
+         }});
 }
 
 }  // namespace rlx::ir
