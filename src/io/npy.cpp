@@ -129,6 +129,14 @@ Tensor read_npy(const std::string& path) {
   Tensor r = Tensor::empty(t, shape);
   if (!f.read(static_cast<char*>(r.raw()), std::streamsize(r.nbytes())))
     throw InputError(path + ": read failed after the header");
+  // A bool is one byte holding 0 or 1 (what NumPy writes); any other byte is not a C++ bool.
+  if (t == DType::Bool) {
+    const unsigned char* b = static_cast<const unsigned char*>(r.raw());
+    for (int64_t i = 0; i < r.numel(); ++i)
+      if (b[i] > 1)
+        throw InputError(path + ": bool element " + std::to_string(i) + " holds the byte " + std::to_string(int(b[i])) +
+                         " (a .npy bool is 0 or 1)");
+  }
   return r;
 }
 
