@@ -1,5 +1,6 @@
-// The cuda device's hand-written kernels (kernels.cu): reductions, the scan, data
-// movement, gather/scatter and sources. Inputs are device tensors and may be strided
+// The cuda device's hand-written kernels: reductions (reduce.cu), the scan (scan.cu), data
+// movement (movement.cu), gather/scatter (gather_scatter.cu) and sources (sources.cu);
+// kernels.cuh holds what those files share. Inputs are device tensors and may be strided
 // views; outputs are contiguous and preallocated. Every call is ordered on stream() and
 // returns without synchronizing. Semantics are the reference device's
 // (devices/reference/*.cpp), dtype for dtype.
