@@ -1,4 +1,4 @@
-// The cpu device's threaded sptrsv_csr (the pipelined sweep of devices/cpu/sparse.cpp)
+// The cpu device's threaded sptrsv_csr (the pipelined sweep of devices/cpu/sptrsv.cpp)
 // against the reference device and, bit for bit, against the cpu's own sequential sweep:
 // 3D Poisson factors large enough for the automatic choice to go threaded (lower, upper,
 // unit diagonal), a random structure with unsorted rows, a tridiagonal matrix (the
@@ -27,7 +27,7 @@
 #include "solvers/sparse/ops.hpp"
 #include "solvers/sparse/poisson.hpp"
 
-// Defined in devices/cpu/sparse.cpp: threaded sptrsv sweeps run so far.
+// Defined in devices/cpu/sptrsv.cpp: threaded sptrsv sweeps run so far.
 namespace rlx::cpu {
 int64_t sptrsv_pipelined_solves();
 }
