@@ -1,0 +1,64 @@
+// What the files of test_sparse share: a printer for BOOST_TEST, the run seed, host
+// tensors, dense views of a CSR matrix, and expect_error.
+#pragma once
+#include <boost/test/unit_test.hpp>
+
+#include <complex>
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "tests/support/seed.hpp"
+#include "tests/support/tensors.hpp"
+#include "core/error.hpp"
+#include "solvers/sparse/csr.hpp"
+
+// Printer for BOOST_TEST.
+namespace rlx {
+inline std::ostream& operator<<(std::ostream& o, DType t) { return o << dtype_name(t); }
+}  // namespace rlx
+
+using namespace rlx;
+using namespace rlx::sparse;
+using cd = std::complex<double>;
+
+inline uint64_t seed() { return test::run_seed("test_sparse"); }
+
+using test::host_tensor;
+inline Tensor f64s(const std::vector<double>& v) { return host_tensor(DType::F64, v); }
+
+inline int64_t idx(const Tensor& t, int64_t k) {
+  return t.dtype() == DType::I32 ? int64_t(t.data<int32_t>()[k]) : t.data<int64_t>()[k];
+}
+
+inline cd at(const Tensor& dense, int64_t k) {
+  switch (dense.dtype()) {
+    case DType::F32: return double(dense.data<float>()[k]);
+    case DType::F64: return dense.data<double>()[k];
+    default: return cd(dense.data<c64>()[k].real(), dense.data<c64>()[k].imag());
+  }
+}
+
+inline std::vector<cd> dense_of(const CsrMatrix& A) {
+  Tensor d = A.to_dense();
+  std::vector<cd> r(size_t(d.numel()));
+  for (int64_t k = 0; k < d.numel(); ++k) r[size_t(k)] = at(d, k);
+  return r;
+}
+
+// Expects f() to throw E whose message contains every one of `parts`.
+template <class E = InputError, class F>
+void expect_error(F&& f, std::vector<std::string> parts) {
+  try {
+    f();
+  } catch (const E& e) {
+    std::string m = e.what();
+    for (auto& p : parts) BOOST_CHECK_MESSAGE(m.find(p) != std::string::npos, "message '" << m << "' lacks '" << p << "'");
+    return;
+  } catch (const std::exception& e) {
+    BOOST_ERROR("wrong exception type: " << e.what());
+    return;
+  }
+  BOOST_ERROR("no exception; expected one mentioning " << parts.at(0));
+}
