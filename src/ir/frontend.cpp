@@ -240,6 +240,9 @@ Var silu(const Var& x, SrcLoc loc) { return op("silu", {x}, {}, loc); }
 Var sigmoid(const Var& x, SrcLoc loc) { return op("sigmoid", {x}, {}, loc); }
 Var softmax(const Var& x, int64_t axis, SrcLoc loc) { return op("softmax", {x}, {{"axis", axis}}, loc); }
 Var log_softmax(const Var& x, int64_t axis, SrcLoc loc) { return op("log_softmax", {x}, {{"axis", axis}}, loc); }
+Var logsumexp(const Var& x, int64_t axis, bool keepdims, SrcLoc loc) {
+  return op("logsumexp", {x}, {{"axis", axis}, {"keepdims", keepdims}}, loc);
+}
 Var layer_norm(const Var& x, const Var& gamma, const Var& beta, double eps, SrcLoc loc) {
   return op("layer_norm", {x, gamma, beta}, {{"eps", eps}}, loc);
 }

@@ -153,6 +153,7 @@ Var silu(const Var& x, SrcLoc loc = SrcLoc::current());
 Var sigmoid(const Var& x, SrcLoc loc = SrcLoc::current());
 Var softmax(const Var& x, int64_t axis = -1, SrcLoc loc = SrcLoc::current());
 Var log_softmax(const Var& x, int64_t axis = -1, SrcLoc loc = SrcLoc::current());
+Var logsumexp(const Var& x, int64_t axis = -1, bool keepdims = false, SrcLoc loc = SrcLoc::current());
 Var layer_norm(const Var& x, const Var& gamma, const Var& beta, double eps = 1e-5, SrcLoc loc = SrcLoc::current());
 Var rms_norm(const Var& x, const Var& gamma, double eps = 1e-6, SrcLoc loc = SrcLoc::current());
 Var mse(const Var& pred, const Var& target, SrcLoc loc = SrcLoc::current());  // mean over all elements

@@ -687,6 +687,31 @@ L1Make softmax_case(int64_t rows, int64_t cols, int64_t axis, bool log) {
   };
 }
 
+// logsumexp of a [rows, cols] matrix along axis 1, in long double, with -inf rows and a
+// +inf entry when `infinities`.
+L1Make logsumexp_case(int64_t rows, int64_t cols, bool infinities) {
+  return [=](Build& b, DType t) {
+    Tensor v = random_tensor(b.rng, t, {rows, cols}, {.lo = -30, .hi = 30});
+    if (infinities) {
+      for (int64_t j = 0; j < cols; ++j) put(v, j, cd(-INFINITY, 0));  // row 0: all -inf
+      put(v, cols + 1, cd(INFINITY, 0));                               // row 1 holds +inf
+    }
+    Var x = b.fixed(v);
+    std::vector<double> X = reals(v), y;
+    for (int64_t r = 0; r < rows; ++r) {
+      long double m = -INFINITY, s = 0;
+      for (int64_t c = 0; c < cols; ++c) m = std::max<long double>(m, X[size_t(r * cols + c)]);
+      if (std::isinf(m)) {
+        y.push_back(double(m));
+        continue;
+      }
+      for (int64_t c = 0; c < cols; ++c) s += std::exp((long double)X[size_t(r * cols + c)] - m);
+      y.push_back(double(m + std::log(s)));
+    }
+    return L1Built{logsumexp(x, 1), as_complex(y)};
+  };
+}
+
 L1Make norm_case(bool layer, int64_t rows, int64_t d) {
   return [layer, rows, d](Build& b, DType t) {
     const double eps = layer ? 1e-5 : 1e-6;
@@ -788,6 +813,10 @@ const std::vector<L1Case>& l1_cases() {
        {{"[3,5] axis=-1", softmax_case(3, 5, -1, true)},
         {"[4,3] axis=0", softmax_case(4, 3, 0, true)},
         {"[37,300] axis=-1", softmax_case(37, 300, -1, true)}}},
+      {"logsumexp",
+       {{"[3,5]", logsumexp_case(3, 5, false)},
+        {"[4,6] with infinite rows", logsumexp_case(4, 6, true)},
+        {"[37,300]", logsumexp_case(37, 300, false)}}},
       {"layer_norm", {{"[3,8]", norm_case(true, 3, 8)}, {"[37,300]", norm_case(true, 37, 300)}}},
       {"rms_norm", {{"[3,8]", norm_case(false, 3, 8)}, {"[37,300]", norm_case(false, 37, 300)}}},
       {"mse",

@@ -77,6 +77,21 @@ void register_nn_ops(OpRegistry& r) {
   l1(r, "softmax", 1, 1, {{"axis", AttrKind::Int, false, int64_t(-1)}},
      [](const std::vector<Var>& in, const Attrs& a) { return std::vector<Var>{softmax_body(in[0], a.get_int("axis"))}; },
      "exp(x - max) / sum(exp(x - max)) along axis");
+  l1(r, "logsumexp", 1, 1, {{"axis", AttrKind::Int, false, int64_t(-1)}, {"keepdims", AttrKind::Bool, false, false}},
+     [](const std::vector<Var>& in, const Attrs& a) {
+       // Shifted by the row's max, which is replaced by 0 where it is infinite: a row of
+       // -inf gives -inf and a row holding +inf gives +inf (not NaN from inf - inf).
+       const Var& x = in[0];
+       const int64_t ax = a.get_int("axis");
+       Var m = max(x, {ax}, true);
+       Var shift = where(eq(abs(m), scalar_like(m, INFINITY)), scalar_like(m, 0.0), m);
+       Var lse = log(sum(exp(x - shift), {ax}, true)) + shift;
+       if (a.get_bool("keepdims")) return std::vector<Var>{lse};
+       Shape s = x.shape();
+       s.erase(s.begin() + normalize_axis(ax, x.rank()));
+       return std::vector<Var>{reshape(lse, s)};
+     },
+     "log(sum(exp(x))) along axis, computed as max + log(sum(exp(x - max)))");
   l1(r, "log_softmax", 1, 1, {{"axis", AttrKind::Int, false, int64_t(-1)}},
      [](const std::vector<Var>& in, const Attrs& a) {
        int64_t ax = a.get_int("axis");
