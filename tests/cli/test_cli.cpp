@@ -75,6 +75,9 @@ BOOST_AUTO_TEST_CASE(bad_paths_duplicates_and_impossible_programs_have_their_exi
   r = rlx_cli("run " + prog + xin + " --output " + (scratch() / "a_file" / "below").string());
   BOOST_TEST(r.code == 2);
   BOOST_TEST(has(r.err, "cannot create the folder"), r.err);
+  r = rlx_cli("solve poisson3d:4 --rtol 1e-1 --rtol 1e-12");
+  BOOST_TEST(r.code == 2);
+  BOOST_TEST(has(r.err, "option --rtol is given twice"), r.err);
   r = rlx_cli("run " + prog + xin + xin + " --output " + (scratch() / "out").string());
   BOOST_TEST(r.code == 2);
   BOOST_TEST(has(r.err, "--input x= is given twice"), r.err);
