@@ -1,5 +1,5 @@
 // spmv_tiled on the cuda device: f64 SpMV on the tiled layout of a CSR matrix
-// (solvers/sparse/tiled.hpp describes the layout and why it exists).
+// (ir/ops/tiled_layout.hpp describes the layout and why it exists).
 //
 // Kernel: one block of `warps` warps per row block and column group; the block keeps its
 // rows' sums in shared memory and walks its panels in order, copying the next panel of x

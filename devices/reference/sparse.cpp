@@ -113,7 +113,7 @@ void sptrsv_kernel(const ir::Node& n, std::span<const Tensor> in, std::span<Tens
   });
 }
 
-// spmv_tiled (solvers/sparse/tiled.hpp): the tiles in order, each row's products summed
+// spmv_tiled (ir/ops/tiled_layout.hpp): the tiles in order, each row's products summed
 // in double over the tiles. The oracle checks the layout first — shares ascending from 0
 // to at most the array length; every entry's row and column inside its tile; rows in
 // order within a tile and no share starting inside a row (the cuda kernel's warps rely on
@@ -162,7 +162,7 @@ void spmv_tiled_kernel(const ir::Node& n, std::span<const Tensor> in, std::span<
   }
 }
 
-// tile_csr (solvers/sparse/tiled.hpp): the layout built the plain way — each tile's
+// tile_csr (ir/ops/tiled_layout.hpp): the layout built the plain way — each tile's
 // entries gathered in CSR order, then each share's start found by walking forward from
 // its target (m * w / warps) to the next row start.
 void tile_csr_kernel(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> out) {

@@ -1,5 +1,5 @@
-// The tiled layout of a CSR matrix (tiled.hpp): building it, its host product, its shape
-// for a GPU, and the operator that emits spmv_tiled.
+// The tiled layout of a CSR matrix (tiled.hpp): building it, its host product and the
+// operator that emits spmv_tiled.
 #include "solvers/sparse/tiled.hpp"
 
 #include <algorithm>
@@ -32,8 +32,8 @@ TiledCsr tile_csr(const Tensor& row_ptr, const Tensor& col_idx, const Tensor& va
   std::vector<Tensor> arrays = Executor(prog, d).run({row_ptr, col_idx, values});
   TiledCsr t;
   t.rows = rows, t.cols = cols, t.nnz = col_idx.numel(), t.rb = rb, t.panel = panel, t.warps = warps;
-  t.row_blocks = rows / rb + (rows % rb != 0);
-  t.panels = std::max<int64_t>(1, cols / panel + (cols % panel != 0));
+  t.row_blocks = ir::tiled_row_blocks(rows, rb);
+  t.panels = ir::tiled_panels(cols, panel);
   t.share_tensor = arrays[0], t.rc_tensor = arrays[1], t.val_tensor = arrays[2];
   if (t.share_tensor.is_host()) {  // views for the host (the arrays live where they were built)
     t.share = {t.share_tensor.data<int64_t>(), size_t(t.share_tensor.numel())};
@@ -55,25 +55,6 @@ void tiled_product_host(const TiledCsr& t, const double* x, double* y) {
       y[b * t.rb + (q >> 16)] += t.val[size_t(k)] * x[p * t.panel + (q & 0xffff)];
     }
   }
-}
-
-TiledShape tiled_shape(int64_t rows, int multiprocessors, int64_t shared_bytes, int groups) {
-  if (multiprocessors < 1 || groups < 1 || shared_bytes < 64)
-    throw InputError("tiled_shape: " + std::to_string(multiprocessors) + " multiprocessors, " + std::to_string(groups) +
-                     " column groups, " + std::to_string(shared_bytes) + " bytes of shared memory");
-  // sm / groups row blocks (one block of the kernel per multiprocessor), unless the row
-  // sums would leave panels of fewer than 4096 columns; the panels take the rest (two).
-  const int64_t words = shared_bytes / 8;
-  const int64_t blocks = std::max(1, multiprocessors / groups);
-  const int64_t most = std::clamp<int64_t>(words - 2 * 4096, 2, 65536);
-  const int64_t rb = std::clamp<int64_t>((std::max<int64_t>(rows, 1) + blocks - 1) / blocks, 2, most);
-  TiledShape s;
-  // Rounded up to even (rounding down could leave one more row block than multiprocessors
-  // per group), within the limit rounded down to even.
-  s.rb = int(std::min((rb + 1) / 2 * 2, most / 2 * 2));
-  s.panel = int(std::clamp<int64_t>((words - s.rb) / 2 / 2 * 2, 2, 65536));
-  s.warps = 32;
-  return s;
 }
 
 std::vector<Tensor> tiled_tensors(const TiledCsr& t) { return {t.share_tensor, t.rc_tensor, t.val_tensor}; }
@@ -136,8 +117,8 @@ OperatorChoice operator_for(const CsrOperator& A, Device& device, const std::str
   }
   if (!tiled) return c;
   const bool own = geo.multiprocessors > 0 && geo.shared_bytes_per_block > 0;
-  const int sms = own ? geo.multiprocessors : kH200Multiprocessors;
-  const int64_t smem = own ? geo.shared_bytes_per_block : kH200SharedBytes;
+  const int sms = own ? geo.multiprocessors : ir::kTiledDefaultMultiprocessors;
+  const int64_t smem = own ? geo.shared_bytes_per_block : ir::kTiledDefaultSharedBytes;
   try {
     c.op = std::make_unique<TiledOperator>(A, tiled_shape(A.rows(), sms, smem), &device);
   } catch (const Error& e) {  // auto: CSR where this device cannot build the layout (size, memory)

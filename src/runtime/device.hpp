@@ -104,7 +104,7 @@ class Device {
                                    std::span<Tensor> out);
   virtual void synchronize() {}
   // What data laid out for this device should be sized for (the tiled SpMV layout,
-  // solvers/sparse/tiled.hpp): its multiprocessors and the shared memory a block may use;
+  // ir/ops/tiled_layout.hpp): its multiprocessors and the shared memory a block may use;
   // and the memory programs may fill (compile() refuses a program whose buffers cannot fit).
   // Zeros where the device has no such notion or cannot run here; a device whose allocator
   // is the host's is measured against the host's physical memory.

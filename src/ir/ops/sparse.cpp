@@ -7,6 +7,7 @@
 
 #include "core/checked.hpp"
 #include "ir/ops/rules.hpp"
+#include "ir/ops/tiled_layout.hpp"
 
 namespace rlx::ir {
 using namespace rules;
@@ -31,21 +32,40 @@ int64_t check_csr(const std::vector<TensorType>& in, const Attrs& a) {
   return rp.shape[0] - 1;
 }
 
-// The share count of a tiled layout (solvers/sparse/tiled.hpp): row_blocks * panels *
-// warps + 1, checking the shape and that the tiles stay within `most_tiles`.
+}  // namespace
+
 int64_t tiled_shares(int64_t rows, int64_t cols, int64_t rb, int64_t panel, int64_t warps, int64_t most_tiles,
-                     const std::string& why = "") {
-  if (rb < 1 || rb > 65536 || panel < 1 || panel > 65536)
-    throw InputError("rb and panel must lie in [1, 65536], got " + std::to_string(rb) + " and " + std::to_string(panel));
-  if (warps < 1 || warps > 32) throw InputError("warps must lie in [1, 32], got " + std::to_string(warps));
-  const int64_t row_blocks = rows / rb + (rows % rb != 0), panels = std::max<int64_t>(1, cols / panel + (cols % panel != 0));
+                     const std::string& why) {
+  if (rb < 1 || rb > kTiledMaxExtent || panel < 1 || panel > kTiledMaxExtent)
+    throw InputError("rb and panel must lie in [1, " + std::to_string(kTiledMaxExtent) + "], got " + std::to_string(rb) +
+                     " and " + std::to_string(panel));
+  if (warps < 1 || warps > kTiledMaxWarps)
+    throw InputError("warps must lie in [1, " + std::to_string(kTiledMaxWarps) + "], got " + std::to_string(warps));
+  const int64_t row_blocks = tiled_row_blocks(rows, rb), panels = tiled_panels(cols, panel);
   if (row_blocks > 0 && panels > most_tiles / row_blocks)
     throw InputError(std::to_string(row_blocks) + " x " + std::to_string(panels) + " tiles of " + std::to_string(rb) +
                      " x " + std::to_string(panel) + ": too many" + why);
   return row_blocks * panels * warps + 1;
 }
 
-}  // namespace
+TiledShape tiled_shape(int64_t rows, int multiprocessors, int64_t shared_bytes, int groups) {
+  if (multiprocessors < 1 || groups < 1 || shared_bytes < 64)
+    throw InputError("tiled_shape: " + std::to_string(multiprocessors) + " multiprocessors, " + std::to_string(groups) +
+                     " column groups, " + std::to_string(shared_bytes) + " bytes of shared memory");
+  // sm / groups row blocks (one block of the kernel per multiprocessor), unless the row
+  // sums would leave panels of fewer than 4096 columns; the panels take the rest (two).
+  const int64_t words = shared_bytes / 8;
+  const int64_t blocks = std::max(1, multiprocessors / groups);
+  const int64_t most = std::clamp<int64_t>(words - 2 * 4096, 2, kTiledMaxExtent);
+  const int64_t rb = std::clamp<int64_t>((std::max<int64_t>(rows, 1) + blocks - 1) / blocks, 2, most);
+  TiledShape s;
+  // Rounded up to even (rounding down could leave one more row block than multiprocessors
+  // per group), within the limit rounded down to even.
+  s.rb = int(std::min((rb + 1) / 2 * 2, most / 2 * 2));
+  s.panel = int(std::clamp<int64_t>((words - s.rb) / 2 / 2 * 2, 2, kTiledMaxExtent));
+  s.warps = 32;
+  return s;
+}
 
 void register_sparse_ops(OpRegistry& r) {
   // y = alpha * A x + beta * y0   (y0 only when given; beta is ignored without it)
@@ -103,7 +123,7 @@ void register_sparse_ops(OpRegistry& r) {
            a.push_back(x.in(t, {4}));
            return std::vector<Var>{op("sptrsv_csr", a, {{"cols", int64_t(4)}})};
          }});
-  // y = alpha * A x + beta * y0 for A in the tiled layout (solvers/sparse/tiled.hpp):
+  // y = alpha * A x + beta * y0 for A in the tiled layout (tiled_layout.hpp):
   // share i64 [row_blocks * panels * warps + 1], rc i32 [n] (row in block << 16 | column
   // in panel), values f64 [n], n even (zero padding past the last nonzero), x f64 [cols].
   r.add({.name = "spmv_tiled", .level = Level::Lib, .cls = OpClass::Library, .min_inputs = 4, .max_inputs = 5,
@@ -136,7 +156,7 @@ void register_sparse_ops(OpRegistry& r) {
            a.set("rows", int64_t(4));
            return std::vector<Var>{op("spmv_tiled", layout, a)};
          }});
-  // The tiled layout of a CSR matrix (f64 values; solvers/sparse/tiled.hpp): outputs share,
+  // The tiled layout of a CSR matrix (f64 values; tiled_layout.hpp): outputs share,
   // rc and values as spmv_tiled reads them. Tiles of rb rows x panel columns, `warps`
   // shares per tile cut at row boundaries. Every device builds the same arrays, bit for
   // bit; InputError for bad structure (row pointers, columns), found while building.
@@ -147,10 +167,10 @@ void register_sparse_ops(OpRegistry& r) {
            const int64_t rows = check_csr(in, a), nnz = in[1].shape[0], warps = a.get_int("warps");
            if (in[2].dtype != DType::F64) throw InputError(std::string("values must be f64, got ") + dtype_name(in[2].dtype));
            // Share starts outweighing the matrix (many panels, few nonzeros) are refused.
-           const int64_t most = (checked_mul(std::max<int64_t>(nnz, 1), 4, "tile_csr share bound") + 1024) / std::clamp<int64_t>(warps, 1, 32);
+           const int64_t most = (checked_mul(std::max<int64_t>(nnz, 1), 4, "tile_csr share bound") + 1024) / std::clamp<int64_t>(warps, 1, kTiledMaxWarps);
            const int64_t shares = tiled_shares(rows, a.get_int("cols"), a.get_int("rb"), a.get_int("panel"), warps, most,
                                                 " (share starts would outnumber 4 per nonzero: rows too short for panels this wide)");
-           const int64_t padded = (nnz + 1) / 2 * 2;  // a pair load may read one entry past the last
+           const int64_t padded = tiled_padded(nnz);
            return std::vector<TensorType>{{DType::I64, {shares}}, {DType::I32, {padded}}, {DType::F64, {padded}}};
          },
          .dtypes = {DType::F64}, .doc = "the tiled layout of a CSR matrix (for spmv_tiled)",
