@@ -77,7 +77,8 @@ int cmd_devices() {
 }
 
 int cmd_ops(const Args& a) {
-  auto devs = DeviceRegistry::get().all();
+  std::vector<const Target*> devs;
+  for (Device* d : DeviceRegistry::get().all()) devs.push_back(d);
   auto rows = coverage(devs);
   std::cout << (a.flag("json") ? coverage_json(devs, rows) + "\n" : coverage_table(devs, rows));
   return kOk;

@@ -6,7 +6,6 @@
 #include "dispatch/legalize.hpp"
 #include "ir/frontend.hpp"
 #include "ir/op_registry.hpp"
-#include "runtime/device.hpp"
 
 namespace rlx {
 
@@ -37,7 +36,7 @@ std::optional<ir::Graph> sample_graph(const std::string& name, DType t) {
   return std::move(in.g);
 }
 
-std::vector<CoverageRow> coverage(const std::vector<Device*>& devices) {
+std::vector<CoverageRow> coverage(const std::vector<const Target*>& devices) {
   std::vector<CoverageRow> rows;
   for (const ir::OpDef* def : ir::OpRegistry::get().all()) {
     for (DType t : def->dtypes) {
@@ -49,7 +48,7 @@ std::vector<CoverageRow> coverage(const std::vector<Device*>& devices) {
       }
       if (!g) continue;
       CoverageRow row{def->name, ir::level_name(def->level), t, {}};
-      for (Device* d : devices) {
+      for (const Target* d : devices) {
         Legalized L = legalize(*g, *d, Policy::PreferNative);
         std::string route = "unsupported";
         for (auto& n : L.report.nodes)
@@ -64,7 +63,7 @@ std::vector<CoverageRow> coverage(const std::vector<Device*>& devices) {
   return rows;
 }
 
-std::string coverage_table(const std::vector<Device*>& devices, const std::vector<CoverageRow>& rows) {
+std::string coverage_table(const std::vector<const Target*>& devices, const std::vector<CoverageRow>& rows) {
   std::ostringstream o;
   o << "| op | level | dtype |";
   for (auto* d : devices) o << " " << d->name() << " |";
@@ -79,7 +78,7 @@ std::string coverage_table(const std::vector<Device*>& devices, const std::vecto
   return o.str();
 }
 
-std::string coverage_json(const std::vector<Device*>& devices, const std::vector<CoverageRow>& rows) {
+std::string coverage_json(const std::vector<const Target*>& devices, const std::vector<CoverageRow>& rows) {
   nlohmann::ordered_json j;
   j["devices"] = nlohmann::ordered_json::array();
   for (auto* d : devices) j["devices"].push_back(d->name());

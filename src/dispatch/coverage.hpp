@@ -6,11 +6,10 @@
 #include <vector>
 
 #include "dispatch/report.hpp"
+#include "dispatch/target.hpp"
 #include "ir/graph.hpp"
 
 namespace rlx {
-
-class Device;
 
 // The op's example (ir::example_of: written beside its declaration, or its class's) with
 // `dtype` as its key dtype, on plain graph inputs; nullopt for ops the runtime owns
@@ -23,8 +22,8 @@ struct CoverageRow {
   DType dtype;
   std::vector<std::string> routes;  // per device, "native" / "common-ir" / "rewritten:<rule>" / "unsupported"
 };
-std::vector<CoverageRow> coverage(const std::vector<Device*>& devices);
-std::string coverage_table(const std::vector<Device*>& devices, const std::vector<CoverageRow>& rows);
-std::string coverage_json(const std::vector<Device*>& devices, const std::vector<CoverageRow>& rows);
+std::vector<CoverageRow> coverage(const std::vector<const Target*>& devices);
+std::string coverage_table(const std::vector<const Target*>& devices, const std::vector<CoverageRow>& rows);
+std::string coverage_json(const std::vector<const Target*>& devices, const std::vector<CoverageRow>& rows);
 
 }  // namespace rlx

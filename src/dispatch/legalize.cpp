@@ -5,7 +5,6 @@
 #include "dispatch/rewrites.hpp"
 #include "ir/frontend.hpp"
 #include "ir/op_registry.hpp"
-#include "runtime/device.hpp"
 
 namespace rlx {
 
@@ -30,7 +29,7 @@ struct Outcome {
 
 class Emitter {
  public:
-  Emitter(Device& d, Device* host, Policy p, const std::vector<std::string>& deny)
+  Emitter(const Target& d, const Target* host, Policy p, const std::vector<std::string>& deny)
       : dev_(d), host_(host), policy_(p), deny_(deny) {}
 
   // Legalizes the whole graph `src` into `out` (whose params are created here).
@@ -204,7 +203,9 @@ class Emitter {
 
     if (policy_ != Policy::AllowHost) {
       why_host = "not allowed (policy " + std::string(policy_name(policy_)) + "; use allow-host)";
-    } else if (!host_ || n.op->level == ir::Level::L1) {
+    } else if (!host_) {
+      why_host = "no host device to stage on";
+    } else if (n.op->level == ir::Level::L1) {
       why_host = "the host has no kernel";
     } else {
       Capability c = host_->supports(n, src);
@@ -246,17 +247,17 @@ class Emitter {
     return o;
   }
 
-  Device& dev_;
-  Device* host_;
+  const Target& dev_;
+  const Target* host_;
   Policy policy_;
   const std::vector<std::string>& deny_;
 };
 
 }  // namespace
 
-Legalized legalize(const ir::Graph& g, Device& d, Policy p, const std::vector<std::string>& deny) {
+Legalized legalize(const ir::Graph& g, const Target& d, Policy p, const std::vector<std::string>& deny,
+                   const Target* host) {
   Legalized L;
-  Device* host = DeviceRegistry::get().find("reference");
   Emitter em(d, host, p, deny);
   auto rep = em.graph(g, L.graph);
   L.report.device = d.name();

@@ -5,11 +5,10 @@
 #include <vector>
 
 #include "dispatch/report.hpp"
+#include "dispatch/target.hpp"
 #include "ir/graph.hpp"
 
 namespace rlx {
-
-class Device;
 
 struct Legalized {
   ir::Graph graph;  // L2 + library primitives only; host-staged nodes have Node::host set
@@ -17,7 +16,10 @@ struct Legalized {
 };
 
 // Never throws LegalizeError itself: the report says whether it is compile-ready.
-// Ops in `deny_native` are treated as having no kernel on d.
-Legalized legalize(const ir::Graph& g, Device& d, Policy p, const std::vector<std::string>& deny_native = {});
+// Ops in `deny_native` are treated as having no kernel on d. `host` is where host-staged
+// nodes would run (policy allow-host; compile() passes the reference device): without one,
+// nothing is host-staged.
+Legalized legalize(const ir::Graph& g, const Target& d, Policy p, const std::vector<std::string>& deny_native = {},
+                   const Target* host = nullptr);
 
 }  // namespace rlx

@@ -2,14 +2,20 @@
 // computes. Node::host marks survive every pass.
 #pragma once
 #include <cstdint>
+#include <functional>
+#include <optional>
+#include <vector>
 
+#include "core/tensor.hpp"
 #include "ir/graph.hpp"
 
-namespace rlx {
-class Device;
-}
-
 namespace rlx::passes {
+
+// Runs node n of g on its operands' values (host tensors) and returns its results as host
+// tensors, or nullopt when it has no way to run n; an rlx::Error when running it fails.
+// compile() passes the reference device's (runtime/device.hpp: evaluator_for).
+using Evaluator =
+    std::function<std::optional<std::vector<Tensor>>(const ir::Node& n, const ir::Graph& g, const std::vector<Tensor>& args)>;
 
 // Re-checks SSA order, arity, attributes and every node's type against its op's rule,
 // recursively through regions. Throws InputError naming the node and its location.
@@ -18,8 +24,8 @@ void verify(const ir::Graph& g);
 ir::Graph dce(const ir::Graph& g);
 // Merges nodes with the same op, inputs and attributes (not rng, not control flow).
 ir::Graph cse(const ir::Graph& g);
-// Evaluates nodes whose inputs are all constants (results up to max_elems elements) on
-// `evaluator` and replaces them by constants.
-ir::Graph fold_constants(const ir::Graph& g, Device& evaluator, int64_t max_elems = 1 << 16);
+// Evaluates nodes whose inputs are all constants (results up to max_elems elements) with
+// `evaluate` and replaces them by constants; a node it cannot run, or whose run fails, stays.
+ir::Graph fold_constants(const ir::Graph& g, const Evaluator& evaluate, int64_t max_elems = 1 << 16);
 
 }  // namespace rlx::passes

@@ -1,9 +1,26 @@
+// Kernel scheduling (elementwise fusion, matmul epilogues) and memory planning: schedule.hpp.
 #include <algorithm>
 
 #include "core/checked.hpp"
 #include "core/error.hpp"
 #include "ir/op_registry.hpp"
 #include "passes/schedule.hpp"
+
+namespace rlx {
+
+std::vector<int32_t> MatmulEpilogue::nodes() const {
+  std::vector<int32_t> r = {matmul, add};
+  if (relu >= 0) r.push_back(relu);
+  return r;
+}
+
+void MatmulEpilogue::drop_activation() {
+  relu = -1;
+  activation = None;
+  zero = {};
+}
+
+}  // namespace rlx
 
 namespace rlx::passes {
 
@@ -89,7 +106,7 @@ std::optional<MatmulEpilogue> find_epilogue(const ir::Graph& g, const Readers& r
   return e;
 }
 
-void close_kernel(Program& p, Kernel& k) {
+void close_kernel(Schedule& p, Kernel& k) {
   if (k.nodes.empty()) return;
   p.kernels.push_back(std::move(k));
   k = Kernel{};
@@ -101,7 +118,7 @@ std::optional<MatmulEpilogue> find_matmul_epilogue(const ir::Graph& g, int32_t i
   return find_epilogue(g, readers_of(g), id);
 }
 
-void schedule_kernels(Program& p, bool fuse, bool fuse_reductions, const Device* epilogues) {
+void schedule_kernels(Schedule& p, bool fuse, bool fuse_reductions, const FusesEpilogue& epilogues) {
   const ir::Graph& g = p.graph;
   p.kernels.clear();
   // Nodes a MatmulEpilogue kernel has taken (they run where its matmul stood).
@@ -147,10 +164,10 @@ void schedule_kernels(Program& p, bool fuse, bool fuse_reductions, const Device*
     flush();
     if (epilogues && n.op->name == "matmul") {
       std::optional<MatmulEpilogue> e = find_epilogue(g, readers, n.id);
-      if (e && e->relu >= 0 && !epilogues->fuses_matmul_epilogue(*e, g)) {
+      if (e && e->relu >= 0 && !epilogues(*e, g)) {
         e->drop_activation();  // the device may take the bias without the relu
       }
-      if (e && epilogues->fuses_matmul_epilogue(*e, g)) {
+      if (e && epilogues(*e, g)) {
         Kernel k;
         k.kind = Kernel::MatmulEpilogue;
         k.nodes = e->nodes();
@@ -205,7 +222,7 @@ void schedule_kernels(Program& p, bool fuse, bool fuse_reductions, const Device*
   }
 }
 
-void plan_memory(Program& p) {
+void plan_memory(Schedule& p) {
   const ir::Graph& g = p.graph;
   p.slots.assign(g.nodes.size(), {});
   for (auto& n : g.nodes) p.slots[size_t(n.id)].assign(n.outputs.size(), BufferSlot{});

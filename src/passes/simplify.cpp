@@ -4,7 +4,6 @@
 #include "core/error.hpp"
 #include "ir/op_registry.hpp"
 #include "passes/passes.hpp"
-#include "runtime/device.hpp"
 
 namespace rlx::passes {
 
@@ -113,7 +112,7 @@ ir::Graph cse(const ir::Graph& g) {
   return out;
 }
 
-ir::Graph fold_constants(const ir::Graph& g, Device& evaluator, int64_t max_elems) {
+ir::Graph fold_constants(const ir::Graph& g, const Evaluator& evaluate, int64_t max_elems) {
   ir::Graph out;
   ValueMap m(g.nodes.size());
   const ir::OpDef* constant = &ir::OpRegistry::get().at("constant");
@@ -123,20 +122,20 @@ ir::Graph fold_constants(const ir::Graph& g, Device& evaluator, int64_t max_elem
                     n.op->level != ir::Level::L1 && n.op->name != "reshape";
     for (auto v : in) foldable = foldable && out.node(v).op == constant;
     for (auto& t : n.outputs) foldable = foldable && numel(t.shape) <= max_elems && t.dtype != DType::I4;
-    if (foldable && !n.inputs.empty() && evaluator.supports(n, g).ok) {
-      std::vector<Tensor> args, res;
+    if (foldable && !n.inputs.empty()) {
+      std::vector<Tensor> args;
       for (auto v : in) args.push_back(out.node(v).attrs.get_tensor("value"));
-      for (auto& t : n.outputs) res.push_back(Tensor::empty(t.dtype, t.shape, evaluator.allocator()));
+      std::optional<std::vector<Tensor>> res;
       try {
-        evaluator.run_node(n, args, res);
-        std::vector<ir::Value> vs;
-        for (auto& r : res) {
-          vs.push_back(out.add(constant, {}, ir::Attrs{{"value", r.to(host_allocator())}}, n.loc));
-        }
-        m[size_t(n.id)] = vs;
-        continue;
+        res = evaluate(n, g, args);
       } catch (const Error&) {
         // Leave the node to fail (or not) at run time, where the error names it.
+      }
+      if (res && res->size() == n.outputs.size()) {
+        std::vector<ir::Value> vs;
+        for (auto& r : *res) vs.push_back(out.add(constant, {}, ir::Attrs{{"value", r}}, n.loc));
+        m[size_t(n.id)] = vs;
+        continue;
       }
     }
     m[size_t(n.id)] = copy_into(out, n, in);

@@ -45,10 +45,12 @@ void check_memory_fits(const Program& p, const Device& d) {
 
 void finish_program(Program& p, Device& d, const CompileOptions& opts) {
   if (Device* ref = DeviceRegistry::get().find("reference"); ref && opts.fold_constants)
-    p.graph = passes::fold_constants(p.graph, *ref);
+    p.graph = passes::fold_constants(p.graph, evaluator_for(*ref));
   if (opts.cse) p.graph = passes::cse(p.graph);
   p.graph = passes::dce(p.graph);
-  passes::schedule_kernels(p, opts.fuse && d.fuses_elementwise(), d.fuses_reductions(), opts.fuse ? &d : nullptr);
+  passes::FusesEpilogue epilogues;
+  if (opts.fuse) epilogues = [&d](const MatmulEpilogue& e, const ir::Graph& g) { return d.fuses_matmul_epilogue(e, g); };
+  passes::schedule_kernels(p, opts.fuse && d.fuses_elementwise(), d.fuses_reductions(), epilogues);
   passes::plan_memory(p);
   check_memory_fits(p, d);
   for (auto& n : p.graph.nodes)
@@ -63,7 +65,7 @@ void finish_program(Program& p, Device& d, const CompileOptions& opts) {
       sub->device = d.name();
       sub->graph = *r;
       finish_program(*sub, d, opts);
-      k.sub.push_back(sub);
+      p.regions[k.nodes[0]].push_back(sub);
       // The node's region becomes the graph its program runs (folded, deduplicated), so
       // the L3 text, which prints each region once as that program, reads back the same.
       r = std::make_shared<ir::Graph>(sub->graph);
@@ -75,7 +77,7 @@ void finish_program(Program& p, Device& d, const CompileOptions& opts) {
 // control-flow regions too).
 void report_kernels(const Program& p, DispatchReport& r) {
   for (const Kernel& k : p.kernels) {
-    for (const auto& sub : k.sub) report_kernels(*sub, r);
+    for (const auto& sub : p.regions_of(k)) report_kernels(*sub, r);
     if (k.kind != Kernel::MatmulEpilogue) continue;
     KernelReport kr;
     kr.kind = "matmul_epilogue";
@@ -91,7 +93,7 @@ void report_kernels(const Program& p, DispatchReport& r) {
 
 Program compile(const ir::Graph& g, Device& d, const CompileOptions& opts) {
   passes::verify(g);
-  Legalized L = legalize(g, d, opts.policy, opts.deny_native);
+  Legalized L = legalize(g, d, opts.policy, opts.deny_native, DeviceRegistry::get().find("reference"));
   if (!L.report.compile_ready) throw LegalizeError(std::move(L.report));
   Program p;
   p.device = d.name();

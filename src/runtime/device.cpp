@@ -30,18 +30,6 @@ void Device::run_fused(const FusedRegion& r, std::span<const Tensor> in, std::sp
   }
 }
 
-std::vector<int32_t> MatmulEpilogue::nodes() const {
-  std::vector<int32_t> r = {matmul, add};
-  if (relu >= 0) r.push_back(relu);
-  return r;
-}
-
-void MatmulEpilogue::drop_activation() {
-  relu = -1;
-  activation = None;
-  zero = {};
-}
-
 void Device::run_matmul_epilogue(const MatmulEpilogue& e, const ir::Graph& g, std::span<const Tensor> in,
                                  std::span<Tensor> out) {
   // Node by node: the matmul and the add write whole-size temporaries.
@@ -117,6 +105,17 @@ std::vector<Device*> DeviceRegistry::all() const {
 void require_runnable(const Device& d) {
   if (std::string why = d.unavailable(); !why.empty())
     throw InputError("device '" + d.name() + "' cannot run programs here: " + why);
+}
+
+passes::Evaluator evaluator_for(Device& d) {
+  return [&d](const ir::Node& n, const ir::Graph& g, const std::vector<Tensor>& args) -> std::optional<std::vector<Tensor>> {
+    if (!d.supports(n, g).ok) return std::nullopt;
+    std::vector<Tensor> res;
+    for (auto& t : n.outputs) res.push_back(Tensor::empty(t.dtype, t.shape, d.allocator()));
+    d.run_node(n, args, res);
+    for (Tensor& r : res) r = r.to(host_allocator());
+    return res;
+  };
 }
 
 Device& DeviceRegistry::runnable_at(const std::string& name) const {

@@ -10,27 +10,12 @@
 #include <vector>
 
 #include "core/tensor.hpp"
+#include "dispatch/target.hpp"
 #include "ir/graph.hpp"
+#include "passes/l3.hpp"
+#include "passes/passes.hpp"
 
 namespace rlx {
-
-struct Capability {
-  bool ok = false;
-  std::string why;  // when !ok: what the device lacks ("no c64 matmul kernel")
-  static Capability yes() { return {true, {}}; }
-  static Capability no(std::string why) { return {false, std::move(why)}; }
-};
-
-// A chain of elementwise nodes that the executor runs as one kernel: `nodes` in SSA
-// order, all producing `shape`; `inputs` come from outside the region (any shape that
-// broadcasts to `shape`), `outputs` are the region's values used outside it.
-struct FusedRegion {
-  const ir::Graph* graph = nullptr;
-  std::vector<int32_t> nodes;
-  std::vector<ir::Value> inputs;
-  std::vector<ir::Value> outputs;
-  Shape shape;
-};
 
 // A recorded piece of device work that can be launched again as a whole (a CUDA graph on
 // the cuda device). It reads and writes the same buffers every time.
@@ -60,32 +45,16 @@ struct FusedSplit {
 };
 FusedSplit split_fused_sums(const FusedRegion& r, std::span<Tensor> out);
 
-// A matmul whose result only feeds an add of a bias broadcast along its last dim (shape
-// [n] or [1, ..., n]), optionally followed by relu (maximum with a zero constant): one
-// kernel (a library call with a bias epilogue) on devices that take it. The kernel's
-// inputs are the matmul's two operands, the bias and, with relu, the zero constant.
-struct MatmulEpilogue {
-  enum Activation { None, Relu };
-  int32_t matmul = -1, add = -1, relu = -1;  // node ids (relu: -1 without one)
-  Activation activation = None;
-  ir::Value bias;  // the add's operand that is not the matmul's result
-  ir::Value zero;  // Relu: the constant the maximum takes
-  std::vector<int32_t> nodes() const;  // matmul, add[, relu]
-  void drop_activation();               // the bias only (a relu found after it runs on its own)
-};
-
-class Device {
+// Capability and the dispatch contract's view of a device (name, supports): dispatch/target.hpp.
+// FusedRegion and MatmulEpilogue, the L3 kernels a device runs: passes/l3.hpp.
+class Device : public Target {
  public:
-  virtual ~Device() = default;
-  virtual std::string name() const = 0;
   virtual std::string description() const = 0;  // one line: what runs the kernels
   virtual Allocator* allocator() = 0;
   // Empty when the device can run programs in this process; otherwise why not ("no CUDA
   // driver"). An unavailable device still answers supports(): programs compile for it.
   virtual std::string unavailable() const { return {}; }
-  // May this device run node n natively? Called only for compute ops (not param,
-  // constant, reshape, while, if).
-  virtual Capability supports(const ir::Node& n, const ir::Graph& g) const = 0;
+  // (supports(n, g): Target's, the capability predicate.)
   // Runs one node; outputs are preallocated, contiguous, on this device; inputs are on
   // this device and may be strided views.
   virtual void run_node(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> out) = 0;
@@ -121,6 +90,10 @@ class Device {
 
 // Throws InputError "device 'cuda' cannot run programs here: <why>" when d is unavailable.
 void require_runnable(const Device& d);
+
+// d as constant folding's evaluator (passes::fold_constants): the nodes d supports, run on
+// d, their results copied to the host.
+passes::Evaluator evaluator_for(Device& d);
 
 class DeviceRegistry {
  public:

@@ -227,7 +227,8 @@ void Executor::run_control(const Kernel& k, std::vector<std::vector<Tensor>>& va
     return b;
   };
   if (n.op->name == "while") {
-    Executor cond(*k.sub[0], d_), body(*k.sub[1], d_);
+    const auto& sub = p_.regions_of(k);
+    Executor cond(*sub.at(0), d_), body(*sub.at(1), d_);
     // Two sets of carried values on the device, swapped each trip: the body reads one
     // set and writes the other, so a loop allocates nothing after its first iteration.
     // Only the condition's one bool crosses to the host per iteration.
@@ -243,7 +244,7 @@ void Executor::run_control(const Kernel& k, std::vector<std::vector<Tensor>>& va
     res = cur;
   } else {
     bool pred = read_bool(args[0]);
-    Executor branch(*k.sub[pred ? 0 : 1], d_);
+    Executor branch(*p_.regions_of(k).at(pred ? 0 : 1), d_);
     res = branch.run(std::vector<Tensor>(args.begin() + 1, args.end()));
   }
   for (size_t i = 0; i < res.size(); ++i) {

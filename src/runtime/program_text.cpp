@@ -129,7 +129,7 @@ void print_program_into(std::string& out, const Program& p, int indent) {
       define(g.nodes.at(size_t(id)), indent + 4, kn.kind != Kernel::Control);
       printed[size_t(id)] = 1;
     }
-    for (const auto& sub : kn.sub) {
+    for (const auto& sub : p.regions_of(kn)) {
       if (!sub) throw InternalError("print_program: kernel " + std::to_string(k) + " has an empty sub-program");
       print_program_into(out, *sub, indent + 4);
     }
@@ -377,7 +377,8 @@ Program build_program(const ProgramSyntax& s, const std::string& file) {
     } else if (!ks.sub.empty()) {
       fail(ks.sub[0].line, "only control kernels hold sub-programs");
     }
-    for (const ProgramSyntax& sub : ks.sub) k.sub.push_back(std::make_shared<Program>(build_program(sub, file)));
+    for (const ProgramSyntax& sub : ks.sub)
+      p.regions[k.nodes.at(0)].push_back(std::make_shared<Program>(build_program(sub, file)));
     if (k.kind == Kernel::MatmulEpilogue) {
       // The nodes must be a matmul with its epilogue, the inputs its operands, bias[, zero].
       std::optional<MatmulEpilogue> e;
