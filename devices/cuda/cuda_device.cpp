@@ -1,6 +1,7 @@
 // The cuda device: generated kernels for elementwise regions (codegen.cpp), hand-written
-// kernels for reductions, scans and movement (kernels.cu), cuBLAS/cuSPARSE/cuSOLVER for
-// the library primitives, one stream, a caching allocator. README.md describes it.
+// kernels for reductions, scans, movement, gather/scatter and sources (reduce.cu, scan.cu,
+// movement.cu, gather_scatter.cu, sources.cu), cuBLAS/cuSPARSE/cuSOLVER for the library
+// primitives, one stream, a caching allocator. README.md describes it.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -71,7 +72,7 @@ class CudaDevice final : public Device {
  public:
   CudaDevice() {
     add_standard_kernels(table_, RLX_STANDARD_KERNELS_OF(cuda));
-    // kernels.cu sorts (index, position) pairs in 32-bit positions.
+    // gather_scatter.cu sorts (index, position) pairs in 32-bit positions.
     table_.restrict("scatter_add", [](const ir::Node& n, const ir::Graph& g) {
       const bool fits = numel(g.type(n.inputs.at(1)).shape) < (int64_t(1) << 31) && numel(n.out().shape) < (int64_t(1) << 31);
       return fits ? std::string() : std::string("scatter_add on cuda takes fewer than 2^31 indices and outputs");
