@@ -1,4 +1,4 @@
-// The tiled SpMV layout on the cpu device (solvers/sparse/tiled.hpp): spmv_tiled, the
+// The tiled SpMV layout on the cpu device (ir/ops/tiled_layout.hpp): spmv_tiled, the
 // product on the layout, and tile_csr, which builds it from CSR.
 #include <algorithm>
 #include <cstdint>
@@ -16,7 +16,7 @@
 
 namespace rlx::cpu {
 
-// spmv_tiled (solvers/sparse/tiled.hpp): row blocks in parallel (a row block's tiles touch
+// spmv_tiled (ir/ops/tiled_layout.hpp): row blocks in parallel (a row block's tiles touch
 // only its rows), each row's products summed in double over the tiles in order. The
 // layout is trusted, as CSR structure is (the oracle checks it); shares are read as
 // tile bounds only.
@@ -50,7 +50,7 @@ void run_spmv_tiled(const ir::Node& n, std::span<const Tensor> in0, std::span<Te
 
 namespace {
 
-// tile_csr (solvers/sparse/tiled.hpp): two passes, row blocks in parallel (a row block's
+// tile_csr (ir/ops/tiled_layout.hpp): two passes, row blocks in parallel (a row block's
 // tiles, entries and shares are its own): nonzeros per tile, then the entries and each
 // tile's shares. Share w of a tile of m nonzeros starts at the first row start at or past
 // m * w / warps (so a row never spans two warps); row starts are seen as each row's first

@@ -162,7 +162,7 @@ Make sptrsv_case(int64_t n, int64_t per_row, DType index, bool lower, bool unit)
 }
 
 // spmv_tiled: a random CSR matrix (fixed structure, random values) laid out in tiles of
-// rb x panel (solvers/sparse/tiled.hpp) for `warps` shares per tile; with y0:
+// rb x panel (src/ir/ops/tiled_layout.hpp) for `warps` shares per tile; with y0:
 // alpha*A*x + beta*y0.
 Make spmv_tiled_case(int64_t rows, int64_t cols, int64_t per_row, int rb, int panel, int warps, double alpha,
                      std::optional<double> beta) {

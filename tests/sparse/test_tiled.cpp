@@ -1,6 +1,7 @@
-// The tiled SpMV layout (solvers/sparse/tiled.hpp): its invariants against CSR, its
-// threaded build, tile_csr and spmv_tiled on every device, the choice between it and CSR,
-// and broken layouts named by the reference device. (Cases of the front_end suite.)
+// The tiled SpMV layout (src/ir/ops/tiled_layout.hpp; its solver side
+// solvers/sparse/tiled.hpp): its invariants against CSR, its threaded build, tile_csr and
+// spmv_tiled on every device, the choice between it and CSR, and broken layouts named by
+// the reference device. (Cases of the front_end suite.)
 #include <boost/test/unit_test.hpp>
 
 #include <cmath>
