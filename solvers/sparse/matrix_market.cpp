@@ -412,7 +412,9 @@ MatrixMarketFile parse_entries(Lines& lines, MatrixMarketFile& out, DType target
   } else {
     const int64_t n = h.rows;
     int64_t k = 0;
-    for (int64_t j = 0; j < h.cols; ++j) {
+    // Bounded by the values the array holds, not by its column count alone: a 0 x 10^16
+    // array holds nothing and must not spin through its empty columns.
+    for (int64_t j = 0; j < h.cols && k < h.entries; ++j) {
       int64_t first = 0;
       if (h.symmetry == MmSymmetry::Symmetric || h.symmetry == MmSymmetry::Hermitian) first = j;
       if (h.symmetry == MmSymmetry::SkewSymmetric) first = j + 1;
