@@ -1,9 +1,9 @@
 # The installed package: `cmake --install <build> [--prefix P]` puts in P
-#   include/rlx/...                  the public headers (src/ and solvers/), so that
+#   include/rlx/...                  the public headers (src/, solvers/ and nn/), so that
 #                                    "ir/frontend.hpp" and "solvers/sparse/krylov.hpp" resolve
-#   lib/librlx.a, lib/librlx_solvers.a
+#   lib/librlx.a, lib/librlx_solvers.a, lib/librlx_nn.a
 #   lib/cmake/rlx/                   rlxConfig.cmake, its version file, the exported targets
-#                                    rlx::rlx (core and devices) and rlx::solvers
+#                                    rlx::rlx (core and devices), rlx::solvers and rlx::nn
 #   lib/pkgconfig/rlx.pc             the same for pkg-config (static libraries: --static)
 #   bin/rlx                          the command-line program
 # tests/package builds and runs a consumer project against such a prefix.
@@ -16,15 +16,18 @@ set(RLX_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/rlx)
 add_library(rlx::rlx ALIAS rlx)
 add_library(rlx::solvers ALIAS rlx_solvers)
 set_target_properties(rlx_solvers PROPERTIES EXPORT_NAME solvers)
+add_library(rlx::nn ALIAS rlx_nn)
+set_target_properties(rlx_nn PROPERTIES EXPORT_NAME nn)
 # The headers need C++20: say so to consumers (the build itself sets CMAKE_CXX_STANDARD).
 target_compile_features(rlx PUBLIC cxx_std_20)
 
-install(TARGETS rlx rlx_solvers EXPORT rlxTargets
+install(TARGETS rlx rlx_solvers rlx_nn EXPORT rlxTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/rlx)
 install(TARGETS rlx_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(DIRECTORY src/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/rlx FILES_MATCHING PATTERN "*.hpp")
 install(DIRECTORY solvers/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/rlx/solvers FILES_MATCHING PATTERN "*.hpp")
+install(DIRECTORY nn/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/rlx/nn FILES_MATCHING PATTERN "*.hpp")
 install(EXPORT rlxTargets NAMESPACE rlx:: DESTINATION ${RLX_INSTALL_CMAKEDIR})
 
 # What the config file tells consumers: the feature list and one RLX_HAVE_<X> per feature.
@@ -54,7 +57,7 @@ file(RELATIVE_PATH RLX_PC_TO_PREFIX /prefix/${CMAKE_INSTALL_LIBDIR}/pkgconfig /p
 string(REGEX REPLACE "/$" "" RLX_PC_TO_PREFIX "${RLX_PC_TO_PREFIX}")
 set(RLX_PC_CFLAGS "")
 set(RLX_PC_REQUIRES_PRIVATE "")
-set(RLX_PC_LIBS_PRIVATE "-pthread")
+set(RLX_PC_LIBS_PRIVATE "-pthread -lz")
 if(CMAKE_DL_LIBS)
   string(APPEND RLX_PC_LIBS_PRIVATE " -l${CMAKE_DL_LIBS}")
 endif()

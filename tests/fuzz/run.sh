@@ -16,7 +16,8 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
 SECONDS_PER_TARGET=${1:-60}
 BUILD=${2:-$ROOT/build-san}
-TARGETS=${TARGETS:-"matrix_market ir_text npy cli_args"}
+# (default: every fuzz_<name>.cpp beside this script)
+TARGETS=${TARGETS:-$(cd "$HERE" && ls fuzz_*.cpp | sed -E 's/^fuzz_(.*)\.cpp$/\1/' | tr '\n' ' ')}
 JOBS=${JOBS:-2}
 FINDINGS="$HERE/findings"
 mkdir -p "$FINDINGS"
