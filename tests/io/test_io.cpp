@@ -16,6 +16,7 @@
 #include "core/rng.hpp"
 #include "io/hdf5.hpp"
 #include "io/npy.hpp"
+#include "tests/support/outcomes.hpp"
 #include "tests/support/preconditions.hpp"
 
 using namespace rlx;
@@ -58,23 +59,6 @@ std::string read_bytes(const fs::path& p) {
   std::ifstream f(p, std::ios::binary);
   return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
 }
-
-// The mutation tests' tally: read() either succeeds (read) or throws an InputError
-// (refused); any other exception is a test error naming `what`.
-struct Outcomes {
-  int read = 0, refused = 0;
-  template <class F>
-  void attempt(const std::string& what, F&& read_it) {
-    try {
-      read_it();
-      ++read;
-    } catch (const InputError&) {
-      ++refused;
-    } catch (const std::exception& e) {
-      BOOST_ERROR(what << ": not an InputError: " << e.what());
-    }
-  }
-};
 
 // A bad .npy file: its name, its bytes, and what the InputError must say (besides the name).
 struct NpyCase {
@@ -124,7 +108,7 @@ BOOST_AUTO_TEST_CASE(npy_truncations_and_mutations) {
     const std::string bytes = read_bytes(good);
     const size_t header = bytes.size() - size_t(a.nbytes());
     fs::path p = scratch() / "fuzz.npy";
-    Outcomes o;
+    test::Outcomes o;
     auto attempt = [&](const std::string& content, const std::string& what) {
       write_bytes(p, content);
       o.attempt(std::string(dtype_name(t)) + " " + what, [&] {
@@ -342,7 +326,7 @@ BOOST_AUTO_TEST_CASE(hdf5_mutations_are_errors_not_crashes, *boost::unit_test::p
   }
   const std::string bytes = read_bytes(good);
   fs::path p = scratch() / "fuzz.h5";
-  Outcomes o;
+  test::Outcomes o;
   {  // the unchanged file reads
     io::H5Reader r(good.string());
     BOOST_TEST(r.read("x").numel() == 5);
