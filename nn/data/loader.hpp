@@ -1,7 +1,8 @@
 // Batches for training from two host tensors whose first dimension counts the samples
-// (images [N, ...] and labels [N, ...], of any dtype but packed i4): seeded shuffling, batches of a fixed
-// size, the last partial batch kept or dropped, a fresh order every epoch, and the next batch
-// assembled on a host thread while the caller trains on the current one.
+// (images [N, ...] and labels [N, ...], any dtype but packed i4): seeded shuffling, batches
+// of a fixed size, the last partial batch kept or dropped, a fresh order every epoch, and the
+// next batch assembled on a host thread while the caller trains on the current one. One
+// thread calls a loader's functions.
 //
 //   nn::Loader loader(mnist.train.images, mnist.train.labels, {.batch_size = 128, .seed = 7});
 //   for (int64_t e = 0; e < epochs; ++e) {
