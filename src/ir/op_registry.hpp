@@ -66,7 +66,13 @@ struct OpDef {
   std::vector<AttrSpec> attrs;
   InferFn infer;
   LowerFn lower;  // required for L1
+  // Autodiff (passes/autodiff.hpp). vjp: the inputs' cotangents from the results' (an
+  // undefined Var where none flows; L1 ops without one differentiate through `lower`).
   VjpFn vjp;
+  // Inputs through which no gradient flows by definition (a where's condition, indices).
+  std::vector<int> nondiff_inputs;
+  // No derivative (comparisons, argmax, integer-only ops, rng): grad through it is an error.
+  bool not_differentiable = false;
   bool stateful = false;      // never CSE'd or folded (rng)
   bool float_only = false;    // documentation aid for coverage tables
   std::vector<DType> dtypes;  // the dtypes the op is defined for (of its first input / result)

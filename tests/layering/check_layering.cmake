@@ -20,9 +20,10 @@
 #     dispatch/report.hpp                                  (DispatchReport, LegalizeError)
 #     runtime/runtime.hpp, runtime/device.hpp, runtime/program.hpp, runtime/executor.hpp,
 #     runtime/program_text.hpp                             (compile, run, devices, L3 text)
+#     passes/autodiff.hpp                                  (grad, vjp, jvp, hvp)
 #     io/*.hpp
-#     solvers/<module>/*.hpp
-#   Not public: passes/, the rest of dispatch/ (legalize, rewrites, coverage, target),
+#     solvers/<module>/*.hpp, nn/**/*.hpp
+#   Not public: the rest of passes/, the rest of dispatch/ (legalize, rewrites, coverage, target),
 #   ir/op_registry.hpp and ir/ops/, runtime/kernel_table.hpp and standard_kernels.hpp (for
 #   device implementers), devices/. Public headers may include internal ones themselves.
 if(NOT ROOT)
@@ -41,8 +42,10 @@ set(public_headers
     "^ir/(frontend|graph|text)\\.hpp$"
     "^dispatch/report\\.hpp$"
     "^runtime/(runtime|device|program|executor|program_text)\\.hpp$"
+    "^passes/autodiff\\.hpp$"
     "^io/[^/]+\\.hpp$"
-    "^solvers/[^/]+/[^/]+\\.hpp$")
+    "^solvers/[^/]+/[^/]+\\.hpp$"
+    "^nn/.+\\.hpp$")
 
 set(violations "")
 file(GLOB_RECURSE files RELATIVE ${ROOT} ${ROOT}/src/*.hpp ${ROOT}/src/*.cpp ${ROOT}/devices/*.hpp

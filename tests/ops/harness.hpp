@@ -48,7 +48,7 @@ std::string mismatch(const Tensor& got, const std::vector<cd>& want, double tol)
 
 // Builds one test graph and its random inputs.
 // The inputs of an op's example (ir::ExampleInputs) and of the suite's own cases.
-struct Build final : ir::ExampleInputs {
+struct Build : ir::ExampleInputs {
   explicit Build(uint64_t seed) : rng(seed) {}
   std::mt19937_64 rng;
   ir::Graph g;

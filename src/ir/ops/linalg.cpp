@@ -1,5 +1,5 @@
 // Batched matmul. (The library primitives of the solver modules join this family.)
-#include "ir/ops/rules.hpp"
+#include "ir/ops/vjp.hpp"
 
 namespace rlx::ir {
 using namespace rules;
@@ -25,6 +25,15 @@ void register_linalg_ops(OpRegistry& r) {
            s.push_back(m);
            s.push_back(n);
            return std::vector<TensorType>{{in[0].dtype, s}};
+         },
+         // With A' = op(A), B' = op(B): dA' = g B'^H, dB' = A'^H g, transposed back where the
+         // operand was, and summed over the batch axes it was broadcast along.
+         .vjp = [](const std::vector<Var>& in, const std::vector<Var>&, const std::vector<Var>& g, const Attrs& a) {
+           bool ta = a.get_bool("transpose_a"), tb = a.get_bool("transpose_b");
+           Var a_ = vjp::cj(in[0]), b_ = vjp::cj(in[1]);
+           Var da = ta ? matmul(b_, g[0], tb, true) : matmul(g[0], b_, false, !tb);
+           Var db = tb ? matmul(g[0], a_, true, ta) : matmul(a_, g[0], !ta, false);
+           return std::vector<Var>{vjp::unbroadcast(da, in[0].shape()), vjp::unbroadcast(db, in[1].shape())};
          },
          .dtypes = kInexact,
          .example = [](ExampleInputs& x, DType t) { return std::vector<Var>{matmul(x.in(t, {2, 4, 8}), x.in(t, {2, 8, 4}))}; }});

@@ -2,7 +2,7 @@
 #include <algorithm>
 
 #include "core/checked.hpp"
-#include "ir/ops/rules.hpp"
+#include "ir/ops/vjp.hpp"
 
 namespace rlx::ir {
 using namespace rules;
@@ -25,6 +25,41 @@ static Shape gather_shape(const Shape& x, const Shape& idx, int ax) {
   return s;
 }
 
+namespace {
+
+using V = std::vector<Var>;
+
+// The adjoint of a strided slice: g placed at start, start + step, ... of each axis,
+// zeros elsewhere. A step s > 1 interleaves s - 1 zeros after each element (a padded
+// new axis, merged), then pads to the input's extent.
+Var unslice(Var g, const Shape& in, const std::vector<int64_t>& starts, const std::vector<int64_t>& steps) {
+  for (size_t ax = 0; ax < in.size(); ++ax) {
+    const int64_t n = g.shape()[ax], step = steps[ax];
+    int64_t covered = n;  // extent from the first element to just past the last
+    if (step > 1 && n > 0) {
+      Shape split = g.shape();
+      split.insert(split.begin() + int64_t(ax) + 1, 1);
+      std::vector<int64_t> lo(split.size(), 0), hi(split.size(), 0);
+      hi[ax + 1] = step - 1;
+      Var spread = pad(reshape(g, split), lo, hi);
+      Shape merged = g.shape();
+      merged[ax] = n * step;
+      g = reshape(spread, merged);
+      covered = (n - 1) * step + 1;
+      std::vector<int64_t> st(in.size(), 0), sp = merged, sk(in.size(), 1);
+      sp[ax] = covered;
+      g = slice(g, st, sp, sk);
+    }
+    std::vector<int64_t> lo(in.size(), 0), hi(in.size(), 0);
+    lo[ax] = starts[ax];
+    hi[ax] = in[ax] - starts[ax] - covered;
+    if (lo[ax] || hi[ax]) g = pad(g, lo, hi);
+  }
+  return g;
+}
+
+}  // namespace
+
 void register_movement_ops(OpRegistry& r) {
   r.add({.name = "reshape", .level = Level::L2, .cls = OpClass::Movement, .min_inputs = 1, .max_inputs = 1,
          .attrs = {{"shape", AttrKind::Ints, true}},
@@ -37,6 +72,7 @@ void register_movement_ops(OpRegistry& r) {
                               " elements) to " + shape_str(s));
            return std::vector<TensorType>{{in[0].dtype, s}};
          },
+         .vjp = [](const V& in, const V&, const V& g, const Attrs&) { return V{reshape(g[0], in[0].shape())}; },
          .dtypes = kAll,
          .example = [](ExampleInputs& x, DType t) { return std::vector<Var>{reshape(x.in(t, {4, 8}), {32})}; }});
   r.add({.name = "permute", .level = Level::L2, .cls = OpClass::Movement, .min_inputs = 1, .max_inputs = 1,
@@ -54,6 +90,12 @@ void register_movement_ops(OpRegistry& r) {
            for (size_t i = 0; i < n; ++i) s[i] = in[0].shape[size_t(p[i])];
            return std::vector<TensorType>{{in[0].dtype, s}};
          },
+         .vjp = [](const V&, const V&, const V& g, const Attrs& a) {
+           const auto& p = a.get_ints("perm");
+           std::vector<int64_t> inverse(p.size());
+           for (size_t i = 0; i < p.size(); ++i) inverse[size_t(p[i])] = int64_t(i);
+           return V{permute(g[0], inverse)};
+         },
          .dtypes = kAllButI4,
          .example = [](ExampleInputs& x, DType t) { return std::vector<Var>{permute(x.in(t, {4, 8}), {1, 0})}; }});
   r.add({.name = "broadcast_to", .level = Level::L2, .cls = OpClass::Movement, .min_inputs = 1, .max_inputs = 1,
@@ -65,6 +107,7 @@ void register_movement_ops(OpRegistry& r) {
              throw InputError("cannot broadcast " + shape_str(in[0].shape) + " to " + shape_str(s));
            return std::vector<TensorType>{{in[0].dtype, s}};
          },
+         .vjp = [](const V& in, const V&, const V& g, const Attrs&) { return V{vjp::unbroadcast(g[0], in[0].shape())}; },
          .dtypes = kAllButI4,
          .example = [](ExampleInputs& x, DType t) { return std::vector<Var>{broadcast_to(x.in(t, {1, 8}), {4, 8})}; }});
   r.add({.name = "slice", .level = Level::L2, .cls = OpClass::Movement, .min_inputs = 1, .max_inputs = 1,
@@ -86,6 +129,9 @@ void register_movement_ops(OpRegistry& r) {
            }
            return std::vector<TensorType>{{in[0].dtype, s}};
          },
+         .vjp = [](const V& in, const V&, const V& g, const Attrs& a) {
+           return V{unslice(g[0], in[0].shape(), a.get_ints("starts"), a.get_ints("steps"))};
+         },
          .dtypes = kAllButI4,
          .example = [](ExampleInputs& x, DType t) { return std::vector<Var>{slice(x.in(t, {4, 8}), {1, 0}, {3, 8}, {1, 2})}; }});
   r.add({.name = "concat", .level = Level::L2, .cls = OpClass::Movement, .min_inputs = 1, .max_inputs = -1,
@@ -106,6 +152,20 @@ void register_movement_ops(OpRegistry& r) {
            }
            return std::vector<TensorType>{{in[0].dtype, s}};
          },
+         .vjp = [](const V& in, const V&, const V& g, const Attrs& a) {
+           const Shape& gs = g[0].shape();
+           const auto ax = size_t(normalize_axis(a.get_int("axis"), int(gs.size())));
+           V r;
+           int64_t at = 0;
+           for (const Var& x : in) {
+             std::vector<int64_t> st(gs.size(), 0), sp = gs, sk(gs.size(), 1);
+             st[ax] = at;
+             sp[ax] = at + x.shape()[ax];
+             r.push_back(slice(g[0], st, sp, sk));
+             at = sp[ax];
+           }
+           return r;
+         },
          .dtypes = kAllButI4,
          .example = [](ExampleInputs& x, DType t) { return std::vector<Var>{concat({x.in(t, {4, 8}), x.in(t, {4, 8})}, 0)}; }});
   r.add({.name = "pad", .level = Level::L2, .cls = OpClass::Movement, .min_inputs = 1, .max_inputs = 1,
@@ -123,6 +183,12 @@ void register_movement_ops(OpRegistry& r) {
            }
            return std::vector<TensorType>{{in[0].dtype, s}};
          },
+         .vjp = [](const V& in, const V&, const V& g, const Attrs& a) {
+           const auto& lo = a.get_ints("low");
+           std::vector<int64_t> stop(lo.size()), step(lo.size(), 1);
+           for (size_t i = 0; i < lo.size(); ++i) stop[i] = lo[i] + in[0].shape()[i];
+           return V{slice(g[0], lo, stop, step)};
+         },
          .dtypes = kAllButI4,
          .example = [](ExampleInputs& x, DType t) { return std::vector<Var>{pad(x.in(t, {4, 8}), {1, 0}, {0, 2})}; }});
   r.add({.name = "gather", .level = Level::L2, .cls = OpClass::Movement, .min_inputs = 2, .max_inputs = 2,
@@ -134,6 +200,10 @@ void register_movement_ops(OpRegistry& r) {
            int ax = normalize_axis(a.get_int("axis"), int(in[0].shape.size()));
            return std::vector<TensorType>{{in[0].dtype, gather_shape(in[0].shape, in[1].shape, ax)}};
          },
+         .vjp = [](const V& in, const V&, const V& g, const Attrs& a) {
+           return V{scatter_add(vjp::zeros_like(in[0]), in[1], g[0], a.get_int("axis")), Var()};
+         },
+         .nondiff_inputs = {1},
          .dtypes = kAllButI4,
          .example = [](ExampleInputs& x, DType t) { return std::vector<Var>{gather(x.in(t, {4, 8}), x.index(DType::I64, {3}, 4), 0)}; }});
   r.add({.name = "scatter_add", .level = Level::L2, .cls = OpClass::Movement, .min_inputs = 3, .max_inputs = 3,
@@ -149,6 +219,10 @@ void register_movement_ops(OpRegistry& r) {
              throw InputError("updates have shape " + shape_str(in[2].shape) + ", expected " + shape_str(want));
            return std::vector<TensorType>{in[0]};
          },
+         .vjp = [](const V& in, const V&, const V& g, const Attrs& a) {
+           return V{g[0], Var(), gather(g[0], in[1], a.get_int("axis"))};
+         },
+         .nondiff_inputs = {1},
          .dtypes = kNumeric,
          .example = [](ExampleInputs& x, DType t) { return std::vector<Var>{scatter_add(x.in(t, {4, 8}), x.index(DType::I64, {3}, 4), x.in(t, {3, 8}), 0)}; }});
 }

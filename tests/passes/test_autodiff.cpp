@@ -1,0 +1,252 @@
+// grad, vjp, jvp and hvp (passes/autodiff.hpp) as a user meets them: values against
+// closed forms and finite differences, accumulation over several uses, pruning, the
+// backward's source locations, the complex convention and every refusal's message.
+// (Each op's own VJP is checked in the op suite's grad mode, tests/ops/test_grad.cpp.)
+#define BOOST_TEST_MODULE autodiff
+#include <boost/test/unit_test.hpp>
+#include <cmath>
+#include <complex>
+#include <random>
+
+#include "ir/frontend.hpp"
+#include "ir/op_registry.hpp"
+#include "passes/autodiff.hpp"
+#include "runtime/runtime.hpp"
+
+namespace rlx {
+namespace {
+
+std::mt19937_64& rng() {
+  static std::mt19937_64 r(std::random_device{}());
+  return r;
+}
+
+Tensor random(Shape s, double lo = -2, double hi = 2) {
+  Tensor t = Tensor::empty(DType::F64, std::move(s));
+  std::uniform_real_distribution<double> u(lo, hi);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<double>()[i] = u(rng());
+  return t;
+}
+
+std::vector<Tensor> eval(ir::Graph& g, const std::vector<Tensor>& in, const std::string& device = "reference") {
+  Device& d = DeviceRegistry::get().at(device);
+  return run(compile(g, d), d, in);
+}
+
+double at(const Tensor& t, int64_t i) { return t.data<double>()[i]; }
+
+template <class F>
+void expect_error(F&& f, const std::vector<std::string>& phrases) {
+  try {
+    f();
+    BOOST_ERROR("no error");
+  } catch (const InputError& e) {
+    for (const auto& p : phrases) BOOST_TEST(std::string(e.what()).find(p) != std::string::npos, e.what() << " lacks '" << p << "'");
+  }
+}
+
+BOOST_AUTO_TEST_CASE(gradients_match_closed_forms_and_accumulate_over_uses) {
+  ir::Graph g;
+  Var x = input(g, "x", DType::F64, {3, 4});
+  Var w = input(g, "w", DType::F64, {4});
+  // L = sum(x * x * w + x + sin(x)): x is used four times.
+  Var loss = sum(x * x * w + x + sin(x));
+  auto d = grad(loss, {x, w});
+  output(g, {loss, d[0], d[1]});
+  Tensor xv = random({3, 4}), wv = random({4});
+  auto r = eval(g, {xv, wv});
+  for (int64_t i = 0; i < 12; ++i) {
+    const double xi = at(xv, i), wi = at(wv, i % 4);
+    BOOST_TEST(at(r[1], i) == 2 * xi * wi + 1 + std::cos(xi), boost::test_tools::tolerance(1e-12));
+  }
+  for (int64_t j = 0; j < 4; ++j) {
+    double want = 0;
+    for (int64_t i = 0; i < 3; ++i) want += at(xv, i * 4 + j) * at(xv, i * 4 + j);
+    BOOST_TEST(at(r[2], j) == want, boost::test_tools::tolerance(1e-12));
+  }
+}
+
+// An L1 op without its own VJP (linear) differentiates through its lowering, also when
+// one value feeds two of its inputs: L = sum(x x^T) = sum_k (sum_i x_ik)^2.
+BOOST_AUTO_TEST_CASE(lowering_with_a_repeated_input) {
+  ir::Graph g;
+  Var x = input(g, "x", DType::F64, {3, 4});
+  Var loss = sum(linear(x, x));
+  output(g, grad(loss, {x}));
+  Tensor xv = random({3, 4});
+  auto r = eval(g, {xv});
+  for (int64_t i = 0; i < 12; ++i) {
+    double col = 0;
+    for (int64_t k = 0; k < 3; ++k) col += at(xv, k * 4 + i % 4);
+    BOOST_TEST(at(r[0], i) == 2 * col, boost::test_tools::tolerance(1e-12));
+  }
+}
+
+// Nodes off the path from wrt to the output get no backward; a wrt value the output
+// does not depend on gets zeros.
+BOOST_AUTO_TEST_CASE(unused_branches_are_pruned) {
+  auto backward_nodes = [](bool with_branch) {
+    ir::Graph g;
+    Var x = input(g, "x", DType::F64, {8});
+    Var c = input(g, "c", DType::F64, {8});
+    Var loss = sum(exp(x));
+    if (with_branch) loss = loss + sum(tanh(c * c) * log(c * c + 1.0));
+    size_t before = g.nodes.size();
+    grad(loss, {x});
+    return g.nodes.size() - before;
+  };
+  BOOST_TEST(backward_nodes(true) == backward_nodes(false));
+  ir::Graph g;
+  Var x = input(g, "x", DType::F64, {5});
+  Var y = input(g, "y", DType::F64, {5});
+  auto d = grad(sum(x * x), {y});
+  output(g, d);
+  auto r = eval(g, {random({5}), random({5})});
+  for (int64_t i = 0; i < 5; ++i) BOOST_TEST(at(r[0], i) == 0.0);
+}
+
+// Every backward node carries the location of the forward node it differentiates.
+BOOST_AUTO_TEST_CASE(backward_nodes_carry_the_forward_locations) {
+  ir::Graph g;
+  Var x = input(g, "x", DType::F64, {4});
+  const int line_a = __LINE__ + 1;
+  Var a = exp(x);
+  const int line_b = __LINE__ + 1;
+  Var b = sum(a * x);
+  const size_t forward = g.nodes.size();
+  grad(b, {x});
+  BOOST_TEST(g.nodes.size() > forward);
+  for (size_t i = forward; i < g.nodes.size(); ++i) {
+    const ir::Node& n = g.nodes[i];
+    BOOST_TEST(n.loc.file == "test_autodiff.cpp", n.op->name);
+    // (the seed's constant is made at the grad call's own line)
+    BOOST_TEST((n.loc.line == line_a || n.loc.line == line_b || n.loc.line == line_b + 2), n.op->name << " at " << n.loc.line);
+  }
+}
+
+// A comparison feeding a where's condition is not a path (relu written by hand works);
+// one feeding the value is refused, as are argmax, while loops, integer wrt, library ops
+// without a rule and a non-scalar without a cotangent.
+BOOST_AUTO_TEST_CASE(what_grad_refuses_names_the_node) {
+  {
+    ir::Graph g;
+    Var x = input(g, "x", DType::F64, {6});
+    Var relu = where(gt(x, scalar_like(x, 0.0)), x, scalar_like(x, 0.0));
+    output(g, grad(sum(relu), {x}));
+    Tensor xv = random({6});
+    auto r = eval(g, {xv});
+    for (int64_t i = 0; i < 6; ++i) BOOST_TEST(at(r[0], i) == (at(xv, i) > 0 ? 1.0 : 0.0));
+  }
+  {
+    ir::Graph g;
+    Var x = input(g, "x", DType::F64, {4, 6});
+    const int line = __LINE__ + 1;
+    Var idx = argmax(x, 1);
+    Var loss = sum(cast(idx, DType::F64) * sum(x, {1}));
+    expect_error([&] { grad(loss, {x}); }, {"argmax at test_autodiff.cpp:" + std::to_string(line), "i64", "no gradient"});
+  }
+  {
+    ir::Graph g;
+    Var x = input(g, "x", DType::F64, {4});
+    Var loss = sum(cast(gt(x, scalar_like(x, 0.5)), DType::F64) * x);
+    expect_error([&] { grad(loss, {x}); }, {"gt at test_autodiff.cpp:", "bool"});
+  }
+  {
+    ir::Graph g;
+    Var x = input(g, "x", DType::F64, {4});
+    const int line = __LINE__ + 1;
+    auto r = while_loop({x}, [](const std::vector<Var>& v) { return std::vector<Var>{lt(sum(v[0]), scalar_like(v[0], 100.0))}; },
+                        [](const std::vector<Var>& v) { return std::vector<Var>{v[0] * 2.0}; });
+    expect_error([&] { grad(sum(r[0]), {x}); }, {"while at test_autodiff.cpp:" + std::to_string(line), "control flow"});
+  }
+  {
+    ir::Graph g;
+    Var i = input(g, "i", DType::I64, {4});
+    Var x = input(g, "x", DType::F64, {4});
+    expect_error([&] { grad(sum(x), {i}); }, {"cannot differentiate with respect to a i64"});
+    expect_error([&] { grad(x, {x}); }, {"shape [4]", "one element"});
+  }
+  {
+    ir::Graph g;
+    Var a = input(g, "a", DType::F64, {3, 3});
+    Var b = input(g, "b", DType::F64, {3, 1});
+    Var s = op("triangular_solve", {a, b});
+    expect_error([&] { grad(sum(s), {a}); }, {"triangular_solve at test_autodiff.cpp:", "no VJP rule"});
+  }
+}
+
+// jvp against the closed form; hvp against finite differences of the gradient.
+BOOST_AUTO_TEST_CASE(jvp_and_hvp) {
+  ir::Graph g;
+  Var x = input(g, "x", DType::F64, {5});
+  Var v = input(g, "v", DType::F64, {5});
+  Var y = sin(x) * x;
+  auto t = jvp({y}, {x}, {v});
+  Var f = sum(x * x * x) + sum(exp(x)) * sum(x);
+  auto h = hvp(f, {x}, {v});
+  auto gr = grad(f, {x});
+  output(g, {t[0], h[0], gr[0]});
+  Tensor xv = random({5}), vv = random({5});
+  auto r = eval(g, {xv, vv});
+  double ex = 0, sx = 0;
+  for (int64_t i = 0; i < 5; ++i) {
+    ex += std::exp(at(xv, i));
+    sx += at(xv, i);
+  }
+  for (int64_t i = 0; i < 5; ++i) {
+    const double xi = at(xv, i), vi = at(vv, i);
+    BOOST_TEST(at(r[0], i) == (std::cos(xi) * xi + std::sin(xi)) * vi, boost::test_tools::tolerance(1e-12));
+  }
+  // H = diag(6x + e^x sum(x)) + e^x 1^T + 1 e^x^T.
+  double ev = 0, sv = 0;
+  for (int64_t j = 0; j < 5; ++j) {
+    ev += std::exp(at(xv, j)) * at(vv, j);
+    sv += at(vv, j);
+  }
+  for (int64_t i = 0; i < 5; ++i) {
+    const double xi = at(xv, i), vi = at(vv, i);
+    const double want = (6 * xi + std::exp(xi) * sx) * vi + std::exp(xi) * sv + ev;
+    BOOST_TEST(at(r[1], i) == want, boost::test_tools::tolerance(1e-10));
+  }
+}
+
+// For z = a + ib the gradient of a real loss is dL/da + i dL/db: |z|^2 gives 2z.
+BOOST_AUTO_TEST_CASE(complex_gradients_follow_the_conjugate_convention) {
+  ir::Graph g;
+  Var z = input(g, "z", DType::C64, {6});
+  Var m = abs(z);
+  output(g, grad(sum(m * m), {z}));
+  Tensor zv = Tensor::empty(DType::C64, {6});
+  std::uniform_real_distribution<float> u(-2, 2);
+  for (int64_t i = 0; i < 6; ++i) zv.data<c64>()[i] = c64(u(rng()), u(rng()));
+  auto r = eval(g, {zv});
+  for (int64_t i = 0; i < 6; ++i) {
+    std::complex<float> want = 2.0f * zv.data<c64>()[i], got = r[0].data<c64>()[i];
+    BOOST_TEST(std::abs(got - want) <= 1e-5 * std::abs(want) + 1e-6, got << " vs " << want);
+  }
+}
+
+// The graph-to-graph form: results, then the gradient of one of them per input.
+BOOST_AUTO_TEST_CASE(grad_pass_on_a_graph) {
+  ir::Graph g;
+  Var x = input(g, "x", DType::F64, {3});
+  Var w = input(g, "w", DType::F64, {3});
+  output(g, {sum(x * w), x * w});
+  ir::Graph d = passes::grad(g);
+  BOOST_TEST(d.results.size() == 4u);
+  Tensor xv = random({3}), wv = random({3});
+  auto r = eval(d, {xv, wv});
+  for (int64_t i = 0; i < 3; ++i) {
+    BOOST_TEST(at(r[2], i) == at(wv, i));
+    BOOST_TEST(at(r[3], i) == at(xv, i));
+  }
+  ir::Graph e = passes::grad(g, 1, {0}, true);
+  BOOST_TEST(e.params.size() == 3u);
+  Tensor u = random({3});
+  auto s = eval(e, {xv, wv, u});
+  for (int64_t i = 0; i < 3; ++i) BOOST_TEST(at(s[2], i) == at(u, i) * at(wv, i));
+  expect_error([&] { passes::grad(g, 5); }, {"no result 5"});
+}
+
+}  // namespace
+}  // namespace rlx
