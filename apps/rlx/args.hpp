@@ -103,5 +103,6 @@ struct Args {
 
 int cmd_gen(const Args& a);
 int cmd_solve(const Args& a);
+int cmd_train(const Args& a);
 
 }  // namespace rlx::cli

@@ -40,6 +40,8 @@ const char* kUsage =
     "  solve FILE.mtx|poisson3d:N [--rhs b.mtx|ones|random] [--method cg|pcg|bicgstab|gmres|minres|lu|klu|cholesky]\n"
     "        [--pc none|jacobi|ilu0|ic0|ssor] [--rtol R] [--atol A] [--max-it N] [--restart M] [--omega W]\n"
     "        [--monitor] [--device D] [--spmv auto|csr|tiled] [--explain] [--out x.h5]   (exit 4 when it does not converge)\n"
+    "  train mnist [--model mlp] [--epochs E] [--batch B] [--lr L] [--optimizer sgd|adam|adamw] [--device D]\n"
+    "        [--seed S] [--data DIR] [--checkpoint DIR] [--resume DIR] [--json out.json]\n"
     "policies: prefer-native (default), force-common-ir, strict, allow-host\n"
     "--deny OP,...: treat these ops as having no native kernel (exercises lowerings, rewrites, staging)\n";
 
@@ -252,6 +254,11 @@ int main(int argc, char** argv) {
                             {"rhs", "method", "pc", "rtol", "atol", "max-it", "restart", "omega", "device", "policy",
                              "out", "seed", "spmv"},
                             {"monitor", "explain"}));
+    if (cmd == "train")
+      return cmd_train(Args(argc, argv, 2,
+                            {"model", "epochs", "batch", "lr", "optimizer", "device", "seed", "data", "checkpoint", "resume",
+                             "json"},
+                            {}));
     std::cerr << "rlx: unknown command '" << cmd << "'\n" << kUsage;
     return kBadInput;
   } catch (const UsageError& e) {

@@ -34,6 +34,7 @@ OpRegistry& OpRegistry::get() {
     register_sparse_ops(*reg);
     register_dense_la_ops(*reg);
     register_sort_ops(*reg);
+    register_optim_ops(*reg);
     return reg;
   }();
   return *r;

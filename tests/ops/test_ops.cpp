@@ -748,6 +748,59 @@ L1Make cross_entropy_case(DType label_type) {
   };
 }
 
+// The optimizer updates, written out per element as PyTorch's torch.optim documents them;
+// the op's results (p' and the state) flattened and concatenated.
+Var flat_concat(const std::vector<Var>& vs) {
+  std::vector<Var> f;
+  for (const Var& v : vs) f.push_back(reshape(v, {numel(v.shape())}));
+  return concat(f, 0);
+}
+
+L1Make sgd_case(double momentum, double dampening, double wd, bool nesterov, int64_t n = 37) {
+  return [=](Build& b, DType t) {
+    Var p = b.in(t, {n}), g = b.in(t, {n}), buf = b.in(t, {n}), lr = b.in(t, {}, {.lo = 0.01, .hi = 0.5});
+    auto P = reals(b.inputs[0]), G = reals(b.inputs[1]), B = reals(b.inputs[2]);
+    const double r = reals(b.inputs[3])[0];
+    std::vector<double> np(P.size()), nb(P.size());
+    for (size_t i = 0; i < P.size(); ++i) {
+      double gi = G[i] + wd * P[i];
+      if (momentum == 0) {
+        np[i] = P[i] - r * gi;
+        nb[i] = B[i];
+        continue;
+      }
+      nb[i] = momentum * B[i] + (1 - dampening) * gi;
+      np[i] = P[i] - r * (nesterov ? gi + momentum * nb[i] : nb[i]);
+    }
+    np.insert(np.end(), nb.begin(), nb.end());
+    auto out = op_multi("sgd_update", {p, g, buf, lr},
+                        {{"momentum", momentum}, {"dampening", dampening}, {"weight_decay", wd}, {"nesterov", nesterov}});
+    return L1Built{flat_concat(out), as_complex(np)};
+  };
+}
+
+L1Make adam_case(double wd, bool decoupled, int64_t n = 37) {
+  return [=](Build& b, DType t) {
+    Var p = b.in(t, {n}), g = b.in(t, {n}), m = b.in(t, {n}), v = b.in(t, {n}, {.lo = 0.01, .hi = 2});
+    Var lr = b.in(t, {}, {.lo = 1e-3, .hi = 0.1}), step = b.in(t, {}, {.lo = 1, .hi = 20, .quantum = 1});
+    auto P = reals(b.inputs[0]), G = reals(b.inputs[1]), M = reals(b.inputs[2]), V = reals(b.inputs[3]);
+    const double r = reals(b.inputs[4])[0], k = reals(b.inputs[5])[0], b1 = 0.9, b2 = 0.999, eps = 1e-8;
+    std::vector<double> np(P.size()), nm(P.size()), nv(P.size());
+    for (size_t i = 0; i < P.size(); ++i) {
+      double gi = decoupled ? G[i] : G[i] + wd * P[i];
+      nm[i] = b1 * M[i] + (1 - b1) * gi;
+      nv[i] = b2 * V[i] + (1 - b2) * gi * gi;
+      double mh = nm[i] / (1 - std::pow(b1, k)), vh = nv[i] / (1 - std::pow(b2, k));
+      double base = decoupled ? P[i] * (1 - r * wd) : P[i];
+      np[i] = base - r * mh / (std::sqrt(vh) + eps);
+    }
+    np.insert(np.end(), nm.begin(), nm.end());
+    np.insert(np.end(), nv.begin(), nv.end());
+    auto out = op_multi("adam_update", {p, g, m, v, lr, step}, {{"weight_decay", wd}, {"decoupled", decoupled}});
+    return L1Built{flat_concat(out), as_complex(np)};
+  };
+}
+
 // q [B, L, D], k [B, L, D], v [B, L, Dv]: softmax(q k^T / sqrt(D) + bias, causal: key j <= query i) v.
 L1Make attention_case(const std::string& mask, bool bias, int64_t B = 2, int64_t L = 3, int64_t D = 4,
                       int64_t Dv = 5) {
@@ -830,6 +883,16 @@ const std::vector<L1Case>& l1_cases() {
          }}}},
       {"cross_entropy",
        {{"labels=i32", cross_entropy_case(DType::I32)}, {"labels=i64", cross_entropy_case(DType::I64)}}},
+      {"sgd_update",
+       {{"plain", sgd_case(0, 0, 0, false)},
+        {"momentum dampening weight_decay", sgd_case(0.9, 0.1, 1e-2, false)},
+        {"nesterov", sgd_case(0.9, 0, 1e-2, true)},
+        {"[1031] momentum", sgd_case(0.9, 0, 0, false, 1031)}}},
+      {"adam_update",
+       {{"adam", adam_case(0, false)},
+        {"adam weight_decay", adam_case(1e-2, false)},
+        {"adamw", adam_case(1e-2, true)},
+        {"[1031] adamw", adam_case(0.1, true, 1031)}}},
       {"attention",
        {{"mask=none", attention_case("none", false)},
         {"mask=causal", attention_case("causal", false)},

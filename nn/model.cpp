@@ -1,0 +1,101 @@
+#include "nn/model.hpp"
+
+#include <cmath>
+
+#include "core/error.hpp"
+#include "core/rng.hpp"
+
+namespace rlx::nn {
+
+Var Model::param(const std::string& name, Shape shape, Init init, SrcLoc loc) {
+  Parameter p{.name = prefix_ + name, .type = {dtype_, shape}, .init = init};
+  for (const Parameter& q : params_)
+    if (q.name == p.name) throw InputError("model: the parameter '" + p.name + "' is declared twice");
+  if (!shape.empty()) {
+    int64_t rest = 1;
+    for (size_t i = 1; i < shape.size(); ++i) rest *= shape[i];
+    int64_t field = 1;
+    for (size_t i = 2; i < shape.size(); ++i) field *= shape[i];
+    p.fan_in = shape.size() == 1 ? shape[0] : rest;
+    p.fan_out = shape[0] * field;
+  }
+  Var v = rlx::input(g_, p.name, dtype_, std::move(shape), loc);
+  params_.push_back(std::move(p));
+  vars_.push_back(v);
+  return v;
+}
+
+Var Model::input(const std::string& name, DType t, Shape shape, SrcLoc loc) {
+  Var v = rlx::input(g_, prefix_ + name, t, std::move(shape), loc);
+  inputs_.push_back(v);
+  return v;
+}
+
+int64_t Model::parameter_count() const {
+  int64_t n = 0;
+  for (const Parameter& p : params_) n += numel(p.type.shape);
+  return n;
+}
+
+namespace {
+uint64_t name_hash(const std::string& s) {  // FNV-1a: the same on every platform
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ull;
+  return h;
+}
+}  // namespace
+
+Tensor initial_value(const Parameter& p, uint64_t seed) {
+  const uint64_t s = rng_bits(seed, name_hash(p.name));
+  const int64_t n = numel(p.type.shape);
+  std::vector<double> v(static_cast<size_t>(n));
+  const Init& in = p.init;
+  using K = Init::Kind;
+  const double fan_in = double(std::max<int64_t>(p.fan_in, 1)), fan_out = double(std::max<int64_t>(p.fan_out, 1));
+  auto uniform = [&](double lo, double hi) {
+    for (int64_t i = 0; i < n; ++i) v[size_t(i)] = lo + (hi - lo) * rng_unit(s, uint64_t(i));
+  };
+  auto normal = [&](double mean, double sd) {
+    for (int64_t i = 0; i < n; ++i) v[size_t(i)] = mean + sd * rng_std_normal(s, uint64_t(i));
+  };
+  const double kaiming_gain = std::sqrt(2.0 / (1.0 + in.a * in.a));
+  const double xavier_gain = in.a == 0 ? 1.0 : in.a;
+  switch (in.kind) {
+    case K::Zeros: break;
+    case K::Ones: std::fill(v.begin(), v.end(), 1.0); break;
+    case K::Constant: std::fill(v.begin(), v.end(), in.a); break;
+    case K::Uniform: uniform(in.a, in.b); break;
+    case K::Normal: normal(in.a, in.b); break;
+    case K::KaimingUniform: {
+      double bound = kaiming_gain * std::sqrt(3.0 / fan_in);
+      uniform(-bound, bound);
+      break;
+    }
+    case K::KaimingNormal: normal(0, kaiming_gain / std::sqrt(fan_in)); break;
+    case K::XavierUniform: {
+      double bound = xavier_gain * std::sqrt(6.0 / (fan_in + fan_out));
+      uniform(-bound, bound);
+      break;
+    }
+    case K::XavierNormal: normal(0, xavier_gain * std::sqrt(2.0 / (fan_in + fan_out))); break;
+  }
+  Tensor t = Tensor::empty(p.type.dtype, p.type.shape);
+  visit_dtype(p.type.dtype, [&](auto z) {
+    using T = decltype(z);
+    if constexpr (std::is_same_v<T, double>)
+      for (int64_t i = 0; i < n; ++i) t.data<T>()[i] = v[size_t(i)];
+    else if constexpr (std::is_same_v<T, float> || std::is_same_v<T, f16> || std::is_same_v<T, bf16>)
+      for (int64_t i = 0; i < n; ++i) t.data<T>()[i] = T(float(v[size_t(i)]));
+    else
+      throw InputError(std::string("model: parameters must be float, '") + p.name + "' is " + dtype_name(p.type.dtype));
+  });
+  return t;
+}
+
+std::vector<Tensor> Model::initial_values(uint64_t seed) const {
+  std::vector<Tensor> r;
+  for (const Parameter& p : params_) r.push_back(initial_value(p, seed));
+  return r;
+}
+
+}  // namespace rlx::nn

@@ -1,0 +1,272 @@
+#include "nn/trainer.hpp"
+
+#include <cstring>
+
+#include "core/error.hpp"
+#include "io/safetensors.hpp"
+#include "passes/autodiff.hpp"
+
+namespace rlx::nn {
+
+// What a step program reads, by input position: a parameter, a piece of optimizer state,
+// a data input, the learning rate or the step count.
+struct Slot {
+  enum class Kind { Param, State, Data, Lr, Step } kind;
+  size_t index = 0;  // parameter, state or data index
+};
+
+struct Trainer::Impl {
+  std::vector<Slot> inputs;
+  size_t n_params = 0, n_state = 0;
+  // sets[s][k]: parameters then state, on the device; step k reads sets[k % 2] and writes sets[1 - k % 2].
+  std::vector<Tensor> sets[2];
+  std::vector<Tensor> data;  // the data inputs, on the device
+  Tensor lr, step;           // scalars on the device
+  Tensor loss;
+  std::unique_ptr<Executor> exec;
+  std::unique_ptr<Replay> replay[2];
+  bool tried_capture = false;
+
+  std::vector<Tensor> args(int from) const {
+    std::vector<Tensor> a;
+    for (const Slot& s : inputs) switch (s.kind) {
+        case Slot::Kind::Param: a.push_back(sets[from][s.index]); break;
+        case Slot::Kind::State: a.push_back(sets[from][n_params + s.index]); break;
+        case Slot::Kind::Data: a.push_back(data[s.index]); break;
+        case Slot::Kind::Lr: a.push_back(lr); break;
+        case Slot::Kind::Step: a.push_back(step); break;
+      }
+    return a;
+  }
+  std::vector<Tensor> results(int to) const {
+    std::vector<Tensor> r{loss};
+    r.insert(r.end(), sets[to].begin(), sets[to].end());
+    return r;
+  }
+};
+
+namespace {
+
+Tensor on_device(Device& d, const Tensor& host) { return host.to(d.allocator()); }
+
+void write_scalar(Device& d, Tensor& t, double v) {
+  Tensor h = Tensor::empty(t.dtype(), {});
+  visit_dtype(t.dtype(), [&](auto z) {
+    using T = decltype(z);
+    if constexpr (std::is_same_v<T, double>) h.data<T>()[0] = v;
+    else if constexpr (std::is_same_v<T, float> || std::is_same_v<T, f16> || std::is_same_v<T, bf16>) h.data<T>()[0] = T(float(v));
+  });
+  t.allocator()->copy_from_host(t.raw(), h.raw(), h.nbytes());
+}
+
+}  // namespace
+
+Trainer::Trainer(Model& model, const Var& loss, Optimizer optimizer, Device& device, TrainerOptions options)
+    : model_(model), optimizer_(std::move(optimizer)), device_(device), options_(std::move(options)),
+      impl_(std::make_unique<Impl>()) {
+  if (loss.graph() != &model.graph()) throw InputError("trainer: the loss is not in the model's graph");
+  if (numel(loss.shape()) != 1) throw InputError("trainer: the loss has shape " + shape_str(loss.shape()) + ", not one element");
+  if (model.parameters().empty()) throw InputError("trainer: the model has no parameters");
+  Impl& m = *impl_;
+  // The step graph: the model's graph, then its gradients, the clipping and the updates.
+  ir::Graph g = model.graph();
+  g.results.clear();
+  const DType dt = model.dtype();
+  std::vector<Var> params, state;
+  for (const Var& p : model.parameter_vars()) params.emplace_back(&g, p.value());
+  const auto names = optimizer_.state_names();
+  for (const Parameter& p : model.parameters())
+    for (const std::string& s : names) state.push_back(input(g, "state/" + p.name + "/" + s, dt, p.type.shape));
+  Var lr = input(g, "lr", dt, {}), step = input(g, "step", dt, {});
+  Var l(&g, loss.value());
+  std::vector<Var> grads = grad(l, params);
+  if (options_.clip_norm > 0) grads = clip_by_global_norm(grads, options_.clip_norm);
+  std::vector<Var> new_params, new_state;
+  for (size_t k = 0; k < params.size(); ++k) {
+    std::vector<Var> st(state.begin() + int64_t(k * names.size()), state.begin() + int64_t((k + 1) * names.size()));
+    std::vector<Var> u = optimizer_.update(params[k], grads[k], st, lr, step);
+    new_params.push_back(u[0]);
+    new_state.insert(new_state.end(), u.begin() + 1, u.end());
+  }
+  std::vector<Var> outs{l};
+  outs.insert(outs.end(), new_params.begin(), new_params.end());
+  outs.insert(outs.end(), new_state.begin(), new_state.end());
+  output(g, outs);
+
+  // Which input is which.
+  std::map<int32_t, Slot> slot_of;
+  for (size_t k = 0; k < params.size(); ++k) slot_of[params[k].value().node] = {Slot::Kind::Param, k};
+  for (size_t k = 0; k < state.size(); ++k) slot_of[state[k].value().node] = {Slot::Kind::State, k};
+  for (size_t k = 0; k < model.data_inputs().size(); ++k)
+    slot_of[model.data_inputs()[k].value().node] = {Slot::Kind::Data, k};
+  slot_of[lr.value().node] = {Slot::Kind::Lr, 0};
+  slot_of[step.value().node] = {Slot::Kind::Step, 0};
+  for (ir::Value v : g.params) {
+    auto it = slot_of.find(v.node);
+    if (it == slot_of.end())
+      throw InputError("trainer: the graph input '" + g.node(v).attrs.get_string("name") +
+                       "' is neither a parameter nor a data input declared through the model");
+    m.inputs.push_back(it->second);
+  }
+  m.n_params = params.size();
+  m.n_state = state.size();
+
+  program_ = std::make_unique<Program>(compile(g, device_, options_.compile));
+  std::vector<Tensor> init = model.initial_values(options_.seed);
+  for (int s = 0; s < 2; ++s) {
+    for (const Tensor& t : init) m.sets[s].push_back(on_device(device_, t));
+    for (size_t k = 0; k < state.size(); ++k) m.sets[s].push_back(on_device(device_, Tensor::zeros(dt, state[k].shape())));
+  }
+  for (const Var& d : model.data_inputs()) m.data.push_back(Tensor::empty(d.dtype(), d.shape(), device_.allocator()));
+  m.lr = Tensor::empty(dt, {}, device_.allocator());
+  m.step = Tensor::empty(dt, {}, device_.allocator());
+  m.loss = Tensor::empty(loss.dtype(), loss.shape(), device_.allocator());
+  m.exec = std::make_unique<Executor>(*program_, device_);
+}
+
+Trainer::~Trainer() = default;
+
+double Trainer::learning_rate() const { return options_.schedule.at(optimizer_.lr(), steps_); }
+
+bool Trainer::replays() const { return impl_->replay[0] != nullptr; }
+
+void Trainer::step(const std::vector<Tensor>& data) {
+  Impl& m = *impl_;
+  if (data.size() != m.data.size())
+    throw InputError("trainer: step takes " + std::to_string(m.data.size()) + " data inputs, got " + std::to_string(data.size()));
+  for (size_t k = 0; k < data.size(); ++k) {
+    if (data[k].type() != m.data[k].type())
+      throw InputError("trainer: data input " + std::to_string(k) + " ('" +
+                       model_.graph().node(model_.data_inputs()[k].value()).attrs.get_string("name") + "') is " +
+                       data[k].type().str() + ", the model declares " + m.data[k].type().str());
+    Tensor src = data[k].is_host() ? data[k].contiguous() : data[k].to(host_allocator());
+    m.data[k].allocator()->copy_from_host(m.data[k].raw(), src.raw(), src.nbytes());
+  }
+  write_scalar(device_, m.lr, learning_rate());
+  write_scalar(device_, m.step, double(steps_ + 1));
+  const int from = int(steps_ % 2), to = 1 - from;
+  if (options_.capture && !m.tried_capture) {
+    m.tried_capture = true;
+    // capture() runs the program once per direction before recording it: keep the two
+    // sets as they are and put them back afterwards.
+    std::vector<Tensor> saved[2];
+    for (int s = 0; s < 2; ++s)
+      for (const Tensor& t : m.sets[s]) saved[s].push_back(t.clone());
+    try {
+      for (int s = 0; s < 2; ++s) {
+        std::vector<Tensor> in = m.args(s), out = m.results(1 - s);
+        m.replay[s] = m.exec->capture(in, out);
+      }
+    } catch (const InputError&) {
+      m.replay[0].reset();
+      m.replay[1].reset();
+    }
+    device_.synchronize();
+    for (int s = 0; s < 2; ++s)
+      for (size_t k = 0; k < saved[s].size(); ++k)
+        m.sets[s][k].allocator()->copy_within(m.sets[s][k].raw(), saved[s][k].raw(), saved[s][k].nbytes());
+  }
+  if (m.replay[from]) {
+    m.replay[from]->launch();
+  } else {
+    std::vector<Tensor> out = m.results(to);
+    m.exec->enqueue(m.args(from), out);
+  }
+  ++steps_;
+}
+
+double Trainer::loss() {
+  if (steps_ == 0) throw InputError("trainer: no step has run yet");
+  device_.synchronize();
+  Tensor h = impl_->loss.to(host_allocator());
+  return visit_dtype(h.dtype(), [&](auto z) -> double {
+    using T = decltype(z);
+    if constexpr (std::is_same_v<T, double> || std::is_same_v<T, float>) return double(h.data<T>()[0]);
+    else if constexpr (std::is_same_v<T, f16> || std::is_same_v<T, bf16>) return double(float(h.data<T>()[0]));
+    else throw InternalError("trainer: the loss is not a float");
+  });
+}
+
+std::vector<Tensor> Trainer::parameters() const {
+  device_.synchronize();
+  const auto& set = impl_->sets[steps_ % 2];
+  std::vector<Tensor> r;
+  for (size_t k = 0; k < impl_->n_params; ++k) r.push_back(set[k].to(host_allocator()));
+  return r;
+}
+
+std::vector<Tensor> Trainer::state() const {
+  device_.synchronize();
+  const auto& set = impl_->sets[steps_ % 2];
+  std::vector<Tensor> r;
+  for (size_t k = impl_->n_params; k < set.size(); ++k) r.push_back(set[k].to(host_allocator()));
+  return r;
+}
+
+void Trainer::set_parameters(const std::vector<Tensor>& values) {
+  Impl& m = *impl_;
+  if (values.size() != m.n_params)
+    throw InputError("trainer: " + std::to_string(values.size()) + " values for " + std::to_string(m.n_params) + " parameters");
+  device_.synchronize();
+  auto& set = m.sets[steps_ % 2];
+  for (size_t k = 0; k < values.size(); ++k) {
+    if (values[k].type() != set[k].type())
+      throw InputError("trainer: a value for '" + model_.parameters()[k].name + "' is " + values[k].type().str() +
+                       ", the parameter " + set[k].type().str());
+    Tensor src = values[k].is_host() ? values[k].contiguous() : values[k].to(host_allocator());
+    set[k].allocator()->copy_from_host(set[k].raw(), src.raw(), src.nbytes());
+  }
+}
+
+void Trainer::save(const std::string& path) const {
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  std::vector<Tensor> p = parameters(), s = state();
+  const auto names = optimizer_.state_names();
+  for (size_t k = 0; k < p.size(); ++k) tensors.emplace_back("param/" + model_.parameters()[k].name, p[k]);
+  for (size_t k = 0; k < s.size(); ++k)
+    tensors.emplace_back("state/" + model_.parameters()[k / names.size()].name + "/" + names[k % names.size()], s[k]);
+  io::write_safetensors(path, tensors,
+                        {{"format", "rlx-checkpoint-1"}, {"step", std::to_string(steps_)}, {"optimizer", optimizer_.name()}});
+}
+
+void Trainer::load(const std::string& path) {
+  io::SafetensorsFile f(path);
+  auto meta = [&](const std::string& key) {
+    auto it = f.metadata().find(key);
+    if (it == f.metadata().end()) throw InputError(path + ": not an rlx checkpoint (no '" + key + "' in its metadata)");
+    return it->second;
+  };
+  if (meta("format") != "rlx-checkpoint-1") throw InputError(path + ": unknown checkpoint format '" + meta("format") + "'");
+  if (meta("optimizer") != optimizer_.name())
+    throw InputError(path + ": the checkpoint's optimizer is " + meta("optimizer") + ", this run's " + optimizer_.name());
+  int64_t step = 0;
+  try {
+    size_t used = 0;
+    step = std::stoll(meta("step"), &used);
+    if (used != meta("step").size() || step < 0) throw std::invalid_argument("step");
+  } catch (const std::logic_error&) {
+    throw InputError(path + ": the checkpoint's step '" + meta("step") + "' is not a count");
+  }
+  const auto names = optimizer_.state_names();
+  std::vector<std::pair<std::string, TensorType>> want;
+  for (const Parameter& p : model_.parameters()) want.emplace_back("param/" + p.name, p.type);
+  for (const Parameter& p : model_.parameters())
+    for (const std::string& s : names) want.emplace_back("state/" + p.name + "/" + s, p.type);
+  if (f.tensors().size() != want.size())
+    throw InputError(path + ": the checkpoint holds " + std::to_string(f.tensors().size()) + " tensors, this model and optimizer " +
+                     std::to_string(want.size()));
+  std::vector<Tensor> values;
+  for (const auto& [name, type] : want) {
+    if (!f.contains(name)) throw InputError(path + ": the checkpoint lacks '" + name + "'");
+    Tensor t = f.tensor(name);
+    if (t.type() != type) throw InputError(path + ": '" + name + "' is " + t.type().str() + ", the model's " + type.str());
+    values.push_back(std::move(t));
+  }
+  device_.synchronize();
+  steps_ = step;
+  auto& set = impl_->sets[steps_ % 2];
+  for (size_t k = 0; k < values.size(); ++k)
+    set[k].allocator()->copy_from_host(set[k].raw(), values[k].raw(), values[k].nbytes());
+}
+
+}  // namespace rlx::nn

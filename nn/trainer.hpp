@@ -1,0 +1,72 @@
+// One compiled training step: forward, backward (passes/autodiff.hpp) and the optimizer's
+// update in one program for one device. Parameters and optimizer state live on the device
+// between steps — two sets of buffers, each step reading one and writing the other — and
+// only the loss comes back, when asked for. On a device that records (cuda), each step
+// replays a captured graph.
+//
+//   nn::Trainer t(model, loss, nn::Sgd{.lr = 0.1, .momentum = 0.9}, device);
+//   t.step({images, labels});            // the model's data inputs, in declaration order
+//   double l = t.loss();
+#pragma once
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "nn/model.hpp"
+#include "nn/optim.hpp"
+#include "runtime/executor.hpp"
+#include "runtime/runtime.hpp"
+
+namespace rlx::nn {
+
+struct TrainerOptions {
+  uint64_t seed = 0;       // the parameters' initial values (Model::initial_values)
+  double clip_norm = 0;    // > 0: global-norm gradient clipping
+  LrSchedule schedule{};   // the learning rate per step
+  bool capture = true;     // replay the step as a recorded graph where the device can
+  CompileOptions compile{};
+};
+
+class Trainer {
+ public:
+  Trainer(Model& model, const Var& loss, Optimizer optimizer, Device& device, TrainerOptions options = {});
+  ~Trainer();
+  Trainer(const Trainer&) = delete;
+  Trainer& operator=(const Trainer&) = delete;
+
+  // One step on a batch: the model's data inputs in declaration order, host or device
+  // tensors of their declared types. Returns without waiting for the device.
+  void step(const std::vector<Tensor>& data);
+  double loss();  // the last step's loss (waits for the step)
+  int64_t steps_done() const { return steps_; }
+  double learning_rate() const;  // the rate the next step uses
+  const Program& program() const { return *program_; }
+  const Model& model() const { return model_; }
+  bool replays() const;  // whether steps replay a recorded graph
+
+  // Host copies of the parameters (and of each one's optimizer state), in declaration order.
+  std::vector<Tensor> parameters() const;
+  std::vector<Tensor> state() const;
+  // Replaces the parameters (e.g. a trained model's), keeping the optimizer state.
+  void set_parameters(const std::vector<Tensor>& values);
+
+  // Checkpoints: parameters ("param/<name>"), optimizer state ("state/<name>/<slot>") and the
+  // step count and optimizer (metadata) in one safetensors file, written atomically. load()
+  // checks that the file matches this trainer's model and optimizer; a run resumed from a
+  // checkpoint continues exactly as the uninterrupted run would.
+  void save(const std::string& path) const;
+  void load(const std::string& path);
+
+ private:
+  struct Impl;
+  Model& model_;
+  Optimizer optimizer_;
+  Device& device_;
+  TrainerOptions options_;
+  std::unique_ptr<Program> program_;
+  std::unique_ptr<Impl> impl_;
+  int64_t steps_ = 0;
+};
+
+}  // namespace rlx::nn

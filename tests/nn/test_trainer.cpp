@@ -1,0 +1,218 @@
+// nn::Model, the layers' parameters, optimizers, schedules and the Trainer: one step
+// against the update written out by hand, a resumed run bit for bit equal to an
+// uninterrupted one, and every refusal's message.
+#define BOOST_TEST_MODULE nn_trainer
+#include <boost/test/unit_test.hpp>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <random>
+
+#include "core/error.hpp"
+#include "nn/layers.hpp"
+#include "nn/trainer.hpp"
+
+namespace rlx::nn {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path scratch() {
+  fs::path p = fs::temp_directory_path() / ("rlx-nn-trainer-" + std::to_string(::getpid()));
+  fs::create_directories(p);
+  return p;
+}
+
+Tensor random(Shape s, uint64_t seed, DType t = DType::F32) {
+  Tensor r = Tensor::empty(t, std::move(s));
+  std::mt19937_64 g(seed);
+  std::uniform_real_distribution<double> u(-1, 1);
+  for (int64_t i = 0; i < r.numel(); ++i) {
+    if (t == DType::F32) r.data<float>()[i] = float(u(g));
+    else r.data<double>()[i] = u(g);
+  }
+  return r;
+}
+
+template <class F>
+void expect_error(F&& f, const std::string& phrase) {
+  try {
+    f();
+    BOOST_ERROR("no error; expected '" << phrase << "'");
+  } catch (const InputError& e) {
+    BOOST_TEST(std::string(e.what()).find(phrase) != std::string::npos, e.what());
+  }
+}
+
+// y = x W^T, loss = mse(y, t): one SGD step (no momentum) is W - lr * 2/(N O) (xW^T - t)^T x.
+BOOST_AUTO_TEST_CASE(one_sgd_step_matches_the_update_by_hand) {
+  for (const char* device : {"reference", "cpu"}) {
+    BOOST_TEST_CONTEXT(device) {
+      ir::Graph g;
+      Model m(g, DType::F64);
+      const int64_t n = 5, in = 3, out = 2;
+      Var x = m.input("x", DType::F64, {n, in});
+      Var t = m.input("t", DType::F64, {n, out});
+      Var y = linear(m, "fc", x, out, false);
+      Trainer tr(m, mse(y, t), Sgd{.lr = 0.3}, DeviceRegistry::get().at(device), {.seed = 4});
+      Tensor w = tr.parameters()[0];
+      Tensor xv = random({n, in}, 1, DType::F64), tv = random({n, out}, 2, DType::F64);
+      tr.step({xv, tv});
+      Tensor w1 = tr.parameters()[0];
+      const double* W = w.data<double>();
+      const double* X = xv.data<double>();
+      const double* T = tv.data<double>();
+      double loss = 0;
+      std::vector<double> r(size_t(n * out));
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t o = 0; o < out; ++o) {
+          double s = 0;
+          for (int64_t k = 0; k < in; ++k) s += X[i * in + k] * W[o * in + k];
+          r[size_t(i * out + o)] = s - T[i * out + o];
+          loss += r[size_t(i * out + o)] * r[size_t(i * out + o)] / double(n * out);
+        }
+      for (int64_t o = 0; o < out; ++o)
+        for (int64_t k = 0; k < in; ++k) {
+          double gr = 0;
+          for (int64_t i = 0; i < n; ++i) gr += 2.0 / double(n * out) * r[size_t(i * out + o)] * X[i * in + k];
+          BOOST_TEST(w1.data<double>()[o * in + k] == W[o * in + k] - 0.3 * gr, boost::test_tools::tolerance(1e-12));
+        }
+      BOOST_TEST(tr.loss() == loss, boost::test_tools::tolerance(1e-12));
+    }
+  }
+}
+
+// A small classifier on fixed data: the loss falls; a run saved after 3 steps and resumed
+// in a new trainer ends with the same bits as 6 steps in one go.
+BOOST_AUTO_TEST_CASE(training_reduces_the_loss_and_resumes_bit_for_bit) {
+  auto make = [](ir::Graph& g, Model& m) {
+    Var x = m.input("x", DType::F32, {16, 8});
+    Var labels = m.input("labels", DType::I64, {16});
+    return cross_entropy(mlp(m, "mlp", x, {8, 12, 4}), labels);
+  };
+  Tensor xv = random({16, 8}, 3);
+  Tensor lv = Tensor::empty(DType::I64, {16});
+  for (int64_t i = 0; i < 16; ++i) lv.data<int64_t>()[i] = (xv.data<float>()[i * 8] > 0) + 2 * (xv.data<float>()[i * 8 + 1] > 0);
+  for (const char* opt : {"sgd", "adamw"}) {
+    BOOST_TEST_CONTEXT(opt) {
+      auto optimizer = [&]() -> Optimizer {
+        if (std::string(opt) == "sgd") return Sgd{.lr = 0.2, .momentum = 0.9, .nesterov = true};
+        return Optimizer::adamw({.lr = 0.01, .weight_decay = 0.01});
+      };
+      Device& d = DeviceRegistry::get().at("cpu");
+      const TrainerOptions o{.seed = 9, .clip_norm = 5, .schedule = {.kind = LrSchedule::Kind::Cosine, .warmup = 2, .total = 10}};
+      ir::Graph g1;
+      Model m1(g1);
+      Trainer a(m1, make(g1, m1), optimizer(), d, o);
+      a.step({xv, lv});
+      const double first = a.loss();
+      for (int i = 1; i < 6; ++i) a.step({xv, lv});
+      BOOST_TEST(a.loss() < first);
+
+      ir::Graph g2;
+      Model m2(g2);
+      Trainer b(m2, make(g2, m2), optimizer(), d, o);
+      for (int i = 0; i < 3; ++i) b.step({xv, lv});
+      const std::string path = (scratch() / (std::string(opt) + ".safetensors")).string();
+      b.save(path);
+      ir::Graph g3;
+      Model m3(g3);
+      Trainer c(m3, make(g3, m3), optimizer(), d, o);
+      c.load(path);
+      BOOST_TEST(c.steps_done() == 3);
+      for (int i = 0; i < 3; ++i) c.step({xv, lv});
+      auto pa = a.parameters(), pc = c.parameters();
+      auto sa = a.state(), sc = c.state();
+      BOOST_REQUIRE_EQUAL(pa.size(), pc.size());
+      for (size_t k = 0; k < pa.size(); ++k)
+        BOOST_TEST(std::memcmp(pa[k].raw(), pc[k].raw(), pa[k].nbytes()) == 0, m1.parameters()[k].name);
+      for (size_t k = 0; k < sa.size(); ++k) BOOST_TEST(std::memcmp(sa[k].raw(), sc[k].raw(), sa[k].nbytes()) == 0);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(parameters_are_named_and_initialised_like_pytorch) {
+  ir::Graph g;
+  Model m(g);
+  Var x = m.input("x", DType::F32, {2, 300});
+  mlp(m, "net", x, {300, 50, 10});
+  std::vector<std::string> names;
+  for (const Parameter& p : m.parameters()) names.push_back(p.name);
+  BOOST_TEST(names == (std::vector<std::string>{"net/0/weight", "net/0/bias", "net/1/weight", "net/1/bias"}),
+             boost::test_tools::per_element());
+  BOOST_TEST(m.parameter_count() == 300 * 50 + 50 + 50 * 10 + 10);
+  auto v = m.initial_values(1), again = m.initial_values(1), other = m.initial_values(2);
+  const double bound = 1 / std::sqrt(300.0);
+  double sum2 = 0, top = 0;
+  for (int64_t i = 0; i < v[0].numel(); ++i) {
+    const double w = v[0].data<float>()[i];
+    top = std::max(top, std::abs(w));
+    sum2 += w * w;
+  }
+  BOOST_TEST(top <= bound);
+  BOOST_TEST(top > 0.99 * bound);
+  // U(-b, b) has variance b^2 / 3.
+  BOOST_TEST(sum2 / double(v[0].numel()) == bound * bound / 3, boost::test_tools::tolerance(0.03));
+  BOOST_TEST(std::memcmp(v[0].raw(), again[0].raw(), v[0].nbytes()) == 0);
+  BOOST_TEST(std::memcmp(v[0].raw(), other[0].raw(), v[0].nbytes()) != 0);
+  expect_error([&] { m.param("net/0/weight", {2}, Init::zeros()); }, "declared twice");
+}
+
+BOOST_AUTO_TEST_CASE(schedules_and_clipping) {
+  LrSchedule cosine{.kind = LrSchedule::Kind::Cosine, .warmup = 4, .total = 10, .min_lr = 0.01};
+  BOOST_TEST(cosine.at(1.0, 0) == 0.25);
+  BOOST_TEST(cosine.at(1.0, 3) == 1.0);
+  BOOST_TEST(cosine.at(1.0, 4) == 1.0);
+  BOOST_TEST(cosine.at(1.0, 9) == 0.01 + 0.99 * 0.5, boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(cosine.at(1.0, 100) == 0.01, boost::test_tools::tolerance(1e-12));
+  LrSchedule step{.kind = LrSchedule::Kind::Step, .step_size = 3, .gamma = 0.5};
+  BOOST_TEST(step.at(1.0, 2) == 1.0);
+  BOOST_TEST(step.at(1.0, 3) == 0.5);
+  BOOST_TEST(step.at(1.0, 7) == 0.25);
+  ir::Graph g;
+  Var a = input(g, "a", DType::F64, {3});
+  Var b = input(g, "b", DType::F64, {2});
+  auto c = clip_by_global_norm({a, b}, 1.0);
+  output(g, c);
+  Tensor av = Tensor::empty(DType::F64, {3}), bv = Tensor::empty(DType::F64, {2});
+  const double A[] = {3, 0, 0}, B[] = {0, 4};  // norm 5
+  std::memcpy(av.raw(), A, sizeof A);
+  std::memcpy(bv.raw(), B, sizeof B);
+  Device& d = DeviceRegistry::get().at("reference");
+  auto r = run(compile(g, d), d, {av, bv});
+  BOOST_TEST(r[0].data<double>()[0] == 3 / (5 + 1e-6), boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(r[1].data<double>()[1] == 4 / (5 + 1e-6), boost::test_tools::tolerance(1e-12));
+}
+
+BOOST_AUTO_TEST_CASE(refusals_name_what_is_wrong) {
+  Device& d = DeviceRegistry::get().at("cpu");
+  ir::Graph g;
+  Model m(g);
+  Var x = m.input("x", DType::F32, {4, 3});
+  Var t = m.input("t", DType::F32, {4, 2});
+  Var y = linear(m, "fc", x, 2);
+  Trainer tr(m, mse(y, t), Sgd{.lr = 0.1, .momentum = 0.9}, d);
+  expect_error([&] { tr.loss(); }, "no step has run yet");
+  expect_error([&] { tr.step({random({4, 3}, 1)}); }, "takes 2 data inputs, got 1");
+  expect_error([&] { tr.step({random({4, 4}, 1), random({4, 2}, 2)}); }, "data input 0 ('x') is f32[4,4], the model declares f32[4,3]");
+  expect_error([&] { Trainer bad(m, y, Sgd{}, d); }, "not one element");
+  tr.step({random({4, 3}, 1), random({4, 2}, 2)});
+  const std::string path = (scratch() / "sgd.safetensors").string();
+  tr.save(path);
+  ir::Graph g2;
+  Model m2(g2);
+  Var x2 = m2.input("x", DType::F32, {4, 3});
+  Var t2 = m2.input("t", DType::F32, {4, 2});
+  Trainer other(m2, mse(linear(m2, "fc", x2, 2), t2), Adam{}, d);
+  expect_error([&] { other.load(path); }, "optimizer is sgd, this run's adam");
+  ir::Graph g3;
+  Model m3(g3);
+  Var x3 = m3.input("x", DType::F32, {4, 3});
+  Var t3 = m3.input("t", DType::F32, {4, 2});
+  Trainer wider(m3, mse(linear(m3, "fc", x3, 2, false), t3), Sgd{.lr = 0.1, .momentum = 0.9}, d);
+  expect_error([&] { wider.load(path); }, "holds 4 tensors, this model and optimizer 2");
+  expect_error([&] { tr.load((scratch() / "missing.safetensors").string()); }, "missing.safetensors");
+}
+
+}  // namespace
+}  // namespace rlx::nn
