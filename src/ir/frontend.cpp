@@ -258,5 +258,31 @@ Var attention(const Var& q, const Var& k, const Var& v, const std::string& mask,
   if (bias) in.push_back(*bias);
   return op("attention", in, {{"mask", mask}}, loc);
 }
+Var conv2d(const Var& x, const Var& w, std::optional<Var> b, const Conv2dOptions& o, SrcLoc loc) {
+  std::vector<Var> in{x, w};
+  if (b) in.push_back(*b);
+  auto ints = [](const std::array<int64_t, 2>& v) { return std::vector<int64_t>{v[0], v[1]}; };
+  return op("conv2d", in,
+            {{"stride", ints(o.stride)}, {"padding", ints(o.padding)}, {"dilation", ints(o.dilation)}, {"groups", o.groups}},
+            loc);
+}
+static ir::Attrs pool_attrs(std::array<int64_t, 2> k, std::array<int64_t, 2> s, std::array<int64_t, 2> p) {
+  const bool default_stride = s[0] == 0 && s[1] == 0;
+  return {{"kernel", std::vector<int64_t>{k[0], k[1]}},
+          {"stride", default_stride ? std::vector<int64_t>{} : std::vector<int64_t>{s[0], s[1]}},
+          {"padding", std::vector<int64_t>{p[0], p[1]}}};
+}
+Var max_pool2d(const Var& x, std::array<int64_t, 2> k, std::array<int64_t, 2> s, std::array<int64_t, 2> p, SrcLoc loc) {
+  return op("max_pool2d", {x}, pool_attrs(k, s, p), loc);
+}
+Var avg_pool2d(const Var& x, std::array<int64_t, 2> k, std::array<int64_t, 2> s, std::array<int64_t, 2> p, SrcLoc loc) {
+  return op("avg_pool2d", {x}, pool_attrs(k, s, p), loc);
+}
+BatchNormResult batch_norm(const Var& x, const Var& gamma, const Var& beta, const Var& running_mean,
+                           const Var& running_var, bool training, double momentum, double eps, SrcLoc loc) {
+  std::vector<Var> r = op_multi("batch_norm", {x, gamma, beta, running_mean, running_var},
+                                {{"training", training}, {"momentum", momentum}, {"eps", eps}}, {}, loc);
+  return {r[0], r[1], r[2]};
+}
 
 }  // namespace rlx

@@ -8,6 +8,7 @@
 // Every call records the caller's file and line on the node it creates, so errors and
 // dispatch reports point at the user's code. Lowering bodies use the same functions.
 #pragma once
+#include <array>
 #include <functional>
 #include <optional>
 #include <source_location>
@@ -162,5 +163,27 @@ Var cross_entropy(const Var& logits, const Var& labels, SrcLoc loc = SrcLoc::cur
 // q [..., Lq, D], k [..., Lk, D], v [..., Lk, Dv]; mask "none" | "causal"; optional additive bias [.., Lq, Lk].
 Var attention(const Var& q, const Var& k, const Var& v, const std::string& mask = "none",
               std::optional<Var> bias = std::nullopt, SrcLoc loc = SrcLoc::current());
+// x [N, C, H, W], w [O, C/groups, kh, kw], b [O]: PyTorch's conv2d, lowered through im2col.
+struct Conv2dOptions {
+  std::array<int64_t, 2> stride{1, 1}, padding{0, 0}, dilation{1, 1};
+  int64_t groups = 1;
+};
+Var conv2d(const Var& x, const Var& w, std::optional<Var> b = std::nullopt, const Conv2dOptions& o = {},
+           SrcLoc loc = SrcLoc::current());
+// Pooling over kh x kw windows of x [N, C, H, W]; a stride of {0, 0} means the kernel. Max pads
+// with -inf; average counts the zero padding (count_include_pad).
+Var max_pool2d(const Var& x, std::array<int64_t, 2> kernel, std::array<int64_t, 2> stride = {0, 0},
+               std::array<int64_t, 2> padding = {0, 0}, SrcLoc loc = SrcLoc::current());
+Var avg_pool2d(const Var& x, std::array<int64_t, 2> kernel, std::array<int64_t, 2> stride = {0, 0},
+               std::array<int64_t, 2> padding = {0, 0}, SrcLoc loc = SrcLoc::current());
+// x [N, C, ...] normalized per channel (gamma, beta and the running statistics [C]). training:
+// by the batch's statistics, with the running ones updated (PyTorch's rule); otherwise by the
+// running statistics, which come back unchanged.
+struct BatchNormResult {
+  Var y, running_mean, running_var;
+};
+BatchNormResult batch_norm(const Var& x, const Var& gamma, const Var& beta, const Var& running_mean,
+                           const Var& running_var, bool training, double momentum = 0.1, double eps = 1e-5,
+                           SrcLoc loc = SrcLoc::current());
 
 }  // namespace rlx

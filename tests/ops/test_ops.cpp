@@ -5,6 +5,7 @@
 #define BOOST_TEST_MODULE ops
 #include <boost/test/unit_test.hpp>
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -603,10 +604,13 @@ void check_l2(const OpCase& c) {
 
 // ---------------------------------------------------------------- L1 table
 
-// An L1 test graph and its expected result, computed directly from the input values.
+// An L1 test graph and its expected result, computed directly from the input values (and,
+// for ops with several results, the further results and theirs).
 struct L1Built {
   Var out;
   std::vector<cd> want;
+  std::vector<Var> more_out = {};
+  std::vector<std::vector<cd>> more_want = {};
 };
 using L1Make = std::function<L1Built(Build&, DType)>;
 struct L1Case {
@@ -831,6 +835,108 @@ L1Make attention_case(const std::string& mask, bool bias, int64_t B = 2, int64_t
   };
 }
 
+// PyTorch's conv2d by its definition, one output element at a time in double: out-of-range
+// taps are the zero padding.
+struct ConvSpec {
+  Shape x;
+  int64_t out, kh, kw;
+  std::array<int64_t, 2> stride{1, 1}, padding{0, 0}, dilation{1, 1};
+  int64_t groups = 1;
+  bool bias = true;
+};
+L1Make conv2d_case(ConvSpec c) {
+  return [c](Build& b, DType t) {
+    const int64_t n = c.x[0], ch = c.x[1], h = c.x[2], w = c.x[3], cg = ch / c.groups, og = c.out / c.groups;
+    Var x = b.in(t, c.x), wt = b.in(t, {c.out, cg, c.kh, c.kw});
+    std::optional<Var> bias;
+    if (c.bias) bias = b.in(t, {c.out});
+    auto X = reals(b.inputs[0]), W = reals(b.inputs[1]);
+    auto B = c.bias ? reals(b.inputs[2]) : std::vector<double>(size_t(c.out), 0.0);
+    const int64_t ho = (h + 2 * c.padding[0] - c.dilation[0] * (c.kh - 1) - 1) / c.stride[0] + 1;
+    const int64_t wo = (w + 2 * c.padding[1] - c.dilation[1] * (c.kw - 1) - 1) / c.stride[1] + 1;
+    std::vector<double> y;
+    for (int64_t in = 0; in < n; ++in)
+      for (int64_t o = 0; o < c.out; ++o)
+        for (int64_t oh = 0; oh < ho; ++oh)
+          for (int64_t ow = 0; ow < wo; ++ow) {
+            double acc = B[size_t(o)];
+            for (int64_t ci = 0; ci < cg; ++ci)
+              for (int64_t i = 0; i < c.kh; ++i)
+                for (int64_t j = 0; j < c.kw; ++j) {
+                  const int64_t ih = oh * c.stride[0] - c.padding[0] + i * c.dilation[0];
+                  const int64_t iw = ow * c.stride[1] - c.padding[1] + j * c.dilation[1];
+                  if (ih < 0 || ih >= h || iw < 0 || iw >= w) continue;
+                  const int64_t cin = o / og * cg + ci;
+                  acc += X[size_t(((in * ch + cin) * h + ih) * w + iw)] * W[size_t(((o * cg + ci) * c.kh + i) * c.kw + j)];
+                }
+            y.push_back(acc);
+          }
+    Conv2dOptions opt{.stride = c.stride, .padding = c.padding, .dilation = c.dilation, .groups = c.groups};
+    return L1Built{conv2d(x, wt, bias, opt), as_complex(y)};
+  };
+}
+
+// Max or mean over each window of the padded input: max over the elements inside the input
+// (a -inf pad never wins); the mean divides by kh*kw, the padding counted.
+L1Make pool_case(bool is_max, Shape xs, std::array<int64_t, 2> k, std::array<int64_t, 2> s = {0, 0},
+                 std::array<int64_t, 2> p = {0, 0}, Range r = {}) {
+  return [=](Build& b, DType t) {
+    const std::array<int64_t, 2> st = s[0] == 0 ? k : s;
+    const int64_t h = xs[2], w = xs[3];
+    Var x = b.in(t, xs, r);
+    auto X = reals(b.inputs[0]);
+    const int64_t ho = (h + 2 * p[0] - k[0]) / st[0] + 1, wo = (w + 2 * p[1] - k[1]) / st[1] + 1;
+    std::vector<double> y;
+    for (int64_t plane = 0; plane < xs[0] * xs[1]; ++plane)
+      for (int64_t oh = 0; oh < ho; ++oh)
+        for (int64_t ow = 0; ow < wo; ++ow) {
+          double acc = is_max ? -INFINITY : 0;
+          for (int64_t i = 0; i < k[0]; ++i)
+            for (int64_t j = 0; j < k[1]; ++j) {
+              const int64_t ih = oh * st[0] - p[0] + i, iw = ow * st[1] - p[1] + j;
+              if (ih < 0 || ih >= h || iw < 0 || iw >= w) continue;
+              const double v = X[size_t((plane * h + ih) * w + iw)];
+              acc = is_max ? std::max(acc, v) : acc + v;
+            }
+          y.push_back(is_max ? acc : acc / double(k[0] * k[1]));
+        }
+    return L1Built{is_max ? max_pool2d(x, k, s, p) : avg_pool2d(x, k, s, p), as_complex(y)};
+  };
+}
+
+// Per channel (axis 1) over the other axes: training normalizes by the batch's mean and biased
+// variance and moves the running statistics by momentum (variance unbiased); inference
+// normalizes by the running statistics and returns them.
+L1Make batch_norm_case(Shape xs, bool training, double momentum = 0.1, double eps = 1e-5) {
+  return [=](Build& b, DType t) {
+    const int64_t c = xs[1];
+    int64_t inner = 1;
+    for (size_t d = 2; d < xs.size(); ++d) inner *= xs[d];
+    Var x = b.in(t, xs), gamma = b.in(t, {c}), beta = b.in(t, {c});
+    Var rm = b.in(t, {c}), rv = b.in(t, {c}, {.lo = 0.5, .hi = 2});
+    auto X = reals(b.inputs[0]), G = reals(b.inputs[1]), Bt = reals(b.inputs[2]), RM = reals(b.inputs[3]),
+         RV = reals(b.inputs[4]);
+    auto channel = [&](size_t i) { return size_t((int64_t(i) / inner) % c); };
+    const double count = double(numel(xs) / c);
+    std::vector<double> mean(size_t(c), 0), var(size_t(c), 0);
+    for (size_t i = 0; i < X.size(); ++i) mean[channel(i)] += X[i] / count;
+    for (size_t i = 0; i < X.size(); ++i) var[channel(i)] += (X[i] - mean[channel(i)]) * (X[i] - mean[channel(i)]) / count;
+    std::vector<double> y(X.size()), rm2(RM), rv2(RV);
+    for (size_t i = 0; i < X.size(); ++i) {
+      const size_t k = channel(i);
+      const double mu = training ? mean[k] : RM[k], s2 = training ? var[k] : RV[k];
+      y[i] = (X[i] - mu) / std::sqrt(s2 + eps) * G[k] + Bt[k];
+    }
+    if (training)
+      for (size_t k = 0; k < size_t(c); ++k) {
+        rm2[k] = (1 - momentum) * RM[k] + momentum * mean[k];
+        rv2[k] = (1 - momentum) * RV[k] + momentum * var[k] * count / (count - 1);
+      }
+    BatchNormResult r = batch_norm(x, gamma, beta, rm, rv, training, momentum, eps);
+    return L1Built{r.y, as_complex(y), {r.running_mean, r.running_var}, {as_complex(rm2), as_complex(rv2)}};
+  };
+}
+
 double gelu_erf(double x) { return 0.5 * x * (1 + std::erf(x / std::numbers::sqrt2)); }
 double gelu_tanh(double x) {
   return 0.5 * x * (1 + std::tanh(std::sqrt(2 / std::numbers::pi) * (x + 0.044715 * x * x * x)));
@@ -883,6 +989,40 @@ const std::vector<L1Case>& l1_cases() {
          }}}},
       {"cross_entropy",
        {{"labels=i32", cross_entropy_case(DType::I32)}, {"labels=i64", cross_entropy_case(DType::I64)}}},
+      {"conv2d",
+       {{"x[2,3,9,7] w[4,3,3,3] b", conv2d_case({.x = {2, 3, 9, 7}, .out = 4, .kh = 3, .kw = 3})},
+        {"stride=2 padding=1 no bias",
+         conv2d_case({.x = {3, 2, 11, 8}, .out = 5, .kh = 3, .kw = 2, .stride = {2, 2}, .padding = {1, 1}, .bias = false})},
+        {"stride=[3,1] padding=[2,0] dilation=[2,3]",
+         conv2d_case({.x = {2, 3, 13, 10}, .out = 2, .kh = 3, .kw = 2, .stride = {3, 1}, .padding = {2, 0},
+                      .dilation = {2, 3}})},
+        {"groups=3", conv2d_case({.x = {2, 6, 7, 9}, .out = 9, .kh = 2, .kw = 3, .padding = {1, 1}, .groups = 3})},
+        {"depthwise groups=4 stride=2",
+         conv2d_case({.x = {1, 4, 9, 9}, .out = 8, .kh = 3, .kw = 3, .stride = {2, 2}, .padding = {1, 1}, .groups = 4})},
+        {"1x1", conv2d_case({.x = {3, 5, 4, 3}, .out = 7, .kh = 1, .kw = 1})},
+        {"1x1 stride=2", conv2d_case({.x = {2, 3, 5, 6}, .out = 4, .kh = 1, .kw = 1, .stride = {2, 2}})},
+        {"kernel the size of the input", conv2d_case({.x = {2, 3, 5, 4}, .out = 3, .kh = 5, .kw = 4})},
+        {"x[5,16,29,31] w[24,16,5,5] stride=2 padding=2",
+         conv2d_case({.x = {5, 16, 29, 31}, .out = 24, .kh = 5, .kw = 5, .stride = {2, 2}, .padding = {2, 2}})}}},
+      {"max_pool2d",
+       {{"[2,3,8,6] kernel=2", pool_case(true, {2, 3, 8, 6}, {2, 2})},
+        {"[2,3,9,7] kernel=3 stride=2 padding=1", pool_case(true, {2, 3, 9, 7}, {3, 3}, {2, 2}, {1, 1})},
+        {"negative inputs: the -inf padding never wins",
+         pool_case(true, {1, 2, 5, 5}, {2, 3}, {1, 2}, {1, 1}, {.lo = -4, .hi = -1})},
+        {"ties", pool_case(true, {2, 2, 7, 7}, {3, 3}, {2, 2}, {0, 0}, {.lo = -1, .hi = 1, .quantum = 0.5})},
+        {"[4,16,33,29] kernel=[3,2] stride=[2,3]", pool_case(true, {4, 16, 33, 29}, {3, 2}, {2, 3})}}},
+      {"avg_pool2d",
+       {{"[2,3,8,6] kernel=2", pool_case(false, {2, 3, 8, 6}, {2, 2})},
+        {"[2,3,9,7] kernel=3 stride=2 padding=1 (padding counted)", pool_case(false, {2, 3, 9, 7}, {3, 3}, {2, 2}, {1, 1})},
+        {"kernel=[2,3] stride=[1,2] padding=[1,1]", pool_case(false, {1, 2, 5, 5}, {2, 3}, {1, 2}, {1, 1})},
+        {"[4,16,33,29] kernel=[3,2] stride=[2,3]", pool_case(false, {4, 16, 33, 29}, {3, 2}, {2, 3})}}},
+      {"batch_norm",
+       {{"training [4,3,5,7]", batch_norm_case({4, 3, 5, 7}, true)},
+        {"training [6,5] (BatchNorm1d)", batch_norm_case({6, 5}, true)},
+        {"training [3,4,9] momentum=0.3 eps=1e-3", batch_norm_case({3, 4, 9}, true, 0.3, 1e-3)},
+        {"inference [4,3,5,7]", batch_norm_case({4, 3, 5, 7}, false)},
+        {"inference [6,5]", batch_norm_case({6, 5}, false, 0.1, 1e-3)},
+        {"training [16,24,13,11]", batch_norm_case({16, 24, 13, 11}, true)}}},
       {"sgd_update",
        {{"plain", sgd_case(0, 0, 0, false)},
         {"momentum dampening weight_decay", sgd_case(0.9, 0.1, 1e-2, false)},
@@ -912,7 +1052,9 @@ void check_l1(const L1Case& c) {
       L1Built built;
       try {
         built = make(b, t);
-        rlx::output(b.g, {built.out});
+        std::vector<Var> outs{built.out};
+        outs.insert(outs.end(), built.more_out.begin(), built.more_out.end());
+        rlx::output(b.g, outs);
       } catch (const std::exception& e) {
         BOOST_ERROR(name << ": building the graph failed: " << e.what());
         continue;
@@ -920,9 +1062,12 @@ void check_l1(const L1Case& c) {
       on_every_device(
           name, b,
           [&](const std::string& ctx, const std::vector<Tensor>& got) {
-            BOOST_REQUIRE_EQUAL(got.size(), 1u);
-            std::string m = mismatch(got[0], built.want, l1_tolerance(t));
-            BOOST_CHECK_MESSAGE(m.empty(), ctx << ": " << m << "; " << seed_note());
+            BOOST_REQUIRE_EQUAL(got.size(), 1 + built.more_out.size());
+            for (size_t r = 0; r < got.size(); ++r) {
+              std::string m = mismatch(got[r], r ? built.more_want[r - 1] : built.want, l1_tolerance(t));
+              BOOST_CHECK_MESSAGE(m.empty(), ctx << (r ? " result " + std::to_string(r) : "") << ": " << m << "; "
+                                                 << seed_note());
+            }
           },
           /*tally=*/true);
     }

@@ -1,6 +1,8 @@
 // L1 neural-network ops. Each is defined once by its lowering body (written with the
 // front end, in L2 primitives); its shape rule is that body run on a scratch graph,
 // so the declared result type and the lowering can never disagree.
+#include <array>
+#include <climits>
 #include <cmath>
 #include <numbers>
 
@@ -91,6 +93,199 @@ V rms_norm_vjp(const V& in, const V&, const V& g, const Attrs& a) {
   return {dx, vjp::unbroadcast(g[0] * x * r, in[1].shape())};
 }
 
+
+// ---- convolution and pooling: the windows gathered once (im2col), then reduced ----
+
+// A 2-D window over the last two axes of NCHW: kernel, stride, padding, dilation per axis.
+struct Window2d {
+  std::array<int64_t, 2> k, s, p, d;
+};
+
+std::array<int64_t, 2> pair_of(const Attrs& a, const char* name, int64_t least) {
+  const std::vector<int64_t>& v = a.get_ints(name);
+  if (v.size() != 2)
+    throw InputError(std::string(name) + " must hold 2 values (height, width), got " + std::to_string(v.size()));
+  if (v[0] < least || v[1] < least)
+    throw InputError(std::string(name) + " must be >= " + std::to_string(least) + ", got [" + std::to_string(v[0]) +
+                     "," + std::to_string(v[1]) + "]");
+  return {v[0], v[1]};
+}
+
+void require_nchw(const Var& x) {
+  if (x.rank() != 4) throw InputError("input must be [N, C, H, W], got " + shape_str(x.shape()));
+}
+
+// PyTorch's output extent: floor((in + 2p - d(k - 1) - 1) / s) + 1.
+int64_t window_count(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, const char* axis) {
+  const int64_t span = d * (k - 1) + 1, avail = in + 2 * p;
+  if (avail < span)
+    throw InputError(std::string("the ") + axis + " window spans " + std::to_string(span) + " (kernel " +
+                     std::to_string(k) + ", dilation " + std::to_string(d) + ") but the padded input has " +
+                     std::to_string(avail));
+  return (avail - span) / s + 1;
+}
+
+// x [N, C, H, W] -> [N, C, kh*kw, Ho*Wo], element (n, c, i*kw + j, oh*Wo + ow) being the padded
+// input at (oh*sh + i*dh, ow*sw + j*dw). One gather over the flattened padded plane with a
+// constant index: one L2 node forward, one scatter_add backward, whatever the kernel size.
+Var windows(const Var& x, const Window2d& w, double pad_value, std::array<int64_t, 2>& out) {
+  require_nchw(x);
+  const Shape& s = x.shape();
+  const int64_t n = s[0], c = s[1];
+  out = {window_count(s[2], w.k[0], w.s[0], w.p[0], w.d[0], "height"),
+         window_count(s[3], w.k[1], w.s[1], w.p[1], w.d[1], "width")};
+  const int64_t kk = w.k[0] * w.k[1], l = out[0] * out[1];
+  if (kk == 1 && w.s == std::array<int64_t, 2>{1, 1} && w.p == std::array<int64_t, 2>{0, 0})
+    return reshape(x, {n, c, 1, l});  // a 1x1 window at stride 1 is the input itself
+  Var xp = w.p[0] || w.p[1] ? pad(x, {0, 0, w.p[0], w.p[1]}, {0, 0, w.p[0], w.p[1]}, pad_value) : x;
+  const int64_t hp = s[2] + 2 * w.p[0], wp = s[3] + 2 * w.p[1];
+  const bool wide = hp * wp > INT32_MAX;
+  Tensor idx = Tensor::empty(wide ? DType::I64 : DType::I32, {kk * l});
+  int64_t e = 0;
+  for (int64_t i = 0; i < w.k[0]; ++i)
+    for (int64_t j = 0; j < w.k[1]; ++j)
+      for (int64_t oh = 0; oh < out[0]; ++oh)
+        for (int64_t ow = 0; ow < out[1]; ++ow, ++e) {
+          const int64_t at = (oh * w.s[0] + i * w.d[0]) * wp + ow * w.s[1] + j * w.d[1];
+          if (wide)
+            idx.data<int64_t>()[e] = at;
+          else
+            idx.data<int32_t>()[e] = int32_t(at);
+        }
+  Var cols = gather(reshape(xp, {n, c, hp * wp}), constant(*x.graph(), idx), 2);
+  return reshape(cols, {n, c, kk, l});
+}
+
+// The windows as an im2col matrix [N, C*kh*kw, Ho*Wo] (per group: [N, g, C/g*kh*kw, L]) times
+// the weight viewed as [O, C/g*kh*kw]: one batched matmul for all groups.
+V conv2d_body(const V& in, const Attrs& a) {
+  const Var &x = in[0], &w = in[1];
+  require_nchw(x);
+  if (w.rank() != 4) throw InputError("weight must be [out, in/groups, kh, kw], got " + shape_str(w.shape()));
+  const int64_t groups = a.get_int("groups");
+  const int64_t n = x.shape()[0], c = x.shape()[1], o = w.shape()[0], cg = w.shape()[1];
+  if (groups < 1 || c % groups || o % groups)
+    throw InputError("groups " + std::to_string(groups) + " must divide the input channels (" + std::to_string(c) +
+                     ") and the output channels (" + std::to_string(o) + ")");
+  if (cg != c / groups)
+    throw InputError("weight " + shape_str(w.shape()) + " has " + std::to_string(cg) +
+                     " input channels per group; the input has " + std::to_string(c) + " in " +
+                     std::to_string(groups) + " group(s)");
+  if (in.size() == 3 && in[2].shape() != Shape{o})
+    throw InputError("bias must be [" + std::to_string(o) + "], got " + shape_str(in[2].shape()));
+  const Window2d win{{w.shape()[2], w.shape()[3]}, pair_of(a, "stride", 1), pair_of(a, "padding", 0),
+                     pair_of(a, "dilation", 1)};
+  std::array<int64_t, 2> out;
+  Var cols = windows(x, win, 0.0, out);
+  const int64_t k = cg * win.k[0] * win.k[1], l = out[0] * out[1];
+  Var y = groups == 1 ? matmul(reshape(w, {o, k}), reshape(cols, {n, k, l}))
+                      : matmul(reshape(w, {groups, o / groups, k}), reshape(cols, {n, groups, k, l}));
+  y = reshape(y, {n, o, out[0], out[1]});
+  if (in.size() == 3) y = y + reshape(in[2], {o, 1, 1});
+  return {y};
+}
+
+// Stride defaults to the kernel; padding is at most half the kernel (PyTorch's rule), so
+// every window holds an input element.
+Window2d pool_window(const Attrs& a) {
+  const auto k = pair_of(a, "kernel", 1);
+  const auto s = a.get_ints("stride").empty() ? k : pair_of(a, "stride", 1);
+  const auto p = pair_of(a, "padding", 0);
+  if (2 * p[0] > k[0] || 2 * p[1] > k[1])
+    throw InputError("padding must be at most half the kernel, got padding [" + std::to_string(p[0]) + "," +
+                     std::to_string(p[1]) + "] for kernel [" + std::to_string(k[0]) + "," + std::to_string(k[1]) + "]");
+  return {k, s, p, {1, 1}};
+}
+
+V pool_body(const V& in, const Attrs& a, bool is_max) {
+  const Var& x = in[0];
+  require_nchw(x);
+  const Window2d win = pool_window(a);
+  std::array<int64_t, 2> out;
+  Var cols = windows(x, win, is_max ? -INFINITY : 0.0, out);
+  Var y = is_max ? max(cols, {2}) : sum(cols, {2}) / double(win.k[0] * win.k[1]);
+  return {reshape(y, {x.shape()[0], x.shape()[1], out[0], out[1]})};
+}
+
+// ---- batch normalization over every axis but the channels (axis 1) ----
+
+struct BnAxes {
+  int64_t c = 0, count = 0;  // channels; elements per channel
+  std::vector<int64_t> axes;  // reduced: all but 1
+  Shape channel_shape;        // [1, C, 1, ...]: a per-channel vector broadcast against x
+};
+
+BnAxes bn_axes(const V& in) {
+  const Var& x = in[0];
+  if (x.rank() < 2) throw InputError("input must be [N, C, ...], got " + shape_str(x.shape()));
+  BnAxes b;
+  b.c = x.shape()[1];
+  b.count = b.c ? numel(x.shape()) / b.c : 0;
+  const char* names[] = {"gamma", "beta", "running_mean", "running_var"};
+  for (size_t i = 1; i < 5; ++i)
+    if (in[i].shape() != Shape{b.c})
+      throw InputError(std::string(names[i - 1]) + " must be [" + std::to_string(b.c) + "], got " +
+                       shape_str(in[i].shape()));
+  b.channel_shape = Shape(size_t(x.rank()), 1);
+  b.channel_shape[1] = b.c;
+  for (int64_t d = 0; d < x.rank(); ++d)
+    if (d != 1) b.axes.push_back(d);
+  return b;
+}
+
+// Training: y from the batch's mean and biased variance; the running statistics move toward
+// the batch's with rate `momentum`, the variance unbiased (count / (count - 1)), as PyTorch.
+// Inference: y from the running statistics, returned unchanged.
+V batch_norm_body(const V& in, const Attrs& a) {
+  const BnAxes b = bn_axes(in);
+  const Var &x = in[0], &rm = in[3], &rv = in[4];
+  const double eps = a.get_float("eps"), m = a.get_float("momentum");
+  Var gamma = reshape(in[1], b.channel_shape), beta = reshape(in[2], b.channel_shape);
+  if (!a.get_bool("training")) {
+    Var r = rsqrt(reshape(rv, b.channel_shape) + eps);
+    return {(x - reshape(rm, b.channel_shape)) * r * gamma + beta, rm, rv};
+  }
+  if (b.count < 2)
+    throw InputError("training needs more than one value per channel, got input " + shape_str(x.shape()));
+  Var mean = sum(x, b.axes, true) / double(b.count);
+  Var xc = x - mean;
+  Var var = sum(xc * xc, b.axes, true) / double(b.count);
+  Var y = xc * rsqrt(var + eps) * gamma + beta;
+  Var new_rm = rm * (1.0 - m) + reshape(mean, {b.c}) * m;
+  Var new_rv = rv * (1.0 - m) + reshape(var, {b.c}) * (m * double(b.count) / double(b.count - 1));
+  return {y, new_rm, new_rv};
+}
+
+// With xh = (x - mean) r and d = g gamma: dx = r (d - mean(d) - xh mean(d xh)), dgamma = sum(g xh),
+// dbeta = sum(g) over all but the channels. The running statistics' cotangents (zeros unless
+// a loss reads them) add m/count g_rm and 2 m/(count - 1) (x - mean) g_rv to dx and pass
+// (1 - m) of themselves to the old statistics. Inference: y is affine in x, rm and rv.
+V batch_norm_vjp(const V& in, const V&, const V& g, const Attrs& a) {
+  const BnAxes b = bn_axes(in);
+  const Var &x = in[0], &rm = in[3], &rv = in[4];
+  const double eps = a.get_float("eps"), m = a.get_float("momentum");
+  const Shape& cs = b.channel_shape;
+  auto per_channel = [&](const Var& v) { return reshape(sum(v, b.axes), {b.c}); };
+  Var gy = g[0].defined() ? g[0] : vjp::zeros_like(x);
+  Var grm = g[1].defined() ? g[1] : vjp::zeros_like(rm), grv = g[2].defined() ? g[2] : vjp::zeros_like(rv);
+  Var gamma = reshape(in[1], cs);
+  Var dbeta = per_channel(gy);
+  if (!a.get_bool("training")) {
+    Var r = rsqrt(rv + eps);
+    Var xc = x - reshape(rm, cs);
+    Var gxc = per_channel(gy * xc);
+    return {gy * (gamma * reshape(r, cs)), gxc * r, dbeta, grm - in[1] * r * dbeta,
+            grv + gxc * in[1] * (r * r * r) * -0.5};
+  }
+  const double cnt = double(b.count);
+  Var xc = x - sum(x, b.axes, true) / cnt;
+  Var r = rsqrt(sum(xc * xc, b.axes, true) / cnt + eps);
+  Var xh = xc * r;
+  Var dgamma = per_channel(gy * xh);
+  Var dx = gamma * r * (gy - reshape(dbeta, cs) / cnt - xh * (reshape(dgamma, cs) / cnt)) +
+           reshape(grm * (m / cnt), cs) + xc * reshape(grv * (2 * m / (cnt - 1)), cs);
+  return {dx, dgamma, dbeta, grm * (1.0 - m), grv * (1.0 - m)};
+}
 }  // namespace
 
 void register_nn_ops(OpRegistry& r) {
@@ -223,6 +418,47 @@ void register_nn_ops(OpRegistry& r) {
      [](ExampleInputs& x, DType t) {
        return std::vector<Var>{attention(x.in(t, {2, 4, 8}), x.in(t, {2, 6, 8}), x.in(t, {2, 6, 8}))};
      });
+  l1(r, "conv2d", 2, 3,
+     {{"stride", AttrKind::Ints, false, std::vector<int64_t>{1, 1}},
+      {"padding", AttrKind::Ints, false, std::vector<int64_t>{0, 0}},
+      {"dilation", AttrKind::Ints, false, std::vector<int64_t>{1, 1}},
+      {"groups", AttrKind::Int, false, int64_t(1)}},
+     conv2d_body,
+     "2-D convolution (cross-correlation, as PyTorch) of x [N, C, H, W] with w [O, C/groups, kh, kw] and bias [O]; "
+     "lowers through im2col: one gather of the padded windows into [N, C*kh*kw, Ho*Wo], one batched matmul over "
+     "the groups",
+     [](ExampleInputs& x, DType t) {
+       return std::vector<Var>{conv2d(x.in(t, {2, 4, 7, 6}), x.in(t, {6, 2, 3, 2}), x.in(t, {6}),
+                                      {.stride = {2, 1}, .padding = {1, 0}, .dilation = {1, 2}, .groups = 2})};
+     });
+  const std::vector<AttrSpec> pool_attrs = {{"kernel", AttrKind::Ints, true},
+                                            {"stride", AttrKind::Ints, false, std::vector<int64_t>{}},
+                                            {"padding", AttrKind::Ints, false, std::vector<int64_t>{0, 0}}};
+  l1(r, "max_pool2d", 1, 1, pool_attrs, [](const V& in, const Attrs& a) { return pool_body(in, a, true); },
+     "max over the kernel's windows of x [N, C, H, W], padded with -inf (stride: the kernel unless given); lowers "
+     "through the gathered windows (im2col) and max, whose gradient splits ties equally",
+     [](ExampleInputs& x, DType t) { return std::vector<Var>{max_pool2d(x.in(t, {2, 3, 7, 6}), {3, 2}, {2, 2}, {1, 1})}; });
+  l1(r, "avg_pool2d", 1, 1, pool_attrs, [](const V& in, const Attrs& a) { return pool_body(in, a, false); },
+     "mean over the kernel's windows of x [N, C, H, W], the zero padding counted (count_include_pad, PyTorch's "
+     "default); lowers through the gathered windows (im2col) and sum",
+     [](ExampleInputs& x, DType t) { return std::vector<Var>{avg_pool2d(x.in(t, {2, 3, 7, 6}), {3, 2}, {2, 2}, {1, 1})}; });
+  l1(r, "batch_norm", 5, 5,
+     {{"training", AttrKind::Bool, false, true},
+      {"momentum", AttrKind::Float, false, 0.1},
+      {"eps", AttrKind::Float, false, 1e-5}},
+     batch_norm_body,
+     "x [N, C, ...] normalized per channel, times gamma plus beta -> (y, running_mean', running_var'); training: "
+     "by the batch's mean and biased variance, the running statistics updated as PyTorch (unbiased variance); "
+     "inference: by the running statistics, returned unchanged",
+     [](ExampleInputs& x, DType t) {
+       const ValueRange positive{.lo = 0.5, .hi = 2};
+       Var in = x.in(t, {4, 3, 5, 2}), gamma = x.in(t, {3}), beta = x.in(t, {3});
+       Var rm = x.in(t, {3}), rv = x.in(t, {3}, positive);
+       BatchNormResult train = batch_norm(in, gamma, beta, rm, rv, true, 0.1, 1e-5);
+       BatchNormResult eval = batch_norm(in, gamma, beta, rm, rv, false, 0.1, 1e-5);
+       return std::vector<Var>{train.y, train.running_mean, train.running_var, eval.y};
+     },
+     kFloats, batch_norm_vjp);
 }
 
 }  // namespace rlx::ir
