@@ -44,9 +44,8 @@ bool has_gradient(const ir::OpDef& d) {
 // "has no VJP rule" naming the node. The list may only shrink: an op listed here that
 // gains a VJP fails the completeness test until it is removed.
 const std::set<std::string>& pending() {
-  static const std::set<std::string> s = {"cholesky", "cholesky_solve", "eigh", "lstsq", "lu_factor", "lu_solve",
-                                          "qr", "slogdet", "spmm_csr", "spmv_csr", "spmv_tiled", "sptrsv_csr",
-                                          "svd", "tile_csr", "triangular_solve"};
+  static const std::set<std::string> s = {"cholesky", "cholesky_solve", "eigh", "lstsq", "lu_factor",
+                                          "lu_solve", "qr", "slogdet", "svd", "triangular_solve"};
   return s;
 }
 

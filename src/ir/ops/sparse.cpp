@@ -1,12 +1,13 @@
 // Sparse library primitives over CSR matrices given as three tensors: row_ptr [rows+1]
 // and col_idx [nnz] (both i32 or both i64) and values [nnz]. The column count is an
 // attribute (it cannot be read off the arrays). Kernels trust the structure: building
-// a CsrMatrix (solvers/sparse) validates it once.
+// a CsrMatrix (solvers/sparse) validates it once. VJPs with respect to the values and the
+// dense operands; row_ptr, col_idx and the tiled layout's index arrays are indices.
 #include <algorithm>
 #include <cstdint>
 
 #include "core/checked.hpp"
-#include "ir/ops/rules.hpp"
+#include "ir/ops/vjp.hpp"
 #include "ir/ops/tiled_layout.hpp"
 
 namespace rlx::ir {
@@ -30,6 +31,38 @@ int64_t check_csr(const std::vector<TensorType>& in, const Attrs& a) {
   require_dtype(v, kSparseValues, "values");
   if (a.get_int("cols") < 0) throw InputError("cols must be >= 0");
   return rp.shape[0] - 1;
+}
+
+// ---------------------------------------------------------------- pieces of the VJPs
+// The cotangents of a sparse product are sparse too: the values' cotangent is read at each
+// stored entry (row(k), col(k)), and the transposed product is a scatter_add over columns.
+
+// Index i64 [n] (rows, columns, shares) from integer arrays, for gather and scatter_add.
+Var i64(const Var& x) { return x.dtype() == DType::I64 ? x : cast(x, DType::I64); }
+
+// Which segment of `starts` (ascending, starts[0] = 0; row_ptr, or the tiled layout's share)
+// each of n positions lies in: the number of starts[1..] at or before it, i.e. a 1 added
+// at every segment start and summed up (empty segments add at the same place). i64 [n].
+Var segment_of(const Var& starts, int64_t n) {
+  Graph& g = *starts.graph();
+  const int64_t segments = starts.shape()[0] - 1;
+  if (segments <= 1 || n == 0) return broadcast_to(scalar(g, 0.0, DType::I64), {n});
+  Var inner = i64(slice(starts, {1}, {segments}));  // may equal n (empty segments at the end)
+  Var marks = scatter_add(broadcast_to(scalar(g, 0.0, DType::I64), {n + 1}), inner,
+                          broadcast_to(scalar(g, 1.0, DType::I64), {segments - 1}), 0);
+  return slice(cumsum(marks, 0), {0}, {n});
+}
+
+// The CSR matrix's conjugate transpose as CSR arrays (i64 indices): its entries ordered by
+// column (a stable sort keeps the rows ascending within each), the rows they came from as
+// columns, and per column the count of entries before it.
+std::vector<Var> csr_conj_transpose(const Var& col_idx, const Var& rows, const Var& values, int64_t cols) {
+  Graph& g = *values.graph();
+  const int64_t nnz = values.shape()[0];
+  Var order = argsort(i64(col_idx), 0);
+  Var counts = scatter_add(broadcast_to(scalar(g, 0.0, DType::I64), {cols + 1}), i64(col_idx) + scalar(g, 1.0, DType::I64),
+                           broadcast_to(scalar(g, 1.0, DType::I64), {nnz}), 0);
+  return {cumsum(counts, 0), gather(rows, order, 0), gather(vjp::cj(values), order, 0)};
 }
 
 }  // namespace
@@ -81,11 +114,30 @@ void register_sparse_ops(OpRegistry& r) {
              throw InputError("y0 must be " + TensorType{x.dtype, {rows}}.str() + ", got " + in[4].str());
            return std::vector<TensorType>{{x.dtype, {rows}}};
          },
+         // d values[k] = alpha g[row(k)] conj(x[col(k)]), dx = alpha A^H g (a scatter_add over
+         // the columns), dy0 = beta g; row_ptr and col_idx are indices.
+         .vjp = [](const std::vector<Var>& in, const std::vector<Var>&, const std::vector<Var>& g, const Attrs& a) {
+           const double alpha = a.get_float("alpha");
+           const Var &values = in[2], &x = in[3];
+           Var col = i64(in[1]), at_row = gather(g[0], segment_of(in[0], values.shape()[0]), 0);
+           Var gv = at_row * vjp::cj(gather(x, col, 0));
+           Var gx = scatter_add(vjp::zeros_like(x), col, vjp::cj(values) * at_row, 0);
+           if (alpha != 1.0) {
+             gv = gv * alpha;
+             gx = gx * alpha;
+           }
+           std::vector<Var> r{Var(), Var(), gv, gx};
+           if (in.size() == 5) r.push_back(g[0] * a.get_float("beta"));
+           return r;
+         },
+         .nondiff_inputs = {0, 1},
          .dtypes = kSparseValues, .doc = "CSR sparse matrix times vector: alpha*A*x (+ beta*y0)",
          .example = [](ExampleInputs& x, DType t) {
            std::vector<Var> a = example_csr(x, t);
            a.push_back(x.in(t, {4}));
-           return std::vector<Var>{op("spmv_csr", a, {{"cols", int64_t(4)}})};
+           Var y = op("spmv_csr", a, {{"cols", int64_t(4)}});
+           a.push_back(x.in(t, {4}));
+           return std::vector<Var>{y, op("spmv_csr", a, {{"cols", int64_t(4)}, {"alpha", -0.5}, {"beta", 1.5}})};
          }});
   // C = A B with B dense [cols, k]
   r.add({.name = "spmm_csr", .level = Level::Lib, .cls = OpClass::Library, .min_inputs = 4, .max_inputs = 4,
@@ -98,6 +150,16 @@ void register_sparse_ops(OpRegistry& r) {
              throw InputError("B must be [" + std::to_string(a.get_int("cols")) + ", k], got " + shape_str(b.shape));
            return std::vector<TensorType>{{b.dtype, {rows, b.shape[1]}}};
          },
+         // d values[k] = sum_j g[row(k), j] conj(B[col(k), j]), dB = A^H g (a scatter_add of rows).
+         .vjp = [](const std::vector<Var>& in, const std::vector<Var>&, const std::vector<Var>& g, const Attrs&) {
+           const Var &values = in[2], &b = in[3];
+           const int64_t nnz = values.shape()[0];
+           Var col = i64(in[1]), at_row = gather(g[0], segment_of(in[0], nnz), 0);  // [nnz, k]
+           Var gv = sum(at_row * vjp::cj(gather(b, col, 0)), {1});
+           Var gb = scatter_add(vjp::zeros_like(b), col, reshape(vjp::cj(values), {nnz, 1}) * at_row, 0);
+           return std::vector<Var>{Var(), Var(), gv, gb};
+         },
+         .nondiff_inputs = {0, 1},
          .dtypes = kSparseValues, .doc = "CSR sparse matrix times dense matrix",
          .example = [](ExampleInputs& x, DType t) {
            std::vector<Var> a = example_csr(x, t);
@@ -117,11 +179,30 @@ void register_sparse_ops(OpRegistry& r) {
              throw InputError("b must be " + TensorType{in[2].dtype, {rows}}.str() + ", got " + b.str());
            return std::vector<TensorType>{b};
          },
+         // db = T^-H g: a sparse triangular solve with the conjugate transpose (built from the
+         // arrays: entries sorted by column), which reads the other triangle; d values[k] =
+         // -db[row(k)] conj(x[col(k)]) for the entries the solve reads, zero for the others.
+         .vjp = [](const std::vector<Var>& in, const std::vector<Var>& out, const std::vector<Var>& g, const Attrs& a) {
+           const bool lower = a.get_bool("lower"), unit = a.get_bool("unit_diagonal");
+           const int64_t n = a.get_int("cols");
+           const Var& values = in[2];
+           Var rows = segment_of(in[0], values.shape()[0]), col = i64(in[1]);
+           std::vector<Var> t = csr_conj_transpose(in[1], rows, values, n);
+           t.push_back(g[0]);
+           Var gb = op("sptrsv_csr", t, {{"cols", n}, {"lower", !lower}, {"unit_diagonal", unit}});
+           Var gv = -(gather(gb, rows, 0) * vjp::cj(gather(out[0], col, 0)));
+           Var read = lower ? (unit ? lt(col, rows) : le(col, rows)) : (unit ? gt(col, rows) : ge(col, rows));
+           return std::vector<Var>{Var(), Var(), where(read, gv, vjp::zeros_like(gv)), gb};
+         },
+         .nondiff_inputs = {0, 1},
          .dtypes = kSparseValues, .doc = "sparse triangular solve",
          .example = [](ExampleInputs& x, DType t) {
            std::vector<Var> a = example_csr(x, t, {.lo = 1, .hi = 2});  // a diagonal far from zero
            a.push_back(x.in(t, {4}));
-           return std::vector<Var>{op("sptrsv_csr", a, {{"cols", int64_t(4)}})};
+           // the lower triangle; its strict part (unit diagonal); the upper triangle: the diagonal
+           return std::vector<Var>{op("sptrsv_csr", a, {{"cols", int64_t(4)}}),
+                                   op("sptrsv_csr", a, {{"cols", int64_t(4)}, {"unit_diagonal", true}}),
+                                   op("sptrsv_csr", a, {{"cols", int64_t(4)}, {"lower", false}})};
          }});
   // y = alpha * A x + beta * y0 for A in the tiled layout (tiled_layout.hpp):
   // share i64 [row_blocks * panels * warps + 1], rc i32 [n] (row in block << 16 | column
@@ -147,6 +228,42 @@ void register_sparse_ops(OpRegistry& r) {
              throw InputError("y0 must be " + TensorType{DType::F64, {rows}}.str() + ", got " + in[4].str());
            return std::vector<TensorType>{{DType::F64, {rows}}};
          },
+         // As spmv_csr's, each entry's row and column read off the layout: its share (the
+         // segment of share it lies in) gives its tile, the tile its row block and panel, and
+         // the word its offsets in the tile. Entries past the last share (the padding) are not
+         // read and get zero.
+         .vjp = [](const std::vector<Var>& in, const std::vector<Var>&, const std::vector<Var>& g, const Attrs& a) {
+           const double alpha = a.get_float("alpha");
+           const int64_t rows = a.get_int("rows"), cols = a.get_int("cols"), rb = a.get_int("rb"),
+                         panel = a.get_int("panel"), warps = a.get_int("warps");
+           const Var &share = in[0], &values = in[2], &x = in[3];
+           const int64_t n = values.shape()[0], shares = share.shape()[0];
+           std::vector<Var> r{Var(), Var(), vjp::zeros_like(values), vjp::zeros_like(x)};
+           if (in.size() == 5) r.push_back(g[0] * a.get_float("beta"));
+           if (n == 0 || rows == 0 || cols == 0) return r;
+           Graph& gr = *values.graph();
+           auto c = [&](double v) { return scalar(gr, v, DType::I64); };
+           Var tile = segment_of(share, n) / c(double(warps));
+           Var block = tile / c(double(tiled_panels(cols, panel)));
+           Var panel_of = tile - block * c(double(tiled_panels(cols, panel)));
+           Var word = cast(in[1], DType::I64);
+           word = where(lt(word, c(0)), word + c(4294967296.0), word);  // the 32 bits unsigned
+           Var in_row = word / c(65536);
+           Var read = lt(iota(gr, {n}, 0, DType::I64), broadcast_to(slice(share, {shares - 1}, {shares}), {n}));
+           Var row = where(read, block * c(double(rb)) + in_row, c(0));
+           Var col = where(read, panel_of * c(double(panel)) + word - in_row * c(65536), c(0));
+           Var zero = vjp::zeros_like(values);
+           Var at_row = where(read, gather(g[0], row, 0), zero);
+           Var gv = at_row * gather(x, col, 0), gx = scatter_add(vjp::zeros_like(x), col, values * at_row, 0);
+           if (alpha != 1.0) {
+             gv = gv * alpha;
+             gx = gx * alpha;
+           }
+           r[2] = gv;
+           r[3] = gx;
+           return r;
+         },
+         .nondiff_inputs = {0, 1},
          .dtypes = {DType::F64}, .doc = "sparse matrix (tiled layout) times vector: alpha*A*x (+ beta*y0)",
          .example = [](ExampleInputs& x, DType t) {  // 4 x 4 in tiles of 2 x 2, one warp, laid out by tile_csr
            const Attrs shape{{"cols", int64_t(4)}, {"rb", int64_t(2)}, {"panel", int64_t(2)}, {"warps", int64_t(1)}};
@@ -154,7 +271,11 @@ void register_sparse_ops(OpRegistry& r) {
            layout.push_back(x.in(t, {4}));
            Attrs a = shape;
            a.set("rows", int64_t(4));
-           return std::vector<Var>{op("spmv_tiled", layout, a)};
+           Var y = op("spmv_tiled", layout, a);
+           layout.push_back(x.in(t, {4}));
+           a.set("alpha", -0.5);
+           a.set("beta", 1.5);
+           return std::vector<Var>{y, op("spmv_tiled", layout, a)};
          }});
   // The tiled layout of a CSR matrix (f64 values; tiled_layout.hpp): outputs share,
   // rc and values as spmv_tiled reads them. Tiles of rb rows x panel columns, `warps`
@@ -173,6 +294,19 @@ void register_sparse_ops(OpRegistry& r) {
            const int64_t padded = tiled_padded(nnz);
            return std::vector<TensorType>{{DType::I64, {shares}}, {DType::I32, {padded}}, {DType::F64, {padded}}};
          },
+         // The layout's values are CSR's permuted (and padded with zeros), so their cotangent
+         // goes back through the same permutation, read off tile_csr itself: laid out, the
+         // values 1, 2, ..., nnz (exact in f64) say where each entry went, 0 for the padding.
+         .vjp = [](const std::vector<Var>& in, const std::vector<Var>&, const std::vector<Var>& g, const Attrs& a) {
+           const Var& values = in[2];
+           const int64_t nnz = values.shape()[0];
+           Graph& gr = *values.graph();
+           Var label = iota(gr, {nnz}, 0, DType::F64) + scalar(gr, 1.0, DType::F64);
+           Var from = cast(op_multi("tile_csr", {in[0], in[1], label}, a)[2], DType::I64);
+           Var dest = vjp::zeros(gr, {DType::F64, {nnz + 1}});
+           return std::vector<Var>{Var(), Var(), slice(scatter_add(dest, from, g[2], 0), {1}, {nnz + 1})};
+         },
+         .nondiff_inputs = {0, 1},
          .dtypes = {DType::F64}, .doc = "the tiled layout of a CSR matrix (for spmv_tiled)",
          .example = [](ExampleInputs& x, DType t) {  // 4 x 4 in tiles of 2 x 2, one warp
            return op_multi("tile_csr", example_csr(x, t),
