@@ -1,7 +1,8 @@
 // The op suite's grad mode: every differentiable op's VJP (passes/autodiff.hpp) on its
 // registry example, checked
 //   1. against central finite differences of the op itself on the reference device, in
-//      f64 (c64 where the op is complex-only), on fresh random inputs and cotangents;
+//      f64 (c64 where the op is complex-only), on fresh random inputs and cotangents, and
+//      again in c64 for the ops that have both;
 //   2. on every device and float dtype, against the reference device's gradients.
 // The scalar whose gradient is checked is L(x) = sum_k Re <u_k, y_k(x)> for the example's
 // results y_k and random cotangents u_k; for a complex input z = a + ib the expected
@@ -9,7 +10,6 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
-#include <set>
 
 #include "harness.hpp"
 #include "passes/autodiff.hpp"
@@ -38,15 +38,6 @@ struct DomainBuild final : Build {
 
 bool has_gradient(const ir::OpDef& d) {
   return !d.not_differentiable && (d.vjp || (d.level == ir::Level::L1 && d.lower));
-}
-
-// Library primitives whose VJPs are still to be written; each is refused by grad with
-// "has no VJP rule" naming the node. The list may only shrink: an op listed here that
-// gains a VJP fails the completeness test until it is removed.
-const std::set<std::string>& pending() {
-  static const std::set<std::string> s = {"cholesky", "cholesky_solve", "eigh", "lstsq", "lu_factor",
-                                          "lu_solve", "qr", "slogdet", "svd", "triangular_solve"};
-  return s;
 }
 
 // The example's inexact results y_k, cotangent inputs u_k and the VJP with respect to every
@@ -91,10 +82,12 @@ double objective(const GradCase& c, const std::vector<Tensor>& res, const std::v
 
 Tensor copy_of(const Tensor& t) { return t.contiguous().to(host_allocator()); }
 
-void check_against_finite_differences(const ir::OpDef& def) {
-  // f64 where the op has it, else its complex or single-precision type.
-  auto has = [&](DType d) { return std::find(def.dtypes.begin(), def.dtypes.end(), d) != def.dtypes.end(); };
-  const DType t = has(DType::F64) ? DType::F64 : has(DType::C64) ? DType::C64 : DType::F32;
+bool declares(const ir::OpDef& def, DType d) { return std::find(def.dtypes.begin(), def.dtypes.end(), d) != def.dtypes.end(); }
+
+// In dtype t (by default f64 where the op has it, else its complex or single-precision type).
+void check_against_finite_differences(const ir::OpDef& def, std::optional<DType> in_dtype = std::nullopt) {
+  auto has = [&](DType d) { return declares(def, d); };
+  const DType t = in_dtype ? *in_dtype : has(DType::F64) ? DType::F64 : has(DType::C64) ? DType::C64 : DType::F32;
   const std::string name = def.name + " grad dtype=" + dtype_name(t);
   GradCase c(def, t, case_seed(name));
   if (c.grads.empty()) {
@@ -141,6 +134,7 @@ void check_against_finite_differences(const ir::OpDef& def) {
                   std::to_string(got) + ", finite difference " + std::to_string(fd);
         }
       }
+    BOOST_TEST_MESSAGE(name << " input " << c.wrt_input[j] << ": normalized error " << worst / std::max(scale, 1e-3));
     BOOST_CHECK_MESSAGE(worst <= tol * std::max(scale, 1e-3),
                         name << " input " << c.wrt_input[j] << ": " << where << " (normalized error "
                              << worst / std::max(scale, 1e-3) << " > " << tol << "); " << seed_note());
@@ -203,22 +197,34 @@ BOOST_AUTO_TEST_CASE(every_vjp_matches_finite_differences) {
   BOOST_TEST(checked > 40);
 }
 
+// The complex rules (the conjugate convention, phases, Hermitian parts), which the f64 check
+// above does not reach: in c64 as well for every op that has both.
+BOOST_AUTO_TEST_CASE(every_complex_vjp_matches_finite_differences) {
+  int checked = 0;
+  for (const ir::OpDef* def : ir::OpRegistry::get().all()) {
+    if (!has_gradient(*def) || !declares(*def, DType::C64) || !declares(*def, DType::F64)) continue;
+    BOOST_TEST_CONTEXT(def->name) {
+      try {
+        check_against_finite_differences(*def, DType::C64);
+        ++checked;
+      } catch (const std::exception& e) {
+        BOOST_ERROR(def->name << ": " << e.what() << "; " << seed_note());
+      }
+    }
+  }
+  BOOST_TEST_MESSAGE(checked << " ops' complex VJPs checked against finite differences");
+}
+
 BOOST_AUTO_TEST_CASE(every_device_matches_the_reference_gradients) {
   for (const ir::OpDef* def : ir::OpRegistry::get().all())
     if (has_gradient(*def)) BOOST_TEST_CONTEXT(def->name) { check_devices_against_reference(*def); }
 }
 
 // Each op says how it differentiates: a VJP (or, for L1, its lowering), "not
-// differentiable", or it has no inputs; the library primitives still without a rule are
-// listed in pending() above and must not have one.
+// differentiable", or it has no inputs (control flow is refused by grad for now).
 BOOST_AUTO_TEST_CASE(every_op_declares_its_derivative) {
   for (const ir::OpDef* def : ir::OpRegistry::get().all()) {
     const bool source = def->max_inputs == 0, control = def->cls == ir::OpClass::Control;
-    const bool listed = pending().count(def->name) > 0;
-    if (listed) {
-      BOOST_CHECK_MESSAGE(!def->vjp, def->name << " has a VJP now: remove it from pending()");
-      continue;
-    }
     BOOST_CHECK_MESSAGE(has_gradient(*def) || def->not_differentiable || source || control,
                         def->name << " neither has a VJP nor says it is not differentiable");
   }
