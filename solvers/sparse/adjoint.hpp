@@ -2,7 +2,8 @@
 // cotangent g = dL/dx, one adjoint solve A^H λ = g gives
 //   dL/db = λ,   dL/dA_ij = -λ_i conj(x_j)  for every stored nonzero (i, j),
 // so a learned model can be trained through a physics solve at the cost of one more solve.
-// (The autodiff pass will call this as the VJP of the solve; until it lands it is a function.)
+// (A Krylov solve is a host-driven loop, not an IR op, so the autodiff pass cannot reach it
+// inside a graph; this is its VJP as a function until the solve becomes an op.)
 #pragma once
 #include <string>
 

@@ -120,8 +120,8 @@ void lib(OpRegistry& r, const char* name, int nin, std::vector<AttrSpec> attrs, 
          .nondiff_inputs = std::move(nondiff), .dtypes = kLapack, .doc = doc, .example = example});
 }
 
-// A 4 x 4 whose LU factorization swaps rows at every other step, with clear margins (the
-// rows of the family's A in reverse): pivots 3, 2, 2, 3.
+// A 4 x 4 whose LU factorization swaps rows at its first two steps, with clear margins in
+// every pivot choice (the rows of the family's A in reverse): pivots 3, 2, 2, 3.
 Var example_pivoting(ExampleInputs& in, DType t) {
   return in.fixed(example_tensor(t, {4, 4}, {0, 0.25, 2, 8, 0.5, -1, 7, 2, 1, 5, -1, 0.25, 6, 1, 0.5, 0}));
 }
