@@ -114,7 +114,7 @@ int cmd_train(const Args& a) {
   const int64_t batch = a.integer("batch", 128, 1, 60000);
   const std::string opt_name = a.get("optimizer", "sgd");
   const uint64_t seed = uint64_t(a.integer("seed", 0, 0, INT64_MAX));
-  double lr = a.number("lr", opt_name == "sgd" ? 0.1 : 1e-3, 0, 10, true);
+  double lr = a.number("lr", opt_name == "sgd" ? 0.05 : 1e-3, 0, 10, true);
   Device& dev = DeviceRegistry::get().at(a.get("device", "cpu"));
   if (!dev.unavailable().empty()) throw UsageError("device " + dev.name() + " is not available here: " + dev.unavailable());
   std::optional<nn::Optimizer> opt;

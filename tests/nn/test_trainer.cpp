@@ -93,18 +93,21 @@ BOOST_AUTO_TEST_CASE(training_reduces_the_loss_and_resumes_bit_for_bit) {
   Tensor xv = random({16, 8}, 3);
   Tensor lv = Tensor::empty(DType::I64, {16});
   for (int64_t i = 0; i < 16; ++i) lv.data<int64_t>()[i] = (xv.data<float>()[i * 8] > 0) + 2 * (xv.data<float>()[i * 8 + 1] > 0);
+  // On every device here (cuda replays a captured graph per step).
+  for (Device* dev : DeviceRegistry::get().runnable())
   for (const char* opt : {"sgd", "adamw"}) {
-    BOOST_TEST_CONTEXT(opt) {
+    BOOST_TEST_CONTEXT(opt << " on " << dev->name()) {
       auto optimizer = [&]() -> Optimizer {
         if (std::string(opt) == "sgd") return Sgd{.lr = 0.2, .momentum = 0.9, .nesterov = true};
         return Optimizer::adamw({.lr = 0.01, .weight_decay = 0.01});
       };
-      Device& d = DeviceRegistry::get().at("cpu");
+      Device& d = *dev;
       const TrainerOptions o{.seed = 9, .clip_norm = 5, .schedule = {.kind = LrSchedule::Kind::Cosine, .warmup = 2, .total = 10}};
       ir::Graph g1;
       Model m1(g1);
       Trainer a(m1, make(g1, m1), optimizer(), d, o);
       a.step({xv, lv});
+      if (d.name() == "cuda") BOOST_TEST(a.replays());
       const double first = a.loss();
       for (int i = 1; i < 6; ++i) a.step({xv, lv});
       BOOST_TEST(a.loss() < first);
@@ -113,7 +116,7 @@ BOOST_AUTO_TEST_CASE(training_reduces_the_loss_and_resumes_bit_for_bit) {
       Model m2(g2);
       Trainer b(m2, make(g2, m2), optimizer(), d, o);
       for (int i = 0; i < 3; ++i) b.step({xv, lv});
-      const std::string path = (scratch() / (std::string(opt) + ".safetensors")).string();
+      const std::string path = (scratch() / (std::string(opt) + "-" + d.name() + ".safetensors")).string();
       b.save(path);
       ir::Graph g3;
       Model m3(g3);
