@@ -4,6 +4,8 @@
 #include <array>
 #include <climits>
 #include <cmath>
+#include <map>
+#include <mutex>
 #include <numbers>
 
 #include "ir/frontend.hpp"
@@ -125,6 +127,34 @@ int64_t window_count(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, con
   return (avail - span) / s + 1;
 }
 
+// The flat positions in the padded [hp, wp] plane that windows() gathers, (i*kw + j)*Ho*Wo +
+// oh*Wo + ow -> (oh*sh + i*dh)*wp + ow*sw + j*dw. Equal windows share one tensor: CSE merges
+// constants by their buffer, so the gather that grad's copy of the lowering recomputes in the
+// backward becomes the forward's.
+Tensor window_index(const Window2d& w, int64_t hp, int64_t wp, const std::array<int64_t, 2>& out) {
+  static std::mutex mu;
+  static std::map<std::vector<int64_t>, Tensor> cache;
+  const std::vector<int64_t> key{hp, wp, w.k[0], w.k[1], w.s[0], w.s[1], w.d[0], w.d[1]};
+  std::lock_guard<std::mutex> lock(mu);
+  if (auto it = cache.find(key); it != cache.end()) return it->second;
+  const bool wide = hp * wp > INT32_MAX;
+  Tensor idx = Tensor::empty(wide ? DType::I64 : DType::I32, {w.k[0] * w.k[1] * out[0] * out[1]});
+  int64_t e = 0;
+  for (int64_t i = 0; i < w.k[0]; ++i)
+    for (int64_t j = 0; j < w.k[1]; ++j)
+      for (int64_t oh = 0; oh < out[0]; ++oh)
+        for (int64_t ow = 0; ow < out[1]; ++ow, ++e) {
+          const int64_t at = (oh * w.s[0] + i * w.d[0]) * wp + ow * w.s[1] + j * w.d[1];
+          if (wide)
+            idx.data<int64_t>()[e] = at;
+          else
+            idx.data<int32_t>()[e] = int32_t(at);
+        }
+  if (cache.size() >= 256) cache.clear();  // a bound on what distinct shapes keep alive
+  cache.emplace(key, idx);
+  return idx;
+}
+
 // x [N, C, H, W] -> [N, C, kh*kw, Ho*Wo], element (n, c, i*kw + j, oh*Wo + ow) being the padded
 // input at (oh*sh + i*dh, ow*sw + j*dw). One gather over the flattened padded plane with a
 // constant index: one L2 node forward, one scatter_add backward, whatever the kernel size.
@@ -139,20 +169,7 @@ Var windows(const Var& x, const Window2d& w, double pad_value, std::array<int64_
     return reshape(x, {n, c, 1, l});  // a 1x1 window at stride 1 is the input itself
   Var xp = w.p[0] || w.p[1] ? pad(x, {0, 0, w.p[0], w.p[1]}, {0, 0, w.p[0], w.p[1]}, pad_value) : x;
   const int64_t hp = s[2] + 2 * w.p[0], wp = s[3] + 2 * w.p[1];
-  const bool wide = hp * wp > INT32_MAX;
-  Tensor idx = Tensor::empty(wide ? DType::I64 : DType::I32, {kk * l});
-  int64_t e = 0;
-  for (int64_t i = 0; i < w.k[0]; ++i)
-    for (int64_t j = 0; j < w.k[1]; ++j)
-      for (int64_t oh = 0; oh < out[0]; ++oh)
-        for (int64_t ow = 0; ow < out[1]; ++ow, ++e) {
-          const int64_t at = (oh * w.s[0] + i * w.d[0]) * wp + ow * w.s[1] + j * w.d[1];
-          if (wide)
-            idx.data<int64_t>()[e] = at;
-          else
-            idx.data<int32_t>()[e] = int32_t(at);
-        }
-  Var cols = gather(reshape(xp, {n, c, hp * wp}), constant(*x.graph(), idx), 2);
+  Var cols = gather(reshape(xp, {n, c, hp * wp}), constant(*x.graph(), window_index(w, hp, wp, out)), 2);
   return reshape(cols, {n, c, kk, l});
 }
 
