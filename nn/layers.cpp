@@ -52,4 +52,63 @@ Var mlp(Model& m, const std::string& name, const Var& x, const std::vector<int64
   return h;
 }
 
+Var conv2d(Model& m, const std::string& name, const Var& x, int64_t out, std::array<int64_t, 2> kernel,
+           const Conv2dOptions& o, bool bias, SrcLoc loc) {
+  if (x.rank() != 4) throw InputError("conv2d '" + name + "': the input must be [N, C, H, W], got " + shape_str(x.shape()));
+  const int64_t c = x.shape()[1];
+  if (o.groups < 1 || c % o.groups || out % o.groups)
+    throw InputError("conv2d '" + name + "': groups " + std::to_string(o.groups) + " must divide the input channels (" +
+                     std::to_string(c) + ") and the output channels (" + std::to_string(out) + ")");
+  const int64_t fan_in = c / o.groups * kernel[0] * kernel[1];
+  const double bound = 1.0 / std::sqrt(double(std::max<int64_t>(fan_in, 1)));
+  Model::Scope scope(m, name);
+  Var w = m.param("weight", {out, c / o.groups, kernel[0], kernel[1]}, Init::uniform(-bound, bound), loc);
+  std::optional<Var> b;
+  if (bias) b = m.param("bias", {out}, Init::uniform(-bound, bound), loc);
+  return rlx::conv2d(x, w, b, o, loc);
+}
+
+Var max_pool2d(const Var& x, int64_t kernel, int64_t stride, int64_t padding, SrcLoc loc) {
+  return rlx::max_pool2d(x, {kernel, kernel}, {stride, stride}, {padding, padding}, loc);
+}
+
+Var avg_pool2d(const Var& x, int64_t kernel, int64_t stride, int64_t padding, SrcLoc loc) {
+  return rlx::avg_pool2d(x, {kernel, kernel}, {stride, stride}, {padding, padding}, loc);
+}
+
+Var batch_norm(Model& m, const std::string& name, const Var& x, bool training, double momentum, double eps,
+               SrcLoc loc) {
+  if (x.rank() < 2) throw InputError("batch_norm '" + name + "': the input must be [N, C, ...], got " + shape_str(x.shape()));
+  const int64_t c = x.shape()[1];
+  Model::Scope scope(m, name);
+  Var gamma = m.param("weight", {c}, Init::ones(), loc);
+  Var beta = m.param("bias", {c}, Init::zeros(), loc);
+  Var mean = m.buffer("running_mean", {c}, Init::zeros(), loc);
+  Var var = m.buffer("running_var", {c}, Init::ones(), loc);
+  BatchNormResult r = rlx::batch_norm(x, gamma, beta, mean, var, training, momentum, eps, loc);
+  if (training) {
+    m.update_buffer(mean, r.running_mean);
+    m.update_buffer(var, r.running_var);
+  }
+  return r.y;
+}
+
+Var flatten(const Var& x, SrcLoc loc) {
+  if (x.rank() < 1) throw InputError("flatten: the input is a scalar");
+  int64_t rest = 1;
+  for (size_t d = 1; d < x.shape().size(); ++d) rest *= x.shape()[d];
+  return reshape(x, {x.shape()[0], rest}, loc);
+}
+
+Var lenet(Model& m, const std::string& name, const Var& x, SrcLoc loc) {
+  if (x.rank() != 4 || x.shape()[1] != 1 || x.shape()[2] != 28 || x.shape()[3] != 28)
+    throw InputError("lenet '" + name + "': the input must be [N, 1, 28, 28], got " + shape_str(x.shape()));
+  Model::Scope scope(m, name);
+  Var h = max_pool2d(relu(conv2d(m, "conv1", x, 6, {5, 5}, {.padding = {2, 2}}, true, loc), loc), 2, 0, 0, loc);
+  h = max_pool2d(relu(conv2d(m, "conv2", h, 16, {5, 5}, {}, true, loc), loc), 2, 0, 0, loc);
+  h = relu(linear(m, "fc1", flatten(h, loc), 120, true, loc), loc);
+  h = relu(linear(m, "fc2", h, 84, true, loc), loc);
+  return linear(m, "fc3", h, 10, true, loc);
+}
+
 }  // namespace rlx::nn

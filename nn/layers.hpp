@@ -2,6 +2,7 @@
 // `name/` (weights as PyTorch lays them out and initialises them by default), so a model
 // is ordinary code and its parameters a flat, named list.
 #pragma once
+#include <array>
 #include <string>
 
 #include "nn/model.hpp"
@@ -23,5 +24,28 @@ Var rms_norm(Model& m, const std::string& name, const Var& x, double eps = 1e-6,
 // name/0, name/1, ...
 Var mlp(Model& m, const std::string& name, const Var& x, const std::vector<int64_t>& sizes,
         SrcLoc loc = SrcLoc::current());
+
+// 2-D convolution of x [N, C, H, W] into `out` channels (rlx::conv2d, lowered through
+// im2col): weight [out, C/groups, kh, kw] and bias [out] drawn from U(-1/sqrt(fan_in),
+// 1/sqrt(fan_in)), fan_in = C/groups * kh * kw, as PyTorch's nn.Conv2d.
+Var conv2d(Model& m, const std::string& name, const Var& x, int64_t out, std::array<int64_t, 2> kernel,
+           const Conv2dOptions& o = {}, bool bias = true, SrcLoc loc = SrcLoc::current());
+// Square-window pooling (nn.MaxPool2d(k), nn.AvgPool2d(k)): stride 0 means the kernel.
+// rlx::max_pool2d and rlx::avg_pool2d take a window per axis.
+Var max_pool2d(const Var& x, int64_t kernel, int64_t stride = 0, int64_t padding = 0, SrcLoc loc = SrcLoc::current());
+Var avg_pool2d(const Var& x, int64_t kernel, int64_t stride = 0, int64_t padding = 0, SrcLoc loc = SrcLoc::current());
+// Batch normalisation of x [N, C, ...] per channel (nn.BatchNorm1d/2d): weight (ones) and bias
+// (zeros) are parameters; running_mean (zeros) and running_var (ones) are buffers. training:
+// normalises by the batch's statistics and records the buffers' next values (Model::
+// update_buffer, PyTorch's rule with `momentum`); otherwise normalises by the buffers.
+Var batch_norm(Model& m, const std::string& name, const Var& x, bool training, double momentum = 0.1,
+               double eps = 1e-5, SrcLoc loc = SrcLoc::current());
+// x [N, d1, d2, ...] -> [N, d1 * d2 * ...].
+Var flatten(const Var& x, SrcLoc loc = SrcLoc::current());
+
+// A LeNet-5-like network for x [N, 1, 28, 28] -> logits [N, 10]: conv 6@5x5 (padding 2), relu,
+// max pool 2, conv 16@5x5, relu, max pool 2, flatten, linear 120, relu, linear 84, relu,
+// linear 10; layers name/conv1, conv2, fc1, fc2, fc3 (61,706 parameters).
+Var lenet(Model& m, const std::string& name, const Var& x, SrcLoc loc = SrcLoc::current());
 
 }  // namespace rlx::nn

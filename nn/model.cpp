@@ -7,10 +7,14 @@
 
 namespace rlx::nn {
 
-Var Model::param(const std::string& name, Shape shape, Init init, SrcLoc loc) {
+// A parameter or buffer: a graph input named scope + name (unique over both: a checkpoint
+// keys them by name) with its Kaiming/Xavier fans, appended to `list` and `vars`.
+Var Model::declare(std::vector<Parameter>& list, std::vector<Var>& vars, const std::string& name, Shape shape,
+                   Init init, SrcLoc loc) {
   Parameter p{.name = prefix_ + name, .type = {dtype_, shape}, .init = init};
-  for (const Parameter& q : params_)
-    if (q.name == p.name) throw InputError("model: the parameter '" + p.name + "' is declared twice");
+  for (const auto* declared : {&params_, &buffers_})
+    for (const Parameter& q : *declared)
+      if (q.name == p.name) throw InputError("model: the parameter or buffer '" + p.name + "' is declared twice");
   if (!shape.empty()) {
     int64_t rest = 1;
     for (size_t i = 1; i < shape.size(); ++i) rest *= shape[i];
@@ -20,9 +24,31 @@ Var Model::param(const std::string& name, Shape shape, Init init, SrcLoc loc) {
     p.fan_out = shape[0] * field;
   }
   Var v = rlx::input(g_, p.name, dtype_, std::move(shape), loc);
-  params_.push_back(std::move(p));
-  vars_.push_back(v);
+  list.push_back(std::move(p));
+  vars.push_back(v);
   return v;
+}
+
+Var Model::param(const std::string& name, Shape shape, Init init, SrcLoc loc) {
+  return declare(params_, vars_, name, std::move(shape), init, loc);
+}
+
+Var Model::buffer(const std::string& name, Shape shape, Init init, SrcLoc loc) {
+  return declare(buffers_, buffer_vars_, name, std::move(shape), init, loc);
+}
+
+void Model::update_buffer(const Var& buffer, const Var& value) {
+  size_t k = 0;
+  while (k < buffer_vars_.size() && !(buffer.graph() == &g_ && buffer_vars_[k].value() == buffer.value())) ++k;
+  if (k == buffer_vars_.size()) throw InputError("model: update_buffer: the value updated is not one of the model's buffers");
+  const std::string& name = buffers_[k].name;
+  if (value.graph() != &g_) throw InputError("model: the update of buffer '" + name + "' is not in the model's graph");
+  if (value.type() != buffer.type())
+    throw InputError("model: the update of buffer '" + name + "' is " + value.type().str() + ", the buffer " +
+                     buffer.type().str());
+  for (const auto& [b, v] : updates_)
+    if (b.value() == buffer.value()) throw InputError("model: the buffer '" + name + "' is updated twice");
+  updates_.emplace_back(buffer, value);
 }
 
 Var Model::input(const std::string& name, DType t, Shape shape, SrcLoc loc) {
@@ -95,6 +121,12 @@ Tensor initial_value(const Parameter& p, uint64_t seed) {
 std::vector<Tensor> Model::initial_values(uint64_t seed) const {
   std::vector<Tensor> r;
   for (const Parameter& p : params_) r.push_back(initial_value(p, seed));
+  return r;
+}
+
+std::vector<Tensor> Model::initial_buffer_values(uint64_t seed) const {
+  std::vector<Tensor> r;
+  for (const Parameter& b : buffers_) r.push_back(initial_value(b, seed));
   return r;
 }
 

@@ -9,9 +9,16 @@
 //
 // Parameter values are drawn by initial_values(seed) on the host with the counter RNG
 // (core/rng.hpp): the same numbers on every machine and device.
+//
+// Buffers are the state a layer carries from step to step without training it (batch norm's
+// running statistics): graph inputs like parameters, named in the same namespace, but outside
+// parameters() and never differentiated. The layer records each buffer's next value
+// (update_buffer); buffer_updates() lists those pairs for a trainer to compute with the step and
+// write back into the buffers afterwards.
 #pragma once
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/tensor.hpp"
@@ -63,6 +70,18 @@ class Model {
   // named n draws from the counter RNG at (seed mixed with n, i).
   std::vector<Tensor> initial_values(uint64_t seed) const;
 
+  // A buffer named scope + name (unique among parameters and buffers), of the model's dtype.
+  Var buffer(const std::string& name, Shape shape, Init init, SrcLoc loc = SrcLoc::current());
+  // The value `buffer` takes after a step (once per buffer; the same type).
+  void update_buffer(const Var& buffer, const Var& value);
+  const std::vector<Parameter>& buffers() const { return buffers_; }
+  const std::vector<Var>& buffer_vars() const { return buffer_vars_; }
+  // (buffer, its value after the step) for each updated buffer, in the order of the updates.
+  // A buffer without one (an inference-mode layer's) keeps its value.
+  const std::vector<std::pair<Var, Var>>& buffer_updates() const { return updates_; }
+  // Each buffer's initial value, drawn as initial_values draws a parameter's.
+  std::vector<Tensor> initial_buffer_values(uint64_t seed) const;
+
   // Names declared inside prefix "<name>/".
   class Scope {
    public:
@@ -80,8 +99,11 @@ class Model {
   ir::Graph& g_;
   DType dtype_;
   std::string prefix_;
-  std::vector<Parameter> params_;
-  std::vector<Var> vars_, inputs_;
+  Var declare(std::vector<Parameter>& list, std::vector<Var>& vars, const std::string& name, Shape shape, Init init,
+              SrcLoc loc);
+  std::vector<Parameter> params_, buffers_;
+  std::vector<Var> vars_, inputs_, buffer_vars_;
+  std::vector<std::pair<Var, Var>> updates_;
 };
 
 // One parameter's initial value (what Model::initial_values draws for it).
