@@ -11,14 +11,14 @@ namespace rlx::nn {
 // What a step program reads, by input position: a parameter, a piece of optimizer state,
 // a data input, the learning rate or the step count.
 struct Slot {
-  enum class Kind { Param, State, Data, Lr, Step } kind;
+  enum class Kind { Param, State, Buffer, Data, Lr, Step } kind;
   size_t index = 0;  // parameter, state or data index
 };
 
 struct Trainer::Impl {
   std::vector<Slot> inputs;
-  size_t n_params = 0, n_state = 0;
-  // sets[s][k]: parameters then state, on the device; step k reads sets[k % 2] and writes sets[1 - k % 2].
+  size_t n_params = 0, n_state = 0, n_buffers = 0;
+  // sets[s][k]: parameters, optimizer state, then the model's buffers, on the device; step k reads sets[k % 2] and writes sets[1 - k % 2].
   std::vector<Tensor> sets[2];
   std::vector<Tensor> data;  // the data inputs, on the device
   Tensor lr, step;           // scalars on the device
@@ -32,6 +32,7 @@ struct Trainer::Impl {
     for (const Slot& s : inputs) switch (s.kind) {
         case Slot::Kind::Param: a.push_back(sets[from][s.index]); break;
         case Slot::Kind::State: a.push_back(sets[from][n_params + s.index]); break;
+        case Slot::Kind::Buffer: a.push_back(sets[from][n_params + n_state + s.index]); break;
         case Slot::Kind::Data: a.push_back(data[s.index]); break;
         case Slot::Kind::Lr: a.push_back(lr); break;
         case Slot::Kind::Step: a.push_back(step); break;
@@ -91,12 +92,23 @@ Trainer::Trainer(Model& model, const Var& loss, Optimizer optimizer, Device& dev
   std::vector<Var> outs{l};
   outs.insert(outs.end(), new_params.begin(), new_params.end());
   outs.insert(outs.end(), new_state.begin(), new_state.end());
+  // Buffers (batch norm's running statistics): the value the model gives each after the
+  // step, or the buffer itself when it has none.
+  std::vector<Var> buffers;
+  for (const Var& b : model.buffer_vars()) {
+    buffers.emplace_back(&g, b.value());
+    Var next(&g, b.value());
+    for (const auto& [buf, value] : model.buffer_updates())
+      if (buf.value() == b.value()) next = Var(&g, value.value());
+    outs.push_back(next);
+  }
   output(g, outs);
 
   // Which input is which.
   std::map<int32_t, Slot> slot_of;
   for (size_t k = 0; k < params.size(); ++k) slot_of[params[k].value().node] = {Slot::Kind::Param, k};
   for (size_t k = 0; k < state.size(); ++k) slot_of[state[k].value().node] = {Slot::Kind::State, k};
+  for (size_t k = 0; k < buffers.size(); ++k) slot_of[buffers[k].value().node] = {Slot::Kind::Buffer, k};
   for (size_t k = 0; k < model.data_inputs().size(); ++k)
     slot_of[model.data_inputs()[k].value().node] = {Slot::Kind::Data, k};
   slot_of[lr.value().node] = {Slot::Kind::Lr, 0};
@@ -105,17 +117,19 @@ Trainer::Trainer(Model& model, const Var& loss, Optimizer optimizer, Device& dev
     auto it = slot_of.find(v.node);
     if (it == slot_of.end())
       throw InputError("trainer: the graph input '" + g.node(v).attrs.get_string("name") +
-                       "' is neither a parameter nor a data input declared through the model");
+                       "' is neither a parameter, a buffer nor a data input declared through the model");
     m.inputs.push_back(it->second);
   }
   m.n_params = params.size();
   m.n_state = state.size();
+  m.n_buffers = buffers.size();
 
   program_ = std::make_unique<Program>(compile(g, device_, options_.compile));
-  std::vector<Tensor> init = model.initial_values(options_.seed);
+  std::vector<Tensor> init = model.initial_values(options_.seed), init_buffers = model.initial_buffer_values(options_.seed);
   for (int s = 0; s < 2; ++s) {
     for (const Tensor& t : init) m.sets[s].push_back(on_device(device_, t));
     for (size_t k = 0; k < state.size(); ++k) m.sets[s].push_back(on_device(device_, Tensor::zeros(dt, state[k].shape())));
+    for (const Tensor& t : init_buffers) m.sets[s].push_back(on_device(device_, t));
   }
   for (const Var& d : model.data_inputs()) m.data.push_back(Tensor::empty(d.dtype(), d.shape(), device_.allocator()));
   m.lr = Tensor::empty(dt, {}, device_.allocator());
@@ -199,7 +213,15 @@ std::vector<Tensor> Trainer::state() const {
   device_.synchronize();
   const auto& set = impl_->sets[steps_ % 2];
   std::vector<Tensor> r;
-  for (size_t k = impl_->n_params; k < set.size(); ++k) r.push_back(set[k].to(host_allocator()));
+  for (size_t k = impl_->n_params; k < impl_->n_params + impl_->n_state; ++k) r.push_back(set[k].to(host_allocator()));
+  return r;
+}
+
+std::vector<Tensor> Trainer::buffers() const {
+  device_.synchronize();
+  const auto& set = impl_->sets[steps_ % 2];
+  std::vector<Tensor> r;
+  for (size_t k = impl_->n_params + impl_->n_state; k < set.size(); ++k) r.push_back(set[k].to(host_allocator()));
   return r;
 }
 
@@ -225,6 +247,8 @@ void Trainer::save(const std::string& path) const {
   for (size_t k = 0; k < p.size(); ++k) tensors.emplace_back("param/" + model_.parameters()[k].name, p[k]);
   for (size_t k = 0; k < s.size(); ++k)
     tensors.emplace_back("state/" + model_.parameters()[k / names.size()].name + "/" + names[k % names.size()], s[k]);
+  std::vector<Tensor> b = buffers();
+  for (size_t k = 0; k < b.size(); ++k) tensors.emplace_back("buffer/" + model_.buffers()[k].name, b[k]);
   io::write_safetensors(path, tensors,
                         {{"format", "rlx-checkpoint-1"}, {"step", std::to_string(steps_)}, {"optimizer", optimizer_.name()}});
 }
@@ -252,6 +276,7 @@ void Trainer::load(const std::string& path) {
   for (const Parameter& p : model_.parameters()) want.emplace_back("param/" + p.name, p.type);
   for (const Parameter& p : model_.parameters())
     for (const std::string& s : names) want.emplace_back("state/" + p.name + "/" + s, p.type);
+  for (const Parameter& b : model_.buffers()) want.emplace_back("buffer/" + b.name, b.type);
   if (f.tensors().size() != want.size())
     throw InputError(path + ": the checkpoint holds " + std::to_string(f.tensors().size()) + " tensors, this model and optimizer " +
                      std::to_string(want.size()));

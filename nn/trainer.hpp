@@ -48,10 +48,12 @@ class Trainer {
   // Host copies of the parameters (and of each one's optimizer state), in declaration order.
   std::vector<Tensor> parameters() const;
   std::vector<Tensor> state() const;
+  std::vector<Tensor> buffers() const;  // the model's buffers (Model::buffer), in declaration order
   // Replaces the parameters (e.g. a trained model's), keeping the optimizer state.
   void set_parameters(const std::vector<Tensor>& values);
 
-  // Checkpoints: parameters ("param/<name>"), optimizer state ("state/<name>/<slot>") and the
+  // Checkpoints: parameters ("param/<name>"), optimizer state ("state/<name>/<slot>"), buffers
+  // ("buffer/<name>") and the
   // step count and optimizer (metadata) in one safetensors file, written atomically. load()
   // checks that the file matches this trainer's model and optimizer; a run resumed from a
   // checkpoint continues exactly as the uninterrupted run would.

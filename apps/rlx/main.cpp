@@ -40,7 +40,7 @@ const char* kUsage =
     "  solve FILE.mtx|poisson3d:N [--rhs b.mtx|ones|random] [--method cg|pcg|bicgstab|gmres|minres|lu|klu|cholesky]\n"
     "        [--pc none|jacobi|ilu0|ic0|ssor] [--rtol R] [--atol A] [--max-it N] [--restart M] [--omega W]\n"
     "        [--monitor] [--device D] [--spmv auto|csr|tiled] [--explain] [--out x.h5]   (exit 4 when it does not converge)\n"
-    "  train mnist [--model mlp] [--epochs E] [--batch B] [--lr L] [--optimizer sgd|adam|adamw] [--device D]\n"
+    "  train mnist [--model mlp|cnn] [--epochs E] [--batch B] [--lr L] [--optimizer sgd|adam|adamw] [--device D]\n"
     "        [--seed S] [--data DIR] [--checkpoint DIR] [--resume DIR] [--json out.json]\n"
     "policies: prefer-native (default), force-common-ir, strict, allow-host\n"
     "--deny OP,...: treat these ops as having no native kernel (exercises lowerings, rewrites, staging)\n";

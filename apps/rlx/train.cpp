@@ -44,7 +44,8 @@ std::string mnist_dir(const Args& a) {
 Var build_model(nn::Model& m, const std::string& name, const Var& images) {
   Var x = (images - 0.1307) * (1.0 / 0.3081);
   if (name == "mlp") return nn::mlp(m, "mlp", x, {784, 128, 10});
-  throw UsageError("--model must be mlp (the cnn needs conv2d, which is not in this build yet), got '" + name + "'");
+  if (name == "cnn") return nn::lenet(m, "lenet", reshape(x, {x.shape()[0], 1, 28, 28}));
+  throw UsageError("--model must be mlp or cnn, got '" + name + "'");
 }
 
 struct Evaluation {

@@ -134,6 +134,41 @@ BOOST_AUTO_TEST_CASE(training_reduces_the_loss_and_resumes_bit_for_bit) {
   }
 }
 
+// A model with buffers (batch norm's running statistics): the step writes their next values
+// back, and checkpoints carry them.
+BOOST_AUTO_TEST_CASE(buffers_follow_the_steps_and_the_checkpoints) {
+  auto make = [](Model& m) {
+    Var x = m.input("x", DType::F32, {16, 8});
+    Var labels = m.input("labels", DType::I64, {16});
+    Var h = relu(batch_norm(m, "bn", linear(m, "fc1", x, 12), true));
+    return cross_entropy(linear(m, "fc2", h, 4), labels);
+  };
+  Tensor xv = random({16, 8}, 5);
+  Tensor lv = Tensor::empty(DType::I64, {16});
+  for (int64_t i = 0; i < 16; ++i) lv.data<int64_t>()[i] = i % 4;
+  Device& d = DeviceRegistry::get().at("cpu");
+  ir::Graph g;
+  Model m(g);
+  Trainer t(m, make(m), Sgd{.lr = 0.1}, d);
+  BOOST_REQUIRE_EQUAL(t.buffers().size(), 2u);
+  t.step({xv, lv});
+  t.step({xv, lv});
+  Tensor mean = t.buffers()[0];
+  double moved = 0;
+  for (int64_t i = 0; i < mean.numel(); ++i) moved += std::abs(mean.data<float>()[i]);
+  BOOST_TEST(moved > 0);  // started at zeros
+  const std::string path = (scratch() / "bn.safetensors").string();
+  t.save(path);
+  ir::Graph g2;
+  Model m2(g2);
+  Trainer u(m2, make(m2), Sgd{.lr = 0.1}, d);
+  u.load(path);
+  BOOST_TEST(std::memcmp(u.buffers()[0].raw(), mean.raw(), mean.nbytes()) == 0);
+  t.step({xv, lv});
+  u.step({xv, lv});
+  BOOST_TEST(std::memcmp(u.buffers()[1].raw(), t.buffers()[1].raw(), mean.nbytes()) == 0);
+}
+
 BOOST_AUTO_TEST_CASE(parameters_are_named_and_initialised_like_pytorch) {
   ir::Graph g;
   Model m(g);
