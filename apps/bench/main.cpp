@@ -240,6 +240,7 @@ void bench_sort(Device& d, const Options& o) {
 int bench_spmv(int argc, char** argv);          // sparse.cpp
 int bench_direct(int argc, char** argv);        // direct.cpp
 int bench_dense_la(int argc, char** argv);      // dense_la.cpp
+int bench_grad(int argc, char** argv);          // grad.cpp
 int bench_pcg(int argc, char** argv);           // pcg.cpp
 int bench_cuda(int argc, char** argv);          // cuda.cpp (GPU builds)
 int bench_eigen_direct(int argc, char** argv);  // eigen_direct.cpp
@@ -253,6 +254,7 @@ struct SubCommand {
 const SubCommand kSubCommands[] = {
     {"spmv", bench_spmv},     {"pcg", bench_pcg},       {"direct", bench_direct},
     {"direct-eigen", bench_eigen_direct}, {"dense", bench_dense_la}, {"layout", bench_layout},
+    {"grad", bench_grad},
 #ifdef RLX_HAVE_CUDA
     {"cuda", bench_cuda},
 #endif

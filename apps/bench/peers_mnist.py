@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The peers of `rlx train mnist` (docs/benchmarks.md): the same 784-128-10 ReLU MLP,
+"""The peers of `rlx train mnist` (docs/benchmarks.md): the same 784-128-10 ReLU MLP (or LeNet with --model cnn),
 inputs standardised with (0.1307, 0.3081), SGD with momentum 0.9, batch 128, the last
 partial batch dropped, trained with PyTorch (eager, and on CUDA also replayed as a CUDA
 graph) and with a hand-written NumPy forward/backward. Prints one JSON line per peer:
@@ -74,10 +74,21 @@ def numpy_mlp(x, y, tx, ty, epochs, batch, lr, seed):
     return rates, acc
 
 
-def torch_mlp(x, y, tx, ty, epochs, batch, lr, seed, device, graph):
+def lenet():
+    import torch
+    n = torch.nn
+    return n.Sequential(n.Unflatten(1, (1, 28, 28)), n.Conv2d(1, 6, 5, padding=2), n.ReLU(), n.MaxPool2d(2),
+                        n.Conv2d(6, 16, 5), n.ReLU(), n.MaxPool2d(2), n.Flatten(), n.Linear(400, 120), n.ReLU(),
+                        n.Linear(120, 84), n.ReLU(), n.Linear(84, 10))
+
+
+def torch_mlp(x, y, tx, ty, epochs, batch, lr, seed, device, graph, arch="mlp"):
     import torch
     torch.manual_seed(seed)
-    model = torch.nn.Sequential(torch.nn.Linear(784, 128), torch.nn.ReLU(), torch.nn.Linear(128, 10)).to(device)
+    if arch == "cnn":
+        model = lenet().to(device)
+    else:
+        model = torch.nn.Sequential(torch.nn.Linear(784, 128), torch.nn.ReLU(), torch.nn.Linear(128, 10)).to(device)
     opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
     loss_fn = torch.nn.CrossEntropyLoss()
     X = torch.from_numpy(x).to(device)
@@ -135,6 +146,7 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--skip-numpy", action="store_true")
+    ap.add_argument("--model", default="mlp", choices=["mlp", "cnn"])
     a = ap.parse_args()
     x, y, tx, ty = load(a.data)
     med = lambda r: float(np.median(r[1:] if len(r) > 1 else r))
@@ -142,10 +154,10 @@ def main():
     torch.set_num_threads(a.threads)
     runs = [("pytorch-eager", False)] + ([("pytorch-cuda-graph", True)] if a.device == "cuda" else [])
     for name, graph in runs:
-        r, acc = torch_mlp(x, y, tx, ty, a.epochs, a.batch, a.lr, a.seed, a.device, graph)
-        print(json.dumps({"peer": name, "device": a.device, "threads": a.threads, "img_per_s": med(r),
+        r, acc = torch_mlp(x, y, tx, ty, a.epochs, a.batch, a.lr, a.seed, a.device, graph, a.model)
+        print(json.dumps({"peer": name, "model": a.model, "device": a.device, "threads": a.threads, "img_per_s": med(r),
                           "test_accuracy": acc, "torch": torch.__version__}))
-    if not a.skip_numpy:
+    if not a.skip_numpy and a.model == "mlp":
         r, acc = numpy_mlp(x, y, tx, ty, a.epochs, a.batch, a.lr, a.seed)
         print(json.dumps({"peer": "numpy", "img_per_s": med(r), "test_accuracy": acc, "numpy": np.__version__}))
 
