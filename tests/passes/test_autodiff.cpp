@@ -170,6 +170,21 @@ BOOST_AUTO_TEST_CASE(what_grad_refuses_names_the_node) {
   }
 }
 
+// gelu's tanh form (the op suite's example covers the erf form) against its derivative.
+BOOST_AUTO_TEST_CASE(gelu_tanh_gradient) {
+  ir::Graph g;
+  Var x = input(g, "x", DType::F64, {7});
+  output(g, grad(sum(gelu(x, "tanh")), {x}));
+  Tensor xv = random({7}, -4, 4);
+  auto r = eval(g, {xv});
+  const double c = std::sqrt(2.0 / M_PI);
+  for (int64_t i = 0; i < 7; ++i) {
+    const double v = at(xv, i), h = 1e-6;
+    auto f = [&](double z) { return 0.5 * z * (1 + std::tanh(c * (z + 0.044715 * z * z * z))); };
+    BOOST_TEST(at(r[0], i) == (f(v + h) - f(v - h)) / (2 * h), boost::test_tools::tolerance(1e-8));
+  }
+}
+
 // jvp against the closed form; hvp against finite differences of the gradient.
 BOOST_AUTO_TEST_CASE(jvp_and_hvp) {
   ir::Graph g;

@@ -59,6 +59,54 @@ V silu_vjp(const V& in, const V&, const V& g, const Attrs&) {
   Var s = 1.0 / (1.0 + exp(-in[0]));
   return {g[0] * s * (1.0 + in[0] * (1.0 - s))};
 }
+// The attention weights softmax(q k^T scale + bias [causal]) that the lowering and the VJP share.
+Var attention_probs(const V& in, const Attrs& a) {
+  const Var &q = in[0], &k = in[1];
+  double scale = a.get_float("scale");
+  if (scale == 0.0) scale = 1.0 / std::sqrt(double(q.shape().back()));
+  Var s = matmul(q, k, false, true) * scale;
+  if (in.size() == 4) s = s + in[3];
+  const std::string& mask = a.get_string("mask");
+  if (mask == "causal") {
+    const Shape& ss = s.shape();
+    int64_t lq = ss[ss.size() - 2], lk = ss.back();
+    Var row = iota(*q.graph(), {lq, lk}, 0, DType::I64);
+    Var col = iota(*q.graph(), {lq, lk}, 1, DType::I64);
+    Var keep = le(col, row + scalar(*q.graph(), double(lk - lq), DType::I64));
+    s = where(keep, s, scalar_like(s, -INFINITY));
+  } else if (mask != "none") {
+    throw InputError("mask must be \"none\" or \"causal\", got \"" + mask + "\"");
+  }
+  return softmax_body(s, -1);
+}
+// With P the weights: dV = P^T g, dP = g V^T, dS = P (dP - rowsum(dP P)); dQ = dS K scale,
+// dK = dS^T Q scale, dbias = dS. P is recomputed once; masked entries have P = 0, so dS = 0.
+V attention_vjp(const V& in, const V&, const V& g, const Attrs& a) {
+  const Var &q = in[0], &k = in[1], &v = in[2];
+  double scale = a.get_float("scale");
+  if (scale == 0.0) scale = 1.0 / std::sqrt(double(q.shape().back()));
+  Var p = attention_probs(in, a);
+  Var dv = matmul(p, g[0], true, false);
+  Var dp = matmul(g[0], v, false, true);
+  Var ds = p * (dp - sum(dp * p, {-1}, true));
+  V r{vjp::unbroadcast(matmul(ds, k) * scale, q.shape()), vjp::unbroadcast(matmul(ds, q, true, false) * scale, k.shape()),
+      vjp::unbroadcast(dv, v.shape())};
+  if (in.size() == 4) r.push_back(vjp::unbroadcast(ds, in[3].shape()));
+  return r;
+}
+// gelu's derivative in its erf form, 0.5 (1 + erf(x / sqrt 2)) + x phi(x), or in the tanh form
+// with t = tanh(u), u = c (x + 0.044715 x^3): 0.5 (1 + t) + 0.5 x (1 - t^2) c (1 + 3 0.044715 x^2).
+V gelu_vjp(const V& in, const V&, const V& g, const Attrs& a) {
+  const Var& x = in[0];
+  if (a.get_string("approximate") == "tanh") {
+    const double c = std::sqrt(2.0 / std::numbers::pi);
+    Var t = tanh(c * (x + 0.044715 * x * x * x));
+    return {g[0] * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * c * (1.0 + 3 * 0.044715 * x * x))};
+  }
+  Var cdf = 0.5 * (1.0 + erf(x * (1.0 / std::numbers::sqrt2)));
+  Var pdf = exp(-0.5 * x * x) * (1.0 / std::sqrt(2 * std::numbers::pi));
+  return {g[0] * (cdf + x * pdf)};
+}
 V softmax_vjp(const V&, const V& out, const V& g, const Attrs& a) {
   const Var& y = out[0];
   return {y * (g[0] - sum(g[0] * y, {a.get_int("axis")}, true))};
@@ -330,7 +378,7 @@ void register_nn_ops(OpRegistry& r) {
        }
        throw InputError("approximate must be \"none\" or \"tanh\", got \"" + ap + "\"");
      },
-     "Gaussian error linear unit (erf form, or tanh approximation)");
+     "Gaussian error linear unit (erf form, or tanh approximation)", {}, kFloats, gelu_vjp);
   l1(r, "sigmoid", 1, 1, {}, [](const std::vector<Var>& in, const Attrs&) { return std::vector<Var>{sigmoid_body(in[0])}; },
      "1 / (1 + exp(-x))", {}, kFloats, sigmoid_vjp);
   l1(r, "silu", 1, 1, {}, [](const std::vector<Var>& in, const Attrs&) { return std::vector<Var>{in[0] * sigmoid_body(in[0])}; },
@@ -412,29 +460,12 @@ void register_nn_ops(OpRegistry& r) {
      [](ExampleInputs& x, DType t) { return std::vector<Var>{cross_entropy(x.in(t, {4, 8}), x.index(DType::I64, {4}, 8))}; },
      kFloats, cross_entropy_vjp, {1});
   l1(r, "attention", 3, 4, {{"mask", AttrKind::String, false, std::string("none")}, {"scale", AttrKind::Float, false, 0.0}},
-     [](const std::vector<Var>& in, const Attrs& a) {
-       const Var &q = in[0], &k = in[1], &v = in[2];
-       double scale = a.get_float("scale");
-       if (scale == 0.0) scale = 1.0 / std::sqrt(double(q.shape().back()));
-       Var s = matmul(q, k, false, true) * scale;
-       if (in.size() == 4) s = s + in[3];
-       const std::string& mask = a.get_string("mask");
-       if (mask == "causal") {
-         const Shape& ss = s.shape();
-         int64_t lq = ss[ss.size() - 2], lk = ss.back();
-         Var row = iota(*q.graph(), {lq, lk}, 0, DType::I64);
-         Var col = iota(*q.graph(), {lq, lk}, 1, DType::I64);
-         Var keep = le(col, row + scalar(*q.graph(), double(lk - lq), DType::I64));
-         s = where(keep, s, scalar_like(s, -INFINITY));
-       } else if (mask != "none") {
-         throw InputError("mask must be \"none\" or \"causal\", got \"" + mask + "\"");
-       }
-       return std::vector<Var>{matmul(softmax_body(s, -1), v)};
-     },
+     [](const std::vector<Var>& in, const Attrs& a) { return std::vector<Var>{matmul(attention_probs(in, a), in[2])}; },
      "softmax(q k^T * scale + bias [causal mask]) v",
      [](ExampleInputs& x, DType t) {
        return std::vector<Var>{attention(x.in(t, {2, 4, 8}), x.in(t, {2, 6, 8}), x.in(t, {2, 6, 8}))};
-     });
+     },
+     kFloats, attention_vjp);
   l1(r, "conv2d", 2, 3,
      {{"stride", AttrKind::Ints, false, std::vector<int64_t>{1, 1}},
       {"padding", AttrKind::Ints, false, std::vector<int64_t>{0, 0}},
