@@ -249,7 +249,22 @@ void gather(const Tensor& x_in, const Tensor& idx_in, int axis, Tensor& out) {
   const char* src = static_cast<const char*>(x.raw());
   char* dst = static_cast<char*>(out.raw());
   const size_t row = size_t(inner) * es;
+  // Single elements (im2col's windows, embedding rows of width 1): typed loads and stores,
+  // walking (o, j) without a division per element, instead of a memcpy call per element.
+  auto elements = [&](auto tag, int64_t t0, int64_t t1) {
+    using T = decltype(tag);
+    const T* s = reinterpret_cast<const T*>(src);
+    T* d = reinterpret_cast<T*>(dst);
+    int64_t o = t0 / J, j = t0 % J;
+    for (int64_t t = t0; t < t1; ++t) {
+      d[t] = s[o * A + ix[size_t(j)]];
+      if (++j == J) j = 0, ++o;
+    }
+  };
   auto body = [&](int64_t t0, int64_t t1) {
+    if (inner == 1 && es == 4) return elements(uint32_t{}, t0, t1);
+    if (inner == 1 && es == 8) return elements(uint64_t{}, t0, t1);
+    if (inner == 1 && es == 2) return elements(uint16_t{}, t0, t1);
     for (int64_t t = t0; t < t1; ++t) {
       int64_t o = t / J, j = t % J;
       std::memcpy(dst + size_t(t) * row, src + (size_t(o) * size_t(A) + size_t(ix[size_t(j)])) * row, row);
