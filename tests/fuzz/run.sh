@@ -4,6 +4,7 @@
 #   TARGETS="npy ir_text" tests/fuzz/run.sh 30               (a subset)
 #   JOBS=1 tests/fuzz/run.sh                                 (targets at once; default 2, one per core here)
 #   FUZZ_FLAGS="-fork=16" tests/fuzz/run.sh 600              (extra libFuzzer flags, e.g. the long run)
+#   FUZZ_SEED=1 tests/fuzz/run.sh 60                         (a fixed mutation seed: CI's, so a run repeats)
 # New interesting inputs go to <build-dir>/fuzz-corpus/<target>/ (kept between local runs,
 # never committed); the seed corpus tests/fuzz/corpus/<target>/ is only read. A crash, a
 # sanitizer report, a leak, a hang (-timeout=10 s), an input that uses more than 2 GiB or
@@ -33,6 +34,7 @@ fuzz_one() {  # target -> exit 0 (nothing found) or 1 (a finding), with a summar
   # shellcheck disable=SC2086
   "$bin" "$work" "$HERE/corpus/$t" -dict="$HERE/$t.dict" -max_total_time="$SECONDS_PER_TARGET" -timeout=10 \
     -rss_limit_mb=2048 -malloc_limit_mb=1024 -max_len=8192 -artifact_prefix="$FINDINGS/$t-" -print_final_stats=1 \
+    ${FUZZ_SEED:+-seed=$FUZZ_SEED} \
     ${FUZZ_FLAGS:-} >"$log" 2>&1
   rc=$?
   after=$(ls "$FINDINGS" | grep -c "^$t-")
