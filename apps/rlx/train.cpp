@@ -113,9 +113,12 @@ int cmd_train(const Args& a) {
   const std::string model = a.get("model", "mlp");
   const int64_t epochs = a.integer("epochs", 2, 1, 1000);
   const int64_t batch = a.integer("batch", 128, 1, 60000);
-  const std::string opt_name = a.get("optimizer", "sgd");
+  // Defaults per model: the MLP trains with SGD (momentum 0.9, lr 0.05); LeNet with Adam at
+  // 2e-3, which reaches 98.5 % in two epochs where SGD with momentum stops near 98 % (docs/training.md).
+  const bool cnn = model == "cnn";
+  const std::string opt_name = a.get("optimizer", cnn ? "adam" : "sgd");
   const uint64_t seed = uint64_t(a.integer("seed", 0, 0, INT64_MAX));
-  double lr = a.number("lr", opt_name == "sgd" ? 0.05 : 1e-3, 0, 10, true);
+  double lr = a.number("lr", opt_name == "sgd" ? 0.05 : cnn ? 2e-3 : 1e-3, 0, 10, true);
   Device& dev = DeviceRegistry::get().at(a.get("device", "cpu"));
   if (!dev.unavailable().empty()) throw UsageError("device " + dev.name() + " is not available here: " + dev.unavailable());
   std::optional<nn::Optimizer> opt;
