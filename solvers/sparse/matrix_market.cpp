@@ -359,6 +359,10 @@ MatrixMarketFile parse(std::string_view text, const std::string& name, const Rea
     const int64_t row_bytes = checked_mul(checked_add(h.rows, 1, "the row count"), 32, "the row pointers' bytes");
     if (std::string why = exceeds_host_memory(row_bytes); !why.empty())
       lines.fail_at(size_line, "the " + std::to_string(h.rows) + " rows the size line declares do not fit in memory: their row pointers alone need " + why);
+    if (o.max_bytes > 0 && row_bytes > o.max_bytes)
+      lines.fail_at(size_line, "the " + std::to_string(h.rows) + " rows the size line declares need " +
+                                   std::to_string(row_bytes) + " bytes of row pointers, more than the " +
+                                   std::to_string(o.max_bytes) + " this read allows (ReadOptions::max_bytes)");
   } catch (const SizeError& e) {
     lines.fail_at(size_line, e.what());
   }

@@ -60,6 +60,10 @@ struct ReadOptions {
   std::optional<DType> value_type;  // default: f64, or c64 for complex files
   std::optional<DType> index_type;  // default: i32 when it fits
   Duplicates duplicates = Duplicates::Sum;
+  // A cap on the bytes the size line may make the reader allocate for row pointers (rows + 1
+  // of them, 32 bytes each while assembling), for callers reading files they do not trust
+  // with all of the machine's memory; 0: the host's physical memory is the limit.
+  int64_t max_bytes = 0;
 };
 
 struct MatrixMarketFile {

@@ -415,6 +415,22 @@ BOOST_AUTO_TEST_CASE(empty_arrays_with_huge_extents_read_at_once) {
   }
 }
 
+// ReadOptions::max_bytes caps what the size line may make the reader allocate: 340 million
+// empty rows (2.7 GB of row pointers from a 67-byte file) are refused under a 256 MiB cap and
+// read without one on a machine that has the memory.
+BOOST_AUTO_TEST_CASE(max_bytes_caps_the_row_pointers) {
+  const std::string text = "%%MatrixMarket matrix coordinate real general\n% c\n340747535 1 0\n";
+  try {
+    parse(text, ReadOptions{.max_bytes = int64_t(256) << 20});
+    BOOST_ERROR("accepted");
+  } catch (const ParseError& e) {
+    BOOST_TEST(e.line() == 3);
+    BOOST_TEST(std::string(e.what()).find("ReadOptions::max_bytes") != std::string::npos, e.what());
+  }
+  MatrixMarketFile small = parse("%%MatrixMarket matrix coordinate real general\n1000 1 0\n", ReadOptions{.max_bytes = 1 << 20});
+  BOOST_TEST(small.matrix.rows() == 1000);
+}
+
 // Poisson problems too large for the index type, for 2^62 or for this machine's memory are
 // refused before allocating, saying what they would need.
 BOOST_AUTO_TEST_CASE(poisson_sizes_are_checked_before_allocating) {
