@@ -3,6 +3,7 @@
 // respect to every parameter, one compiled program), and their ratio. PyTorch's figures for
 // the same models come from apps/bench/peers_grad.py, run beside it.
 //   mlp          784-128-10 ReLU MLP, cross-entropy, batch 128
+//   mlp-step     the MLP's whole training step through nn::Trainer on a fixed batch
 //   transformer  4 pre-norm blocks (layer_norm, attention with 6 heads, a 4x GELU MLP),
 //                sequence 128, width 384, batch 1, mean of the output as the loss
 #include <cmath>
@@ -11,6 +12,7 @@
 
 #include "apps/bench/common.hpp"
 #include "nn/layers.hpp"
+#include "nn/trainer.hpp"
 #include "passes/autodiff.hpp"
 #include "runtime/executor.hpp"
 #include "runtime/runtime.hpp"
@@ -99,6 +101,24 @@ void bench_model(Device& dev, const std::string& name, const Options& o) {
       .print();
 }
 
+// A whole training step of the MLP (forward, backward, SGD with momentum) through nn::Trainer
+// on one fixed batch: what `rlx train mnist` pays per step without the loader.
+void bench_step(Device& dev, const Options& o) {
+  ir::Graph g;
+  nn::Model m(g);
+  Var x = m.input("x", DType::F32, {128, 784});
+  Var y = m.input("y", DType::I64, {128});
+  nn::Trainer t(m, cross_entropy(nn::mlp(m, "mlp", x, {784, 128, 10}), y), nn::Sgd{.lr = 0.05, .momentum = 0.9}, dev);
+  std::vector<Tensor> batch{random_input({DType::F32, {128, 784}}, 1), random_input({DType::I64, {128}}, 2)};
+  const double ts = median_seconds(o.reps, [&] {
+    for (int i = 0; i < 10; ++i) t.step(batch);
+    t.loss();
+  }) / 10;
+  std::printf("%-12s training step %8.3f ms   %.0f img/s\n", "mlp-step", ts * 1e3, 128 / ts);
+  Result("grad").add("model", std::string("mlp-step")).add("device", dev.name()).add("step_ms", ts * 1e3, "%.4f")
+      .add("img_per_s", 128 / ts, "%.0f").add("reps", int64_t(o.reps)).print();
+}
+
 }  // namespace
 
 int bench_grad(int argc, char** argv) {
@@ -106,14 +126,14 @@ int bench_grad(int argc, char** argv) {
   Args args("rlx-bench grad",
             "Forward vs forward+backward time of the 784-128-10 MLP (batch 128) and of 4 transformer\n"
             "blocks (sequence 128, width 384, 6 heads), f32; medians of --reps runs.\n");
-  args.option("--models", "mlp,transformer", o.models, {"mlp", "transformer"})
+  args.option("--models", "mlp,transformer,mlp-step", o.models, {"mlp", "transformer", "mlp-step"})
       .option("--reps", "N", o.reps, 1)
       .option("--device", "cpu", o.device);
   args.parse(argc, argv);
   return run_bench("rlx-bench grad", [&] {
     Device& dev = DeviceRegistry::get().at(o.device);
     print_device(dev);
-    for (const std::string& name : o.models) bench_model(dev, name, o);
+    for (const std::string& name : o.models) name == "mlp-step" ? bench_step(dev, o) : bench_model(dev, name, o);
     return 0;
   });
 }
