@@ -21,6 +21,7 @@ struct Trainer::Impl {
   // sets[s][k]: parameters, optimizer state, then the model's buffers, on the device; step k reads sets[k % 2] and writes sets[1 - k % 2].
   std::vector<Tensor> sets[2];
   std::vector<Tensor> data;  // the data inputs, on the device
+  std::vector<bool> held;    // data inputs given once by hold(), not per step
   Tensor lr, step;           // scalars on the device
   Tensor loss;
   std::unique_ptr<Executor> exec;
@@ -132,6 +133,7 @@ Trainer::Trainer(Model& model, const Var& loss, Optimizer optimizer, Device& dev
     for (const Tensor& t : init_buffers) m.sets[s].push_back(on_device(device_, t));
   }
   for (const Var& d : model.data_inputs()) m.data.push_back(Tensor::empty(d.dtype(), d.shape(), device_.allocator()));
+  m.held.assign(m.data.size(), false);
   m.lr = Tensor::empty(dt, {}, device_.allocator());
   m.step = Tensor::empty(dt, {}, device_.allocator());
   m.loss = Tensor::empty(loss.dtype(), loss.shape(), device_.allocator());
@@ -144,18 +146,34 @@ double Trainer::learning_rate() const { return options_.schedule.at(optimizer_.l
 
 bool Trainer::replays() const { return impl_->replay[0] != nullptr; }
 
+namespace {
+void put_data(Model& model, Tensor& dst, const Tensor& value, size_t k) {
+  if (value.type() != dst.type())
+    throw InputError("trainer: data input " + std::to_string(k) + " ('" +
+                     model.graph().node(model.data_inputs()[k].value()).attrs.get_string("name") + "') is " +
+                     value.type().str() + ", the model declares " + dst.type().str());
+  Tensor src = value.is_host() ? value.contiguous() : value.to(host_allocator());
+  dst.allocator()->copy_from_host(dst.raw(), src.raw(), src.nbytes());
+}
+}  // namespace
+
+void Trainer::hold(size_t k, const Tensor& value) {
+  Impl& m = *impl_;
+  if (k >= m.data.size())
+    throw InputError("trainer: the model has " + std::to_string(m.data.size()) + " data inputs, no input " + std::to_string(k));
+  device_.synchronize();
+  put_data(model_, m.data[k], value, k);
+  m.held[k] = true;
+}
+
 void Trainer::step(const std::vector<Tensor>& data) {
   Impl& m = *impl_;
-  if (data.size() != m.data.size())
-    throw InputError("trainer: step takes " + std::to_string(m.data.size()) + " data inputs, got " + std::to_string(data.size()));
-  for (size_t k = 0; k < data.size(); ++k) {
-    if (data[k].type() != m.data[k].type())
-      throw InputError("trainer: data input " + std::to_string(k) + " ('" +
-                       model_.graph().node(model_.data_inputs()[k].value()).attrs.get_string("name") + "') is " +
-                       data[k].type().str() + ", the model declares " + m.data[k].type().str());
-    Tensor src = data[k].is_host() ? data[k].contiguous() : data[k].to(host_allocator());
-    m.data[k].allocator()->copy_from_host(m.data[k].raw(), src.raw(), src.nbytes());
-  }
+  size_t per_step = 0;
+  for (bool h : m.held) per_step += !h;
+  if (data.size() != per_step)
+    throw InputError("trainer: step takes " + std::to_string(per_step) + " data inputs, got " + std::to_string(data.size()));
+  for (size_t k = 0, i = 0; k < m.data.size(); ++k)
+    if (!m.held[k]) put_data(model_, m.data[k], data[i++], k);
   write_scalar(device_, m.lr, learning_rate());
   write_scalar(device_, m.step, double(steps_ + 1));
   const int from = int(steps_ % 2), to = 1 - from;

@@ -38,6 +38,9 @@ class Trainer {
   // One step on a batch: the model's data inputs in declaration order, host or device
   // tensors of their declared types. Returns without waiting for the device.
   void step(const std::vector<Tensor>& data);
+  // Data input k keeps `value` on the device for every later step (a whole data set, gathered
+  // inside the step by an index input); step() then takes the other data inputs only.
+  void hold(size_t k, const Tensor& value);
   double loss();  // the last step's loss (waits for the step)
   int64_t steps_done() const { return steps_; }
   double learning_rate() const;  // the rate the next step uses

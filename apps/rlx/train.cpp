@@ -129,23 +129,30 @@ int cmd_train(const Args& a) {
   const std::string dir = mnist_dir(a);
   const nn::Mnist data = nn::load_mnist(dir);
 
+  // The training set stays on the device (Trainer::hold); a step receives only its batch's
+  // indices and gathers the rows itself, so 1 KB moves per step instead of the pixels.
+  const int64_t n = data.train.images.shape()[0];
   ir::Graph g;
   nn::Model m(g);
-  Var x = m.input("images", DType::F32, {batch, 784});
-  Var y = m.input("labels", DType::I64, {batch});
-  Var loss = cross_entropy(build_model(m, model, x), y);
+  Var train_x = m.input("train_images", DType::F32, {n, 784});
+  Var train_y = m.input("train_labels", DType::I64, {n});
+  Var rows = m.input("batch", DType::I64, {batch});
+  Var loss = cross_entropy(build_model(m, model, gather(train_x, rows, 0)), gather(train_y, rows, 0));
   nn::Trainer trainer(m, loss, *opt, dev, {.seed = seed});
+  trainer.hold(0, data.train.images);
+  trainer.hold(1, data.train.labels);
   Evaluator eval(model, dev, 1000);
   // A step's shape is fixed: an epoch's last partial batch is dropped (60000 = 468 x 128 + 96).
-  nn::Loader loader(data.train.images, data.train.labels, {.batch_size = batch, .seed = seed, .drop_last = true});
+  // The order of epoch e is nn::epoch_order(n, seed, e), as nn::Loader shuffles.
+  const int64_t batches_per_epoch = n / batch;
   const std::string ckpt = a.get("checkpoint", "");
   int64_t first_epoch = 0;
   if (a.has("resume")) {
     const std::string from = (fs::path(a.get("resume", "")) / "last.safetensors").string();
     trainer.load(from);
-    if (trainer.steps_done() % loader.batches_per_epoch() != 0)
+    if (trainer.steps_done() % batches_per_epoch != 0)
       throw InputError(from + ": the checkpoint is not at an epoch's end (" + std::to_string(trainer.steps_done()) + " steps)");
-    first_epoch = trainer.steps_done() / loader.batches_per_epoch();
+    first_epoch = trainer.steps_done() / batches_per_epoch;
   }
   if (!ckpt.empty()) {
     std::error_code ec;
@@ -159,19 +166,21 @@ int cmd_train(const Args& a) {
   double train_seconds = 0, last_loss = NAN, accuracy = 0;
   int64_t images = 0;
   for (int64_t e = first_epoch; e < epochs; ++e) {
-    loader.start_epoch(e);
+    const std::vector<int64_t> order = nn::epoch_order(n, seed, e);
     const auto t0 = std::chrono::steady_clock::now();
     int64_t k = 0;
-    while (std::optional<nn::Batch> b = loader.next()) {
-      trainer.step({b->images, b->labels});
+    Tensor idx = Tensor::empty(DType::I64, {batch});
+    while (k < batches_per_epoch) {
+      std::memcpy(idx.raw(), order.data() + k * batch, size_t(batch) * sizeof(int64_t));
+      trainer.step({idx});
       ++k;
-      if (tty && (k % 25 == 0 || k == loader.batches_per_epoch())) {
+      if (tty && (k % 25 == 0 || k == batches_per_epoch)) {
         last_loss = trainer.loss();
         double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        const int width = 30, done = int(width * k / loader.batches_per_epoch());
+        const int width = 30, done = int(width * k / batches_per_epoch);
         std::printf("\repoch %lld/%lld [%s%s] %lld/%lld loss %.4f %.0f img/s", (long long)e + 1, (long long)epochs,
                     std::string(size_t(done), '=').c_str(), std::string(size_t(width - done), ' ').c_str(), (long long)k,
-                    (long long)loader.batches_per_epoch(), last_loss, double(k * batch) / s);
+                    (long long)batches_per_epoch, last_loss, double(k * batch) / s);
         std::fflush(stdout);
       }
     }

@@ -169,6 +169,45 @@ BOOST_AUTO_TEST_CASE(buffers_follow_the_steps_and_the_checkpoints) {
   BOOST_TEST(std::memcmp(u.buffers()[1].raw(), t.buffers()[1].raw(), mean.nbytes()) == 0);
 }
 
+// A data set held on the device (Trainer::hold) and gathered by per-step indices trains
+// exactly as the same batches passed in whole.
+BOOST_AUTO_TEST_CASE(held_data_sets_train_like_passed_batches) {
+  Tensor all_x = random({40, 8}, 11);
+  Tensor all_y = Tensor::empty(DType::I64, {40});
+  for (int64_t i = 0; i < 40; ++i) all_y.data<int64_t>()[i] = i % 3;
+  Device& d = DeviceRegistry::get().at("cpu");
+  ir::Graph g1;
+  Model m1(g1);
+  Var x = m1.input("x", DType::F32, {10, 8});
+  Var y = m1.input("y", DType::I64, {10});
+  Trainer whole(m1, cross_entropy(mlp(m1, "mlp", x, {8, 6, 3}), y), Sgd{.lr = 0.1, .momentum = 0.9}, d);
+  ir::Graph g2;
+  Model m2(g2);
+  Var ax = m2.input("all_x", DType::F32, {40, 8});
+  Var ay = m2.input("all_y", DType::I64, {40});
+  Var rows = m2.input("rows", DType::I64, {10});
+  Trainer held(m2, cross_entropy(mlp(m2, "mlp", gather(ax, rows, 0), {8, 6, 3}), gather(ay, rows, 0)),
+               Sgd{.lr = 0.1, .momentum = 0.9}, d);
+  held.hold(0, all_x);
+  held.hold(1, all_y);
+  expect_error([&] { held.step({all_x, all_y}); }, "step takes 1 data inputs, got 2");
+  for (int s = 0; s < 4; ++s) {
+    Tensor idx = Tensor::empty(DType::I64, {10}), bx = Tensor::empty(DType::F32, {10, 8}), by = Tensor::empty(DType::I64, {10});
+    for (int64_t i = 0; i < 10; ++i) {
+      const int64_t r = (7 * (s * 10 + i) + 3) % 40;
+      idx.data<int64_t>()[i] = r;
+      std::memcpy(bx.data<float>() + i * 8, all_x.data<float>() + r * 8, 8 * sizeof(float));
+      by.data<int64_t>()[i] = all_y.data<int64_t>()[r];
+    }
+    whole.step({bx, by});
+    held.step({idx});
+  }
+  BOOST_TEST(whole.loss() == held.loss());
+  auto pw = whole.parameters(), ph = held.parameters();
+  for (size_t k = 0; k < pw.size(); ++k) BOOST_TEST(std::memcmp(pw[k].raw(), ph[k].raw(), pw[k].nbytes()) == 0);
+  expect_error([&] { held.hold(5, all_x); }, "no input 5");
+}
+
 BOOST_AUTO_TEST_CASE(parameters_are_named_and_initialised_like_pytorch) {
   ir::Graph g;
   Model m(g);
