@@ -12,10 +12,13 @@
 #include "ir/frontend.hpp"
 #include "ir/op_registry.hpp"
 #include "passes/autodiff.hpp"
+#include "tests/support/errors.hpp"
 #include "runtime/runtime.hpp"
 
 namespace rlx {
 namespace {
+
+using test::expect_error;
 
 std::mt19937_64& rng() {
   static std::mt19937_64 r(std::random_device{}());
@@ -36,15 +39,6 @@ std::vector<Tensor> eval(ir::Graph& g, const std::vector<Tensor>& in, const std:
 
 double at(const Tensor& t, int64_t i) { return t.data<double>()[i]; }
 
-template <class F>
-void expect_error(F&& f, const std::vector<std::string>& phrases) {
-  try {
-    f();
-    BOOST_ERROR("no error");
-  } catch (const InputError& e) {
-    for (const auto& p : phrases) BOOST_TEST(std::string(e.what()).find(p) != std::string::npos, e.what() << " lacks '" << p << "'");
-  }
-}
 
 BOOST_AUTO_TEST_CASE(gradients_match_closed_forms_and_accumulate_over_uses) {
   ir::Graph g;

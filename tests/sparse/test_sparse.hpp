@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/errors.hpp"
 #include "tests/support/seed.hpp"
 #include "tests/support/tensors.hpp"
 #include "core/error.hpp"
@@ -47,18 +48,4 @@ inline std::vector<cd> dense_of(const CsrMatrix& A) {
   return r;
 }
 
-// Expects f() to throw E whose message contains every one of `parts`.
-template <class E = InputError, class F>
-void expect_error(F&& f, std::vector<std::string> parts) {
-  try {
-    f();
-  } catch (const E& e) {
-    std::string m = e.what();
-    for (auto& p : parts) BOOST_CHECK_MESSAGE(m.find(p) != std::string::npos, "message '" << m << "' lacks '" << p << "'");
-    return;
-  } catch (const std::exception& e) {
-    BOOST_ERROR("wrong exception type: " << e.what());
-    return;
-  }
-  BOOST_ERROR("no exception; expected one mentioning " << parts.at(0));
-}
+using test::expect_error;  // tests/support/errors.hpp
