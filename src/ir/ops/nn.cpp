@@ -14,11 +14,10 @@
 namespace rlx::ir {
 using namespace rules;
 
-namespace {
-
-InferFn infer_by_lowering(LowerFn lower, std::vector<DType> ok) {
-  return [lower, ok](const std::vector<TensorType>& in, const Attrs& a, auto&) {
+InferFn rules::infer_by_lowering(LowerFn lower, std::vector<DType> ok, bool same_dtype) {
+  return [lower, ok, same_dtype](const std::vector<TensorType>& in, const Attrs& a, auto&) {
     require_dtype(in[0], ok);
+    if (same_dtype) require_same_dtype(in);
     Graph scratch;
     std::vector<Var> args;
     for (size_t i = 0; i < in.size(); ++i) args.emplace_back(&scratch, scratch.add_param("a" + std::to_string(i), in[i]));
@@ -27,6 +26,9 @@ InferFn infer_by_lowering(LowerFn lower, std::vector<DType> ok) {
     return out;
   };
 }
+
+namespace {
+
 
 // `example` is needed where the class example (one [4,8] input) does not fit. Without a
 // `vjp`, grad differentiates the lowering body; with one, grad uses it (cheaper: it reuses

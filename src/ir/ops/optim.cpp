@@ -14,22 +14,6 @@ namespace {
 
 using V = std::vector<Var>;
 
-InferFn infer_by_lowering(LowerFn lower) {
-  return [lower](const std::vector<TensorType>& in, const Attrs& a, auto&) {
-    require_dtype(in[0], kFloats);
-    for (size_t i = 1; i < in.size(); ++i)
-      if (in[i].dtype != in[0].dtype)
-        throw InputError(std::string("input ") + std::to_string(i) + " is " + dtype_name(in[i].dtype) +
-                         ", the parameter " + dtype_name(in[0].dtype));
-    Graph scratch;
-    V args;
-    for (size_t i = 0; i < in.size(); ++i) args.emplace_back(&scratch, scratch.add_param("a" + std::to_string(i), in[i]));
-    std::vector<TensorType> out;
-    for (auto& v : lower(args, a)) out.push_back(v.type());
-    return out;
-  };
-}
-
 void require_like(const Var& v, const Var& p, const char* what) {
   if (v.shape() != p.shape())
     throw InputError(std::string(what) + " has shape " + shape_str(v.shape()) + ", the parameter " + shape_str(p.shape()));
@@ -89,7 +73,7 @@ void register_optim_ops(OpRegistry& r) {
                    {"dampening", AttrKind::Float, false, 0.0},
                    {"weight_decay", AttrKind::Float, false, 0.0},
                    {"nesterov", AttrKind::Bool, false, false}},
-         .infer = infer_by_lowering(sgd_body), .lower = sgd_body,
+         .infer = infer_by_lowering(sgd_body, kFloats, true), .lower = sgd_body,
          // (an update is applied to values, never differentiated)
          .not_differentiable = true, .dtypes = kFloats,
          .doc = "SGD step (p, grad, momentum buffer, lr) -> (p', buffer'), PyTorch's rule",
@@ -103,7 +87,7 @@ void register_optim_ops(OpRegistry& r) {
                    {"eps", AttrKind::Float, false, 1e-8},
                    {"weight_decay", AttrKind::Float, false, 0.0},
                    {"decoupled", AttrKind::Bool, false, false}},
-         .infer = infer_by_lowering(adam_body), .lower = adam_body,
+         .infer = infer_by_lowering(adam_body, kFloats, true), .lower = adam_body,
          .not_differentiable = true, .dtypes = kFloats,
          .doc = "Adam (decoupled: AdamW) step (p, grad, m, v, lr, step) -> (p', m', v'), PyTorch's rule",
          .example = [](ExampleInputs& x, DType t) {

@@ -50,6 +50,11 @@ Tensor example_tensor(DType t, Shape s, const std::vector<double>& values);
 Var example_spd(ExampleInputs& in, DType t);
 std::vector<Var> example_csr(ExampleInputs& in, DType values, const ValueRange& range = {});
 
+// An L1 op's shape rule: its lowering body run on a scratch graph, so the declared result
+// types and the lowering cannot disagree. The first input's dtype must be one of `ok`; with
+// same_dtype, every input's must equal it.
+InferFn infer_by_lowering(LowerFn lower, std::vector<DType> ok, bool same_dtype = false);
+
 // Reduction axes: normalized, sorted, unique; empty means all.
 std::vector<int> reduce_axes(const Attrs& a, int rank);
 Shape reduced_shape(const Shape& s, const std::vector<int>& axes, bool keepdims);
