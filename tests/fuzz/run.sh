@@ -3,7 +3,9 @@
 #   tests/fuzz/run.sh [seconds-per-target] [build-dir]      (build-dir: build-san/, from tests/sanitize.sh)
 #   TARGETS="npy ir_text" tests/fuzz/run.sh 30               (a subset)
 #   JOBS=1 tests/fuzz/run.sh                                 (targets at once; default 2, one per core here)
-#   FUZZ_FLAGS="-fork=16" tests/fuzz/run.sh 600              (extra libFuzzer flags, e.g. the long run)
+#   FUZZ_FLAGS="-fork=16 -ignore_timeouts=0 -ignore_ooms=0" JOBS=1 tests/fuzz/run.sh 600
+#                                                            (extra libFuzzer flags: the long run on 16 cores;
+#                                                             fork mode ignores hangs and OOMs unless told not to)
 #   FUZZ_SEED=1 tests/fuzz/run.sh 60                         (a fixed mutation seed: CI's, so a run repeats)
 # New interesting inputs go to <build-dir>/fuzz-corpus/<target>/ (kept between local runs,
 # never committed); the seed corpus tests/fuzz/corpus/<target>/ is only read. A crash, a
@@ -39,8 +41,9 @@ fuzz_one() {  # target -> exit 0 (nothing found) or 1 (a finding), with a summar
   rc=$?
   after=$(ls "$FINDINGS" | grep -c "^$t-")
   # The closing figures: executions, speed, coverage.
+  # (fork mode prints no stat:: lines; its parent's last "#N: cov:" line has the totals)
   echo "fuzz $t: $(grep -E '^stat::(number_of_executed_units|average_exec_per_sec|peak_rss_mb)' "$log" | tr '\n' ' ')" \
-       "$(grep -E '(DONE|INITED|pulse|NEW|REDUCE) +cov' "$log" | tail -1 | sed -E 's/^#([0-9]+)\s+\S+\s+/#\1 /')"
+       "$(grep -E '(DONE|INITED|pulse|NEW|REDUCE) +cov|^#[0-9]+: cov' "$log" | tail -1 | sed -E 's/^#([0-9]+)\s+\S+\s+/#\1 /')"
   if [ $rc -ne 0 ] || [ "$after" -gt "$before" ]; then
     echo "fuzz $t: FINDING (exit $rc), input in $FINDINGS/:"
     grep -E -A25 "^==[0-9]+==ERROR|runtime error|rlx fuzz finding|ALARM|out-of-memory|Test unit written" "$log" | head -60
