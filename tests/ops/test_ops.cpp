@@ -16,6 +16,7 @@
 #include "harness.hpp"
 #include "ir/op_registry.hpp"
 #include "solvers/sparse/tiled.hpp"
+#include "tests/support/tensors.hpp"
 
 namespace rlx::test {
 namespace {
@@ -937,6 +938,46 @@ L1Make batch_norm_case(Shape xs, bool training, double momentum = 0.1, double ep
   };
 }
 
+// cg_csr on a random Hermitian positive definite n x n matrix: a symmetric pattern of about
+// per_row entries a row (each part in [-1, 1], entry (j, i) the conjugate of (i, j), rows in
+// shuffled order) and a real diagonal 1 more than the row's sum of magnitudes (eigenvalues in
+// [1, 2 max row sum + 1]: well conditioned). Against x = A^-1 b by Gaussian elimination in
+// double; rtol well below the dtype's rounding, so x is as accurate as the dtype allows.
+L1Make cg_case(int64_t n, int64_t per_row, DType index, bool with_x0) {
+  return [=](Build& b, DType t) {
+    std::uniform_real_distribution<double> u(-1, 1);
+    std::vector<std::vector<std::pair<int64_t, cd>>> rows(static_cast<size_t>(n));
+    std::vector<cd> dense(static_cast<size_t>(n * n));
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t k = 0; k < per_row / 2 && i > 0; ++k) {
+        const auto j = int64_t(b.rng() % uint64_t(i));
+        if (dense[size_t(i * n + j)] != cd(0)) continue;
+        const cd v(u(b.rng), t == DType::C64 ? u(b.rng) : 0.0);
+        dense[size_t(i * n + j)] = v, dense[size_t(j * n + i)] = std::conj(v);
+        rows[size_t(i)].push_back({j, v}), rows[size_t(j)].push_back({i, std::conj(v)});
+      }
+    for (int64_t i = 0; i < n; ++i) {
+      double s = 1;
+      for (auto& [j, v] : rows[size_t(i)]) s += std::abs(v);
+      dense[size_t(i * n + i)] = s;
+      rows[size_t(i)].push_back({i, cd(s)});
+      std::shuffle(rows[size_t(i)].begin(), rows[size_t(i)].end(), b.rng);
+    }
+    std::vector<cd> ptr{0}, col, val;
+    for (auto& row : rows) {
+      for (auto& [j, v] : row) col.push_back(double(j)), val.push_back(v);
+      ptr.push_back(double(col.size()));
+    }
+    const auto nnz = int64_t(col.size());
+    std::vector<Var> in{b.fixed(make_tensor(index, {n + 1}, ptr)), b.fixed(make_tensor(index, {nnz}, col)),
+                        b.fixed(make_tensor(t, {nnz}, val)), b.in(t, {n}, {.lo = -1, .hi = 1})};
+    const std::vector<cd> x = test::solve_without_pivoting(dense, complexes(b.inputs.back()));
+    if (with_x0) in.push_back(b.in(t, {n}));
+    const double rtol = t == DType::F64 ? 1e-15 : 1e-8;
+    return L1Built{rlx::op_multi("cg_csr", in, {{"cols", n}, {"rtol", rtol}, {"max_it", int64_t(1000)}})[0], x};
+  };
+}
+
 double gelu_erf(double x) { return 0.5 * x * (1 + std::erf(x / std::numbers::sqrt2)); }
 double gelu_tanh(double x) {
   return 0.5 * x * (1 + std::tanh(std::sqrt(2 / std::numbers::pi) * (x + 0.044715 * x * x * x)));
@@ -1039,6 +1080,12 @@ const std::vector<L1Case>& l1_cases() {
         {"mask=none bias", attention_case("none", true)},
         {"mask=causal bias", attention_case("causal", true)},
         {"[2,67,32] mask=causal", attention_case("causal", false, 2, 67, 32, 16)}}},
+      {"cg_csr",
+       {{"[9] i32", cg_case(9, 4, DType::I32, false)},
+        {"[9] i64 x0", cg_case(9, 4, DType::I64, true)},
+        {"[1] i32", cg_case(1, 0, DType::I32, false)},
+        {"[0] i64", cg_case(0, 0, DType::I64, false)},
+        {"[613] i32 x0", cg_case(613, 9, DType::I32, true)}}},
   };
   return cases;
 }
@@ -1122,8 +1169,9 @@ BOOST_AUTO_TEST_CASE(every_op_has_a_table_row) {
   }
 }
 
-// The sparse library primitives (src/ir/ops/sparse.cpp) have rows in l2_cases() too
-// (the dense ones are checked the same way in test_dense_la.cpp).
+// The sparse library primitives (src/ir/ops/sparse.cpp) have rows in l2_cases() too, and
+// its L1 op (cg_csr) in l1_cases() (the dense ones are checked the same way in
+// test_dense_la.cpp).
 BOOST_AUTO_TEST_CASE(every_sparse_op_has_a_table_row) {
   ir::OpRegistry family;
   ir::register_sparse_ops(family);
@@ -1131,7 +1179,9 @@ BOOST_AUTO_TEST_CASE(every_sparse_op_has_a_table_row) {
   for (const ir::OpDef* def : family.all()) {
     bool found = false;
     for (const OpCase& c : l2_cases()) found |= c.op == def->name;
-    BOOST_CHECK_MESSAGE(found, "sparse op " << def->name << " has no row in l2_cases()");
+    if (def->level == ir::Level::L1)
+      for (const L1Case& c : l1_cases()) found |= c.op == def->name;
+    BOOST_CHECK_MESSAGE(found, "sparse op " << def->name << " has no row in l2_cases() (l1_cases() for L1)");
     BOOST_CHECK_MESSAGE(ir::OpRegistry::get().find(def->name), def->name << " is not in the global registry");
   }
 }

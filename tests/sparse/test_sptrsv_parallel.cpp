@@ -54,16 +54,6 @@ struct Mode {
   ~Mode() { unsetenv("RLX_CPU_SPTRSV"); }
 };
 
-Tensor values_tensor(DType t, const std::vector<cd>& v) {
-  Tensor r = Tensor::empty(t, {int64_t(v.size())});
-  for (size_t k = 0; k < v.size(); ++k) {
-    if (t == DType::F64) r.data<double>()[k] = v[k].real();
-    else if (t == DType::F32) r.data<float>()[k] = float(v[k].real());
-    else r.data<c64>()[k] = c64(float(v[k].real()), float(v[k].imag()));
-  }
-  return r;
-}
-
 using Rows = std::vector<std::vector<std::pair<int64_t, cd>>>;
 
 // A CSR matrix from per-row (column, value) lists, kept in the given order.
@@ -77,7 +67,7 @@ CsrMatrix build(int64_t n, const Rows& rows, DType value, DType index) {
     }
     rp.push_back(int64_t(ci.size()));
   }
-  return CsrMatrix(n, n, host_tensor(index, rp), host_tensor(index, ci), values_tensor(value, v));
+  return CsrMatrix(n, n, host_tensor(index, rp), host_tensor(index, ci), test::host_values(value, v));
 }
 
 // Off-diagonal entries of size <= 1 (complex for c64); a diagonal of size 6..8 with a
@@ -152,7 +142,7 @@ Tensor random_vector(std::mt19937_64& rng, DType t, int64_t n) {
   Values val{rng, t};
   std::vector<cd> v(static_cast<size_t>(n));
   for (auto& x : v) x = val.off();
-  return values_tensor(t, v);
+  return test::host_values(t, v);
 }
 
 cd at(const Tensor& t, int64_t k) {

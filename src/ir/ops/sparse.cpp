@@ -2,7 +2,9 @@
 // and col_idx [nnz] (both i32 or both i64) and values [nnz]. The column count is an
 // attribute (it cannot be read off the arrays). Kernels trust the structure: building
 // a CsrMatrix (solvers/sparse) validates it once. VJPs with respect to the values and the
-// dense operands; row_ptr, col_idx and the tiled layout's index arrays are indices.
+// dense operands; row_ptr, col_idx and the tiled layout's index arrays are indices. One L1 op,
+// cg_csr: a conjugate-gradient solve whose body is a while loop of spmv_csr and L2 ops, and
+// whose VJP is the adjoint solve, so grad never differentiates the loop.
 #include <algorithm>
 #include <cstdint>
 
@@ -63,6 +65,64 @@ std::vector<Var> csr_conj_transpose(const Var& col_idx, const Var& rows, const V
   Var counts = scatter_add(broadcast_to(scalar(g, 0.0, DType::I64), {cols + 1}), i64(col_idx) + scalar(g, 1.0, DType::I64),
                            broadcast_to(scalar(g, 1.0, DType::I64), {nnz}), 0);
   return {cumsum(counts, 0), gather(rows, order, 0), gather(vjp::cj(values), order, 0)};
+}
+
+// ---------------------------------------------------------------- conjugate gradients
+
+DType real_of(DType t) { return t == DType::C64 ? DType::F32 : t; }
+// ||v||^2 and Re <u, v> = Re sum conj(u) v as real scalars (v's real dtype).
+Var norm2(const Var& v) { return sum(v.dtype() == DType::C64 ? real(v * conj(v)) : v * v); }
+Var real_dot(const Var& u, const Var& v) { return sum(u.dtype() == DType::C64 ? real(conj(u) * v) : u * v); }
+// A real scalar in the vectors' dtype t (s + 0i for c64).
+Var in_dtype(const Var& s, DType t) { return s.dtype() == t ? s : cast(s, t); }
+
+// Conjugate gradients for A x = b, A Hermitian positive definite, as an in-graph while loop
+// carrying (row_ptr, col_idx, values, x, r, p, rho = ||r||^2, tol, iterations): the regions
+// see only what they carry. The loop stops on the recursively updated residual; the result's
+// residual is recomputed from the x returned, so it is the one a caller can trust.
+std::vector<Var> cg_body(const std::vector<Var>& in, const Attrs& a) {
+  const int64_t n = a.get_int("cols"), max_it = a.get_int("max_it");
+  const Var &row_ptr = in[0], &col_idx = in[1], &values = in[2], &b = in[3];
+  const DType t = b.dtype();
+  const Attrs product{{"cols", n}}, residual{{"cols", n}, {"alpha", -1.0}, {"beta", 1.0}};  // A p; b - A x
+  Var x = in.size() == 5 ? in[4] : vjp::zeros_like(b);
+  Var r = in.size() == 5 ? op("spmv_csr", {row_ptr, col_idx, values, x, b}, residual) : b;
+  Var rho = norm2(r);
+  Var tol = maximum(sqrt(norm2(b)) * a.get_float("rtol"), scalar_like(rho, a.get_float("atol")));
+  std::vector<Var> v = while_loop(
+      {row_ptr, col_idx, values, x, r, r, rho, tol, scalar(*b.graph(), 0.0, DType::I64)},
+      [max_it](const std::vector<Var>& c) {
+        // (a NaN residual stops the loop: the comparison is false)
+        return std::vector<Var>{logical_and(gt(sqrt(c[6]), c[7]), lt(c[8], scalar_like(c[8], double(max_it))))};
+      },
+      [product, t](const std::vector<Var>& c) {
+        const Var &x = c[3], &r = c[4], &p = c[5], &rho = c[6];
+        Var ap = op("spmv_csr", {c[0], c[1], c[2], p}, product);
+        Var alpha = in_dtype(rho / real_dot(p, ap), t);
+        Var r1 = r - alpha * ap, rho1 = norm2(r1);
+        return std::vector<Var>{c[0], c[1], c[2], x + alpha * p, r1, r1 + in_dtype(rho1 / rho, t) * p, rho1, c[7],
+                                c[8] + scalar_like(c[8], 1.0)};
+      });
+  return {v[3], v[8], sqrt(norm2(op("spmv_csr", {row_ptr, col_idx, values, v[3], b}, residual)))};
+}
+
+// A Hermitian positive definite tridiagonal n x n CSR matrix: fixed row_ptr and col_idx (i32)
+// and values gathered in the graph from the diagonal d (its real part, in [4, 6]) and the
+// subdiagonal e (each part in [-1, 1]), entry (i, i+1) being conj(e_i). A perturbation of
+// either input keeps the matrix Hermitian, and Gershgorin's discs keep it positive definite.
+std::vector<Var> example_hpd_tridiagonal(ExampleInputs& x, DType t, int64_t n) {
+  std::vector<double> ptr{0}, col, from;
+  for (int64_t i = 0; i < n; ++i) {
+    if (i > 0) col.push_back(double(i - 1)), from.push_back(double(n + i - 1));  // e_{i-1}
+    col.push_back(double(i)), from.push_back(double(i));                         // d_i
+    if (i + 1 < n) col.push_back(double(i + 1)), from.push_back(double(2 * n - 1 + i));  // conj(e_i)
+    ptr.push_back(double(col.size()));
+  }
+  const auto nnz = int64_t(col.size());
+  Var d = x.in(t, {n}, {.lo = 4, .hi = 6}), e = x.in(t, {n - 1}, {.lo = -1, .hi = 1});
+  if (t == DType::C64) d = cast(real(d), t);
+  Var values = gather(concat({d, e, vjp::cj(e)}, 0), x.fixed(example_tensor(DType::I64, {nnz}, from)), 0);
+  return {x.fixed(example_tensor(DType::I32, {n + 1}, ptr)), x.fixed(example_tensor(DType::I32, {nnz}, col)), values};
 }
 
 }  // namespace
@@ -203,6 +263,58 @@ void register_sparse_ops(OpRegistry& r) {
            return std::vector<Var>{op("sptrsv_csr", a, {{"cols", int64_t(4)}}),
                                    op("sptrsv_csr", a, {{"cols", int64_t(4)}, {"unit_diagonal", true}}),
                                    op("sptrsv_csr", a, {{"cols", int64_t(4)}, {"lower", false}})};
+         }});
+  // x with A x = b for a Hermitian positive definite A by conjugate gradients (cg_body), from
+  // x0 (zero when absent). Results: x, the iterations (i64[]) and the true residual
+  // ||b - A x|| (real scalar). The op does not throw when it does not converge (max_it
+  // reached, a matrix that is not positive definite: then NaN); the caller reads the residual.
+  r.add({.name = "cg_csr", .level = Level::L1, .cls = OpClass::Composite, .min_inputs = 4, .max_inputs = 5,
+         .attrs = {{"cols", AttrKind::Int, true}, {"rtol", AttrKind::Float, false, 1e-8},
+                   {"atol", AttrKind::Float, false, 0.0}, {"max_it", AttrKind::Int, false, int64_t(10000)}},
+         .infer = [](const std::vector<TensorType>& in, const Attrs& a, auto&) {
+           const int64_t rows = check_csr(in, a);
+           if (rows != a.get_int("cols"))
+             throw InputError("conjugate gradients needs a square matrix, got " + std::to_string(rows) + " x " +
+                              std::to_string(a.get_int("cols")));
+           const TensorType vec{in[2].dtype, {rows}};
+           if (in[3] != vec) throw InputError("b must be " + vec.str() + ", got " + in[3].str());
+           if (in.size() == 5 && in[4] != vec) throw InputError("x0 must be " + vec.str() + ", got " + in[4].str());
+           if (!(a.get_float("rtol") >= 0) || !(a.get_float("atol") >= 0))
+             throw InputError("rtol and atol must be >= 0, got " + std::to_string(a.get_float("rtol")) + " and " +
+                              std::to_string(a.get_float("atol")));
+           if (a.get_int("max_it") < 0) throw InputError("max_it must be >= 0");
+           return std::vector<TensorType>{vec, {DType::I64, {}}, {real_of(vec.dtype), {}}};
+         },
+         .lower = cg_body,
+         // The adjoint solve: λ = A^-H g by cg_csr on the conjugate transpose (built from the
+         // arrays, as sptrsv_csr's; it equals A for the Hermitian A the op is defined for),
+         // db = λ, d values[k] = -λ[row(k)] conj(x[col(k)]): the derivative of x = A^-1 b, which
+         // the result is up to the tolerance. So x0 gets zero, and the residual, 0 for that
+         // x, carries no gradient (its cotangent is not read); the iterations are integers.
+         .vjp = [](const std::vector<Var>& in, const std::vector<Var>& out, const std::vector<Var>& g, const Attrs& a) {
+           const Var& values = in[2];
+           Var rows = segment_of(in[0], values.shape()[0]);
+           std::vector<Var> t = csr_conj_transpose(in[1], rows, values, a.get_int("cols"));
+           t.push_back(g[0]);
+           Var lambda = op_multi("cg_csr", t, a)[0];
+           Var gv = -(gather(lambda, rows, 0) * vjp::cj(gather(out[0], i64(in[1]), 0)));
+           std::vector<Var> r{Var(), Var(), gv, lambda};
+           if (in.size() == 5) r.push_back(vjp::zeros_like(in[4]));
+           return r;
+         },
+         .nondiff_inputs = {0, 1},
+         .dtypes = kSparseValues, .doc = "x with A x = b, A Hermitian positive definite (CSR), by conjugate gradients",
+         // A 5 x 5 system, from zero and from x0: CG ends in 5 steps up to rounding, far below
+         // rtol, so every device and every finite-difference step takes the same steps. x0 is
+         // a constant: x depends on it by rounding alone, which a finite difference of its
+         // zero gradient would measure (tests/sparse/test_cg.cpp checks that it gets zero).
+         .example = [](ExampleInputs& x, DType t) {
+           std::vector<Var> a = example_hpd_tridiagonal(x, t, 5);
+           const Attrs at{{"cols", int64_t(5)}, {"rtol", t == DType::F64 ? 1e-12 : 1e-6}, {"max_it", int64_t(50)}};
+           a.push_back(x.in(t, {5}));
+           Var from_zero = op_multi("cg_csr", a, at)[0];
+           a.push_back(constant(x.graph(), example_tensor(t, {5}, {1, -1, 0.5, 2, -0.25})));
+           return std::vector<Var>{from_zero, op_multi("cg_csr", a, at)[0]};
          }});
   // y = alpha * A x + beta * y0 for A in the tiled layout (tiled_layout.hpp):
   // share i64 [row_blocks * panels * warps + 1], rc i32 [n] (row in block << 16 | column
