@@ -2,8 +2,9 @@
 // cotangent g = dL/dx, one adjoint solve A^H λ = g gives
 //   dL/db = λ,   dL/dA_ij = -λ_i conj(x_j)  for every stored nonzero (i, j),
 // so a learned model can be trained through a physics solve at the cost of one more solve.
-// (A Krylov solve is a host-driven loop, not an IR op, so the autodiff pass cannot reach it
-// inside a graph; this is its VJP as a function until the solve becomes an op.)
+// (krylov_solve is a host-driven loop, not an IR op, so the autodiff pass cannot reach it
+// inside a graph; this is its VJP as a function. Inside a graph, sparse::cg (ops.hpp) is one
+// op, cg_csr, which grad differentiates by the same adjoint solve.)
 #pragma once
 #include <string>
 

@@ -1,8 +1,8 @@
 // solvers/sparse: CSR validation and COO assembly, and the front-end functions
 // (spmv/spmm/sptrsv) compiled on every device against dense arithmetic done here. The
 // other files of this suite: test_matrix_market.cpp (Matrix Market read/write),
-// test_poisson.cpp (the Poisson generators), test_tiled.cpp (the tiled layout);
-// test_sparse.hpp holds what they share.
+// test_poisson.cpp (the Poisson generators), test_tiled.cpp (the tiled layout), test_cg.cpp
+// (the conjugate-gradient op and its gradient); test_sparse.hpp holds what they share.
 #define BOOST_TEST_MODULE sparse
 #include <boost/test/unit_test.hpp>
 
