@@ -21,7 +21,14 @@
 //  - Complex values: the gradient of a real loss L with respect to z = x + iy is
 //    dL/dx + i dL/dy (the conjugate Wirtinger convention, as PyTorch), so a step
 //    z -= lr * grad descends.
-//  - Control flow (while, if) is refused for now with the node's location.
+//  - if: its VJP is an if on the same predicate whose regions re-emit each branch and
+//    differentiate it (zeros for arguments a branch does not read); the predicate gets
+//    no cotangent. That VJP is an if again, so jvp and hvp go through it as well.
+//  - while with a trip count fixed when grad runs (an integer counter from a constant,
+//    stepped by a constant, compared with a constant): the backward recomputes the loop
+//    unrolled from its inputs, intermediates kept, and differentiates that chain; refused
+//    past 100,000 unrolled nodes. A while whose trip count depends on the data is refused
+//    with the node's location (a solver is differentiated through its adjoint rule).
 #pragma once
 #include <optional>
 #include <vector>
