@@ -46,16 +46,23 @@ void iota(int axis, Tensor& out) {
   });
 }
 
-void rng_uniform(uint64_t seed, double low, double high, Tensor& out) {
+// The key is an i64[] in host memory (a cpu tensor).
+static uint64_t keyed(uint64_t seed, const Tensor* key) {
+  return key ? rng_keyed_seed(seed, key->data<int64_t>()[0]) : seed;
+}
+
+void rng_uniform(uint64_t seed, const Tensor* key, double low, double high, Tensor& out) {
   if (!is_float(out.dtype())) throw InternalError("cpu rng_uniform: non-float result");
+  seed = keyed(seed, key);
   fill_by_index(out, [&]<class T>(int64_t i) {
     double u = rng_unit(seed, uint64_t(i));
     return from_double<T>(low + (high - low) * u);
   });
 }
 
-void rng_normal(uint64_t seed, double mean, double stddev, Tensor& out) {
+void rng_normal(uint64_t seed, const Tensor* key, double mean, double stddev, Tensor& out) {
   if (!is_float(out.dtype())) throw InternalError("cpu rng_normal: non-float result");
+  seed = keyed(seed, key);
   fill_by_index(out, [&]<class T>(int64_t i) {
     return from_double<T>(mean + stddev * rng_std_normal(seed, uint64_t(i)));
   });

@@ -39,17 +39,26 @@ __device__ inline double d_rng_std_normal(u64 seed_mixed, u64 i) {
   return __dmul_rn(sqrt(__dmul_rn(-2.0, log(u1))), cos(__dmul_rn(6.283185307179586, u2)));
 }
 
+// The mixed seed of a draw: the host's, or, with a key input (an i64[] in device memory,
+// read here so that a recorded graph's replays see each step's key), core/rng.hpp's
+// splitmix64(rng_keyed_seed(seed, key)).
+__device__ inline u64 d_seed_mixed(u64 seed_mixed, u64 seed, const i64* key) {
+  return key ? d_splitmix64(seed ^ d_splitmix64(u64(*key))) : seed_mixed;
+}
+
 template <class T>
-__global__ void __launch_bounds__(256) rng_uniform_kernel(T* __restrict__ y, i64 n, u64 seed_mixed, double low,
-                                                          double high) {
+__global__ void __launch_bounds__(256) rng_uniform_kernel(T* __restrict__ y, i64 n, u64 seed_mixed, u64 seed,
+                                                          const i64* key, double low, double high) {
+  seed_mixed = d_seed_mixed(seed_mixed, seed, key);
   const double width = __dsub_rn(high, low);
   for (i64 i = i64(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += i64(gridDim.x) * blockDim.x)
     y[i] = Num<T>::from_real(__dadd_rn(low, __dmul_rn(width, d_rng_unit(seed_mixed, u64(i)))));
 }
 
 template <class T>
-__global__ void __launch_bounds__(256) rng_normal_kernel(T* __restrict__ y, i64 n, u64 seed_mixed, double mean,
-                                                         double stddev) {
+__global__ void __launch_bounds__(256) rng_normal_kernel(T* __restrict__ y, i64 n, u64 seed_mixed, u64 seed,
+                                                         const i64* key, double mean, double stddev) {
+  seed_mixed = d_seed_mixed(seed_mixed, seed, key);
   for (i64 i = i64(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += i64(gridDim.x) * blockDim.x)
     y[i] = Num<T>::from_real(__dadd_rn(mean, __dmul_rn(stddev, d_rng_std_normal(seed_mixed, u64(i)))));
 }
@@ -93,22 +102,28 @@ void iota(int axis, Tensor& out) {
   });
 }
 
-void rng_uniform(uint64_t seed, double low, double high, Tensor& out) {
+static const i64* key_ptr(const Tensor* key) {
+  return key ? reinterpret_cast<const i64*>(key->data<int64_t>()) : nullptr;
+}
+
+void rng_uniform(uint64_t seed, const Tensor* key, double low, double high, Tensor& out) {
   const i64 n = out.numel();
   visit_float(out.dtype(), "rng_uniform", [&](auto tag) {
     using T = decltype(tag);
     if (n == 0) return;
-    rng_uniform_kernel<T><<<grid_for(n, 256 * 4), 256, 0, stream()>>>(out.data<T>(), n, h_splitmix64(seed), low, high);
+    rng_uniform_kernel<T><<<grid_for(n, 256 * 4), 256, 0, stream()>>>(out.data<T>(), n, h_splitmix64(seed), seed, key_ptr(key),
+                                                                        low, high);
     check_launch("rng_uniform");
   });
 }
 
-void rng_normal(uint64_t seed, double mean, double stddev, Tensor& out) {
+void rng_normal(uint64_t seed, const Tensor* key, double mean, double stddev, Tensor& out) {
   const i64 n = out.numel();
   visit_float(out.dtype(), "rng_normal", [&](auto tag) {
     using T = decltype(tag);
     if (n == 0) return;
-    rng_normal_kernel<T><<<grid_for(n, 256 * 4), 256, 0, stream()>>>(out.data<T>(), n, h_splitmix64(seed), mean, stddev);
+    rng_normal_kernel<T><<<grid_for(n, 256 * 4), 256, 0, stream()>>>(out.data<T>(), n, h_splitmix64(seed), seed, key_ptr(key),
+                                                                       mean, stddev);
     check_launch("rng_normal");
   });
 }

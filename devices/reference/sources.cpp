@@ -12,16 +12,22 @@ void iota_kernel(const ir::Node& n, std::span<const Tensor>, std::span<Tensor> o
   for_each_offset(y.shape(), {along}, [&](int64_t i, const int64_t* o) { store_int(y, i, o[0]); });
 }
 
-// Element i = low + (high - low) * u(seed, i).
-void rng_uniform_kernel(const ir::Node& n, std::span<const Tensor>, std::span<Tensor> out) {
+// The seed of a draw: the attribute, mixed with the key input when there is one.
+uint64_t seed_of(const ir::Node& n, std::span<const Tensor> in) {
   const uint64_t seed = uint64_t(n.attrs.get_int("seed"));
+  return in.empty() ? seed : rng_keyed_seed(seed, load_int(in[0], 0));
+}
+
+// Element i = low + (high - low) * u(seed, i).
+void rng_uniform_kernel(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
+  const uint64_t seed = seed_of(n, in);
   const double low = n.attrs.get_float("low"), high = n.attrs.get_float("high");
   for (int64_t i = 0; i < out[0].numel(); ++i) store_real(out[0], i, low + (high - low) * rng_unit(seed, uint64_t(i)));
 }
 
 // Element i = mean + stddev * n(seed, i).
-void rng_normal_kernel(const ir::Node& n, std::span<const Tensor>, std::span<Tensor> out) {
-  const uint64_t seed = uint64_t(n.attrs.get_int("seed"));
+void rng_normal_kernel(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
+  const uint64_t seed = seed_of(n, in);
   const double mean = n.attrs.get_float("mean"), stddev = n.attrs.get_float("stddev");
   for (int64_t i = 0; i < out[0].numel(); ++i) store_real(out[0], i, mean + stddev * rng_std_normal(seed, uint64_t(i)));
 }

@@ -13,6 +13,9 @@ inline uint64_t splitmix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 inline uint64_t rng_bits(uint64_t seed, uint64_t i) { return splitmix64(splitmix64(seed) ^ (i * 0xd1b54a32d192ed03ull)); }
+// A draw with a key input (a step counter a training step carries on the device) uses this
+// seed, so each key gives an independent stream and the same key the same numbers everywhere.
+inline uint64_t rng_keyed_seed(uint64_t seed, int64_t key) { return seed ^ splitmix64(uint64_t(key)); }
 // Uniform in [0, 1) with 53 random bits.
 inline double rng_unit(uint64_t seed, uint64_t i) { return double(rng_bits(seed, i) >> 11) * 0x1.0p-53; }
 // Standard normal by Box-Muller on two independent counters (2i, 2i+1).

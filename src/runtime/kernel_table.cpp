@@ -112,11 +112,13 @@ void add_standard_kernels(KernelTable& t, const StandardKernels& k) {
   t.add({"iota", kRealNumeric, -1, [f = k.iota, axis_of](const ir::Node& n, std::span<const Tensor>, std::span<Tensor> out) {
            f(out[0].rank() ? axis_of(n, out[0].rank()) : 0, out[0]);
          }});
-  t.add({"rng_uniform", kFloats, -1, [f = k.rng_uniform](const ir::Node& n, std::span<const Tensor>, std::span<Tensor> out) {
-           f(uint64_t(n.attrs.get_int("seed")), n.attrs.get_float("low"), n.attrs.get_float("high"), out[0]);
+  t.add({"rng_uniform", kFloats, -1, [f = k.rng_uniform](const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
+           f(uint64_t(n.attrs.get_int("seed")), in.empty() ? nullptr : &in[0], n.attrs.get_float("low"),
+             n.attrs.get_float("high"), out[0]);
          }});
-  t.add({"rng_normal", kFloats, -1, [f = k.rng_normal](const ir::Node& n, std::span<const Tensor>, std::span<Tensor> out) {
-           f(uint64_t(n.attrs.get_int("seed")), n.attrs.get_float("mean"), n.attrs.get_float("stddev"), out[0]);
+  t.add({"rng_normal", kFloats, -1, [f = k.rng_normal](const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
+           f(uint64_t(n.attrs.get_int("seed")), in.empty() ? nullptr : &in[0], n.attrs.get_float("mean"),
+             n.attrs.get_float("stddev"), out[0]);
          }});
 }
 

@@ -34,8 +34,9 @@ enum class ReduceOp { Sum, Prod, Max, Min };
   void scatter_add(const ::rlx::Tensor& x, const ::rlx::Tensor& idx, const ::rlx::Tensor& updates, int axis,         \
                    ::rlx::Tensor& out);                                                                              \
   void iota(int axis, ::rlx::Tensor& out);                                                                           \
-  void rng_uniform(uint64_t seed, double low, double high, ::rlx::Tensor& out);                                      \
-  void rng_normal(uint64_t seed, double mean, double stddev, ::rlx::Tensor& out);
+  /* key: the optional i64[] input (nullptr without); the seed is then rng_keyed_seed(seed, *key) */                \
+  void rng_uniform(uint64_t seed, const ::rlx::Tensor* key, double low, double high, ::rlx::Tensor& out);            \
+  void rng_normal(uint64_t seed, const ::rlx::Tensor* key, double mean, double stddev, ::rlx::Tensor& out);
 
 // The same functions as pointers, for registration.
 struct StandardKernels {
@@ -50,8 +51,8 @@ struct StandardKernels {
   void (*gather)(const Tensor&, const Tensor&, int, Tensor&);
   void (*scatter_add)(const Tensor&, const Tensor&, const Tensor&, int, Tensor&);
   void (*iota)(int, Tensor&);
-  void (*rng_uniform)(uint64_t, double, double, Tensor&);
-  void (*rng_normal)(uint64_t, double, double, Tensor&);
+  void (*rng_uniform)(uint64_t, const Tensor*, double, double, Tensor&);
+  void (*rng_normal)(uint64_t, const Tensor*, double, double, Tensor&);
 };
 
 #define RLX_STANDARD_KERNELS_OF(ns)                                                                                    \

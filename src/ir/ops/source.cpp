@@ -34,19 +34,27 @@ void register_source_ops(OpRegistry& r) {
          .example = [](ExampleInputs& x, DType t) { return std::vector<Var>{iota(x.graph(), {4, 8}, 1, t)}; }});
   for (const char* name : {"rng_uniform", "rng_normal"}) {
     bool uniform = std::string(name) == "rng_uniform";
-    r.add({.name = name, .level = Level::L2, .cls = OpClass::Source,
+    // An optional input, the key: an i64[] mixed into the seed (core/rng.hpp), so that one
+    // program draws new numbers each time it runs with a new key (a training step's dropout).
+    r.add({.name = name, .level = Level::L2, .cls = OpClass::Source, .min_inputs = 0, .max_inputs = 1,
            .attrs = {{"shape", AttrKind::Ints, true}, {"dtype", AttrKind::DType, true},
                      {"seed", AttrKind::Int, false, int64_t(0)},
                      {uniform ? "low" : "mean", AttrKind::Float, false, 0.0},
                      {uniform ? "high" : "stddev", AttrKind::Float, false, 1.0}},
-           .infer = [](auto&, const Attrs& a, auto&) {
+           .infer = [](const std::vector<TensorType>& in, const Attrs& a, auto&) {
              TensorType t = declared(a);
              require_dtype(t, kFloats, "result");
+             if (!in.empty() && in[0] != TensorType{DType::I64, {}})
+               throw InputError("the key must be i64[], got " + in[0].str());
              return std::vector<TensorType>{t};
            },
-           .stateful = true, .dtypes = kFloats, .doc = "counter-based random numbers (src/core/rng.hpp)",
+           .nondiff_inputs = {0},
+           .not_differentiable = true,
+           .stateful = true, .dtypes = kFloats, .doc = "counter-based random numbers (src/core/rng.hpp), keyed by an optional i64[] input",
            .example = [uniform](ExampleInputs& x, DType t) {
-             return std::vector<Var>{uniform ? rng_uniform(x.graph(), {4, 8}, t, 1) : rng_normal(x.graph(), {4, 8}, t, 1)};
+             Var key = x.in(DType::I64, {});  // and a keyed draw
+             if (uniform) return std::vector<Var>{rng_uniform(x.graph(), {4, 8}, t, 1), rng_uniform(key, {4, 8}, t, 1)};
+             return std::vector<Var>{rng_normal(x.graph(), {4, 8}, t, 1), rng_normal(key, {4, 8}, t, 1)};
            }});
   }
 }
