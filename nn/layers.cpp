@@ -93,6 +93,12 @@ Var batch_norm(Model& m, const std::string& name, const Var& x, bool training, d
   return r.y;
 }
 
+Var dropout(Model& m, const std::string& name, const Var& x, double p, bool training, SrcLoc loc) {
+  if (!(p >= 0.0 && p < 1.0)) throw InputError("dropout '" + m.scoped(name) + "': p must lie in [0, 1), got " + std::to_string(p));
+  if (!training || p == 0.0) return x;
+  return rlx::dropout(x, m.step_key(loc), p, name_hash(m.scoped(name)), loc);
+}
+
 Var flatten(const Var& x, SrcLoc loc) {
   if (x.rank() < 1) throw InputError("flatten: the input is a scalar");
   int64_t rest = 1;

@@ -40,6 +40,10 @@ Var avg_pool2d(const Var& x, int64_t kernel, int64_t stride = 0, int64_t padding
 // update_buffer, PyTorch's rule with `momentum`); otherwise normalises by the buffers.
 Var batch_norm(Model& m, const std::string& name, const Var& x, bool training, double momentum = 0.1,
                double eps = 1e-5, SrcLoc loc = SrcLoc::current());
+// Inverted dropout (nn.Dropout(p)) in training, the identity otherwise. Its draw is keyed by
+// the model's step key (Model::step_key) and seeded by the layer's scoped name, so two dropout
+// layers drop independently, each step draws anew, and every device drops the same elements.
+Var dropout(Model& m, const std::string& name, const Var& x, double p, bool training, SrcLoc loc = SrcLoc::current());
 // x [N, d1, d2, ...] -> [N, d1 * d2 * ...].
 Var flatten(const Var& x, SrcLoc loc = SrcLoc::current());
 

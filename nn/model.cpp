@@ -10,8 +10,9 @@ namespace rlx::nn {
 // A parameter or buffer: a graph input named scope + name (unique over both: a checkpoint
 // keys them by name) with its Kaiming/Xavier fans, appended to `list` and `vars`.
 Var Model::declare(std::vector<Parameter>& list, std::vector<Var>& vars, const std::string& name, Shape shape,
-                   Init init, SrcLoc loc) {
-  Parameter p{.name = prefix_ + name, .type = {dtype_, shape}, .init = init};
+                   Init init, SrcLoc loc, std::optional<DType> dtype) {
+  const DType t = dtype.value_or(dtype_);
+  Parameter p{.name = prefix_ + name, .type = {t, shape}, .init = init};
   for (const auto* declared : {&params_, &buffers_})
     for (const Parameter& q : *declared)
       if (q.name == p.name) throw InputError("model: the parameter or buffer '" + p.name + "' is declared twice");
@@ -23,7 +24,7 @@ Var Model::declare(std::vector<Parameter>& list, std::vector<Var>& vars, const s
     p.fan_in = shape.size() == 1 ? shape[0] : rest;
     p.fan_out = shape[0] * field;
   }
-  Var v = rlx::input(g_, p.name, dtype_, std::move(shape), loc);
+  Var v = rlx::input(g_, p.name, t, std::move(shape), loc);
   list.push_back(std::move(p));
   vars.push_back(v);
   return v;
@@ -35,6 +36,19 @@ Var Model::param(const std::string& name, Shape shape, Init init, SrcLoc loc) {
 
 Var Model::buffer(const std::string& name, Shape shape, Init init, SrcLoc loc) {
   return declare(buffers_, buffer_vars_, name, std::move(shape), init, loc);
+}
+
+std::string Model::scoped(const std::string& name) const { return prefix_ + name; }
+
+Var Model::step_key(SrcLoc loc) {
+  if (!step_key_.defined()) {
+    const std::string saved = prefix_;
+    prefix_.clear();
+    step_key_ = declare(buffers_, buffer_vars_, "rng/step", {}, Init::zeros(), loc, DType::I64);
+    prefix_ = saved;
+    update_buffer(step_key_, step_key_ + scalar_like(step_key_, 1.0));
+  }
+  return step_key_;
 }
 
 void Model::update_buffer(const Var& buffer, const Var& value) {
@@ -63,13 +77,11 @@ int64_t Model::parameter_count() const {
   return n;
 }
 
-namespace {
 uint64_t name_hash(const std::string& s) {  // FNV-1a: the same on every platform
   uint64_t h = 0xcbf29ce484222325ull;
   for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ull;
   return h;
 }
-}  // namespace
 
 Tensor initial_value(const Parameter& p, uint64_t seed) {
   const uint64_t s = rng_bits(seed, name_hash(p.name));
@@ -112,8 +124,15 @@ Tensor initial_value(const Parameter& p, uint64_t seed) {
       for (int64_t i = 0; i < n; ++i) t.data<T>()[i] = v[size_t(i)];
     else if constexpr (std::is_same_v<T, float> || std::is_same_v<T, f16> || std::is_same_v<T, bf16>)
       for (int64_t i = 0; i < n; ++i) t.data<T>()[i] = T(float(v[size_t(i)]));
-    else
+    else if constexpr (std::is_integral_v<T>) {
+      // (integer buffers: counters; only the constant initialisers make sense for them)
+      if (in.kind != K::Zeros && in.kind != K::Ones && in.kind != K::Constant)
+        throw InputError("model: '" + p.name + "' is " + dtype_name(p.type.dtype) +
+                         ", which only a constant initialiser fits");
+      for (int64_t i = 0; i < n; ++i) t.data<T>()[i] = T(v[size_t(i)]);
+    } else {
       throw InputError(std::string("model: parameters must be float, '") + p.name + "' is " + dtype_name(p.type.dtype));
+    }
   });
   return t;
 }

@@ -17,6 +17,7 @@
 // write back into the buffers afterwards.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -79,6 +80,12 @@ class Model {
   // (buffer, its value after the step) for each updated buffer, in the order of the updates.
   // A buffer without one (an inference-mode layer's) keeps its value.
   const std::vector<std::pair<Var, Var>>& buffer_updates() const { return updates_; }
+  // The step key: an i64[] buffer "rng/step" (declared on first use, outside any scope) that
+  // starts at 0 and each training step advances by one, for layers that draw random numbers
+  // per step (dropout): the draws are a function of (layer seed, step), so a run repeats
+  // exactly, on every device, and resumes from a checkpoint mid-stream.
+  Var step_key(SrcLoc loc = SrcLoc::current());
+  std::string scoped(const std::string& name) const;  // name inside the current scopes
   // Each buffer's initial value, drawn as initial_values draws a parameter's.
   std::vector<Tensor> initial_buffer_values(uint64_t seed) const;
 
@@ -100,11 +107,15 @@ class Model {
   DType dtype_;
   std::string prefix_;
   Var declare(std::vector<Parameter>& list, std::vector<Var>& vars, const std::string& name, Shape shape, Init init,
-              SrcLoc loc);
+              SrcLoc loc, std::optional<DType> dtype = std::nullopt);
   std::vector<Parameter> params_, buffers_;
   std::vector<Var> vars_, inputs_, buffer_vars_;
   std::vector<std::pair<Var, Var>> updates_;
+  Var step_key_;
 };
+
+// A 64-bit hash of a name, the same on every platform (the seeds derived from names).
+uint64_t name_hash(const std::string& s);
 
 // One parameter's initial value (what Model::initial_values draws for it).
 Tensor initial_value(const Parameter& p, uint64_t seed);

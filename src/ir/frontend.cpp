@@ -196,6 +196,14 @@ Var rng_normal(ir::Graph& g, Shape s, DType t, uint64_t seed, double mean, doubl
                 loc);
 }
 
+Var rng_uniform(const Var& key, Shape s, DType t, uint64_t seed, double low, double high, SrcLoc loc) {
+  return op("rng_uniform", {key}, {{"shape", s}, {"dtype", t}, {"seed", int64_t(seed)}, {"low", low}, {"high", high}}, loc);
+}
+Var rng_normal(const Var& key, Shape s, DType t, uint64_t seed, double mean, double stddev, SrcLoc loc) {
+  return op("rng_normal", {key}, {{"shape", s}, {"dtype", t}, {"seed", int64_t(seed)}, {"mean", mean}, {"stddev", stddev}},
+            loc);
+}
+
 static std::shared_ptr<ir::Graph> build_region(const std::string& name, const std::vector<TensorType>& types,
                                                const RegionFn& fn) {
   auto g = std::make_shared<ir::Graph>();
@@ -250,7 +258,14 @@ Var rms_norm(const Var& x, const Var& gamma, double eps, SrcLoc loc) {
   return op("rms_norm", {x, gamma}, {{"eps", eps}}, loc);
 }
 Var mse(const Var& p, const Var& t, SrcLoc loc) { return op("mse", {p, t}, {}, loc); }
-Var cross_entropy(const Var& logits, const Var& labels, SrcLoc loc) {
+Var bce_with_logits(const Var& logits, const Var& targets, SrcLoc loc) {
+  return op("bce_with_logits", {logits, targets}, {}, loc);
+}
+Var dropout(const Var& x, const Var& key, double p, uint64_t seed, SrcLoc loc) {
+  return op("dropout", {x, key}, {{"p", p}, {"seed", int64_t(seed)}}, loc);
+}
+Var cross_entropy(const Var& logits, const Var& labels, double label_smoothing, SrcLoc loc) {
+  if (label_smoothing != 0.0) return op("cross_entropy", {logits, labels}, {{"label_smoothing", label_smoothing}}, loc);
   return op("cross_entropy", {logits, labels}, {}, loc);
 }
 Var attention(const Var& q, const Var& k, const Var& v, const std::string& mask, std::optional<Var> bias, SrcLoc loc) {

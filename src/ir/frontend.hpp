@@ -137,6 +137,12 @@ Var rng_uniform(ir::Graph& g, Shape s, DType t, uint64_t seed, double low = 0.0,
                 SrcLoc loc = SrcLoc::current());
 Var rng_normal(ir::Graph& g, Shape s, DType t, uint64_t seed, double mean = 0.0, double stddev = 1.0,
                SrcLoc loc = SrcLoc::current());
+// Keyed draws: `key` (i64[], e.g. a step counter carried on the device) is mixed into the
+// seed (core/rng.hpp rng_keyed_seed), so one compiled program draws new numbers per key.
+Var rng_uniform(const Var& key, Shape s, DType t, uint64_t seed, double low = 0.0, double high = 1.0,
+                SrcLoc loc = SrcLoc::current());
+Var rng_normal(const Var& key, Shape s, DType t, uint64_t seed, double mean = 0.0, double stddev = 1.0,
+               SrcLoc loc = SrcLoc::current());
 
 // ---- L2 structured control flow ----
 // cond(vars...) -> bool[]; body(vars...) -> new vars (same types). Returns the final vars.
@@ -159,7 +165,13 @@ Var layer_norm(const Var& x, const Var& gamma, const Var& beta, double eps = 1e-
 Var rms_norm(const Var& x, const Var& gamma, double eps = 1e-6, SrcLoc loc = SrcLoc::current());
 Var mse(const Var& pred, const Var& target, SrcLoc loc = SrcLoc::current());  // mean over all elements
 // logits [N, C], labels [N] (i32/i64): mean negative log-likelihood.
-Var cross_entropy(const Var& logits, const Var& labels, SrcLoc loc = SrcLoc::current());
+// label_smoothing eps: the target puts 1 - eps on the label and eps / C on every class.
+Var cross_entropy(const Var& logits, const Var& labels, double label_smoothing = 0.0, SrcLoc loc = SrcLoc::current());
+// Mean binary cross-entropy of targets (same type, in [0, 1]) under sigmoid(logits).
+Var bce_with_logits(const Var& logits, const Var& targets, SrcLoc loc = SrcLoc::current());
+// Inverted dropout of x with probability p: which elements drop is the counter RNG's draw
+// for (seed, key), the same on every device; key i64[] (nn::Model::step_key per step).
+Var dropout(const Var& x, const Var& key, double p, uint64_t seed = 0, SrcLoc loc = SrcLoc::current());
 // q [..., Lq, D], k [..., Lk, D], v [..., Lk, Dv]; mask "none" | "causal"; optional additive bias [.., Lq, Lk].
 Var attention(const Var& q, const Var& k, const Var& v, const std::string& mask = "none",
               std::optional<Var> bias = std::nullopt, SrcLoc loc = SrcLoc::current());

@@ -163,6 +163,84 @@ BOOST_AUTO_TEST_CASE(buffers_follow_the_steps_and_the_checkpoints) {
   BOOST_TEST(std::memcmp(u.buffers()[1].raw(), t.buffers()[1].raw(), mean.nbytes()) == 0);
 }
 
+// Dropout draws from the step key (Model::step_key), a buffer the step advances: each step drops
+// other elements, every device drops the same ones, and a resumed run repeats the draws.
+BOOST_AUTO_TEST_CASE(dropout_is_keyed_by_the_step) {
+  auto make = [](Model& m) {
+    Var x = m.input("x", DType::F32, {16, 8});
+    Var labels = m.input("labels", DType::I64, {16});
+    Var h = dropout(m, "drop", relu(linear(m, "fc1", x, 32)), 0.5, true);
+    return cross_entropy(linear(m, "fc2", h, 4), labels);
+  };
+  Tensor xv = random({16, 8}, 21);
+  Tensor lv = Tensor::empty(DType::I64, {16});
+  for (int64_t i = 0; i < 16; ++i) lv.data<int64_t>()[i] = i % 4;
+  std::vector<Tensor> at_reference;
+  for (Device* dev : DeviceRegistry::get().runnable()) {
+    BOOST_TEST_CONTEXT(dev->name()) {
+      ir::Graph g;
+      Model m(g);
+      Trainer t(m, make(m), Sgd{.lr = 0.1, .momentum = 0.9}, *dev, {.seed = 2});
+      BOOST_REQUIRE_EQUAL(m.buffers().size(), 1u);
+      BOOST_TEST(m.buffers()[0].name == "rng/step");
+      std::vector<double> losses;
+      for (int i = 0; i < 4; ++i) {
+        t.step({xv, lv});
+        losses.push_back(t.loss());
+      }
+      BOOST_TEST(t.buffers()[0].data<int64_t>()[0] == 4);
+      // The same batch, other masks: the losses of consecutive steps differ by more than the
+      // small SGD steps explain (checked against p = 0 below).
+      auto params = t.parameters();
+      if (dev->name() == "reference") {
+        at_reference = params;
+      } else {
+        BOOST_REQUIRE(!at_reference.empty());
+        for (size_t k = 0; k < params.size(); ++k)
+          for (int64_t i = 0; i < params[k].numel(); ++i)
+            BOOST_TEST(params[k].data<float>()[i] == at_reference[k].data<float>()[i], boost::test_tools::tolerance(1e-4f));
+      }
+      // Saved after 2 steps and resumed: the same bits as 4 steps in one go.
+      ir::Graph g2;
+      Model m2(g2);
+      Trainer u(m2, make(m2), Sgd{.lr = 0.1, .momentum = 0.9}, *dev, {.seed = 2});
+      u.step({xv, lv});
+      u.step({xv, lv});
+      const std::string path = (scratch() / ("dropout-" + dev->name() + ".safetensors")).string();
+      u.save(path);
+      ir::Graph g3;
+      Model m3(g3);
+      Trainer v(m3, make(m3), Sgd{.lr = 0.1, .momentum = 0.9}, *dev, {.seed = 2});
+      v.load(path);
+      v.step({xv, lv});
+      v.step({xv, lv});
+      auto pv = v.parameters();
+      for (size_t k = 0; k < pv.size(); ++k)
+        BOOST_TEST(std::memcmp(pv[k].raw(), params[k].raw(), pv[k].nbytes()) == 0, m.parameters()[k].name);
+    }
+  }
+  // Two keys, two masks: about half the positions differ at p = 0.5 (a 4096-element draw).
+  ir::Graph g;
+  Var x = input(g, "x", DType::F32, {4096});
+  Var k = input(g, "k", DType::I64, {});
+  Var a = dropout(x, k, 0.5, 3), b = dropout(x, k + scalar_like(k, 1.0), 0.5, 3);
+  output(g, {a, b});
+  Tensor ones = Tensor::empty(DType::F32, {4096}), key = Tensor::empty(DType::I64, {});
+  for (int64_t i = 0; i < 4096; ++i) ones.data<float>()[i] = 1;
+  key.data<int64_t>()[0] = 0;
+  Device& ref = DeviceRegistry::get().at("reference");
+  auto r = run(compile(g, ref), ref, {ones, key});
+  int differ = 0, kept = 0;
+  for (int64_t i = 0; i < 4096; ++i) {
+    differ += r[0].data<float>()[i] != r[1].data<float>()[i];
+    kept += r[0].data<float>()[i] != 0;
+    BOOST_TEST((r[0].data<float>()[i] == 0 || r[0].data<float>()[i] == 2));
+  }
+  // (binomial: mean 2048, standard deviation 32; 6 standard deviations)
+  BOOST_TEST(std::abs(kept - 2048) < 192);
+  BOOST_TEST(std::abs(differ - 2048) < 192);
+}
+
 // A data set held on the device (Trainer::hold) and gathered by per-step indices trains
 // exactly as the same batches passed in whole.
 BOOST_AUTO_TEST_CASE(held_data_sets_train_like_passed_batches) {

@@ -13,6 +13,7 @@
 #include <numeric>
 
 #include "core/error.hpp"
+#include "core/rng.hpp"
 #include "harness.hpp"
 #include "ir/op_registry.hpp"
 #include "solvers/sparse/tiled.hpp"
@@ -740,16 +741,53 @@ L1Make norm_case(bool layer, int64_t rows, int64_t d) {
   };
 }
 
-L1Make cross_entropy_case(DType label_type) {
-  return [label_type](Build& b, DType t) {
-    const int64_t n = 4, c = 5;
+// With smoothing eps the target is (1 - eps) on the label plus eps / C on every class.
+L1Make cross_entropy_case(DType label_type, double eps = 0.0, int64_t n = 4, int64_t c = 5) {
+  return [=](Build& b, DType t) {
     Var logits = b.in(t, {n, c}, {.lo = -3, .hi = 3});
     Var labels = b.index(label_type, {n}, c);
     auto L = reals(b.inputs[0]), Y = reals(b.inputs[1]);
     auto ls = softmax_of(L, n, c, 1, true);
     double loss = 0;
-    for (int64_t i = 0; i < n; ++i) loss -= ls[size_t(i * c + int64_t(Y[size_t(i)]))] / double(n);
-    return L1Built{cross_entropy(logits, labels), {loss}};
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t k = 0; k < c; ++k) {
+        const double q = (k == int64_t(Y[size_t(i)]) ? 1.0 - eps : 0.0) + eps / double(c);
+        loss -= q * ls[size_t(i * c + k)] / double(n);
+      }
+    return L1Built{cross_entropy(logits, labels, eps), {loss}};
+  };
+}
+
+// mean(log(1 + exp(x)) - x y), in long double; logits up to +-40 (where the naive form overflows in f32).
+L1Make bce_case(Shape s, double range) {
+  return [=](Build& b, DType t) {
+    Var x = b.in(t, s, {.lo = -range, .hi = range}), y = b.in(t, s, {.lo = 0, .hi = 1});
+    auto X = reals(b.inputs[0]), Y = reals(b.inputs[1]);
+    long double l = 0;
+    for (size_t i = 0; i < X.size(); ++i) {
+      const long double xi = X[i];
+      l += (xi > 0 ? xi + std::log1p(std::exp(-xi)) : std::log1p(std::exp(xi))) - xi * Y[i];
+    }
+    return L1Built{bce_with_logits(x, y), {double(l / (long double)X.size())}};
+  };
+}
+
+// The counter RNG's draw for (seed, key) decides; kept values are x / (1 - p).
+L1Make dropout_case(Shape s, double p, uint64_t seed, int64_t key) {
+  return [=](Build& b, DType t) {
+    Var x = b.in(t, s);
+    Tensor k = Tensor::empty(DType::I64, {});
+    k.data<int64_t>()[0] = key;
+    Var kv = b.fixed(k);
+    auto X = reals(b.inputs[0]);
+    const uint64_t keyed = rng_keyed_seed(seed, key);
+    std::vector<double> y(X.size());
+    for (size_t i = 0; i < X.size(); ++i) {
+      // (the draw is f32 for every dtype but f64: compare as the op does)
+      const double u = rng_unit(keyed, i), ur = t == DType::F64 ? u : double(float(u));
+      y[i] = ur >= p ? X[i] / (1.0 - p) : 0.0;
+    }
+    return L1Built{dropout(x, kv, p, seed), as_complex(y)};
   };
 }
 
@@ -1029,7 +1067,15 @@ const std::vector<L1Case>& l1_cases() {
            return L1Built{mse(p, q), {s}};
          }}}},
       {"cross_entropy",
-       {{"labels=i32", cross_entropy_case(DType::I32)}, {"labels=i64", cross_entropy_case(DType::I64)}}},
+       {{"labels=i32", cross_entropy_case(DType::I32)},
+        {"labels=i64", cross_entropy_case(DType::I64)},
+        {"label_smoothing=0.1", cross_entropy_case(DType::I64, 0.1)},
+        {"label_smoothing=1 [33,10]", cross_entropy_case(DType::I32, 1.0, 33, 10)}}},
+      {"bce_with_logits", {{"[3,4]", bce_case({3, 4}, 3)}, {"[17,9] logits up to 40", bce_case({17, 9}, 40)}}},
+      {"dropout",
+       {{"[4,8] p=0.25", dropout_case({4, 8}, 0.25, 7, 3)},
+        {"[37,300] p=0.5 key=-1", dropout_case({37, 300}, 0.5, 11, -1)},
+        {"p=0", dropout_case({5, 6}, 0.0, 1, 0)}}},
       {"conv2d",
        {{"x[2,3,9,7] w[4,3,3,3] b", conv2d_case({.x = {2, 3, 9, 7}, .out = 4, .kh = 3, .kw = 3})},
         {"stride=2 padding=1 no bias",

@@ -117,13 +117,25 @@ V log_softmax_vjp(const V&, const V& out, const V& g, const Attrs& a) {
   return {g[0] - exp(out[0]) * sum(g[0], {a.get_int("axis")}, true)};
 }
 // (softmax(logits) - onehot(labels)) * g / N; the labels carry no gradient.
-V cross_entropy_vjp(const V& in, const V&, const V& g, const Attrs&) {
-  const Var &logits = in[0], &labels = in[1];
-  const int64_t n = logits.shape()[0];
+// The target distribution of cross_entropy: one-hot labels, smoothed with weight eps towards
+// the uniform distribution over the C classes (PyTorch's label_smoothing).
+Var ce_target(const Var& logits, const Var& labels, double eps) {
+  const int64_t n = logits.shape()[0], c = logits.shape()[1];
   Var classes = iota(*logits.graph(), logits.shape(), 1, labels.dtype());
   Var onehot = cast(eq(classes, reshape(labels, {n, 1})), logits.dtype());
+  return eps == 0.0 ? onehot : onehot * (1.0 - eps) + eps / double(c);
+}
+double ce_smoothing(const Attrs& a) {
+  const double eps = a.get_float("label_smoothing");
+  if (!(eps >= 0.0 && eps <= 1.0)) throw InputError("label_smoothing must lie in [0, 1], got " + std::to_string(eps));
+  return eps;
+}
+// (softmax(logits) - q) * g / N, q the target distribution; the labels carry no gradient.
+V cross_entropy_vjp(const V& in, const V&, const V& g, const Attrs& a) {
+  const Var &logits = in[0], &labels = in[1];
+  const int64_t n = logits.shape()[0];
   Var scale = g[0] * (1.0 / double(std::max<int64_t>(1, n)));
-  return {(softmax_body(logits, 1) - onehot) * scale, Var()};
+  return {(softmax_body(logits, 1) - ce_target(logits, labels, ce_smoothing(a))) * scale, Var()};
 }
 // With h = (x - mean) r, r = 1/sqrt(var + eps) and d = g gamma over the last axis:
 // dx = r (d - mean(d) - h mean(d h)); dgamma = sum of g h, dbeta = sum of g over the rest.
@@ -443,8 +455,8 @@ void register_nn_ops(OpRegistry& r) {
      },
      "mean squared error",
      [](ExampleInputs& x, DType t) { return std::vector<Var>{mse(x.in(t, {4, 8}), x.in(t, {4, 8}))}; });
-  l1(r, "cross_entropy", 2, 2, {},
-     [](const std::vector<Var>& in, const Attrs&) {
+  l1(r, "cross_entropy", 2, 2, {{"label_smoothing", AttrKind::Float, false, 0.0}},
+     [](const std::vector<Var>& in, const Attrs& a) {
        const Var &logits = in[0], &labels = in[1];
        if (logits.rank() != 2 || labels.rank() != 1 || labels.shape()[0] != logits.shape()[0])
          throw InputError("expects logits [N, C] and labels [N], got " + shape_str(logits.shape()) + " and " +
@@ -454,13 +466,48 @@ void register_nn_ops(OpRegistry& r) {
        int64_t n = logits.shape()[0];
        Var s = logits - max(logits, {1}, true);
        Var ls = s - log(sum(exp(s), {1}, true));
-       Var classes = iota(*logits.graph(), logits.shape(), 1, labels.dtype());
-       Var onehot = cast(eq(classes, reshape(labels, {n, 1})), logits.dtype());
-       return std::vector<Var>{-(sum(ls * onehot) / double(std::max<int64_t>(1, n)))};
+       Var q = ce_target(logits, labels, ce_smoothing(a));
+       return std::vector<Var>{-(sum(ls * q) / double(std::max<int64_t>(1, n)))};
      },
-     "mean negative log-likelihood of integer labels under softmax(logits)",
-     [](ExampleInputs& x, DType t) { return std::vector<Var>{cross_entropy(x.in(t, {4, 8}), x.index(DType::I64, {4}, 8))}; },
+     "mean cross-entropy of integer labels (one-hot, or smoothed by label_smoothing towards uniform) under "
+     "softmax(logits)",
+     [](ExampleInputs& x, DType t) {
+       Var logits = x.in(t, {4, 8}), labels = x.index(DType::I64, {4}, 8);
+       return std::vector<Var>{cross_entropy(logits, labels), cross_entropy(logits, labels, 0.1)};
+     },
      kFloats, cross_entropy_vjp, {1});
+  // mean(max(x, 0) - x y + log(1 + exp(-|x|))): log(1 + exp(x)) - x y without overflow for
+  // large |x| (PyTorch's BCEWithLogitsLoss). Through its lowering, the derivative at x = 0 is
+  // max's shared tie (1/2) plus abs's 0: sigmoid(0) - y, the true one.
+  l1(r, "bce_with_logits", 2, 2, {},
+     [](const std::vector<Var>& in, const Attrs&) {
+       const Var &x = in[0], &y = in[1];
+       if (x.type() != y.type())
+         throw InputError("logits " + x.type().str() + " and targets " + y.type().str() + " differ");
+       Var l = maximum(x, scalar_like(x, 0.0)) - x * y + log(1.0 + exp(-abs(x)));
+       return std::vector<Var>{sum(l) / double(std::max<int64_t>(1, numel(x.shape())))};
+     },
+     "mean binary cross-entropy of targets in [0, 1] under sigmoid(logits), computed from the logits",
+     [](ExampleInputs& x, DType t) {
+       return std::vector<Var>{bce_with_logits(x.in(t, {4, 8}), x.in(t, {4, 8}, {.lo = 0, .hi = 1}))};
+     });
+  // x where a draw u(seed, key) >= p, scaled by 1 / (1 - p), else 0 (inverted dropout). The
+  // draw is in f64 for f64 x and f32 otherwise (a 16-bit uniform would bias the keep rate).
+  l1(r, "dropout", 2, 2, {{"p", AttrKind::Float, true}, {"seed", AttrKind::Int, false, int64_t(0)}},
+     [](const std::vector<Var>& in, const Attrs& a) {
+       const Var &x = in[0], &key = in[1];
+       const double p = a.get_float("p");
+       if (!(p >= 0.0 && p < 1.0)) throw InputError("p must lie in [0, 1), got " + std::to_string(p));
+       if (key.type() != TensorType{DType::I64, {}}) throw InputError("the key must be i64[], got " + key.type().str());
+       const DType ut = x.dtype() == DType::F64 ? DType::F64 : DType::F32;
+       Var u = rng_uniform(key, x.shape(), ut, uint64_t(a.get_int("seed")));
+       return std::vector<Var>{where(ge(u, scalar_like(u, p)), x * (1.0 / (1.0 - p)), scalar_like(x, 0.0))};
+     },
+     "inverted dropout: x / (1 - p) where the counter RNG's draw for (seed, key) is at least p, else 0",
+     [](ExampleInputs& x, DType t) {
+       return std::vector<Var>{dropout(x.in(t, {4, 8}), x.in(DType::I64, {}), 0.25, 7)};
+     },
+     kFloats, {}, {1});
   l1(r, "attention", 3, 4, {{"mask", AttrKind::String, false, std::string("none")}, {"scale", AttrKind::Float, false, 0.0}},
      [](const std::vector<Var>& in, const Attrs& a) { return std::vector<Var>{matmul(attention_probs(in, a), in[2])}; },
      "softmax(q k^T * scale + bias [causal mask]) v",
