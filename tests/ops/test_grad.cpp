@@ -221,7 +221,8 @@ BOOST_AUTO_TEST_CASE(every_device_matches_the_reference_gradients) {
 }
 
 // Each op says how it differentiates: a VJP (or, for L1, its lowering), "not
-// differentiable", or it has no inputs (control flow is refused by grad for now).
+// differentiable", or it has no inputs; control flow (if, while) has rules of its own in the
+// grad pass (tests/passes/test_autodiff.cpp).
 BOOST_AUTO_TEST_CASE(every_op_declares_its_derivative) {
   for (const ir::OpDef* def : ir::OpRegistry::get().all()) {
     const bool source = def->max_inputs == 0, control = def->cls == ir::OpClass::Control;
