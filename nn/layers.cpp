@@ -93,6 +93,37 @@ Var batch_norm(Model& m, const std::string& name, const Var& x, bool training, d
   return r.y;
 }
 
+Var multi_head_attention(Model& m, const std::string& name, const Var& x, const Var& kv, int64_t heads, bool causal,
+                         std::optional<Var> key_padding_mask, SrcLoc loc) {
+  const std::string full = m.scoped(name);  // (before the scope below adds it again)
+  auto fail = [&](const std::string& what) { throw InputError("multi_head_attention '" + full + "': " + what); };
+  if (x.rank() != 3 || kv.rank() != 3)
+    fail("queries and keys must be [N, L, E], got " + shape_str(x.shape()) + " and " + shape_str(kv.shape()));
+  const int64_t n = x.shape()[0], lq = x.shape()[1], e = x.shape()[2], lk = kv.shape()[1];
+  if (kv.shape()[0] != n || kv.shape()[2] != e)
+    fail("keys " + shape_str(kv.shape()) + " do not match queries " + shape_str(x.shape()));
+  if (heads < 1 || e % heads) fail(std::to_string(heads) + " heads do not divide the " + std::to_string(e) + " features");
+  const int64_t d = e / heads;
+  Model::Scope scope(m, name);
+  // [N, L, E] -> [N, heads, L, d]
+  auto split = [&](const Var& t, int64_t len) { return permute(reshape(t, {n, len, heads, d}, loc), {0, 2, 1, 3}, loc); };
+  Var q = split(linear(m, "q", x, e, true, loc), lq);
+  Var k = split(linear(m, "k", kv, e, true, loc), lk);
+  Var v = split(linear(m, "v", kv, e, true, loc), lk);
+  std::optional<Var> bias;
+  if (key_padding_mask) {
+    const Var& pad = *key_padding_mask;
+    if (pad.type() != TensorType{DType::Bool, {n, lk}})
+      fail("key_padding_mask must be " + TensorType{DType::Bool, {n, lk}}.str() + ", got " + pad.type().str());
+    ir::Graph& g = *x.graph();
+    const Shape s{n, 1, 1, lk};
+    bias = where(reshape(pad, s, loc), broadcast_to(scalar(g, -INFINITY, x.dtype(), loc), s, loc),
+                 broadcast_to(scalar(g, 0.0, x.dtype(), loc), s, loc), loc);
+  }
+  Var o = attention(q, k, v, causal ? "causal" : "none", bias, loc);
+  return linear(m, "out", reshape(permute(o, {0, 2, 1, 3}, loc), {n, lq, e}, loc), e, true, loc);
+}
+
 Var dropout(Model& m, const std::string& name, const Var& x, double p, bool training, SrcLoc loc) {
   if (!(p >= 0.0 && p < 1.0)) throw InputError("dropout '" + m.scoped(name) + "': p must lie in [0, 1), got " + std::to_string(p));
   if (!training || p == 0.0) return x;

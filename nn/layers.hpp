@@ -3,6 +3,7 @@
 // is ordinary code and its parameters a flat, named list.
 #pragma once
 #include <array>
+#include <optional>
 #include <string>
 
 #include "nn/model.hpp"
@@ -40,6 +41,15 @@ Var avg_pool2d(const Var& x, int64_t kernel, int64_t stride = 0, int64_t padding
 // update_buffer, PyTorch's rule with `momentum`); otherwise normalises by the buffers.
 Var batch_norm(Model& m, const std::string& name, const Var& x, bool training, double momentum = 0.1,
                double eps = 1e-5, SrcLoc loc = SrcLoc::current());
+// Multi-head attention (nn.MultiheadAttention with batch_first): queries x [N, Lq, E] attend to
+// kv [N, Lk, E] (self-attention: kv = x) in `heads` heads of E / heads features. The q, k, v and
+// out projections are linear layers name/q, name/k, name/v, name/out ([E, E] weights and [E]
+// biases, nn.Linear's initialisation). causal: query i sees keys j <= i + Lk - Lq.
+// key_padding_mask: bool [N, Lk], true where a key is padding (PyTorch's convention); a query
+// row whose keys are all masked has no weights to normalise and gives NaN, as in PyTorch.
+Var multi_head_attention(Model& m, const std::string& name, const Var& x, const Var& kv, int64_t heads,
+                         bool causal = false, std::optional<Var> key_padding_mask = std::nullopt,
+                         SrcLoc loc = SrcLoc::current());
 // Inverted dropout (nn.Dropout(p)) in training, the identity otherwise. Its draw is keyed by
 // the model's step key (Model::step_key) and seeded by the layer's scoped name, so two dropout
 // layers drop independently, each step draws anew, and every device drops the same elements.

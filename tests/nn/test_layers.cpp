@@ -1,5 +1,5 @@
 // The convolutional layers of nn/layers.hpp: conv2d, pooling, batch_norm (with its buffers),
-// flatten and lenet — shapes, parameter names and counts, PyTorch's default initialisation,
+// flatten, lenet and multi-head attention — shapes, parameter names and counts, PyTorch's default initialisation,
 // LeNet on the reference and cpu devices, and the gradient of a small conv + batch norm +
 // pooling network against central finite differences.
 #define BOOST_TEST_MODULE nn_layers
@@ -200,6 +200,94 @@ BOOST_AUTO_TEST_CASE(batch_norm_keeps_running_statistics_in_buffers) {
   expect_error([&] { m.update_buffer(m.buffer_vars()[0], m.buffer_updates()[0].second); }, {"updated twice"});
   expect_error([&] { m.update_buffer(x, x); }, {"not one of the model's buffers"});
   expect_error([&] { m.update_buffer(m.buffer_vars()[2], x); }, {"f64[5,3,4,2], the buffer f64[3]"});
+}
+
+// Multi-head attention against the formula in double, written out per head: projections,
+// softmax(q k^T / sqrt(d) + mask) v, the heads concatenated, the output projection. Self-attention
+// with the causal mask, and cross-attention with a key padding mask, on reference and cpu.
+BOOST_AUTO_TEST_CASE(multi_head_attention_matches_the_formula) {
+  const int64_t n = 2, e = 8, heads = 2, d = e / heads;
+  for (bool cross : {false, true}) {
+    BOOST_TEST_CONTEXT((cross ? "cross-attention with padding" : "causal self-attention")) {
+      const int64_t lq = cross ? 3 : 5, lk = cross ? 6 : 5;
+      ir::Graph g;
+      Model m(g, DType::F64);
+      Var x = m.input("x", DType::F64, {n, lq, e});
+      Var kv = cross ? m.input("kv", DType::F64, {n, lk, e}) : x;
+      std::optional<Var> pad;
+      if (cross) pad = m.input("pad", DType::Bool, {n, lk});
+      output(g, {multi_head_attention(m, "mha", x, kv, heads, !cross, pad)});
+      BOOST_TEST(names(m.parameters()) == (std::vector<std::string>{"mha/q/weight", "mha/q/bias", "mha/k/weight",
+                                                                    "mha/k/bias", "mha/v/weight", "mha/v/bias",
+                                                                    "mha/out/weight", "mha/out/bias"}),
+                 boost::test_tools::per_element());
+      std::map<int32_t, Tensor> in = initial(m, 3);
+      Tensor xv = random({n, lq, e}, 7, DType::F64, -2, 2), kvv = random({n, lk, e}, 8, DType::F64, -2, 2);
+      Tensor padv = Tensor::empty(DType::Bool, {n, lk});
+      for (int64_t b = 0; b < n; ++b)
+        for (int64_t j = 0; j < lk; ++j) padv.data<bool>()[b * lk + j] = j >= lk - 1 - b;  // the last 1 or 2 keys
+      in[x.value().node] = xv;
+      if (cross) {
+        in[kv.value().node] = kvv;
+        in[pad->value().node] = padv;
+      }
+      const Tensor& kvs = cross ? kvv : xv;
+      auto P = m.initial_values(3);
+      auto proj = [&](const Tensor& src, int64_t len, int w) {  // [n, len, e] times P[w]^T + P[w+1]
+        std::vector<double> r(size_t(n * len * e));
+        for (int64_t i = 0; i < n * len; ++i)
+          for (int64_t o = 0; o < e; ++o) {
+            double s = P[size_t(w + 1)].data<double>()[o];
+            for (int64_t c = 0; c < e; ++c) s += src.data<double>()[i * e + c] * P[size_t(w)].data<double>()[o * e + c];
+            r[size_t(i * e + o)] = s;
+          }
+        return r;
+      };
+      auto Q = proj(xv, lq, 0), K = proj(kvs, lk, 2), V = proj(kvs, lk, 4);
+      std::vector<double> heads_out(size_t(n * lq * e), 0.0);
+      for (int64_t b = 0; b < n; ++b)
+        for (int64_t h = 0; h < heads; ++h)
+          for (int64_t i = 0; i < lq; ++i) {
+            std::vector<double> s(static_cast<size_t>(lk));
+            double mx = -INFINITY;
+            for (int64_t j = 0; j < lk; ++j) {
+              double dot = 0;
+              for (int64_t c = 0; c < d; ++c) dot += Q[size_t((b * lq + i) * e + h * d + c)] * K[size_t((b * lk + j) * e + h * d + c)];
+              const bool masked = cross ? padv.data<bool>()[b * lk + j] : j > i;
+              s[size_t(j)] = masked ? -INFINITY : dot / std::sqrt(double(d));
+              mx = std::max(mx, s[size_t(j)]);
+            }
+            double z = 0;
+            for (double& t : s) z += (t = std::exp(t - mx));
+            for (int64_t c = 0; c < d; ++c) {
+              double acc = 0;
+              for (int64_t j = 0; j < lk; ++j) acc += s[size_t(j)] / z * V[size_t((b * lk + j) * e + h * d + c)];
+              heads_out[size_t((b * lq + i) * e + h * d + c)] = acc;
+            }
+          }
+      std::vector<double> want(size_t(n * lq * e));
+      for (int64_t i = 0; i < n * lq; ++i)
+        for (int64_t o = 0; o < e; ++o) {
+          double s = P[7].data<double>()[o];
+          for (int64_t c = 0; c < e; ++c) s += heads_out[size_t(i * e + c)] * P[6].data<double>()[o * e + c];
+          want[size_t(i * e + o)] = s;
+        }
+      for (const char* dev : {"reference", "cpu"}) {
+        Device& dd = DeviceRegistry::get().at(dev);
+        Tensor got = run(compile(g, dd), dd, feed(g, in))[0];
+        BOOST_REQUIRE(got.shape() == (Shape{n, lq, e}));
+        double worst = 0;
+        for (int64_t i = 0; i < got.numel(); ++i) worst = std::max(worst, std::abs(got.data<double>()[i] - want[size_t(i)]));
+        BOOST_TEST(worst <= 1e-12, dev << ": largest difference " << worst);
+      }
+    }
+  }
+  ir::Graph g;
+  Model m(g);
+  Var x = m.input("x", DType::F32, {2, 4, 6});
+  expect_error([&] { multi_head_attention(m, "mha", x, x, 4); }, {"multi_head_attention 'mha'", "4 heads", "6 features"});
+  Var bad = m.input("pad", DType::Bool, {2, 5});
+  expect_error([&] { multi_head_attention(m, "mha2", x, x, 2, false, bad); }, {"multi_head_attention 'mha2'", "key_padding_mask must be bool[2,4], got bool[2,5]"});
 }
 
 BOOST_AUTO_TEST_CASE(lenet_forward_agrees_on_reference_and_cpu) {
