@@ -1,10 +1,5 @@
 #include "io/safetensors.hpp"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <bit>
 #include <cerrno>
@@ -17,6 +12,7 @@
 #include "core/checked.hpp"
 #include "core/error.hpp"
 #include "io/atomic_file.hpp"
+#include "io/file_bytes.hpp"
 
 namespace rlx::io {
 
@@ -60,56 +56,9 @@ std::string dtype_list() {
   return r;
 }
 
-// Strict UTF-8: no overlong forms, no surrogates, nothing past U+10FFFF.
-bool valid_utf8(std::string_view s) {
-  for (size_t i = 0; i < s.size();) {
-    const unsigned char c = static_cast<unsigned char>(s[i]);
-    if (c < 0x80) {
-      ++i;
-      continue;
-    }
-    int more;
-    uint32_t cp, least;
-    if ((c & 0xe0) == 0xc0) more = 1, cp = c & 0x1fu, least = 0x80;
-    else if ((c & 0xf0) == 0xe0) more = 2, cp = c & 0x0fu, least = 0x800;
-    else if ((c & 0xf8) == 0xf0) more = 3, cp = c & 0x07u, least = 0x10000;
-    else return false;
-    if (s.size() - i <= size_t(more)) return false;
-    for (int k = 1; k <= more; ++k) {
-      const unsigned char cc = static_cast<unsigned char>(s[i + size_t(k)]);
-      if ((cc & 0xc0) != 0x80) return false;
-      cp = (cp << 6) | (cc & 0x3fu);
-    }
-    if (cp < least || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return false;
-    i += size_t(more) + 1;
-  }
-  return true;
-}
-
 bool has_control(std::string_view s) {
   return std::any_of(s.begin(), s.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; });
 }
-
-// Text from a file made fit for a message: control bytes (and every byte >= 0x80 when the
-// text is not UTF-8) as \xNN, cut after about `limit` bytes at a character boundary.
-std::string printable(std::string_view s, size_t limit = 120) {
-  const bool utf8 = valid_utf8(s);
-  std::string r;
-  for (size_t i = 0; i < s.size(); ++i) {
-    const unsigned char c = static_cast<unsigned char>(s[i]);
-    if (r.size() >= limit && (!utf8 || (c & 0xc0) != 0x80)) return r + "...";
-    if (c < 0x20 || c == 0x7f || (!utf8 && c >= 0x80)) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", c);
-      r += buf;
-    } else {
-      r += char(c);
-    }
-  }
-  return r;
-}
-
-std::string shown(std::string_view s) { return "'" + printable(s) + "'"; }
 
 // Empty if `name` may name a tensor, else why not.
 std::string name_problem(std::string_view name) {
@@ -223,64 +172,22 @@ const char* safetensors_dtype_name(DType t) {
   return nullptr;
 }
 
-// The file's bytes: a private read-only mapping, or a copy held in memory.
-struct SafetensorsFile::Storage {
-  const unsigned char* data = nullptr;
-  size_t size = 0;
-  void* map = nullptr;
-  size_t map_size = 0;
-  std::string owned;
-  Storage() = default;
-  Storage(const Storage&) = delete;
-  Storage& operator=(const Storage&) = delete;
-  ~Storage() {
-    if (map) ::munmap(map, map_size);
-  }
-};
-
-std::shared_ptr<const SafetensorsFile::Storage> SafetensorsFile::map(const std::string& path) {
-  struct Fd {
-    int fd;
-    ~Fd() {
-      if (fd >= 0) ::close(fd);
-    }
-  } f{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
-  if (f.fd < 0) throw InputError(path + ": cannot open for reading (" + std::strerror(errno) + ")");
-  struct stat st {};
-  if (::fstat(f.fd, &st) != 0) throw InputError(path + ": cannot read its size (" + std::strerror(errno) + ")");
-  if (!S_ISREG(st.st_mode)) throw InputError(path + ": not a regular file (expected a .safetensors file)");
-  auto s = std::make_shared<Storage>();
-  s->size = size_t(st.st_size);
-  if (s->size > 0) {  // an empty file has nothing to map; the header checks refuse it
-    void* m = ::mmap(nullptr, s->size, PROT_READ, MAP_PRIVATE, f.fd, 0);
-    if (m == MAP_FAILED)
-      throw InputError(path + ": cannot map " + std::to_string(s->size) + " bytes (" + std::strerror(errno) + ")");
-    s->map = m;
-    s->map_size = s->size;
-    s->data = static_cast<const unsigned char*>(m);
-  }
-  return s;  // the mapping outlives the descriptor
-}
-
-SafetensorsFile::SafetensorsFile(const std::string& path) : SafetensorsFile(map(path), path) {}
+SafetensorsFile::SafetensorsFile(const std::string& path)
+    : SafetensorsFile(FileBytes::map(path, "a .safetensors file"), path) {}
 
 SafetensorsFile SafetensorsFile::from_bytes(std::string_view bytes, std::string name) {
-  auto s = std::make_shared<Storage>();
-  s->owned.assign(bytes.data(), bytes.size());
-  s->data = reinterpret_cast<const unsigned char*>(s->owned.data());
-  s->size = s->owned.size();
-  return SafetensorsFile(std::move(s), std::move(name));
+  return SafetensorsFile(FileBytes::copy(bytes), std::move(name));
 }
 
-SafetensorsFile::SafetensorsFile(std::shared_ptr<const Storage> storage, std::string path)
+SafetensorsFile::SafetensorsFile(std::shared_ptr<const FileBytes> storage, std::string path)
     : storage_(std::move(storage)), path_(std::move(path)) {
   const std::string& p = path_;
-  const size_t size = storage_->size;
+  const size_t size = storage_->size();
   if (size < 8)
     throw InputError(p + ": not a safetensors file: " + std::to_string(size) +
                      " bytes, fewer than the 8-byte header length that starts one");
   uint64_t n = 0;
-  for (int i = 0; i < 8; ++i) n |= uint64_t(storage_->data[i]) << (8 * i);
+  for (int i = 0; i < 8; ++i) n |= uint64_t(storage_->data()[i]) << (8 * i);
   if (n > size - 8)
     throw InputError(p + ": header length " + std::to_string(n) + " (the first 8 bytes) runs past the end of the file (" +
                      std::to_string(size) + " bytes)");
@@ -289,7 +196,7 @@ SafetensorsFile::SafetensorsFile(std::shared_ptr<const Storage> storage, std::st
                      std::to_string(kMaxHeaderBytes) + " bytes a safetensors header may have");
   data_offset_ = int64_t(8 + n);
   const int64_t data_size = int64_t(size) - data_offset_;
-  const Json header = parse_header(std::string_view(reinterpret_cast<const char*>(storage_->data) + 8, size_t(n)), p);
+  const Json header = parse_header(std::string_view(reinterpret_cast<const char*>(storage_->data()) + 8, size_t(n)), p);
   if (!header.is_object()) throw InputError(p + ": the header is " + describe(header) + ", not a JSON object");
 
   for (const auto& [key, v] : header.items()) {
@@ -387,7 +294,7 @@ const SafetensorsEntry& SafetensorsFile::entry(std::string_view name) const {
 
 std::span<const std::byte> SafetensorsFile::bytes(std::string_view name) const {
   const SafetensorsEntry& e = entry(name);
-  return {reinterpret_cast<const std::byte*>(storage_->data) + data_offset_ + e.begin, size_t(e.end - e.begin)};
+  return {reinterpret_cast<const std::byte*>(storage_->data()) + data_offset_ + e.begin, size_t(e.end - e.begin)};
 }
 
 Tensor SafetensorsFile::tensor(std::string_view name) const {

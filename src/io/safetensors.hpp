@@ -26,6 +26,8 @@
 
 namespace rlx::io {
 
+class FileBytes;
+
 // One tensor as the header describes it.
 struct SafetensorsEntry {
   std::string name;
@@ -64,11 +66,9 @@ class SafetensorsFile {
   Tensor tensor(std::string_view name) const;
 
  private:
-  struct Storage;
-  static std::shared_ptr<const Storage> map(const std::string& path);
-  SafetensorsFile(std::shared_ptr<const Storage> storage, std::string path);  // validates
+  SafetensorsFile(std::shared_ptr<const FileBytes> storage, std::string path);  // validates
 
-  std::shared_ptr<const Storage> storage_;
+  std::shared_ptr<const FileBytes> storage_;
   std::string path_;
   int64_t data_offset_ = 0;
   std::vector<SafetensorsEntry> entries_;
