@@ -1,0 +1,569 @@
+#include "io/gguf.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+
+#include "core/checked.hpp"
+#include "core/error.hpp"
+#include "core/half.hpp"
+#include "io/file_bytes.hpp"
+
+namespace rlx::io {
+
+// Values and blocks are read as little-endian; GGUF's big-endian variant is refused.
+static_assert(std::endian::native == std::endian::little, "GGUF reading assumes a little-endian host");
+
+namespace {
+
+// Nested metadata arrays deeper than this are refused: no model writes more than two
+// levels, and the parser recurses once per level.
+constexpr int kMaxArrayDepth = 8;
+constexpr uint32_t kMaxDims = 4;  // ggml's GGML_MAX_DIMS
+
+struct TypeInfo {
+  const char* name;
+  int64_t block;  // elements per block
+  int64_t bytes;  // bytes per block
+};
+
+// ggml's tensor types (as of gguf 0.19): numbers missing here were retired or never used.
+const TypeInfo* type_info(uint32_t t) {
+  static const TypeInfo kTypes[] = {
+      {"F32", 1, 4},        {"F16", 1, 2},         {"Q4_0", 32, 18},      {"Q4_1", 32, 20},     {nullptr, 0, 0},
+      {nullptr, 0, 0},      {"Q5_0", 32, 22},      {"Q5_1", 32, 24},      {"Q8_0", 32, 34},     {"Q8_1", 32, 40},
+      {"Q2_K", 256, 84},    {"Q3_K", 256, 110},    {"Q4_K", 256, 144},    {"Q5_K", 256, 176},   {"Q6_K", 256, 210},
+      {"Q8_K", 256, 292},   {"IQ2_XXS", 256, 66},  {"IQ2_XS", 256, 74},   {"IQ3_XXS", 256, 98}, {"IQ1_S", 256, 50},
+      {"IQ4_NL", 32, 18},   {"IQ3_S", 256, 110},   {"IQ2_S", 256, 82},    {"IQ4_XS", 256, 136}, {"I8", 1, 1},
+      {"I16", 1, 2},        {"I32", 1, 4},         {"I64", 1, 8},         {"F64", 1, 8},        {"IQ1_M", 256, 56},
+      {"BF16", 1, 2},       {nullptr, 0, 0},       {nullptr, 0, 0},       {nullptr, 0, 0},      {"TQ1_0", 256, 54},
+      {"TQ2_0", 256, 66},   {nullptr, 0, 0},       {nullptr, 0, 0},       {nullptr, 0, 0},      {"MXFP4", 32, 17},
+      {"NVFP4", 64, 36},    {"Q1_0", 128, 18},
+  };
+  if (t >= std::size(kTypes) || !kTypes[t].name) return nullptr;
+  return &kTypes[t];
+}
+
+std::string type_str(uint32_t t) {
+  const TypeInfo* ti = type_info(t);
+  return ti ? std::string(ti->name) + " (" + std::to_string(t) + ")" : "ggml type " + std::to_string(t);
+}
+
+// Sizes of the metadata value types with a fixed size; 0 for string and array.
+size_t scalar_size(GgufType t) {
+  switch (t) {
+    case GgufType::U8: case GgufType::I8: case GgufType::Bool: return 1;
+    case GgufType::U16: case GgufType::I16: return 2;
+    case GgufType::U32: case GgufType::I32: case GgufType::F32: return 4;
+    case GgufType::U64: case GgufType::I64: case GgufType::F64: return 8;
+    case GgufType::String: case GgufType::Array: return 0;
+  }
+  return 0;
+}
+
+template <class T>
+T load(const unsigned char* p) {
+  T v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+// A cursor over the header that checks every read against the end of the file.
+struct Cursor {
+  const unsigned char* data;
+  size_t size;
+  size_t at = 0;
+  const std::string& path;
+
+  size_t left() const { return size - at; }
+  [[noreturn]] void cut(size_t n, const std::string& what) const {
+    throw InputError(path + ": " + what + " at byte " + std::to_string(at) + " needs " + std::to_string(n) +
+                     " bytes but the file ends after " + std::to_string(left()) + " more");
+  }
+  const unsigned char* take(size_t n, const std::string& what) {
+    if (n > left()) cut(n, what);
+    const unsigned char* p = data + at;
+    at += n;
+    return p;
+  }
+  template <class T>
+  T get(const std::string& what) {
+    return load<T>(take(sizeof(T), what));
+  }
+  std::string string(const std::string& what) {
+    const uint64_t n = get<uint64_t>(what + " (its length)");
+    if (n > left())
+      throw InputError(path + ": " + what + " at byte " + std::to_string(at) + " claims " + std::to_string(n) +
+                       " bytes but the file ends after " + std::to_string(left()) + " more");
+    const unsigned char* p = take(size_t(n), what);
+    return std::string(reinterpret_cast<const char*>(p), size_t(n));
+  }
+  // A count of items that each take at least `least` bytes: refused when the rest of the
+  // file cannot hold them, before anything is allocated for them.
+  uint64_t count(uint64_t least, const std::string& what) {
+    const uint64_t n = get<uint64_t>(what);
+    if (n > left() / least)
+      throw InputError(path + ": " + what + " is " + std::to_string(n) + " but the " + std::to_string(left()) +
+                       " bytes left in the file hold at most " + std::to_string(left() / least));
+    return n;
+  }
+};
+
+GgufType value_type(Cursor& c, const std::string& what) {
+  const uint32_t t = c.get<uint32_t>(what + " (its type)");
+  if (t > uint32_t(GgufType::F64))
+    throw InputError(c.path + ": " + what + " has value type " + std::to_string(t) +
+                     ", not one of GGUF's (0-12: u8 i8 u16 i16 u32 i32 f32 bool string array u64 i64 f64)");
+  return GgufType(t);
+}
+
+GgufValue read_value(Cursor& c, GgufType t, const std::string& what, int depth) {
+  GgufValue v;
+  v.type = t;
+  switch (t) {
+    case GgufType::U8: v.u = c.get<uint8_t>(what); break;
+    case GgufType::I8: v.i = c.get<int8_t>(what); break;
+    case GgufType::U16: v.u = c.get<uint16_t>(what); break;
+    case GgufType::I16: v.i = c.get<int16_t>(what); break;
+    case GgufType::U32: v.u = c.get<uint32_t>(what); break;
+    case GgufType::I32: v.i = c.get<int32_t>(what); break;
+    case GgufType::U64: v.u = c.get<uint64_t>(what); break;
+    case GgufType::I64: v.i = c.get<int64_t>(what); break;
+    case GgufType::F32: v.f = c.get<float>(what); break;
+    case GgufType::F64: v.f = c.get<double>(what); break;
+    case GgufType::Bool: {
+      const uint8_t b = c.get<uint8_t>(what);
+      if (b > 1) throw InputError(c.path + ": " + what + " is a bool holding the byte " + std::to_string(b) + " (a bool is 0 or 1)");
+      v.b = b != 0;
+      break;
+    }
+    case GgufType::String: v.s = c.string(what); break;
+    case GgufType::Array: {
+      if (depth >= kMaxArrayDepth)
+        throw InputError(c.path + ": " + what + " nests arrays deeper than " + std::to_string(kMaxArrayDepth));
+      v.element = value_type(c, what + " (its element type)");
+      const size_t fixed = scalar_size(v.element);
+      // A string takes at least its 8-byte length, an array its type and count.
+      v.count = c.count(fixed ? fixed : v.element == GgufType::String ? 8 : 12, what + " element count");
+      if (fixed) {
+        v.raw = {reinterpret_cast<const std::byte*>(c.take(size_t(v.count) * fixed, what)), size_t(v.count) * fixed};
+        if (v.element == GgufType::Bool)
+          for (size_t k = 0; k < v.raw.size(); ++k)
+            if (const auto b = static_cast<unsigned>(v.raw[k]); b > 1)
+              throw InputError(c.path + ": " + what + " element " + std::to_string(k) + " is a bool holding the byte " +
+                               std::to_string(b) + " (a bool is 0 or 1)");
+      } else if (v.element == GgufType::String) {
+        v.strings.reserve(size_t(v.count));
+        for (uint64_t k = 0; k < v.count; ++k) v.strings.push_back(c.string(what + " element " + std::to_string(k)));
+      } else {
+        v.arrays.reserve(size_t(v.count));
+        // Each element is an array whose own element type and count follow at once.
+        for (uint64_t k = 0; k < v.count; ++k)
+          v.arrays.push_back(read_value(c, GgufType::Array, what + " element " + std::to_string(k), depth + 1));
+      }
+      break;
+    }
+  }
+  return v;
+}
+
+// Element k of an array of numbers, as the widest type of its kind.
+int64_t int_element(const GgufValue& v, size_t k, bool& fits) {
+  const unsigned char* p = reinterpret_cast<const unsigned char*>(v.raw.data()) + k * scalar_size(v.element);
+  fits = true;
+  switch (v.element) {
+    case GgufType::U8: return load<uint8_t>(p);
+    case GgufType::I8: return load<int8_t>(p);
+    case GgufType::U16: return load<uint16_t>(p);
+    case GgufType::I16: return load<int16_t>(p);
+    case GgufType::U32: return load<uint32_t>(p);
+    case GgufType::I32: return load<int32_t>(p);
+    case GgufType::I64: return load<int64_t>(p);
+    case GgufType::U64: {
+      const uint64_t u = load<uint64_t>(p);
+      fits = u <= uint64_t(INT64_MAX);
+      return int64_t(u);
+    }
+    default: fits = false; return 0;
+  }
+}
+
+bool is_int(GgufType t) {
+  return t == GgufType::U8 || t == GgufType::I8 || t == GgufType::U16 || t == GgufType::I16 || t == GgufType::U32 ||
+         t == GgufType::I32 || t == GgufType::U64 || t == GgufType::I64;
+}
+
+bool is_unsigned(GgufType t) { return t == GgufType::U8 || t == GgufType::U16 || t == GgufType::U32 || t == GgufType::U64; }
+
+std::string type_of(const GgufValue& v) {
+  return v.type == GgufType::Array ? "an array of " + std::string(gguf_type_name(v.element))
+                                   : std::string("a ") + gguf_type_name(v.type);
+}
+
+}  // namespace
+
+const char* gguf_type_name(GgufType t) {
+  static const char* const kNames[] = {"u8", "i8", "u16", "i16", "u32", "i32", "f32",
+                                       "bool", "string", "array", "u64", "i64", "f64"};
+  return uint32_t(t) < std::size(kNames) ? kNames[uint32_t(t)] : "unknown";
+}
+
+const char* ggml_type_name(uint32_t type) {
+  const TypeInfo* t = type_info(type);
+  return t ? t->name : nullptr;
+}
+
+GgufFile::GgufFile(const std::string& path) : GgufFile(FileBytes::map(path, "a .gguf file"), path) {}
+
+GgufFile GgufFile::from_bytes(std::string_view bytes, std::string name) {
+  return GgufFile(FileBytes::copy(bytes), std::move(name));
+}
+
+GgufFile::GgufFile(std::shared_ptr<const FileBytes> bytes, std::string path)
+    : bytes_(std::move(bytes)), path_(std::move(path)) {
+  const std::string& p = path_;
+  Cursor c{bytes_->data(), bytes_->size(), 0, p};
+  if (c.size < 4 || std::memcmp(c.data, "GGUF", 4) != 0)
+    throw InputError(p + ": not a GGUF file (it does not start with the magic 'GGUF')");
+  c.at = 4;
+  version_ = c.get<uint32_t>("the version");
+  if (version_ == 1) throw InputError(p + ": GGUF version 1 is not supported (rlx reads versions 2 and 3)");
+  if (version_ == 0x02000000u || version_ == 0x03000000u)
+    throw InputError(p + ": a big-endian GGUF file (rlx reads little-endian GGUF only)");
+  if (version_ != 2 && version_ != 3)
+    throw InputError(p + ": GGUF version " + std::to_string(version_) + " is not supported (rlx reads versions 2 and 3)");
+  // A tensor info takes at least 24 bytes (name length, dimension count, type, offset), a
+  // key-value pair at least 13 (key length, value type, one byte of value).
+  const uint64_t n_tensors = c.get<uint64_t>("the tensor count");
+  const uint64_t n_kv = c.count(13, "the metadata count");
+  if (n_tensors > c.left() / 24)
+    throw InputError(p + ": the tensor count is " + std::to_string(n_tensors) + " but the " + std::to_string(c.left()) +
+                     " bytes left in the file hold at most " + std::to_string(c.left() / 24) + " tensor infos");
+
+  metadata_.reserve(size_t(n_kv));
+  for (uint64_t k = 0; k < n_kv; ++k) {
+    std::string key = c.string("metadata key " + std::to_string(k));
+    const std::string what = "metadata " + shown(key);
+    if (keys_.count(key)) throw InputError(p + ": " + what + " appears twice");
+    GgufValue v = read_value(c, value_type(c, what), what, 0);
+    keys_.emplace(key, metadata_.size());
+    metadata_.emplace_back(std::move(key), std::move(v));
+  }
+  if (contains_key("general.alignment")) {
+    const int64_t a = get_int("general.alignment");
+    if (a <= 0 || !std::has_single_bit(uint64_t(a)))
+      throw InputError(p + ": general.alignment is " + std::to_string(a) + ", not a power of two");
+    if (a > (int64_t(1) << 30)) throw InputError(p + ": general.alignment " + std::to_string(a) + " is larger than 2^30");
+    alignment_ = uint64_t(a);
+  }
+
+  tensors_.reserve(size_t(n_tensors));
+  for (uint64_t k = 0; k < n_tensors; ++k) {
+    GgufTensor t;
+    t.name = c.string("tensor info " + std::to_string(k) + " (its name)");
+    const std::string where = p + ": tensor " + shown(t.name);
+    if (index_.count(t.name)) throw InputError(where + " appears twice");
+    const uint32_t n_dims = c.get<uint32_t>("tensor " + shown(t.name) + " dimension count");
+    if (n_dims > kMaxDims)
+      throw InputError(where + ": " + std::to_string(n_dims) + " dimensions (GGUF tensors have at most " +
+                       std::to_string(kMaxDims) + ")");
+    for (uint32_t d = 0; d < n_dims; ++d)
+      t.dims.push_back(checked_size(c.get<uint64_t>("tensor " + shown(t.name) + " extent " + std::to_string(d)),
+                                    where + ": extent " + std::to_string(d)));
+    t.shape.assign(t.dims.rbegin(), t.dims.rend());
+    t.type = c.get<uint32_t>("tensor " + shown(t.name) + " type");
+    const uint64_t offset = c.get<uint64_t>("tensor " + shown(t.name) + " offset");
+    t.offset = checked_size(offset, where + ": offset");
+    t.numel = std::find(t.dims.begin(), t.dims.end(), 0) != t.dims.end() ? 0 : 1;  // [0, 2^40, 2^40] is empty
+    for (int64_t d : t.dims)
+      if (t.numel) t.numel = checked_mul(t.numel, d, where + ": element count of " + shape_str(t.shape));
+    if (const TypeInfo* ti = type_info(t.type)) {
+      const int64_t first = t.dims.empty() ? 1 : t.dims[0];
+      if (first % ti->block != 0)
+        throw InputError(where + ": type " + ti->name + " packs " + std::to_string(ti->block) +
+                         " elements per block but the first (fastest-varying) extent is " + std::to_string(first));
+      t.nbytes = checked_mul(t.numel / ti->block, ti->bytes, where + ": byte count of " + ti->name + shape_str(t.shape));
+    }
+    if (uint64_t(t.offset) % alignment_ != 0)
+      throw InputError(where + ": offset " + std::to_string(t.offset) + " is not a multiple of the alignment " +
+                       std::to_string(alignment_));
+    index_.emplace(t.name, tensors_.size());
+    tensors_.push_back(std::move(t));
+  }
+
+  data_offset_ = int64_t((uint64_t(c.at) + alignment_ - 1) / alignment_ * alignment_);
+  const int64_t data_size = int64_t(c.size) > data_offset_ ? int64_t(c.size) - data_offset_ : 0;
+  std::vector<const GgufTensor*> order;
+  for (const GgufTensor& t : tensors_) {
+    const std::string where = p + ": tensor " + shown(t.name);
+    if (t.offset > data_size)
+      throw InputError(where + ": offset " + std::to_string(t.offset) + " lies past the end of the data section (" +
+                       std::to_string(data_size) + " bytes from byte " + std::to_string(data_offset_) + ")");
+    if (t.nbytes < 0) continue;  // an unknown type: its extent in the file is unknown
+    if (t.nbytes > data_size - t.offset)
+      throw InputError(where + ": " + type_str(t.type) + shape_str(t.shape) + " takes " + std::to_string(t.nbytes) +
+                       " bytes from offset " + std::to_string(t.offset) + ", past the end of the data section (" +
+                       std::to_string(data_size) + " bytes)");
+    order.push_back(&t);
+  }
+  std::sort(order.begin(), order.end(), [](const GgufTensor* a, const GgufTensor* b) {
+    return std::pair(a->offset, a->nbytes) < std::pair(b->offset, b->nbytes);
+  });
+  const GgufTensor* reach = nullptr;  // of the tensors so far, the one that ends last
+  for (const GgufTensor* b : order) {
+    if (reach && b->nbytes > 0 && b->offset < reach->offset + reach->nbytes)
+      throw InputError(p + ": tensors " + shown(reach->name) + " [" + std::to_string(reach->offset) + ", " +
+                       std::to_string(reach->offset + reach->nbytes) + ") and " + shown(b->name) + " [" +
+                       std::to_string(b->offset) + ", " + std::to_string(b->offset + b->nbytes) +
+                       ") overlap in the data section");
+    if (!reach || b->offset + b->nbytes > reach->offset + reach->nbytes) reach = b;
+  }
+}
+
+const GgufValue& GgufFile::value(std::string_view key) const {
+  auto it = keys_.find(key);
+  if (it == keys_.end()) throw InputError(path_ + ": no metadata key " + shown(key));
+  return metadata_[it->second].second;
+}
+
+namespace {
+[[noreturn]] void wrong_type(const std::string& path, std::string_view key, const GgufValue& v, const char* want) {
+  throw InputError(path + ": metadata " + shown(key) + " is " + type_of(v) + ", not " + want);
+}
+}  // namespace
+
+int64_t GgufFile::get_int(std::string_view key) const {
+  const GgufValue& v = value(key);
+  if (!is_int(v.type)) wrong_type(path_, key, v, "an integer");
+  if (!is_unsigned(v.type)) return v.i;
+  if (v.u > uint64_t(INT64_MAX))
+    throw InputError(path_ + ": metadata " + shown(key) + " is " + std::to_string(v.u) + ", beyond int64");
+  return int64_t(v.u);
+}
+
+double GgufFile::get_float(std::string_view key) const {
+  const GgufValue& v = value(key);
+  if (v.type != GgufType::F32 && v.type != GgufType::F64) wrong_type(path_, key, v, "a float (f32 or f64)");
+  return v.f;
+}
+
+bool GgufFile::get_bool(std::string_view key) const {
+  const GgufValue& v = value(key);
+  if (v.type != GgufType::Bool) wrong_type(path_, key, v, "a bool");
+  return v.b;
+}
+
+const std::string& GgufFile::get_string(std::string_view key) const {
+  const GgufValue& v = value(key);
+  if (v.type != GgufType::String) wrong_type(path_, key, v, "a string");
+  return v.s;
+}
+
+std::vector<int64_t> GgufFile::get_int_array(std::string_view key) const {
+  const GgufValue& v = value(key);
+  if (v.type != GgufType::Array || !is_int(v.element)) wrong_type(path_, key, v, "an array of integers");
+  std::vector<int64_t> r(size_t(v.count));
+  for (size_t k = 0; k < r.size(); ++k) {
+    bool fits;
+    r[k] = int_element(v, k, fits);
+    if (!fits) throw InputError(path_ + ": metadata " + shown(key) + " element " + std::to_string(k) + " is beyond int64");
+  }
+  return r;
+}
+
+std::vector<double> GgufFile::get_float_array(std::string_view key) const {
+  const GgufValue& v = value(key);
+  if (v.type != GgufType::Array || (v.element != GgufType::F32 && v.element != GgufType::F64))
+    wrong_type(path_, key, v, "an array of floats");
+  std::vector<double> r(size_t(v.count));
+  const auto* p = reinterpret_cast<const unsigned char*>(v.raw.data());
+  for (size_t k = 0; k < r.size(); ++k)
+    r[k] = v.element == GgufType::F32 ? double(load<float>(p + 4 * k)) : load<double>(p + 8 * k);
+  return r;
+}
+
+const std::vector<std::string>& GgufFile::get_string_array(std::string_view key) const {
+  const GgufValue& v = value(key);
+  if (v.type != GgufType::Array || v.element != GgufType::String) wrong_type(path_, key, v, "an array of strings");
+  return v.strings;
+}
+
+const GgufTensor& GgufFile::tensor_info(std::string_view name) const {
+  auto it = index_.find(name);
+  if (it == index_.end())
+    throw InputError(path_ + ": no tensor " + shown(name) + " (the file holds " + std::to_string(tensors_.size()) + ")");
+  return tensors_[it->second];
+}
+
+std::span<const std::byte> GgufFile::bytes(std::string_view name) const {
+  const GgufTensor& t = tensor_info(name);
+  if (t.nbytes < 0)
+    throw InputError(path_ + ": tensor " + shown(t.name) + " has " + type_str(t.type) +
+                     ", a type rlx does not know the size of");
+  return {reinterpret_cast<const std::byte*>(bytes_->data()) + data_offset_ + t.offset, size_t(t.nbytes)};
+}
+
+Tensor GgufFile::tensor(std::string_view name) const {
+  const GgufTensor& t = tensor_info(name);
+  DType d;
+  switch (GgmlType(t.type)) {
+    case GgmlType::F32: d = DType::F32; break;
+    case GgmlType::F16: d = DType::F16; break;
+    case GgmlType::BF16: d = DType::BF16; break;
+    case GgmlType::F64: d = DType::F64; break;
+    case GgmlType::I8: d = DType::I8; break;
+    case GgmlType::I32: d = DType::I32; break;
+    case GgmlType::I64: d = DType::I64; break;
+    default:
+      throw InputError(path_ + ": tensor " + shown(t.name) + " has " + type_str(t.type) +
+                       ", which has no rlx dtype (tensor() reads F32 F16 BF16 F64 I8 I32 I64; dequantize() decodes the quantized types)");
+  }
+  const std::span<const std::byte> src = bytes(name);
+  Tensor r = Tensor::empty(d, t.shape);
+  if (r.nbytes() != src.size()) throw InternalError(path_ + ": tensor " + shown(t.name) + ": validated size differs from the tensor's");
+  if (!src.empty()) std::memcpy(r.raw(), src.data(), src.size());
+  return r;
+}
+
+namespace {
+
+// The block decoders: ggml's reference layouts (ggml-quants.c dequantize_row_*), each
+// product and sum rounded to f32 in ggml's order. The build does not contract a*b+c into a
+// fused multiply-add (the CMake rule for this file says so), which would change the last bit.
+float half(const unsigned char* p) { return f16::to_float(load<uint16_t>(p)); }
+
+// Q8_0: f16 scale d, 32 signed bytes; x = q * d.
+void q8_0(const unsigned char* b, float* y) {
+  const float d = half(b);
+  for (int j = 0; j < 32; ++j) y[j] = float(int8_t(b[2 + j])) * d;
+}
+
+// The 32 quants of a Q4_0/Q4_1/Q5_0/Q5_1 block: 16 bytes of nibbles (the low nibbles are
+// elements 0-15, the high ones 16-31) and, for Q5, 32 fifth bits (bit j for element j).
+void nibble_quants(const unsigned char* qs, const unsigned char* fifth, int q[32]) {
+  const uint32_t h = fifth ? load<uint32_t>(fifth) : 0;
+  for (int j = 0; j < 16; ++j) {
+    q[j] = (qs[j] & 0xf) | int(((h >> j) & 1) << 4);
+    q[j + 16] = (qs[j] >> 4) | int(((h >> (j + 16)) & 1) << 4);
+  }
+}
+
+// Q4_0: f16 d, nibbles; x = (q - 8) * d.
+void q4_0(const unsigned char* b, float* y) {
+  const float d = half(b);
+  int q[32];
+  nibble_quants(b + 2, nullptr, q);
+  for (int j = 0; j < 32; ++j) y[j] = float(q[j] - 8) * d;
+}
+
+// Q4_1: f16 d, f16 m, nibbles; x = q * d + m.
+void q4_1(const unsigned char* b, float* y) {
+  const float d = half(b), m = half(b + 2);
+  int q[32];
+  nibble_quants(b + 4, nullptr, q);
+  for (int j = 0; j < 32; ++j) y[j] = float(q[j]) * d + m;
+}
+
+// Q5_0: f16 d, fifth bits, nibbles; x = (q - 16) * d.
+void q5_0(const unsigned char* b, float* y) {
+  const float d = half(b);
+  int q[32];
+  nibble_quants(b + 6, b + 2, q);
+  for (int j = 0; j < 32; ++j) y[j] = float(q[j] - 16) * d;
+}
+
+// Q5_1: f16 d, f16 m, fifth bits, nibbles; x = q * d + m.
+void q5_1(const unsigned char* b, float* y) {
+  const float d = half(b), m = half(b + 2);
+  int q[32];
+  nibble_quants(b + 8, b + 4, q);
+  for (int j = 0; j < 32; ++j) y[j] = float(q[j]) * d + m;
+}
+
+// The 6-bit scale and min of sub-block j (0-7) of a Q4_K/Q5_K block, packed in 12 bytes:
+// sub-blocks 0-3 in the low 6 bits of bytes j and j+4, sub-blocks 4-7 in the nibbles of
+// bytes j+4 with their top two bits in the top bits of bytes j-4 and j.
+void k_scale_min(const unsigned char* s, int j, int& sc, int& mn) {
+  if (j < 4) {
+    sc = s[j] & 63;
+    mn = s[j + 4] & 63;
+  } else {
+    sc = (s[j + 4] & 0xf) | ((s[j - 4] >> 6) << 4);
+    mn = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+  }
+}
+
+// Q4_K and Q5_K: f16 d, f16 dmin, 12 scale bytes, for Q5_K 32 bytes of fifth bits (bit j of
+// byte l for element l of sub-block j), then 128 bytes of nibbles: 8 sub-blocks of 32,
+// sub-block 2c from the low nibbles of bytes 32c..32c+31, 2c+1 from their high nibbles;
+// x = (d * sc) * q - dmin * m.
+void k_quants(const unsigned char* b, const unsigned char* fifth, const unsigned char* q, float* y) {
+  const float d = half(b), dmin = half(b + 2);
+  for (int j = 0; j < 8; ++j) {
+    int sc, mn;
+    k_scale_min(b + 4, j, sc, mn);
+    const float dl = d * float(sc), ml = dmin * float(mn);
+    const int shift = 4 * (j & 1);
+    for (int l = 0; l < 32; ++l) {
+      const int v = ((q[32 * (j / 2) + l] >> shift) & 0xf) | (fifth ? ((fifth[l] >> j) & 1) << 4 : 0);
+      y[32 * j + l] = dl * float(v) - ml;
+    }
+  }
+}
+void q4_k(const unsigned char* b, float* y) { k_quants(b, nullptr, b + 16, y); }
+void q5_k(const unsigned char* b, float* y) { k_quants(b, b + 16, b + 48, y); }
+
+// Q6_K: 128 bytes of low nibbles, 64 bytes of 2-bit highs, 16 signed 8-bit scales (one per
+// 16 elements), f16 d. Each half h of 128 elements: element r takes the nibble (r / 64) of
+// low byte 64h + r % 64 and the bit pair (r / 32) of high byte 32h + r % 32;
+// x = (d * scale) * (q - 32).
+void q6_k(const unsigned char* b, float* y) {
+  const unsigned char* ql = b;
+  const unsigned char* qh = b + 128;
+  const auto* sc = reinterpret_cast<const int8_t*>(b + 192);
+  const float d = half(b + 208);
+  for (int e = 0; e < 256; ++e) {
+    const int h = e / 128, r = e % 128;
+    const int lo = (ql[64 * h + r % 64] >> (4 * (r / 64))) & 0xf;
+    const int hi = (qh[32 * h + r % 32] >> (2 * (r / 32))) & 3;
+    y[e] = (d * float(sc[e / 16])) * float((lo | (hi << 4)) - 32);
+  }
+}
+
+}  // namespace
+
+Tensor GgufFile::dequantize(std::string_view name) const {
+  const GgufTensor& t = tensor_info(name);
+  void (*block)(const unsigned char*, float*) = nullptr;
+  switch (GgmlType(t.type)) {
+    case GgmlType::Q8_0: block = q8_0; break;
+    case GgmlType::Q4_0: block = q4_0; break;
+    case GgmlType::Q4_1: block = q4_1; break;
+    case GgmlType::Q5_0: block = q5_0; break;
+    case GgmlType::Q5_1: block = q5_1; break;
+    case GgmlType::Q4_K: block = q4_k; break;
+    case GgmlType::Q5_K: block = q5_k; break;
+    case GgmlType::Q6_K: block = q6_k; break;
+    case GgmlType::F32: case GgmlType::F16: case GgmlType::BF16: break;
+    default:
+      throw InputError(path_ + ": tensor " + shown(t.name) + " has " + type_str(t.type) +
+                       ", which dequantize() does not decode (it decodes F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q4_K Q5_K Q6_K)");
+  }
+  const std::span<const std::byte> src = bytes(name);
+  const auto* p = reinterpret_cast<const unsigned char*>(src.data());
+  Tensor r = Tensor::empty(DType::F32, t.shape);
+  float* y = r.data<float>();
+  const TypeInfo& ti = *type_info(t.type);
+  const int64_t blocks = t.numel / ti.block;
+  if (blocks * ti.bytes != int64_t(src.size()))
+    throw InternalError(path_ + ": tensor " + shown(t.name) + ": validated size differs from the blocks'");
+  switch (GgmlType(t.type)) {
+    case GgmlType::F32: if (!src.empty()) std::memcpy(y, p, src.size()); break;
+    case GgmlType::F16: for (int64_t k = 0; k < blocks; ++k) y[k] = half(p + 2 * k); break;
+    case GgmlType::BF16: for (int64_t k = 0; k < blocks; ++k) y[k] = bits_float(uint32_t(load<uint16_t>(p + 2 * k)) << 16); break;
+    default: for (int64_t k = 0; k < blocks; ++k) block(p + k * ti.bytes, y + k * ti.block); break;
+  }
+  return r;
+}
+
+}  // namespace rlx::io
