@@ -292,6 +292,11 @@ GgufFile::GgufFile(std::shared_ptr<const FileBytes> bytes, std::string path)
   }
 
   data_offset_ = int64_t((uint64_t(c.at) + alignment_ - 1) / alignment_ * alignment_);
+  // A file of metadata alone may end before the padding; one with tensors holds its data section.
+  if (!tensors_.empty() && data_offset_ > int64_t(c.size))
+    throw InputError(p + ": the data section starts at byte " + std::to_string(data_offset_) +
+                     " (after the header, aligned to " + std::to_string(alignment_) + "), past the end of the file (" +
+                     std::to_string(c.size) + " bytes)");
   const int64_t data_size = int64_t(c.size) > data_offset_ ? int64_t(c.size) - data_offset_ : 0;
   std::vector<const GgufTensor*> order;
   for (const GgufTensor& t : tensors_) {

@@ -256,6 +256,11 @@ BOOST_AUTO_TEST_CASE(bad_tensor_infos_are_refused_naming_the_tensor) {
   expect_error([&] { parse(file({{{8}, {0, 0}}}, 16)); },
                {"tensor 't0': F32 (0)[8] takes 32 bytes from offset 0, past the end of the data section (16 bytes)"});
   expect_error([&] { parse(file({{{8}, {0, 64}}}, 32)); }, {"tensor 't0': offset 64 lies past the end of the data section"});
+  {
+    Bytes g = header(1, 0);
+    g.info("t", {0}, 0, 0);  // an empty tensor, but the file ends before its data section
+    expect_error([&] { parse(g); }, {"bad.gguf: the data section starts at byte 64 (after the header, aligned to 32), past the end of the file (57 bytes)"});
+  }
   expect_error([&] { parse(file({{{16}, {0, 0}}, {{8}, {0, 32}}}, 64)); },
                {"bad.gguf: tensors 't0' [0, 64) and 't1' [32, 64) overlap in the data section"});
   expect_error([&] { parse(file({{{8}, {0, 0}}, {{8}, {0, 0}}}, 32)); }, {"tensors 't0' [0, 32) and 't1' [0, 32) overlap"});

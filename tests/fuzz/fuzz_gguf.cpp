@@ -1,0 +1,42 @@
+// GGUF reader (src/io/gguf.hpp), on the bytes in memory (GgufFile::from_bytes: the same
+// checks as a mapped file). A file that reads must hold every tensor of a known type inside
+// itself, answer every metadata getter for the type each value has, and dequantize every
+// tensor of a decoded type into as many f32 values as its shape holds (other types are an
+// InputError).
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "common.hpp"
+#include "core/error.hpp"
+#include "io/gguf.hpp"
+
+using namespace rlx;
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  RLX_FUZZ_GUARD({
+    const io::GgufFile f = io::GgufFile::from_bytes(std::string_view(reinterpret_cast<const char*>(data), size), "input");
+    for (const auto& [key, v] : f.metadata()) {
+      // Each getter either answers or refuses with an InputError naming the type found.
+      try { f.get_int(key); } catch (const InputError&) {}
+      try { f.get_float(key); } catch (const InputError&) {}
+      try { f.get_string(key); } catch (const InputError&) {}
+      try { f.get_int_array(key); } catch (const InputError&) {}
+      try { f.get_float_array(key); } catch (const InputError&) {}
+      try { f.get_string_array(key); } catch (const InputError&) {}
+      if (v.type == io::GgufType::Bool && f.get_bool(key) != v.b) fuzz::finding("get_bool differs from the value");
+    }
+    if (f.data_offset() % int64_t(f.alignment()) != 0) fuzz::finding("the data section is not aligned");
+    for (const io::GgufTensor& t : f.tensors()) {
+      if (t.shape.size() != t.dims.size()) fuzz::finding("tensor '" + t.name + "': shape and dims differ in rank");
+      if (t.nbytes >= 0 && (t.offset < 0 || f.data_offset() + t.offset + t.nbytes > int64_t(size)))
+        fuzz::finding("tensor '" + t.name + "' lies outside the file");
+      try {
+        const Tensor x = f.dequantize(t.name);
+        if (x.numel() != t.numel) fuzz::finding("tensor '" + t.name + "' dequantized to another element count");
+      } catch (const InputError&) {
+      }
+    }
+  })
+  return 0;
+}
