@@ -4,9 +4,13 @@
 // both paths run the same checks.
 #pragma once
 #include <cstddef>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
+
+#include "core/error.hpp"
 
 namespace rlx::io {
 
@@ -40,5 +44,16 @@ bool valid_utf8(std::string_view s);
 std::string printable(std::string_view s, size_t limit = 120);
 // printable(s) in single quotes.
 std::string shown(std::string_view s);
+
+// The tensor called `name` among a file's tensors (index: name -> position), or an
+// InputError naming the file, the name asked for and how many tensors the file holds.
+template <class T>
+const T& named_tensor(const std::map<std::string, size_t, std::less<>>& index, const std::vector<T>& tensors,
+                      const std::string& path, std::string_view name) {
+  auto it = index.find(name);
+  if (it == index.end())
+    throw InputError(path + ": no tensor " + shown(name) + " (the file holds " + std::to_string(tensors.size()) + ")");
+  return tensors[it->second];
+}
 
 }  // namespace rlx::io

@@ -394,10 +394,7 @@ const std::vector<std::string>& GgufFile::get_string_array(std::string_view key)
 }
 
 const GgufTensor& GgufFile::tensor_info(std::string_view name) const {
-  auto it = index_.find(name);
-  if (it == index_.end())
-    throw InputError(path_ + ": no tensor " + shown(name) + " (the file holds " + std::to_string(tensors_.size()) + ")");
-  return tensors_[it->second];
+  return named_tensor(index_, tensors_, path_, name);
 }
 
 std::span<const std::byte> GgufFile::bytes(std::string_view name) const {

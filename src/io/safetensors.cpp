@@ -286,10 +286,7 @@ SafetensorsFile::SafetensorsFile(std::shared_ptr<const FileBytes> storage, std::
 }
 
 const SafetensorsEntry& SafetensorsFile::entry(std::string_view name) const {
-  auto it = index_.find(name);
-  if (it == index_.end())
-    throw InputError(path_ + ": no tensor " + shown(name) + " (the file holds " + std::to_string(entries_.size()) + ")");
-  return entries_[it->second];
+  return named_tensor(index_, entries_, path_, name);
 }
 
 std::span<const std::byte> SafetensorsFile::bytes(std::string_view name) const {
