@@ -21,9 +21,10 @@
 // otherwise one such call per index of the dims outside the largest range of batch dims
 // that does collapse (e.g. [2,1,m,k] @ [3,k,n]: two calls of three).
 //
-// cuBLASLt algorithms. cublasLtMatmulAlgoGetHeuristic picks one per (dtype, compute type,
-// transposes, sizes, leading dimensions, batch count and strides, pointer alignments,
-// epilogue), cached for the process. The alignments are those of the actual pointers
+// cuBLASLt algorithms. cublasLtMatmulAlgoGetHeuristic offers candidates per (dtype, compute
+// type, transposes, sizes, leading dimensions, batch count and strides, pointer alignments,
+// epilogue); the first call of each problem times them and keeps the fastest, for the
+// process and in the cache directory (lt_tune). The alignments are those of the actual pointers
 // (the heuristic otherwise assumes 256 bytes). Where it finds none, a plain matmul runs
 // through cuBLAS and an epilogue kernel runs node by node.
 //
@@ -249,30 +250,79 @@ struct Epilogue {
 
 using LtKey = std::array<int64_t, 20>;
 
-// The algorithms found, by key; nothing where cuBLASLt has none.
-std::mutex lt_mu;
-std::map<LtKey, std::optional<cublasLtMatmulAlgo_t>> lt_algos;
+// What is known of one problem: the heuristic's candidates (best first) and the one chosen.
+struct LtChoice {
+  std::vector<cublasLtMatmulAlgo_t> candidates;  // empty: cuBLASLt has none
+  cublasLtMatmulAlgo_t chosen{};
+  bool tuned = false;  // chosen by timing (here or by an earlier process, from the cache)
+};
 
-// The algorithm for the problem ds describes (key: all it depends on); nothing when
-// cuBLASLt has none.
-std::optional<cublasLtMatmulAlgo_t> lt_algo(const LtDescs& ds, const LtKey& key) {
+constexpr int kLtCandidates = 8;
+
+// The algorithms found, by key.
+std::mutex lt_mu;
+std::map<LtKey, LtChoice> lt_algos;
+
+std::string lt_cache_key(const LtKey& key) {
+  static const std::string where = [] {
+    cudaDeviceProp p{};
+    int dev = 0;
+    cudaGetDevice(&dev);
+    cudaGetDeviceProperties(&p, dev);
+    return std::string(p.name) + " cublasLt " + std::to_string(cublasLtGetVersion());
+  }();
+  std::string k = "gemm ";
+  k += where;
+  for (int64_t v : key) {
+    k += ' ';
+    k += std::to_string(v);
+  }
+  return k;
+}
+
+// The choice for the problem ds describes (key: all it depends on): the heuristic's first
+// kLtCandidates algorithms, and the one an earlier process chose by timing where the cache
+// holds it and cuBLASLt still accepts it.
+LtChoice lt_algo(const LtDescs& ds, const LtKey& key) {
   std::lock_guard<std::mutex> lk(lt_mu);
   if (auto it = lt_algos.find(key); it != lt_algos.end()) return it->second;
-  cublasLtMatmulHeuristicResult_t r{};
+  cublasLtMatmulHeuristicResult_t r[kLtCandidates]{};
   int found = 0;
   const cublasStatus_t s =
-      cublasLtMatmulAlgoGetHeuristic(lt().handle, ds.op, ds.a, ds.b, ds.d, ds.d, ds.pref, 1, &r, &found);
+      cublasLtMatmulAlgoGetHeuristic(lt().handle, ds.op, ds.a, ds.b, ds.d, ds.d, ds.pref, kLtCandidates, r, &found);
   if (s != CUBLAS_STATUS_NOT_SUPPORTED) check_cublas(s, "cublasLtMatmulAlgoGetHeuristic");
-  std::optional<cublasLtMatmulAlgo_t> algo;
-  if (s == CUBLAS_STATUS_SUCCESS && found > 0 && r.state == CUBLAS_STATUS_SUCCESS) algo = r.algo;
-  lt_algos.emplace(key, algo);
-  return algo;
+  LtChoice c;
+  if (s == CUBLAS_STATUS_SUCCESS)
+    for (int i = 0; i < found; ++i)
+      if (r[i].state == CUBLAS_STATUS_SUCCESS) c.candidates.push_back(r[i].algo);
+  if (!c.candidates.empty()) c.chosen = c.candidates[0];
+  const std::string cached = get_cache_entry(lt_cache_key(key), ".gemm");
+  cublasLtMatmulHeuristicResult_t check{};
+  if (cached.size() == sizeof(cublasLtMatmulAlgo_t) && !c.candidates.empty()) {
+    cublasLtMatmulAlgo_t a{};
+    std::memcpy(&a, cached.data(), sizeof a);
+    if (cublasLtMatmulAlgoCheck(lt().handle, ds.op, ds.a, ds.b, ds.d, ds.d, &a, &check) == CUBLAS_STATUS_SUCCESS &&
+        check.workspaceSize <= kLtWorkspace)
+      c.chosen = a, c.tuned = true;
+  }
+  lt_algos.emplace(key, c);
+  return c;
 }
 
 // An algorithm the heuristic offered and cublasLtMatmul refused: not offered again.
 void lt_refused(const LtKey& key) {
   std::lock_guard<std::mutex> lk(lt_mu);
-  lt_algos[key] = std::nullopt;
+  lt_algos[key] = LtChoice{};
+}
+
+void lt_tuned(const LtKey& key, const cublasLtMatmulAlgo_t& algo) {
+  {
+    std::lock_guard<std::mutex> lk(lt_mu);
+    LtChoice& c = lt_algos[key];
+    c.chosen = algo;
+    c.tuned = true;
+  }
+  put_cache_entry(lt_cache_key(key), ".gemm", std::string(reinterpret_cast<const char*>(&algo), sizeof algo));
 }
 
 // A cuBLASLt plan for g over the calls whose pointers are listed (a, b, d per call), or
@@ -280,8 +330,53 @@ void lt_refused(const LtKey& key) {
 struct LtPlan {
   LtDescs ds;
   cublasLtMatmulAlgo_t algo{};
+  std::vector<cublasLtMatmulAlgo_t> candidates;  // to time, when no choice is known yet
   LtKey key{};
 };
+
+// Chooses among the plan's candidates by timing them on the first call's operands (the
+// output is written, the inputs only read): the fastest, where it beats the heuristic's
+// first by more than 10 % (a margin, so noise does not move the choice). The heuristic
+// alone picks badly for some small shapes — a [784,128] weight gradient over a batch of 128
+// took 55 us with its first pick on an H200 — and a program replays its GEMMs many times,
+// so a few milliseconds once per shape pay for themselves. The choice is kept in the cache
+// directory: later processes (a resumed run) take the same algorithms, hence the same
+// rounding, without timing again. Not while a graph is being recorded (nothing may wait).
+void lt_tune(LtPlan& plan, const std::array<const void*, 3>& call) {
+  if (plan.candidates.size() < 2 || capturing()) return;
+  const float one = 1.0f, zero = 0.0f;
+  void* d = const_cast<void*>(call[2]);
+  auto run = [&](const cublasLtMatmulAlgo_t& a) {
+    return cublasLtMatmul(lt().handle, plan.ds.op, &one, call[0], plan.ds.a, call[1], plan.ds.b, &zero, d, plan.ds.d, d,
+                          plan.ds.d, &a, lt().workspace, kLtWorkspace, stream());
+  };
+  cudaEvent_t e0 = nullptr, e1 = nullptr;
+  check(cudaEventCreate(&e0), "cudaEventCreate");
+  check(cudaEventCreate(&e1), "cudaEventCreate");
+  std::vector<float> ms(plan.candidates.size(), -1.0f);
+  for (size_t i = 0; i < plan.candidates.size(); ++i) {
+    if (run(plan.candidates[i]) != CUBLAS_STATUS_SUCCESS) continue;  // warm-up; refused: not a candidate
+    float best = -1.0f;
+    for (int rep = 0; rep < 3; ++rep) {
+      check(cudaEventRecord(e0, stream()), "cudaEventRecord");
+      for (int k = 0; k < 4; ++k) run(plan.candidates[i]);
+      check(cudaEventRecord(e1, stream()), "cudaEventRecord");
+      check(cudaEventSynchronize(e1), "cudaEventSynchronize");
+      float t = 0;
+      check(cudaEventElapsedTime(&t, e0, e1), "cudaEventElapsedTime");
+      if (best < 0 || t < best) best = t;
+    }
+    ms[i] = best;
+  }
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  size_t pick = 0;
+  for (size_t i = 1; i < ms.size(); ++i)
+    if (ms[i] >= 0 && (ms[pick] < 0 || ms[i] < 0.9f * ms[pick])) pick = i;
+  if (ms[pick] < 0) return;  // none ran: the call below reports cuBLASLt's refusal
+  plan.algo = plan.candidates[pick];
+  lt_tuned(plan.key, plan.algo);
+}
 std::unique_ptr<LtPlan> lt_plan(DType t, const Gemm& g, const Epilogue* epi,
                                 const std::vector<std::array<const void*, 3>>& calls) {
   for (int64_t v : {g.m, g.n, g.k, g.lda, g.ldb, g.ldd, g.count})
@@ -341,9 +436,10 @@ std::unique_ptr<LtPlan> lt_plan(DType t, const Gemm& g, const Epilogue* epi,
   const LtKey key = {int64_t(t), int64_t(compute), int64_t(g.op_a), int64_t(g.op_b), g.m, g.n, g.k, g.lda, g.ldb,
                      g.ldd, g.count, g.sa, g.sb, g.sd, al[0], al[1], al[2], int64_t(ep),
                      epi ? int64_t(alignment(epi->bias)) : 0, 0};
-  std::optional<cublasLtMatmulAlgo_t> algo = lt_algo(ds, key);
-  if (!algo) return nullptr;
-  plan->algo = *algo;
+  LtChoice c = lt_algo(ds, key);
+  if (c.candidates.empty()) return nullptr;
+  plan->algo = c.chosen;
+  if (!c.tuned) plan->candidates = std::move(c.candidates);
   plan->key = key;
   return plan;
 }
@@ -413,6 +509,7 @@ bool matmul(const ir::Node& n, const Tensor& a0, const Tensor& b0, Tensor& y, co
 
   if (lt_dtype(t)) {
     if (std::unique_ptr<LtPlan> plan = lt_plan(t, g, epi, calls)) {
+      lt_tune(*plan, calls[0]);
       const float one = 1.0f, zero = 0.0f;
       bool refused = false;
       for (size_t i = 0; i < calls.size(); ++i) {

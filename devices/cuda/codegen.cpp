@@ -281,13 +281,6 @@ uint64_t fnv1a(const std::string& s) {
   return h;
 }
 
-std::filesystem::path cache_dir() {
-  if (const char* d = std::getenv("RLX_CACHE_DIR"); d && *d) return std::filesystem::path(d) / "cuda";
-  if (const char* d = std::getenv("XDG_CACHE_HOME"); d && *d) return std::filesystem::path(d) / "rlx" / "cuda";
-  if (const char* h = std::getenv("HOME"); h && *h) return std::filesystem::path(h) / ".cache" / "rlx" / "cuda";
-  return std::filesystem::temp_directory_path() / "rlx-cuda-cache";
-}
-
 std::string nvrtc_version() {
   int ma = 0, mi = 0;
   nvrtcVersion(&ma, &mi);
@@ -295,6 +288,61 @@ std::string nvrtc_version() {
 }
 
 }  // namespace
+
+std::string cache_dir() {
+  if (const char* d = std::getenv("RLX_CACHE_DIR"); d && *d) return (std::filesystem::path(d) / "cuda").string();
+  if (const char* d = std::getenv("XDG_CACHE_HOME"); d && *d) return (std::filesystem::path(d) / "rlx" / "cuda").string();
+  if (const char* h = std::getenv("HOME"); h && *h) return (std::filesystem::path(h) / ".cache" / "rlx" / "cuda").string();
+  return (std::filesystem::temp_directory_path() / "rlx-cuda-cache").string();
+}
+
+namespace {
+bool put_cache_file(const std::filesystem::path& p, const std::string& data) {
+  std::error_code ec;
+  std::filesystem::create_directories(p.parent_path(), ec);
+  if (ec) return false;
+  std::filesystem::path tmp = p;
+  tmp += ".tmp" + std::to_string(::getpid());
+  std::ofstream o(tmp, std::ios::binary);
+  o.write(data.data(), std::streamsize(data.size()));
+  o.close();
+  if (o) std::filesystem::rename(tmp, p, ec);
+  if (!o || ec) {
+    std::filesystem::remove(tmp, ec);
+    return false;
+  }
+  return true;
+}
+
+std::string get_cache_file(const std::filesystem::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  if (!f) return {};
+  std::stringstream b;
+  b << f.rdbuf();
+  return b.str();
+}
+
+std::filesystem::path cache_entry_path(const std::string& key, const std::string& suffix) {
+  char name[24];
+  std::snprintf(name, sizeof name, "%016llx", (unsigned long long)fnv1a(key));
+  return std::filesystem::path(cache_dir()) / (name + suffix);
+}
+}  // namespace
+
+std::string get_cache_entry(const std::string& key, const std::string& suffix) {
+  const std::filesystem::path p = cache_entry_path(key, suffix);
+  std::filesystem::path kp = p;
+  kp += ".key";
+  std::string data = get_cache_file(p);
+  return !data.empty() && get_cache_file(kp) == key ? data : std::string();  // a hash collision cannot alias
+}
+
+void put_cache_entry(const std::string& key, const std::string& suffix, const std::string& data) {
+  const std::filesystem::path p = cache_entry_path(key, suffix);
+  std::filesystem::path kp = p;
+  kp += ".key";
+  if (put_cache_file(kp, key)) put_cache_file(p, data);
+}
 
 std::string nvrtc_compile(const std::string& src, int cc, std::string* log) {
   nvrtcProgram prog;
@@ -324,44 +372,17 @@ std::string nvrtc_compile(const std::string& src, int cc, std::string* log) {
 
 namespace {
 
-// Compiles source to a cubin for this GPU, or reads it from the disk cache. The cache
-// file's name is a hash of the source, the target and the compiler version; it is
-// written atomically (temporary file + rename) so concurrent processes never see half.
+// Compiles source to a cubin for this GPU, or reads it from the disk cache, keyed by the
+// source, the target and the compiler version.
 std::string compile_cubin(const std::string& src) {
   const std::string arch = "sm_" + std::to_string(compute_capability());
   const std::string key = src + "\n//" + arch + " nvrtc " + nvrtc_version();
-  char name[32];
-  std::snprintf(name, sizeof name, "%016llx.cubin", (unsigned long long)fnv1a(key));
-  std::filesystem::path dir = cache_dir(), file = dir / name, srcfile = dir / (std::string(name) + ".cu");
-  {
-    std::ifstream f(file, std::ios::binary);
-    std::ifstream s(srcfile, std::ios::binary);
-    if (f && s) {
-      std::stringstream b, c;
-      b << f.rdbuf();
-      c << s.rdbuf();
-      if (c.str() == key && !b.str().empty()) return b.str();  // a hash collision cannot alias
-    }
-  }
+  if (std::string cached = get_cache_entry(key, ".cubin"); !cached.empty()) return cached;
   std::string log;
   std::string cubin = nvrtc_compile(src, compute_capability(), &log);
   if (cubin.empty())
     throw InternalError("cuda: generated kernel does not compile (a bug in rlx):\n" + log + "\n--- source ---\n" + src);
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (!ec) {
-    auto put = [&](const std::filesystem::path& p, const std::string& data) {
-      std::filesystem::path tmp = p;
-      tmp += ".tmp" + std::to_string(::getpid());
-      std::ofstream o(tmp, std::ios::binary);
-      o.write(data.data(), std::streamsize(data.size()));
-      o.close();
-      if (o) std::filesystem::rename(tmp, p, ec);
-      else std::filesystem::remove(tmp, ec);
-    };
-    put(srcfile, key);
-    put(file, cubin);
-  }
+  put_cache_entry(key, ".cubin", cubin);
   return cubin;
 }
 
@@ -452,7 +473,7 @@ int compute_capability() {
   return cc;
 }
 
-std::string compiler_description() { return "NVRTC " + nvrtc_version() + ", kernel cache " + cache_dir().string(); }
+std::string compiler_description() { return "NVRTC " + nvrtc_version() + ", kernel cache " + cache_dir(); }
 
 std::string elementwise_source(const std::vector<const ir::Node*>& nodes, const std::vector<ir::Value>& inputs,
                                const std::vector<DType>& input_dtypes, const std::vector<ir::Value>& outputs,

@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -40,6 +41,29 @@ void return_kept_blocks(const std::vector<std::pair<void*, size_t>>& blocks);
 // to the allocator, so caches keyed by device addresses can drop what lived there.
 // A hook must not allocate or free device memory itself.
 void on_device_free(void (*hook)(const void* p, size_t bytes));
+
+// Checks recorded into a CUDA graph. A kernel that validates its input (gather's indices)
+// cannot read its verdict back while the stream is being recorded, so it reports through a
+// device word instead: recorded_check() hands out a word that holds ~0 until a kernel lowers
+// it (atomicMin) to say what was wrong; after a replay, synchronize() and every copy to the
+// host read the live words and throw describe(word) for the first one set (resetting it), so
+// a replayed step with a bad index fails where its results are read instead of returning
+// them. Words belong to the recording that asked for them (released with its replay).
+unsigned long long* recorded_check(std::function<std::string(unsigned long long)> describe);
+void begin_recording_checks();             // before a capture (outside it): the words exist and hold ~0
+std::vector<int> end_recording_checks();   // the words the capture asked for
+void release_recorded_checks(const std::vector<int>& ids);
+void throw_recorded_faults();              // after the stream is synchronized
+
+// The directory kept across processes for what the device builds once: generated kernels'
+// cubins and the GEMM algorithms chosen by timing (RLX_CACHE_DIR/cuda, else
+// XDG_CACHE_HOME/rlx/cuda, else ~/.cache/rlx/cuda). An entry is data stored under a key
+// (file names from the key's hash, the key kept beside the data so a collision cannot
+// alias), written atomically (temporary file + rename) so concurrent processes never read
+// half of one. The cache is optional: a write that fails is skipped, a missing entry reads "".
+std::string cache_dir();
+std::string get_cache_entry(const std::string& key, const std::string& suffix);
+void put_cache_entry(const std::string& key, const std::string& suffix, const std::string& data);
 
 // Temporary device memory for one kernel call, returned to the cache on destruction
 // (stream-ordered: reuse is safe for later work on stream()).

@@ -55,17 +55,20 @@ const std::string& probe() {
 // A recorded program: a CUDA graph and the scratch blocks its kernels use.
 class GraphReplay final : public Replay {
  public:
-  GraphReplay(cudaGraphExec_t e, std::vector<std::pair<void*, size_t>> kept) : exec_(e), kept_(std::move(kept)) {}
+  GraphReplay(cudaGraphExec_t e, std::vector<std::pair<void*, size_t>> kept, std::vector<int> checks)
+      : exec_(e), kept_(std::move(kept)), checks_(std::move(checks)) {}
   ~GraphReplay() override {
     cudaStreamSynchronize(stream());
     cudaGraphExecDestroy(exec_);
     return_kept_blocks(kept_);
+    release_recorded_checks(checks_);
   }
   void launch() override { check(cudaGraphLaunch(exec_, stream()), "launching a CUDA graph"); }
 
  private:
   cudaGraphExec_t exec_;
   std::vector<std::pair<void*, size_t>> kept_;
+  std::vector<int> checks_;  // recorded_check words its kernels report through
 };
 
 class CudaDevice final : public Device {
@@ -112,7 +115,9 @@ class CudaDevice final : public Device {
   bool fuses_elementwise() const override { return true; }
   bool fuses_reductions() const override { return true; }
   void synchronize() override {
-    if (probe().empty()) sync_unless_recording("synchronize");
+    if (!probe().empty() || capturing()) return;
+    check(cudaStreamSynchronize(stream()), "synchronize");
+    throw_recorded_faults();
   }
 
   std::unique_ptr<Replay> capture(const std::function<void()>& work) override {
@@ -120,6 +125,7 @@ class CudaDevice final : public Device {
     // One recording at a time (the stream and the allocator's keep-list are per process).
     std::lock_guard<std::mutex> lk(capture_mu_);
     check(cudaStreamSynchronize(stream()), "synchronize before recording");
+    begin_recording_checks();
     check(cudaStreamBeginCapture(stream(), cudaStreamCaptureModeRelaxed), "beginning a CUDA graph capture");
     begin_keeping_freed_blocks();
     cudaGraph_t graph = nullptr;
@@ -130,12 +136,15 @@ class CudaDevice final : public Device {
       if (graph) cudaGraphDestroy(graph);
       cudaGetLastError();
       return_kept_blocks(end_keeping_freed_blocks());
+      release_recorded_checks(end_recording_checks());
       throw;
     }
     cudaError_t e = cudaStreamEndCapture(stream(), &graph);
     auto kept = end_keeping_freed_blocks();
+    std::vector<int> checks = end_recording_checks();
     if (e != cudaSuccess) {
       return_kept_blocks(kept);
+      release_recorded_checks(checks);
       check(e, "ending a CUDA graph capture");
     }
     cudaGraphExec_t exec = nullptr;
@@ -143,9 +152,10 @@ class CudaDevice final : public Device {
     cudaGraphDestroy(graph);
     if (e != cudaSuccess) {
       return_kept_blocks(kept);
+      release_recorded_checks(checks);
       check(e, "instantiating a CUDA graph");
     }
-    return std::make_unique<GraphReplay>(exec, std::move(kept));
+    return std::make_unique<GraphReplay>(exec, std::move(kept), std::move(checks));
   }
 
   Capability supports(const ir::Node& n, const ir::Graph& g) const override { return table_.supports(n, g); }

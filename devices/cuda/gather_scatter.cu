@@ -1,6 +1,7 @@
 // gather and scatter_add on the cuda device, and the sort scatter_add groups its indices
-// with. Both read their index check back with one stream sync (skipped while a CUDA graph
-// is being recorded): that relies on every launch going on the one stream().
+// with. Both read their index check back with one stream sync (while a CUDA graph is being
+// recorded, through a recorded_check word instead): that relies on every launch going on
+// the one stream().
 #include <algorithm>
 #include <cstdint>
 #include <optional>
@@ -32,10 +33,26 @@ __global__ void __launch_bounds__(256) check_indices(const I* __restrict__ idx, 
   }
 }
 
+// The message for index position `first` of idx (at device address ip), read back once the
+// stream is synchronized.
+std::string bad_index(const void* ip, DType t, u64 first, i64 A, int axis, const char* op, const std::string& where) {
+  int64_t v = 0;
+  if (t == DType::I32) {
+    int32_t w = 0;
+    check(cudaMemcpy(&w, static_cast<const int32_t*>(ip) + first, sizeof(w), cudaMemcpyDeviceToHost), "index check");
+    v = w;
+  } else {
+    check(cudaMemcpy(&v, static_cast<const int64_t*>(ip) + first, sizeof(v), cudaMemcpyDeviceToHost), "index check");
+  }
+  return std::string(op) + ": index " + std::to_string(v) + " is out of range for axis " + std::to_string(axis) +
+         " of extent " + std::to_string(A) + where;
+}
+
 // Validates and normalizes the indices into nidx (J int64 values). Throws InputError
 // naming the first bad index, as the reference does: this synchronizes the stream once
-// (the error has to be known before returning). While a CUDA graph is being recorded
-// it cannot: bad indices then read element 0 and go unreported.
+// (the error has to be known before returning). While a CUDA graph is being recorded it
+// cannot: the check then reports through a recorded_check word (common.hpp), bad indices
+// read element 0 meanwhile, and the replay's results are refused where they are read.
 void normalize_indices(const Tensor& idx, i64 A, int axis, const char* op, i64* nidx) {
   const i64 J = idx.numel();
   if (J == 0) return;
@@ -49,30 +66,28 @@ void normalize_indices(const Tensor& idx, i64 A, int axis, const char* op, i64* 
     copy_strided(idx.raw(), view_of(idx), tmp->get(), es);
     ip = tmp->get();
   }
-  Scratch bad(sizeof(u64));
-  check(cudaMemsetAsync(bad.get(), 0xff, sizeof(u64), stream()), "index check");
-  if (idx.dtype() == DType::I32)
-    check_indices<int32_t><<<grid_for(J, 256), 256, 0, stream()>>>(static_cast<const int32_t*>(ip), J, A, nidx,
-                                                                   bad.as<u64>());
-  else
-    check_indices<int64_t><<<grid_for(J, 256), 256, 0, stream()>>>(static_cast<const int64_t*>(ip), J, A, nidx,
-                                                                   bad.as<u64>());
-  check_launch("check_indices");
-  if (capturing()) return;
-  u64 first = ~0ull;
-  check(cudaMemcpyAsync(&first, bad.get(), sizeof(u64), cudaMemcpyDeviceToHost, stream()), "index check");
-  check(cudaStreamSynchronize(stream()), "index check");
-  if (first == ~0ull) return;
-  int64_t v = 0;
-  if (idx.dtype() == DType::I32) {
-    int32_t w = 0;
-    check(cudaMemcpy(&w, static_cast<const int32_t*>(ip) + first, sizeof(w), cudaMemcpyDeviceToHost), "index check");
-    v = w;
+  const DType t = idx.dtype();
+  const bool recording = capturing();
+  std::optional<Scratch> word;
+  u64* bad = nullptr;
+  if (recording) {
+    const std::string where = node_suffix() + ", in a replayed CUDA graph";
+    bad = recorded_check([=](u64 first) { return bad_index(ip, t, first, A, axis, op, where); });
   } else {
-    check(cudaMemcpy(&v, static_cast<const int64_t*>(ip) + first, sizeof(v), cudaMemcpyDeviceToHost), "index check");
+    word.emplace(sizeof(u64));
+    bad = word->as<u64>();
+    check(cudaMemsetAsync(bad, 0xff, sizeof(u64), stream()), "index check");
   }
-  throw InputError(std::string(op) + ": index " + std::to_string(v) + " is out of range for axis " +
-                   std::to_string(axis) + " of extent " + std::to_string(A) + node_suffix());
+  if (t == DType::I32)
+    check_indices<int32_t><<<grid_for(J, 256), 256, 0, stream()>>>(static_cast<const int32_t*>(ip), J, A, nidx, bad);
+  else
+    check_indices<int64_t><<<grid_for(J, 256), 256, 0, stream()>>>(static_cast<const int64_t*>(ip), J, A, nidx, bad);
+  check_launch("check_indices");
+  if (recording) return;
+  u64 first = ~0ull;
+  check(cudaMemcpyAsync(&first, bad, sizeof(u64), cudaMemcpyDeviceToHost, stream()), "index check");
+  check(cudaStreamSynchronize(stream()), "index check");
+  if (first != ~0ull) throw InputError(bad_index(ip, t, first, A, axis, op, node_suffix()));
 }
 
 // out[i] for i = (o, j, in) over [outer, J, inner] = x[(o, nidx[j], in)] (x contiguous).

@@ -83,6 +83,48 @@ Staging& staging() {
   return *s;
 }
 
+// Small host -> device copies (a batch's indices, a step's scalars) go through a ring of
+// pinned slots and return without waiting for the device: the data is in pinned memory when
+// the call returns, the transfer is ordered before all later work on the stream, and a slot
+// is refilled only after its previous transfer is done (its event). Waiting here instead
+// would make every training step wait for the previous one to finish on the GPU.
+constexpr size_t kSlot = size_t(64) << 10, kSlots = 64;
+
+struct SmallCopies {
+  void* buf = nullptr;
+  cudaEvent_t done[kSlots] = {};
+  size_t next = 0;
+  bool ok = false;
+  std::mutex mu;
+};
+
+SmallCopies& small_copies() {
+  static SmallCopies* s = [] {
+    auto* r = new SmallCopies;  // lives as long as the process, like the staging buffers
+    bool ok = cudaMallocHost(&r->buf, kSlot * kSlots) == cudaSuccess;
+    for (size_t i = 0; i < kSlots && ok; ++i) ok = cudaEventCreateWithFlags(&r->done[i], cudaEventDisableTiming) == cudaSuccess;
+    if (!ok) cudaGetLastError();
+    r->ok = ok;
+    return r;
+  }();
+  return *s;
+}
+
+// Copies n <= kSlot bytes without waiting; false when the ring is unavailable.
+bool copy_small_from_host(void* dst, const void* src, size_t n) {
+  SmallCopies& r = small_copies();
+  if (!r.ok) return false;
+  std::lock_guard<std::mutex> lk(r.mu);
+  const size_t k = r.next;
+  r.next = (k + 1) % kSlots;
+  check(cudaEventSynchronize(r.done[k]), "copy from host");
+  void* slot = static_cast<char*>(r.buf) + k * kSlot;
+  std::memcpy(slot, src, n);
+  check(cudaMemcpyAsync(dst, slot, n, cudaMemcpyHostToDevice, stream()), "copy from host");
+  check(cudaEventRecord(r.done[k], stream()), "copy from host");
+  return true;
+}
+
 // Freed blocks are kept by their rounded size and handed out again; all work is ordered
 // on one stream, so a block freed by the host may be reused by later work at once (the
 // kernels that read it earlier come first in stream order). On out-of-memory the cache
@@ -154,6 +196,7 @@ class CachingAllocator final : public Allocator {
     if (!st.ok || n >= kStage) {
       check(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, stream()), "copy to host");
       check(cudaStreamSynchronize(stream()), "copy to host");
+      throw_recorded_faults();
       return;
     }
     std::lock_guard<std::mutex> lk(st.mu);
@@ -171,9 +214,13 @@ class CachingAllocator final : public Allocator {
       check(cudaEventSynchronize(st.done[k % 2]), "copy to host");
       std::memcpy(static_cast<char*>(dst) + k * kStage, st.buf[k % 2], size_of(k));
     }
+    throw_recorded_faults();
   }
   void copy_from_host(void* dst, const void* src, size_t n) override {
     if (n == 0) return;
+    // (A copy recorded into a graph being captured would replay the slot's later contents:
+    // such a copy takes the waiting path below, which refuses to run during a capture.)
+    if (n <= kSlot && !capturing() && copy_small_from_host(dst, src, n)) return;
     Staging& st = staging();
     if (!st.ok) {
       check(cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, stream()), "copy from host");
@@ -212,6 +259,21 @@ class CachingAllocator final : public Allocator {
   std::vector<std::pair<void*, size_t>> kept_;
 };
 
+constexpr size_t kCheckWords = 4096;
+
+struct RecordedChecks {
+  std::mutex mu;
+  unsigned long long* words = nullptr;  // device memory, kCheckWords words
+  std::vector<std::function<std::string(unsigned long long)>> describe;  // by word; empty: free
+  std::vector<int> recording;  // the words asked for by the capture under way
+  int live = 0;
+};
+
+RecordedChecks& recorded() {
+  static RecordedChecks* r = new RecordedChecks;  // lives as long as the process
+  return *r;
+}
+
 CachingAllocator& caching() {
   static CachingAllocator* a = new CachingAllocator;  // outlives every tensor
   return *a;
@@ -239,6 +301,73 @@ void on_device_free(void (*hook)(const void*, size_t)) {
 }
 void return_kept_blocks(const std::vector<std::pair<void*, size_t>>& blocks) {
   for (auto& [p, n] : blocks) caching().deallocate(p, n);
+}
+
+void begin_recording_checks() {
+  RecordedChecks& r = recorded();
+  std::lock_guard<std::mutex> lk(r.mu);
+  if (!r.words) {
+    void* p = nullptr;
+    check(cudaMalloc(&p, kCheckWords * sizeof(unsigned long long)), "allocating the recorded checks' words");
+    check(cudaMemsetAsync(p, 0xff, kCheckWords * sizeof(unsigned long long), stream()), "recorded checks");
+    r.words = static_cast<unsigned long long*>(p);
+    r.describe.resize(kCheckWords);
+  }
+  r.recording.clear();
+}
+
+unsigned long long* recorded_check(std::function<std::string(unsigned long long)> describe) {
+  RecordedChecks& r = recorded();
+  std::lock_guard<std::mutex> lk(r.mu);
+  if (!r.words) throw InternalError("cuda: a recorded check outside a capture");
+  for (size_t i = 0; i < kCheckWords; ++i)
+    if (!r.describe[i]) {
+      r.describe[i] = std::move(describe);
+      r.recording.push_back(int(i));
+      ++r.live;
+      return r.words + i;
+    }
+  throw InputError("cuda: more than " + std::to_string(kCheckWords) +
+                   " validated gathers in the CUDA graphs alive at once; release some replays");
+}
+
+std::vector<int> end_recording_checks() {
+  RecordedChecks& r = recorded();
+  std::lock_guard<std::mutex> lk(r.mu);
+  std::vector<int> ids;
+  ids.swap(r.recording);
+  return ids;
+}
+
+void release_recorded_checks(const std::vector<int>& ids) {
+  RecordedChecks& r = recorded();
+  std::lock_guard<std::mutex> lk(r.mu);
+  for (int i : ids) {
+    r.describe[size_t(i)] = nullptr;
+    --r.live;
+    // The word holds ~0 again for its next owner (stream-ordered after the replays that used it).
+    cudaMemsetAsync(r.words + i, 0xff, sizeof(unsigned long long), stream());
+  }
+}
+
+void throw_recorded_faults() {
+  RecordedChecks& r = recorded();
+  std::unique_lock<std::mutex> lk(r.mu);
+  if (r.live == 0) return;
+  size_t top = 0;
+  for (size_t i = 0; i < kCheckWords; ++i)
+    if (r.describe[i]) top = i + 1;
+  std::vector<unsigned long long> w(top);
+  check(cudaMemcpyAsync(w.data(), r.words, top * sizeof(unsigned long long), cudaMemcpyDeviceToHost, stream()),
+        "reading the recorded checks");
+  check(cudaStreamSynchronize(stream()), "reading the recorded checks");
+  for (size_t i = 0; i < top; ++i)
+    if (r.describe[i] && w[i] != ~0ull) {
+      check(cudaMemsetAsync(r.words + i, 0xff, sizeof(unsigned long long), stream()), "recorded checks");
+      auto describe = r.describe[i];
+      lk.unlock();
+      throw InputError(describe(w[i]));
+    }
 }
 
 bool is_device(const Tensor& t) { return t.allocator() == allocator(); }

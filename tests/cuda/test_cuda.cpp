@@ -717,3 +717,53 @@ BOOST_AUTO_TEST_CASE(run_time_errors_name_the_node, *utf::precondition(GpuPresen
   auto r = on("cuda", g, {Tensor::zeros(DType::F32, {8}), idx});
   BOOST_TEST(r[0].data<float>()[1] == 0.0f);
 }
+
+// A gather recorded into a CUDA graph still validates its indices on every replay: a replay
+// with an index out of range fails where its results are read (synchronize, or a copy to the
+// host), naming the node; a later replay with good indices runs and matches the reference.
+BOOST_AUTO_TEST_CASE(replayed_gather_refuses_bad_indices, *utf::precondition(GpuPresent())) {
+  ir::Graph g;
+  Var x = input(g, "x", DType::F32, {8}), i = input(g, "i", DType::I64, {3});
+  output(g, {gather(x, i, 0) * 2.0});
+  Device& d = cuda_dev();
+  Program p = compile(g, d);
+  Executor ex(p, d);
+  Tensor hx = Tensor::empty(DType::F32, {8});
+  for (int k = 0; k < 8; ++k) hx.data<float>()[k] = float(k + 1);
+  Tensor hi = Tensor::empty(DType::I64, {3});
+  auto set_indices = [&](int64_t a, int64_t b, int64_t c) {
+    hi.data<int64_t>()[0] = a, hi.data<int64_t>()[1] = b, hi.data<int64_t>()[2] = c;
+  };
+  set_indices(0, 1, 2);
+  std::vector<Tensor> in = {hx.to(d.allocator()), hi.to(d.allocator())};
+  std::vector<Tensor> out = {Tensor::empty(DType::F32, {3}, d.allocator())};
+  std::unique_ptr<Replay> r = ex.capture(in, out);
+  auto replay_with = [&](int64_t a, int64_t b, int64_t c) {
+    set_indices(a, b, c);
+    d.allocator()->copy_from_host(in[1].raw(), hi.raw(), hi.nbytes());
+    r->launch();
+  };
+  replay_with(3, 12, 1);  // 12 is out of range
+  try {
+    d.synchronize();
+    BOOST_ERROR("a replay with an out-of-range index was not refused");
+  } catch (const InputError& e) {
+    const std::string m = e.what();
+    BOOST_TEST(m.find("gather") != std::string::npos, m);
+    BOOST_TEST(m.find("index 12") != std::string::npos, m);
+    BOOST_TEST(m.find("replayed") != std::string::npos, m);
+  }
+  replay_with(0, -9, 0);  // -9 < -8
+  try {
+    out[0].to(host_allocator());
+    BOOST_ERROR("reading a replay's result with index -9 was not refused");
+  } catch (const InputError& e) {
+    BOOST_TEST(std::string(e.what()).find("index -9") != std::string::npos, e.what());
+  }
+  replay_with(-1, 7, 2);
+  d.synchronize();
+  Tensor got = out[0].to(host_allocator());
+  BOOST_TEST(got.data<float>()[0] == 16.0f);
+  BOOST_TEST(got.data<float>()[1] == 16.0f);
+  BOOST_TEST(got.data<float>()[2] == 6.0f);
+}
