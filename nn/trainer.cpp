@@ -15,33 +15,43 @@ struct Slot {
   size_t index = 0;  // parameter, state or data index
 };
 
-struct Trainer::Impl {
+// One step program: for the first batch size, or traced for another one.
+struct Trainer::Variant {
+  std::unique_ptr<ir::Graph> graph;  // a traced variant's graph and model
+  std::unique_ptr<Model> model;
+  std::unique_ptr<Program> program;
   std::vector<Slot> inputs;
-  size_t n_params = 0, n_state = 0, n_buffers = 0;
-  // sets[s][k]: parameters, optimizer state, then the model's buffers, on the device; step k reads sets[k % 2] and writes sets[1 - k % 2].
-  std::vector<Tensor> sets[2];
-  std::vector<Tensor> data;  // the data inputs, on the device
-  std::vector<bool> held;    // data inputs given once by hold(), not per step
-  Tensor lr, step;           // scalars on the device
+  std::vector<Tensor> data;  // the data inputs, on the device (held ones shared by every variant)
   Tensor loss;
   std::unique_ptr<Executor> exec;
   std::unique_ptr<Replay> replay[2];
   bool tried_capture = false;
+};
 
-  std::vector<Tensor> args(int from) const {
+struct Trainer::Impl {
+  size_t n_params = 0, n_state = 0, n_buffers = 0;
+  // sets[s][k]: parameters, optimizer state, then the model's buffers, on the device; step k reads sets[k % 2] and writes sets[1 - k % 2].
+  std::vector<Tensor> sets[2];
+  std::vector<bool> held;  // data inputs given once by hold(), not per step
+  Tensor lr, step;         // scalars on the device
+  std::vector<std::unique_ptr<Variant>> variants;  // [0]: the first batch size
+  std::map<int64_t, size_t> by_batch;              // traced variants by batch size
+  size_t last = 0;                                 // the variant the last step ran
+
+  std::vector<Tensor> args(const Variant& v, int from) const {
     std::vector<Tensor> a;
-    for (const Slot& s : inputs) switch (s.kind) {
+    for (const Slot& s : v.inputs) switch (s.kind) {
         case Slot::Kind::Param: a.push_back(sets[from][s.index]); break;
         case Slot::Kind::State: a.push_back(sets[from][n_params + s.index]); break;
         case Slot::Kind::Buffer: a.push_back(sets[from][n_params + n_state + s.index]); break;
-        case Slot::Kind::Data: a.push_back(data[s.index]); break;
+        case Slot::Kind::Data: a.push_back(v.data[s.index]); break;
         case Slot::Kind::Lr: a.push_back(lr); break;
         case Slot::Kind::Step: a.push_back(step); break;
       }
     return a;
   }
-  std::vector<Tensor> results(int to) const {
-    std::vector<Tensor> r{loss};
+  std::vector<Tensor> results(const Variant& v, int to) const {
+    std::vector<Tensor> r{v.loss};
     r.insert(r.end(), sets[to].begin(), sets[to].end());
     return r;
   }
@@ -64,12 +74,25 @@ void write_scalar(Device& d, Tensor& t, double v) {
 }  // namespace
 
 Trainer::Trainer(Model& model, const Var& loss, Optimizer optimizer, Device& device, TrainerOptions options)
-    : model_(model), optimizer_(std::move(optimizer)), device_(device), options_(std::move(options)),
+    : model_(&model), optimizer_(std::move(optimizer)), device_(device), options_(std::move(options)),
       impl_(std::make_unique<Impl>()) {
+  init(loss);
+}
+
+Trainer::Trainer(ModelFn build, int64_t batch, Optimizer optimizer, Device& device, TrainerOptions options, DType dtype)
+    : own_graph_(std::make_unique<ir::Graph>()), own_model_(std::make_unique<Model>(*own_graph_, dtype)),
+      model_(own_model_.get()), build_(std::move(build)), optimizer_(std::move(optimizer)), device_(device),
+      options_(std::move(options)), impl_(std::make_unique<Impl>()) {
+  if (!build_) throw InputError("trainer: no model function");
+  if (batch < 1) throw InputError("trainer: batch size " + std::to_string(batch) + " (at least 1)");
+  init(build_(*model_, batch));
+}
+
+Trainer::Variant Trainer::build_variant(Model& model, const Var& loss) {
   if (loss.graph() != &model.graph()) throw InputError("trainer: the loss is not in the model's graph");
   if (numel(loss.shape()) != 1) throw InputError("trainer: the loss has shape " + shape_str(loss.shape()) + ", not one element");
   if (model.parameters().empty()) throw InputError("trainer: the model has no parameters");
-  Impl& m = *impl_;
+  Variant v;
   // The step graph: the model's graph, then its gradients, the clipping and the updates.
   ir::Graph g = model.graph();
   g.results.clear();
@@ -114,55 +137,125 @@ Trainer::Trainer(Model& model, const Var& loss, Optimizer optimizer, Device& dev
     slot_of[model.data_inputs()[k].value().node] = {Slot::Kind::Data, k};
   slot_of[lr.value().node] = {Slot::Kind::Lr, 0};
   slot_of[step.value().node] = {Slot::Kind::Step, 0};
-  for (ir::Value v : g.params) {
-    auto it = slot_of.find(v.node);
+  for (ir::Value val : g.params) {
+    auto it = slot_of.find(val.node);
     if (it == slot_of.end())
-      throw InputError("trainer: the graph input '" + g.node(v).attrs.get_string("name") +
+      throw InputError("trainer: the graph input '" + g.node(val).attrs.get_string("name") +
                        "' is neither a parameter, a buffer nor a data input declared through the model");
-    m.inputs.push_back(it->second);
+    v.inputs.push_back(it->second);
   }
-  m.n_params = params.size();
-  m.n_state = state.size();
-  m.n_buffers = buffers.size();
+  v.program = std::make_unique<Program>(compile(g, device_, options_.compile));
+  for (const Var& d : model.data_inputs()) v.data.push_back(Tensor::empty(d.dtype(), d.shape(), device_.allocator()));
+  v.loss = Tensor::empty(loss.dtype(), loss.shape(), device_.allocator());
+  v.exec = std::make_unique<Executor>(*v.program, device_);
+  return v;
+}
 
-  program_ = std::make_unique<Program>(compile(g, device_, options_.compile));
+void Trainer::init(const Var& loss) {
+  Impl& m = *impl_;
+  Model& model = *model_;
+  m.variants.push_back(std::make_unique<Variant>(build_variant(model, loss)));
+  const DType dt = model.dtype();
+  m.n_params = model.parameters().size();
+  m.n_state = m.n_params * optimizer_.state_names().size();
+  m.n_buffers = model.buffers().size();
   std::vector<Tensor> init = model.initial_values(options_.seed), init_buffers = model.initial_buffer_values(options_.seed);
   for (int s = 0; s < 2; ++s) {
     for (const Tensor& t : init) m.sets[s].push_back(on_device(device_, t));
-    for (size_t k = 0; k < state.size(); ++k) m.sets[s].push_back(on_device(device_, Tensor::zeros(dt, state[k].shape())));
+    for (const Parameter& p : model.parameters())
+      for (size_t k = 0; k < optimizer_.state_names().size(); ++k)
+        m.sets[s].push_back(on_device(device_, Tensor::zeros(dt, p.type.shape)));
     for (const Tensor& t : init_buffers) m.sets[s].push_back(on_device(device_, t));
   }
-  for (const Var& d : model.data_inputs()) m.data.push_back(Tensor::empty(d.dtype(), d.shape(), device_.allocator()));
-  m.held.assign(m.data.size(), false);
+  m.held.assign(model.data_inputs().size(), false);
   m.lr = Tensor::empty(dt, {}, device_.allocator());
   m.step = Tensor::empty(dt, {}, device_.allocator());
-  m.loss = Tensor::empty(loss.dtype(), loss.shape(), device_.allocator());
-  m.exec = std::make_unique<Executor>(*program_, device_);
 }
 
 Trainer::~Trainer() = default;
 
 double Trainer::learning_rate() const { return options_.schedule.at(optimizer_.lr(), steps_); }
 
-bool Trainer::replays() const { return impl_->replay[0] != nullptr; }
+bool Trainer::replays() const { return impl_->variants[0]->replay[0] != nullptr; }
+
+const Program& Trainer::program() const { return *impl_->variants[0]->program; }
+
+size_t Trainer::programs() const { return impl_->variants.size(); }
 
 namespace {
+std::string data_name(Model& model, size_t k) {
+  return "data input " + std::to_string(k) + " ('" +
+         model.graph().node(model.data_inputs()[k].value()).attrs.get_string("name") + "')";
+}
+
 void put_data(Model& model, Tensor& dst, const Tensor& value, size_t k) {
   if (value.type() != dst.type())
-    throw InputError("trainer: data input " + std::to_string(k) + " ('" +
-                     model.graph().node(model.data_inputs()[k].value()).attrs.get_string("name") + "') is " +
-                     value.type().str() + ", the model declares " + dst.type().str());
+    throw InputError("trainer: " + data_name(model, k) + " is " + value.type().str() + ", the model declares " + dst.type().str());
   Tensor src = value.is_host() ? value.contiguous() : value.to(host_allocator());
   dst.allocator()->copy_from_host(dst.raw(), src.raw(), src.nbytes());
 }
+
+// Whether a traced model declares what the first one declares (names and types).
+void check_same(const std::vector<Parameter>& want, const std::vector<Parameter>& got, const char* what, int64_t batch) {
+  auto desc = [](const std::vector<Parameter>& v) {
+    std::string r;
+    for (const Parameter& p : v) r += (r.empty() ? "" : ", ") + p.name + " " + p.type.str();
+    return r.empty() ? std::string("none") : r;
+  };
+  bool same = want.size() == got.size();
+  for (size_t k = 0; same && k < want.size(); ++k) same = want[k].name == got[k].name && want[k].type == got[k].type;
+  if (!same)
+    throw InputError(std::string("trainer: the model traced for batch ") + std::to_string(batch) + " declares other " + what +
+                     " (" + desc(got) + ") than the first (" + desc(want) + ")");
+}
 }  // namespace
+
+Trainer::Variant& Trainer::variant_for(const std::vector<Tensor>& data) {
+  Impl& m = *impl_;
+  Variant& first = *m.variants[0];
+  bool fits = true;
+  for (size_t k = 0, i = 0; k < first.data.size(); ++k)
+    if (!m.held[k]) fits &= data[i++].type() == first.data[k].type();
+  if (fits || !build_) return first;  // (put_data names a mismatch)
+  // Another batch size: the first per-step input's first dimension.
+  size_t k0 = 0;
+  while (m.held[k0]) ++k0;
+  if (data[0].rank() < 1)
+    throw InputError("trainer: " + data_name(*model_, k0) + " is " + data[0].type().str() + ", the model declares " +
+                     first.data[k0].type().str());
+  const int64_t batch = data[0].shape()[0];
+  if (batch < 1) throw InputError("trainer: a batch of " + std::to_string(batch) + " samples");
+  if (auto it = m.by_batch.find(batch); it != m.by_batch.end()) return *m.variants[it->second];
+  auto v = std::make_unique<Variant>();
+  auto graph = std::make_unique<ir::Graph>();
+  auto model = std::make_unique<Model>(*graph, model_->dtype());
+  Var loss = build_(*model, batch);
+  check_same(model_->parameters(), model->parameters(), "parameters", batch);
+  check_same(model_->buffers(), model->buffers(), "buffers", batch);
+  if (model->data_inputs().size() != first.data.size())
+    throw InputError("trainer: the model traced for batch " + std::to_string(batch) + " declares " +
+                     std::to_string(model->data_inputs().size()) + " data inputs, the first " + std::to_string(first.data.size()));
+  *v = build_variant(*model, loss);
+  for (size_t k = 0; k < first.data.size(); ++k) {
+    if (!m.held[k]) continue;
+    if (v->data[k].type() != first.data[k].type())
+      throw InputError("trainer: " + data_name(*model, k) + " is held as " + first.data[k].type().str() +
+                       ", the model traced for batch " + std::to_string(batch) + " declares " + v->data[k].type().str());
+    v->data[k] = first.data[k];
+  }
+  v->graph = std::move(graph);
+  v->model = std::move(model);
+  m.variants.push_back(std::move(v));
+  m.by_batch[batch] = m.variants.size() - 1;
+  return *m.variants.back();
+}
 
 void Trainer::hold(size_t k, const Tensor& value) {
   Impl& m = *impl_;
-  if (k >= m.data.size())
-    throw InputError("trainer: the model has " + std::to_string(m.data.size()) + " data inputs, no input " + std::to_string(k));
+  if (k >= m.held.size())
+    throw InputError("trainer: the model has " + std::to_string(m.held.size()) + " data inputs, no input " + std::to_string(k));
   device_.synchronize();
-  put_data(model_, m.data[k], value, k);
+  for (auto& v : m.variants) put_data(*model_, v->data[k], value, k);  // (traced variants share the tensor)
   m.held[k] = true;
 }
 
@@ -172,13 +265,14 @@ void Trainer::step(const std::vector<Tensor>& data) {
   for (bool h : m.held) per_step += !h;
   if (data.size() != per_step)
     throw InputError("trainer: step takes " + std::to_string(per_step) + " data inputs, got " + std::to_string(data.size()));
-  for (size_t k = 0, i = 0; k < m.data.size(); ++k)
-    if (!m.held[k]) put_data(model_, m.data[k], data[i++], k);
+  Variant& v = variant_for(data);
+  for (size_t k = 0, i = 0; k < v.data.size(); ++k)
+    if (!m.held[k]) put_data(*model_, v.data[k], data[i++], k);
   write_scalar(device_, m.lr, learning_rate());
   write_scalar(device_, m.step, double(steps_ + 1));
   const int from = int(steps_ % 2), to = 1 - from;
-  if (options_.capture && !m.tried_capture) {
-    m.tried_capture = true;
+  if (options_.capture && !v.tried_capture) {
+    v.tried_capture = true;
     // capture() runs the program once per direction before recording it: keep the two
     // sets as they are and put them back afterwards.
     std::vector<Tensor> saved[2];
@@ -186,31 +280,33 @@ void Trainer::step(const std::vector<Tensor>& data) {
       for (const Tensor& t : m.sets[s]) saved[s].push_back(t.clone());
     try {
       for (int s = 0; s < 2; ++s) {
-        std::vector<Tensor> in = m.args(s), out = m.results(1 - s);
-        m.replay[s] = m.exec->capture(in, out);
+        std::vector<Tensor> in = m.args(v, s), out = m.results(v, 1 - s);
+        v.replay[s] = v.exec->capture(in, out);
       }
     } catch (const InputError&) {
-      m.replay[0].reset();
-      m.replay[1].reset();
+      v.replay[0].reset();
+      v.replay[1].reset();
     }
     device_.synchronize();
     for (int s = 0; s < 2; ++s)
       for (size_t k = 0; k < saved[s].size(); ++k)
         m.sets[s][k].allocator()->copy_within(m.sets[s][k].raw(), saved[s][k].raw(), saved[s][k].nbytes());
   }
-  if (m.replay[from]) {
-    m.replay[from]->launch();
+  if (v.replay[from]) {
+    v.replay[from]->launch();
   } else {
-    std::vector<Tensor> out = m.results(to);
-    m.exec->enqueue(m.args(from), out);
+    std::vector<Tensor> out = m.results(v, to);
+    v.exec->enqueue(m.args(v, from), out);
   }
+  for (size_t k = 0; k < m.variants.size(); ++k)
+    if (m.variants[k].get() == &v) m.last = k;
   ++steps_;
 }
 
 double Trainer::loss() {
   if (steps_ == 0) throw InputError("trainer: no step has run yet");
   device_.synchronize();
-  Tensor h = impl_->loss.to(host_allocator());
+  Tensor h = impl_->variants[impl_->last]->loss.to(host_allocator());
   return visit_dtype(h.dtype(), [&](auto z) -> double {
     using T = decltype(z);
     if constexpr (std::is_same_v<T, double> || std::is_same_v<T, float>) return double(h.data<T>()[0]);
@@ -251,7 +347,7 @@ void Trainer::set_parameters(const std::vector<Tensor>& values) {
   auto& set = m.sets[steps_ % 2];
   for (size_t k = 0; k < values.size(); ++k) {
     if (values[k].type() != set[k].type())
-      throw InputError("trainer: a value for '" + model_.parameters()[k].name + "' is " + values[k].type().str() +
+      throw InputError("trainer: a value for '" + model_->parameters()[k].name + "' is " + values[k].type().str() +
                        ", the parameter " + set[k].type().str());
     Tensor src = values[k].is_host() ? values[k].contiguous() : values[k].to(host_allocator());
     set[k].allocator()->copy_from_host(set[k].raw(), src.raw(), src.nbytes());
@@ -262,11 +358,11 @@ void Trainer::save(const std::string& path) const {
   std::vector<std::pair<std::string, Tensor>> tensors;
   std::vector<Tensor> p = parameters(), s = state();
   const auto names = optimizer_.state_names();
-  for (size_t k = 0; k < p.size(); ++k) tensors.emplace_back("param/" + model_.parameters()[k].name, p[k]);
+  for (size_t k = 0; k < p.size(); ++k) tensors.emplace_back("param/" + model_->parameters()[k].name, p[k]);
   for (size_t k = 0; k < s.size(); ++k)
-    tensors.emplace_back("state/" + model_.parameters()[k / names.size()].name + "/" + names[k % names.size()], s[k]);
+    tensors.emplace_back("state/" + model_->parameters()[k / names.size()].name + "/" + names[k % names.size()], s[k]);
   std::vector<Tensor> b = buffers();
-  for (size_t k = 0; k < b.size(); ++k) tensors.emplace_back("buffer/" + model_.buffers()[k].name, b[k]);
+  for (size_t k = 0; k < b.size(); ++k) tensors.emplace_back("buffer/" + model_->buffers()[k].name, b[k]);
   io::write_safetensors(path, tensors,
                         {{"format", "rlx-checkpoint-1"}, {"step", std::to_string(steps_)}, {"optimizer", optimizer_.name()}});
 }
@@ -291,10 +387,10 @@ void Trainer::load(const std::string& path) {
   }
   const auto names = optimizer_.state_names();
   std::vector<std::pair<std::string, TensorType>> want;
-  for (const Parameter& p : model_.parameters()) want.emplace_back("param/" + p.name, p.type);
-  for (const Parameter& p : model_.parameters())
+  for (const Parameter& p : model_->parameters()) want.emplace_back("param/" + p.name, p.type);
+  for (const Parameter& p : model_->parameters())
     for (const std::string& s : names) want.emplace_back("state/" + p.name + "/" + s, p.type);
-  for (const Parameter& b : model_.buffers()) want.emplace_back("buffer/" + b.name, b.type);
+  for (const Parameter& b : model_->buffers()) want.emplace_back("buffer/" + b.name, b.type);
   if (f.tensors().size() != want.size())
     throw InputError(path + ": the checkpoint holds " + std::to_string(f.tensors().size()) + " tensors, this model and optimizer " +
                      std::to_string(want.size()));

@@ -7,7 +7,16 @@
 //   nn::Trainer t(model, loss, nn::Sgd{.lr = 0.1, .momentum = 0.9}, device);
 //   t.step({images, labels});            // the model's data inputs, in declaration order
 //   double l = t.loss();
+//
+// Shapes are fixed per program. A model written as a function of the batch size takes
+// batches of any size: the trainer traces it again for a size it has not seen (an epoch's
+// last, partial batch) and compiles a second step program that shares the parameters,
+// optimizer state and buffers with the first.
+//
+//   nn::Trainer t([](nn::Model& m, int64_t b) { ... return loss; }, 128, nn::Adam{}, device);
+//   t.step({images_96, labels_96});      // traced and compiled for 96 on first use
 #pragma once
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -28,15 +37,25 @@ struct TrainerOptions {
   CompileOptions compile{};
 };
 
+// A model as a function of the batch size: it declares the model's inputs and parameters on
+// m (the same parameters, buffers and data inputs, in the same order, for every size) and
+// returns the loss.
+using ModelFn = std::function<Var(Model& m, int64_t batch)>;
+
 class Trainer {
  public:
   Trainer(Model& model, const Var& loss, Optimizer optimizer, Device& device, TrainerOptions options = {});
+  // The model traced for `batch` (model parameters of `dtype`); other batch sizes on demand.
+  Trainer(ModelFn build, int64_t batch, Optimizer optimizer, Device& device, TrainerOptions options = {},
+          DType dtype = DType::F32);
   ~Trainer();
   Trainer(const Trainer&) = delete;
   Trainer& operator=(const Trainer&) = delete;
 
   // One step on a batch: the model's data inputs in declaration order, host or device
-  // tensors of their declared types. Returns without waiting for the device.
+  // tensors of their declared types. Returns without waiting for the device. A trainer made
+  // from a ModelFn also takes inputs of another batch size (the first per-step input's first
+  // dimension), tracing and compiling the model for it once.
   void step(const std::vector<Tensor>& data);
   // Data input k keeps `value` on the device for every later step (a whole data set, gathered
   // inside the step by an index input); step() then takes the other data inputs only.
@@ -44,8 +63,9 @@ class Trainer {
   double loss();  // the last step's loss (waits for the step)
   int64_t steps_done() const { return steps_; }
   double learning_rate() const;  // the rate the next step uses
-  const Program& program() const { return *program_; }
-  const Model& model() const { return model_; }
+  const Program& program() const;  // the step program of the first batch size
+  const Model& model() const { return *model_; }
+  size_t programs() const;  // step programs compiled so far (one per batch size)
   bool replays() const;  // whether steps replay a recorded graph
 
   // Host copies of the parameters (and of each one's optimizer state), in declaration order.
@@ -65,11 +85,17 @@ class Trainer {
 
  private:
   struct Impl;
-  Model& model_;
+  struct Variant;
+  void init(const Var& loss);
+  Variant build_variant(Model& model, const Var& loss);
+  Variant& variant_for(const std::vector<Tensor>& data);
+  std::unique_ptr<ir::Graph> own_graph_;  // the traced model's graph (ModelFn constructor)
+  std::unique_ptr<Model> own_model_;
+  Model* model_;
+  ModelFn build_;
   Optimizer optimizer_;
   Device& device_;
   TrainerOptions options_;
-  std::unique_ptr<Program> program_;
   std::unique_ptr<Impl> impl_;
   int64_t steps_ = 0;
 };

@@ -41,7 +41,7 @@ const char* kUsage =
     "        [--pc none|jacobi|ilu0|ic0|ssor] [--rtol R] [--atol A] [--max-it N] [--restart M] [--omega W]\n"
     "        [--monitor] [--device D] [--spmv auto|csr|tiled] [--explain] [--out x.h5]   (exit 4 when it does not converge)\n"
     "  train mnist [--model mlp|cnn] [--epochs E] [--batch B] [--lr L] [--optimizer sgd|adam|adamw] [--device D]\n"
-    "        [--seed S] [--data DIR] [--checkpoint DIR] [--resume DIR] [--json out.json]\n"
+    "        [--seed S] [--data DIR] [--checkpoint DIR] [--resume DIR] [--json out.json] [--drop-last]\n"
     "policies: prefer-native (default), force-common-ir, strict, allow-host\n"
     "--deny OP,...: treat these ops as having no native kernel (exercises lowerings, rewrites, staging)\n";
 
@@ -258,7 +258,7 @@ int main(int argc, char** argv) {
       return cmd_train(Args(argc, argv, 2,
                             {"model", "epochs", "batch", "lr", "optimizer", "device", "seed", "data", "checkpoint", "resume",
                              "json"},
-                            {}));
+                            {"drop-last"}));
     std::cerr << "rlx: unknown command '" << cmd << "'\n" << kUsage;
     return kBadInput;
   } catch (const UsageError& e) {

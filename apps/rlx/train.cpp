@@ -132,19 +132,23 @@ int cmd_train(const Args& a) {
   // The training set stays on the device (Trainer::hold); a step receives only its batch's
   // indices and gathers the rows itself, so 1 KB moves per step instead of the pixels.
   const int64_t n = data.train.images.shape()[0];
-  ir::Graph g;
-  nn::Model m(g);
-  Var train_x = m.input("train_images", DType::F32, {n, 784});
-  Var train_y = m.input("train_labels", DType::I64, {n});
-  Var rows = m.input("batch", DType::I64, {batch});
-  Var loss = cross_entropy(build_model(m, model, gather(train_x, rows, 0)), gather(train_y, rows, 0));
-  nn::Trainer trainer(m, loss, *opt, dev, {.seed = seed});
+  // An epoch's last, partial batch (60000 = 468 x 128 + 96) is a step of its own, traced and
+  // compiled once for its size (nn::ModelFn), unless --drop-last drops it as PyTorch's
+  // drop_last=True would. The order of epoch e is nn::epoch_order(n, seed, e), as nn::Loader shuffles.
+  const bool drop_last = a.flag("drop-last");
+  nn::Trainer trainer(
+      [&](nn::Model& m, int64_t b) {
+        Var train_x = m.input("train_images", DType::F32, {n, 784});
+        Var train_y = m.input("train_labels", DType::I64, {n});
+        Var rows = m.input("batch", DType::I64, {b});
+        return cross_entropy(build_model(m, model, gather(train_x, rows, 0)), gather(train_y, rows, 0));
+      },
+      batch, *opt, dev, {.seed = seed});
+  const nn::Model& m = trainer.model();
   trainer.hold(0, data.train.images);
   trainer.hold(1, data.train.labels);
   Evaluator eval(model, dev, 1000);
-  // A step's shape is fixed: an epoch's last partial batch is dropped (60000 = 468 x 128 + 96).
-  // The order of epoch e is nn::epoch_order(n, seed, e), as nn::Loader shuffles.
-  const int64_t batches_per_epoch = n / batch;
+  const int64_t batches_per_epoch = drop_last ? n / batch : (n + batch - 1) / batch;
   const std::string ckpt = a.get("checkpoint", "");
   int64_t first_epoch = 0;
   if (a.has("resume")) {
@@ -168,29 +172,32 @@ int cmd_train(const Args& a) {
   for (int64_t e = first_epoch; e < epochs; ++e) {
     const std::vector<int64_t> order = nn::epoch_order(n, seed, e);
     const auto t0 = std::chrono::steady_clock::now();
-    int64_t k = 0;
+    int64_t k = 0, seen = 0;
     Tensor idx = Tensor::empty(DType::I64, {batch});
     while (k < batches_per_epoch) {
-      std::memcpy(idx.raw(), order.data() + k * batch, size_t(batch) * sizeof(int64_t));
+      const int64_t rows = std::min(batch, n - k * batch);
+      if (rows != idx.shape()[0]) idx = Tensor::empty(DType::I64, {rows});
+      std::memcpy(idx.raw(), order.data() + k * batch, size_t(rows) * sizeof(int64_t));
       trainer.step({idx});
       ++k;
+      seen += rows;
       if (tty && (k % 25 == 0 || k == batches_per_epoch)) {
         last_loss = trainer.loss();
         double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         const int width = 30, done = int(width * k / batches_per_epoch);
         std::printf("\repoch %lld/%lld [%s%s] %lld/%lld loss %.4f %.0f img/s", (long long)e + 1, (long long)epochs,
                     std::string(size_t(done), '=').c_str(), std::string(size_t(width - done), ' ').c_str(), (long long)k,
-                    (long long)batches_per_epoch, last_loss, double(k * batch) / s);
+                    (long long)batches_per_epoch, last_loss, double(seen) / s);
         std::fflush(stdout);
       }
     }
     last_loss = trainer.loss();
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     train_seconds += s;
-    images += k * batch;
+    images += seen;
     accuracy = eval.accuracy(trainer.parameters(), data.test);
     std::printf("%sepoch %lld/%lld: loss %.4f, test accuracy %.2f %%, %.0f img/s (%.2f s)\n", tty ? "\r" : "", (long long)e + 1,
-                (long long)epochs, last_loss, 100 * accuracy, double(k * batch) / s, s);
+                (long long)epochs, last_loss, 100 * accuracy, double(seen) / s, s);
     if (!ckpt.empty()) {
       trainer.save((fs::path(ckpt) / ("epoch-" + std::to_string(e + 1) + ".safetensors")).string());
       trainer.save((fs::path(ckpt) / "last.safetensors").string());
