@@ -93,6 +93,7 @@ class CudaDevice final : public Device {
     add_sparse_kernels(table_);
     add_solver_kernels(table_);
     add_sort_kernels(table_);
+    add_optim_kernels(table_);
   }
 
   std::string name() const override { return "cuda"; }
