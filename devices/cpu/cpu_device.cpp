@@ -90,6 +90,7 @@ class CpuDevice final : public Device {
     add_sparse_kernels(table_);
     add_lapack_kernels(table_);
     add_sort_kernels(table_);
+    add_splat_kernels(table_);
   }
 
   std::string name() const override { return "cpu"; }

@@ -20,5 +20,6 @@ void copy_view(const void* src, const int64_t* src_strides, void* dst, const int
 void add_sparse_kernels(KernelTable& t);  // spmv_csr spmm_csr sptrsv_csr spmv_tiled tile_csr
 void add_lapack_kernels(KernelTable& t);  // lu_factor ... slogdet
 void add_sort_kernels(KernelTable& t);    // sort
+void add_splat_kernels(KernelTable& t);   // splat_render splat_render_backward
 
 }  // namespace rlx::cpu

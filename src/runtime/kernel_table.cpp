@@ -48,8 +48,9 @@ std::vector<std::string> KernelTable::ops() const {
 }
 
 Capability KernelTable::supports(const ir::Node& n, const ir::Graph& g) const {
-  if (n.op->level == ir::Level::L1) return Capability::no("L1 op: runs through its lowering");
   const KernelEntry* e = find(n.op->name);
+  // An L1 op runs through its lowering unless the device has a kernel of its own for it.
+  if (!e && n.op->level == ir::Level::L1) return Capability::no("L1 op: runs through its lowering");
   if (!e) return Capability::no("no " + device_ + " kernel for " + n.op->name);
   if (e->key >= int(n.inputs.size())) return Capability::no(n.op->name + " has no input " + std::to_string(e->key));
   const DType t = e->key < 0 ? n.out(0).dtype : g.type(n.inputs[size_t(e->key)]).dtype;

@@ -66,7 +66,8 @@ class KernelTable {
 
   const KernelEntry* find(const std::string& op) const;
   std::vector<std::string> ops() const;
-  // L1 ops run through their lowering; otherwise the entry's dtype set and check decide.
+  // An L1 op without a kernel here runs through its lowering; otherwise the entry's dtype
+  // set and check decide.
   Capability supports(const ir::Node& n, const ir::Graph& g) const;
   // Runs n's kernel; InternalError when there is none or an output is strided.
   void run(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> out) const;
