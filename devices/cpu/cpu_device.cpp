@@ -91,6 +91,7 @@ class CpuDevice final : public Device {
     add_lapack_kernels(table_);
     add_sort_kernels(table_);
     add_optim_kernels(table_);
+    add_splat_kernels(table_);
   }
 
   std::string name() const override { return "cpu"; }

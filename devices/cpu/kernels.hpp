@@ -21,5 +21,6 @@ void add_sparse_kernels(KernelTable& t);  // spmv_csr spmm_csr sptrsv_csr spmv_t
 void add_lapack_kernels(KernelTable& t);  // lu_factor ... slogdet
 void add_sort_kernels(KernelTable& t);    // sort
 void add_optim_kernels(KernelTable& t);   // sgd_update adam_update (optim.cpp)
+void add_splat_kernels(KernelTable& t);   // splat_render splat_render_backward
 
 }  // namespace rlx::cpu

@@ -110,5 +110,6 @@ void add_source_kernels(KernelTable& t);
 void add_dense_la_kernels(KernelTable& t);
 void add_sparse_kernels(KernelTable& t);
 void add_sort_kernels(KernelTable& t);
+void add_splat_kernels(KernelTable& t);
 
 }  // namespace rlx::reference

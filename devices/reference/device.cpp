@@ -18,6 +18,7 @@ class ReferenceDevice final : public Device {
     reference::add_dense_la_kernels(table_);
     reference::add_sparse_kernels(table_);
     reference::add_sort_kernels(table_);
+    reference::add_splat_kernels(table_);
   }
 
   std::string name() const override { return "reference"; }

@@ -111,5 +111,6 @@ void register_sparse_ops(OpRegistry& r);
 void register_dense_la_ops(OpRegistry& r);
 void register_sort_ops(OpRegistry& r);
 void register_optim_ops(OpRegistry& r);
+void register_splat_ops(OpRegistry& r);
 
 }  // namespace rlx::ir

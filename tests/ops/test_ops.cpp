@@ -17,6 +17,7 @@
 #include "harness.hpp"
 #include "ir/op_registry.hpp"
 #include "solvers/sparse/tiled.hpp"
+#include "tests/splat/oracle.hpp"
 #include "tests/support/tensors.hpp"
 
 namespace rlx::test {
@@ -1016,6 +1017,34 @@ L1Make cg_case(int64_t n, int64_t per_row, DType index, bool with_x0) {
   };
 }
 
+// splat_render against the plain oracle (tests/splat/oracle.hpp) on a random scene whose
+// values are rounded to the dtype first.
+L1Make splat_case(int64_t n, int64_t k, int64_t w, int64_t h) {
+  return [=](Build& b, DType t) {
+    splat_oracle::Scene s = splat_oracle::random_scene(b.rng, n, k, w, h);
+    auto rounded = [&](std::vector<double> v) {
+      if (t == DType::F32)
+        for (double& e : v) e = double(float(e));
+      return v;
+    };
+    s.means = rounded(s.means), s.log_scales = rounded(s.log_scales), s.quats = rounded(s.quats);
+    s.opacity_logits = rounded(s.opacity_logits), s.sh = rounded(s.sh);
+    for (double& e : s.view) e = rounded({e})[0];
+    for (double& e : s.background) e = rounded({e})[0];
+    std::vector<Var> in{b.fixed(make_tensor(t, {n, 3}, as_complex(s.means))),
+                        b.fixed(make_tensor(t, {n, 3}, as_complex(s.log_scales))),
+                        b.fixed(make_tensor(t, {n, 4}, as_complex(s.quats))),
+                        b.fixed(make_tensor(t, {n}, as_complex(s.opacity_logits))),
+                        b.fixed(make_tensor(t, {n, k, 3}, as_complex(s.sh))),
+                        b.fixed(make_tensor(t, {4, 4}, as_complex({s.view.begin(), s.view.end()}))),
+                        b.fixed(make_tensor(t, {3}, as_complex({s.background.begin(), s.background.end()})))};
+    std::vector<Var> y = rlx::op_multi("splat_render", in,
+                                       {{"width", w}, {"height", h}, {"fx", s.fx}, {"fy", s.fy}, {"cx", s.cx}, {"cy", s.cy}});
+    const splat_oracle::Image want = splat_oracle::render(s);
+    return L1Built{y[0], as_complex(want.rgb), {y[1], y[2]}, {as_complex(want.alpha), as_complex(want.depth)}};
+  };
+}
+
 double gelu_erf(double x) { return 0.5 * x * (1 + std::erf(x / std::numbers::sqrt2)); }
 double gelu_tanh(double x) {
   return 0.5 * x * (1 + std::tanh(std::sqrt(2 / std::numbers::pi) * (x + 0.044715 * x * x * x)));
@@ -1055,6 +1084,7 @@ const std::vector<L1Case>& l1_cases() {
        {{"[3,5]", logsumexp_case(3, 5, false)},
         {"[4,6] with infinite rows", logsumexp_case(4, 6, true)},
         {"[37,300]", logsumexp_case(37, 300, false)}}},
+      {"splat_render", {{"12 Gaussians, degree 1, 20x12", splat_case(12, 4, 20, 12)}}},
       {"layer_norm", {{"[3,8]", norm_case(true, 3, 8)}, {"[37,300]", norm_case(true, 37, 300)}}},
       {"rms_norm", {{"[3,8]", norm_case(false, 3, 8)}, {"[37,300]", norm_case(false, 37, 300)}}},
       {"mse",

@@ -1,0 +1,304 @@
+// splat_render and splat_render_backward (docs/splat.md) on fresh random scenes: the forward
+// on every route (reference, cpu, common-IR lowering) against the plain oracle (oracle.hpp);
+// the backward against central finite differences in f64 and against the gradient of the
+// common-IR lowering; cpu against reference; degenerate scenes give finite results.
+#define BOOST_TEST_MODULE splat
+#include <boost/test/unit_test.hpp>
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "ir/frontend.hpp"
+#include "ir/op_registry.hpp"
+#include "passes/autodiff.hpp"
+#include "runtime/device.hpp"
+#include "runtime/executor.hpp"
+#include "runtime/runtime.hpp"
+#include "tests/splat/oracle.hpp"
+#include "tests/support/seed.hpp"
+
+namespace rlx::test {
+namespace {
+
+using Scene = splat_oracle::Scene;
+using splat_oracle::random_scene;
+
+uint64_t seed() { return run_seed("test_splat"); }
+
+Tensor tensor(DType t, Shape shape, const std::vector<double>& v) {
+  Tensor r = Tensor::empty(t, std::move(shape));
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (t == DType::F64) r.data<double>()[i] = v[i];
+    else r.data<float>()[i] = float(v[i]);
+  }
+  return r;
+}
+std::vector<double> values(const Tensor& x) {
+  Tensor c = x.contiguous();
+  std::vector<double> r(static_cast<size_t>(c.numel()));
+  for (size_t i = 0; i < r.size(); ++i)
+    r[i] = c.dtype() == DType::F64 ? c.data<double>()[i] : double(c.data<float>()[i]);
+  return r;
+}
+
+std::vector<Tensor> scene_inputs(const Scene& s, DType t) {
+  return {tensor(t, {s.n, 3}, s.means),      tensor(t, {s.n, 3}, s.log_scales),
+          tensor(t, {s.n, 4}, s.quats),      tensor(t, {s.n}, s.opacity_logits),
+          tensor(t, {s.n, s.k, 3}, s.sh),    tensor(t, {4, 4}, {s.view.begin(), s.view.end()}),
+          tensor(t, {3}, {s.background.begin(), s.background.end()})};
+}
+ir::Attrs camera_attrs(const Scene& s) {
+  return {{"width", s.width}, {"height", s.height}, {"fx", s.fx}, {"fy", s.fy}, {"cx", s.cx}, {"cy", s.cy}};
+}
+
+// A graph of splat_render over the scene's inputs (plus, with `with_grad`, three cotangent
+// inputs and the VJP with respect to means, log_scales, quats, opacity_logits, sh, background).
+struct RenderGraph {
+  ir::Graph g;
+  std::vector<Var> in;
+  RenderGraph(const Scene& s, DType t, bool with_grad, bool through_lowering = false) {
+    const char* names[] = {"means", "log_scales", "quats", "opacity_logits", "sh", "viewmat", "background"};
+    const std::vector<Tensor> x = scene_inputs(s, t);
+    for (size_t i = 0; i < 7; ++i) in.push_back(input(g, names[i], t, x[i].shape()));
+    // through_lowering: the lowering body inlined, so grad differentiates the L2 ops.
+    std::vector<Var> y = through_lowering ? ir::OpRegistry::get().at("splat_render").lower(in, camera_attrs(s))
+                                          : op_multi("splat_render", in, camera_attrs(s));
+    output(g, y);
+    if (!with_grad) return;
+    std::vector<Var> cts;
+    for (const Var& v : y) cts.push_back(input(g, "cotangent" + std::to_string(cts.size()), t, v.shape()));
+    output(g, vjp(y, cts, {in[0], in[1], in[2], in[3], in[4], in[6]}));
+  }
+};
+
+std::vector<Tensor> run_on(const std::string& device, const ir::Graph& g, const std::vector<Tensor>& inputs,
+                           Policy policy = Policy::PreferNative) {
+  Device& d = DeviceRegistry::get().at(device);
+  CompileOptions o;
+  o.policy = policy;
+  Program p = compile(g, d, o);
+  return run(p, d, inputs);
+}
+
+// The largest |a - b| over all elements of all results (first `count` results).
+double max_diff(const std::vector<Tensor>& a, const std::vector<std::vector<double>>& b) {
+  double worst = 0;
+  for (size_t r = 0; r < b.size(); ++r) {
+    const std::vector<double> av = values(a[r]);
+    BOOST_REQUIRE_EQUAL(av.size(), b[r].size());
+    for (size_t i = 0; i < av.size(); ++i) {
+      const double d = std::abs(av[i] - b[r][i]);
+      worst = std::isnan(d) ? INFINITY : std::max(worst, d);
+    }
+  }
+  return worst;
+}
+
+const std::vector<std::pair<std::string, Policy>> kRoutes = {
+    {"reference", Policy::PreferNative}, {"cpu", Policy::PreferNative},
+    {"reference", Policy::ForceCommonIR}, {"cpu", Policy::ForceCommonIR}};
+
+}  // namespace
+
+// Image values are O(1); the bounds are absolute. f64: rounding only. f32: the kernels'
+// float arithmetic (measured worst ~1e-5 over seeds) with room; a threshold test (α against
+// 1/255, T against 1e-4) decided differently in f32 would exceed it and fail the test.
+BOOST_AUTO_TEST_CASE(forward_matches_the_oracle_on_every_route) {
+  std::mt19937_64 rng(seed());
+  struct Case {
+    int64_t n, k, w, h;
+    double lo, hi;
+  };
+  // Odd sizes (partial tiles), every SH degree, and dense opaque scenes (clamp, early stop).
+  for (const Case& c : {Case{40, 1, 37, 29, -2, 3}, Case{60, 4, 50, 33, -2, 3}, Case{25, 9, 17, 40, -2, 3},
+                        Case{30, 16, 33, 18, -2, 3}, Case{80, 4, 24, 20, 3, 6}})
+    for (DType t : {DType::F64, DType::F32}) {
+      const Scene s = random_scene(rng, c.n, c.k, c.w, c.h, c.lo, c.hi);
+      const splat_oracle::Image want = splat_oracle::render(s);
+      RenderGraph rg(s, t, false);
+      for (const auto& [device, policy] : kRoutes) {
+        const double worst = max_diff(run_on(device, rg.g, scene_inputs(s, t), policy), {want.rgb, want.alpha, want.depth});
+        const double tol = t == DType::F64 ? 1e-9 : 2e-4;
+        BOOST_CHECK_MESSAGE(worst <= tol, device << " " << policy_name(policy) << " " << dtype_name(t) << " n=" << c.n
+                                                 << " K=" << c.k << ": max |error| " << worst << " > " << tol
+                                                 << " (RLX_TEST_SEED=" << seed() << ")");
+      }
+    }
+}
+
+// The VJP (splat_render_backward) against central differences of the forward, in f64 on
+// each native device: L = sum <u_k, y_k> with random cotangents u_k, 12 elements of each
+// input, h = 1e-6; normalized error <= 1e-5 (random scenes keep thresholds away from
+// h-sized steps; Gaussians shrunk to sub-pixel size would not).
+BOOST_AUTO_TEST_CASE(backward_matches_finite_differences) {
+  std::mt19937_64 rng(seed() + 1);
+  for (int64_t k : {1, 4, 16}) {
+    const Scene s = random_scene(rng, 12, k, 21, 18);
+    RenderGraph rg(s, DType::F64, true);
+    std::vector<Tensor> in = scene_inputs(s, DType::F64);
+    std::normal_distribution<double> normal;
+    for (const Shape& sh : {Shape{18, 21, 3}, Shape{18, 21}, Shape{18, 21}}) {
+      std::vector<double> u(static_cast<size_t>(numel(sh)));
+      for (double& e : u) e = normal(rng);
+      in.push_back(tensor(DType::F64, sh, u));
+    }
+    for (const std::string device : {"reference", "cpu"}) {
+      const std::vector<Tensor> base = run_on(device, rg.g, in);
+      auto objective = [&](const std::vector<Tensor>& x) {
+        const std::vector<Tensor> y = run_on(device, rg.g, x);
+        double l = 0;
+        for (size_t r = 0; r < 3; ++r) {
+          const std::vector<double> yv = values(y[r]), uv = values(x[7 + r]);
+          for (size_t i = 0; i < yv.size(); ++i) l += yv[i] * uv[i];
+        }
+        return l;
+      };
+      const size_t wrt[] = {0, 1, 2, 3, 4, 6};
+      for (size_t j = 0; j < 6; ++j) {
+        const std::vector<double> grad = values(base[3 + j]);
+        std::uniform_int_distribution<size_t> pick(0, grad.size() - 1);
+        double worst = 0, scale = 1e-3;
+        for (int trial = 0; trial < 12; ++trial) {
+          const size_t e = pick(rng);
+          double side[2];
+          for (int sgn = 0; sgn < 2; ++sgn) {
+            std::vector<Tensor> x = in;
+            x[wrt[j]] = x[wrt[j]].clone();
+            x[wrt[j]].data<double>()[e] += sgn ? -1e-6 : 1e-6;
+            side[sgn] = objective(x);
+          }
+          const double fd = (side[0] - side[1]) / 2e-6;
+          scale = std::max({scale, std::abs(fd), std::abs(grad[e])});
+          worst = std::max(worst, std::abs(fd - grad[e]));
+        }
+        BOOST_CHECK_MESSAGE(worst <= 1e-5 * scale, device << " K=" << k << " input " << wrt[j] << ": |vjp - fd| "
+                                                          << worst << " at scale " << scale
+                                                          << " (RLX_TEST_SEED=" << seed() << ")");
+      }
+    }
+  }
+}
+
+// The native backward equals the gradient of the common-IR lowering (grad through its L2
+// ops), and cpu equals reference, in f64 and f32.
+BOOST_AUTO_TEST_CASE(backward_matches_the_lowering_and_the_reference) {
+  std::mt19937_64 rng(seed() + 2);
+  for (DType t : {DType::F64, DType::F32}) {
+    const Scene s = random_scene(rng, 20, 9, 26, 19);
+    std::vector<Tensor> in = scene_inputs(s, t);
+    std::normal_distribution<double> normal;
+    for (const Shape& sh : {Shape{19, 26, 3}, Shape{19, 26}, Shape{19, 26}}) {
+      std::vector<double> u(static_cast<size_t>(numel(sh)));
+      for (double& e : u) e = normal(rng);
+      in.push_back(tensor(t, sh, u));
+    }
+    RenderGraph native(s, t, true), lowered(s, t, true, true);
+    const std::vector<Tensor> want = run_on("reference", native.g, in);
+    std::vector<std::vector<double>> want_v;
+    double scale = 0;
+    for (const Tensor& x : want) {
+      want_v.push_back(values(x));
+      for (double e : want_v.back()) scale = std::max(scale, std::abs(e));
+    }
+    const double tol = (t == DType::F64 ? 1e-9 : 2e-3) * std::max(scale, 1.0);
+    for (const auto& [name, got] :
+         {std::pair<std::string, std::vector<Tensor>>{"cpu native", run_on("cpu", native.g, in)},
+          {"reference lowering", run_on("reference", lowered.g, in)},
+          {"cpu lowering", run_on("cpu", lowered.g, in)}}) {
+      const double worst = max_diff(got, want_v);
+      BOOST_CHECK_MESSAGE(worst <= tol, name << " " << dtype_name(t) << ": max |difference| " << worst << " > " << tol
+                                             << " (RLX_TEST_SEED=" << seed() << ")");
+    }
+  }
+}
+
+// The cpu backward sums per-thread buffers over a fixed split of the tiles in thread order:
+// two runs give the same bits.
+BOOST_AUTO_TEST_CASE(cpu_backward_is_deterministic) {
+  std::mt19937_64 rng(seed() + 4);
+  const Scene s = random_scene(rng, 200, 4, 70, 50);
+  std::vector<Tensor> in = scene_inputs(s, DType::F32);
+  for (const Shape& sh : {Shape{50, 70, 3}, Shape{50, 70}, Shape{50, 70}})
+    in.push_back(tensor(DType::F32, sh, std::vector<double>(static_cast<size_t>(numel(sh)), 0.25)));
+  RenderGraph rg(s, DType::F32, true);
+  const std::vector<Tensor> a = run_on("cpu", rg.g, in), b = run_on("cpu", rg.g, in);
+  for (size_t r = 0; r < a.size(); ++r)
+    BOOST_CHECK_MESSAGE(std::memcmp(a[r].raw(), b[r].raw(), a[r].nbytes()) == 0, "result " << r << " differs between runs");
+}
+
+// Degenerate Gaussians and images: results and gradients finite on every route, no throw.
+BOOST_AUTO_TEST_CASE(degenerate_input_gives_finite_results_and_gradients) {
+  std::mt19937_64 rng(seed() + 3);
+  const double inf = INFINITY, nan = NAN;
+  Scene s = random_scene(rng, 12, 4, 20, 20);
+  auto set = [&](std::vector<double>& v, int64_t g, int width, std::vector<double> x) {
+    for (int i = 0; i < width; ++i) v[size_t(g * width + i)] = x[size_t(i)];
+  };
+  set(s.log_scales, 0, 3, {-inf, -inf, -inf});  // zero scale
+  set(s.log_scales, 1, 3, {-60, -60, -60});     // tiny
+  set(s.log_scales, 2, 3, {80, 80, 80});        // huge (overflows f32)
+  set(s.log_scales, 3, 3, {inf, 0, 0});
+  set(s.quats, 4, 4, {0, 0, 0, 0});             // zero-norm quaternion
+  set(s.means, 5, 3, {nan, 0, 0});
+  set(s.opacity_logits, 6, 1, {nan});
+  s.sh[size_t(7 * 4 * 3)] = inf;
+  // on the camera plane and behind it (camera coordinates through the inverse view)
+  auto place = [&](int64_t g, double x, double y, double z) {
+    const double p[3] = {x - s.view[3], y - s.view[7], z - s.view[11]};
+    for (int i = 0; i < 3; ++i) s.means[size_t(3 * g + i)] = s.view[size_t(i)] * p[0] + s.view[size_t(4 + i)] * p[1] + s.view[size_t(8 + i)] * p[2];
+  };
+  place(8, 0.1, 0.1, 0.0);
+  place(9, 0.3, -0.2, -3.0);
+  place(10, 40.0, -30.0, 2.0);  // off-screen
+  set(s.opacity_logits, 11, 1, {1e30});
+  std::vector<Scene> scenes{s};
+  Scene tiny = random_scene(rng, 5, 1, 1, 1);  // 1 x 1 image
+  scenes.push_back(tiny);
+  Scene empty = random_scene(rng, 0, 1, 19, 7);  // no Gaussians
+  scenes.push_back(empty);
+  for (const Scene& sc : scenes)
+    for (DType t : {DType::F32, DType::F64}) {
+      RenderGraph rg(sc, t, true);
+      std::vector<Tensor> in = scene_inputs(sc, t);
+      for (const Shape& sh : {Shape{sc.height, sc.width, 3}, Shape{sc.height, sc.width}, Shape{sc.height, sc.width}})
+        in.push_back(tensor(t, sh, std::vector<double>(static_cast<size_t>(numel(sh)), 1.0)));
+      for (const auto& [device, policy] : kRoutes) {
+        const std::vector<Tensor> got = run_on(device, rg.g, in, policy);
+        for (size_t r = 0; r < got.size(); ++r)
+          for (double e : values(got[r]))
+            BOOST_REQUIRE_MESSAGE(std::isfinite(e), device << " " << policy_name(policy) << " " << dtype_name(t)
+                                                           << " n=" << sc.n << ": result " << r << " has " << e);
+      }
+      // The empty image is the background; the 1x1 and degenerate scenes match the oracle.
+      const splat_oracle::Image want = splat_oracle::render(sc);
+      if (t == DType::F64)
+        for (const auto& [device, policy] : kRoutes)
+          BOOST_CHECK_MESSAGE(max_diff(run_on(device, RenderGraph(sc, t, false).g, scene_inputs(sc, t), policy),
+                                       {want.rgb, want.alpha, want.depth}) <= 1e-9,
+                              device << " " << policy_name(policy) << " n=" << sc.n << " differs from the oracle");
+    }
+}
+
+// Bad shapes and attributes are InputErrors naming what is wrong.
+BOOST_AUTO_TEST_CASE(bad_inputs_are_named) {
+  ir::Graph g;
+  int inputs = 0;
+  auto in = [&](Shape s) { return input(g, "x" + std::to_string(inputs++), DType::F32, std::move(s)); };
+  const ir::Attrs cam{{"width", int64_t(8)}, {"height", int64_t(8)}, {"fx", 8.0}, {"fy", 8.0}, {"cx", 4.0}, {"cy", 4.0}};
+  auto expect = [&](std::vector<Var> x, const ir::Attrs& a, const std::string& part) {
+    try {
+      op_multi("splat_render", x, a);
+      BOOST_ERROR("no error; expected one naming " << part);
+    } catch (const InputError& e) {
+      BOOST_CHECK_MESSAGE(std::string(e.what()).find(part) != std::string::npos, e.what());
+    }
+  };
+  expect({in({5, 3}), in({5, 3}), in({5, 4}), in({5}), in({5, 5, 3}), in({4, 4}), in({3})}, cam, "K = 1, 4, 9 or 16");
+  expect({in({5, 3}), in({5, 3}), in({5, 3}), in({5}), in({5, 1, 3}), in({4, 4}), in({3})}, cam, "quats");
+  expect({in({5, 2}), in({5, 3}), in({5, 4}), in({5}), in({5, 1, 3}), in({4, 4}), in({3})}, cam, "means");
+  ir::Attrs zero = cam;
+  zero.set("width", int64_t(0));
+  expect({in({5, 3}), in({5, 3}), in({5, 4}), in({5}), in({5, 1, 3}), in({4, 4}), in({3})}, zero, "width");
+}
+
+}  // namespace rlx::test
