@@ -35,6 +35,7 @@ OpRegistry& OpRegistry::get() {
     register_dense_la_ops(*reg);
     register_sort_ops(*reg);
     register_optim_ops(*reg);
+    register_dist_ops(*reg);
     return reg;
   }();
   return *r;
