@@ -13,6 +13,8 @@
 
 #include "core/error.hpp"
 #include "core/rng.hpp"
+#include "dist/communicator.hpp"
+#include "dist/session.hpp"
 #include "dispatch/coverage.hpp"
 #include "io/npy.hpp"
 #include "ir/frontend.hpp"
@@ -40,6 +42,7 @@ const char* kUsage =
     "  solve FILE.mtx|poisson3d:N [--rhs b.mtx|ones|random] [--method cg|pcg|bicgstab|gmres|minres|lu|klu|cholesky]\n"
     "        [--pc none|jacobi|ilu0|ic0|ssor] [--rtol R] [--atol A] [--max-it N] [--restart M] [--omega W]\n"
     "        [--monitor] [--device D] [--spmv auto|csr|tiled] [--explain] [--out x.h5]   (exit 4 when it does not converge)\n"
+    "        under mpirun -n N (N > 1): rows split over the ranks, --pc none|jacobi|bjacobi|bjacobi-ic0\n"
     "  train mnist [--model mlp|cnn] [--epochs E] [--batch B] [--lr L] [--optimizer sgd|adam|adamw] [--device D]\n"
     "        [--seed S] [--data DIR] [--checkpoint DIR] [--resume DIR] [--json out.json] [--drop-last]\n"
     "policies: prefer-native (default), force-common-ir, strict, allow-host\n"
@@ -236,11 +239,27 @@ int cmd_demo(const Args& a) {
 
 }  // namespace
 
+// Under mpirun with several ranks an error on one rank must not leave the others waiting:
+// an error every rank raised together (dist::CollectiveError) is printed once and each rank
+// returns its code; any other ends the whole job with that code (MPI_Abort).
+static int fail(int code, const std::string& message) {
+  const dist::Communicator world = dist::Communicator::world();
+  if (world.size() == 1) {
+    std::cerr << message;
+    return code;
+  }
+  std::cerr << "rlx: rank " << world.rank() << " of " << world.size() << ": " << message.substr(5);
+  std::cerr.flush();
+  dist::MpiSession::abort_job(code);
+}
+
 int main(int argc, char** argv) {
   if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
     std::cout << kUsage;
     return argc < 2 ? kBadInput : kOk;
   }
+  // The rlx program is an entry point: under an MPI launcher it initialises MPI itself.
+  dist::MpiSession mpi(&argc, &argv);
   std::string cmd = argv[1];
   try {
     if (cmd == "devices") return cmd_devices();
@@ -262,22 +281,19 @@ int main(int argc, char** argv) {
     std::cerr << "rlx: unknown command '" << cmd << "'\n" << kUsage;
     return kBadInput;
   } catch (const UsageError& e) {
-    std::cerr << "rlx: " << e.what() << "\n" << kUsage;
-    return kBadInput;
+    return fail(kBadInput, "rlx: " + std::string(e.what()) + "\n" + kUsage);
   } catch (const LegalizeError& e) {
-    std::cerr << "rlx: " << e.what() << "\n";
-    return kLegalize;
-  } catch (const InputError& e) {
-    std::cerr << "rlx: " << e.what() << "\n";
+    return fail(kLegalize, "rlx: " + std::string(e.what()) + "\n");
+  } catch (const dist::CollectiveError& e) {
+    if (dist::Communicator::world().rank() == 0) std::cerr << "rlx: " << e.what() << "\n";
     return kBadInput;
+  } catch (const InputError& e) {
+    return fail(kBadInput, "rlx: " + std::string(e.what()) + "\n");
   } catch (const DeviceError& e) {
-    std::cerr << "rlx: device error: " << e.what() << "\n";
-    return kDeviceFailed;
+    return fail(kDeviceFailed, "rlx: device error: " + std::string(e.what()) + "\n");
   } catch (const std::bad_alloc&) {
-    std::cerr << "rlx: device error: out of memory on the host\n";
-    return kDeviceFailed;
+    return fail(kDeviceFailed, "rlx: device error: out of memory on the host\n");
   } catch (const std::exception& e) {
-    std::cerr << "rlx: internal error: " << e.what() << "\n";
-    return 1;
+    return fail(1, "rlx: internal error: " + std::string(e.what()) + "\n");
   }
 }

@@ -9,9 +9,11 @@
 
 #include "args.hpp"
 #include "core/rng.hpp"
+#include "dist/communicator.hpp"
 #include "io/hdf5.hpp"
 #include "runtime/device.hpp"
 #include "solvers/sparse/direct.hpp"
+#include "solvers/sparse/dist_csr.hpp"
 #include "solvers/sparse/krylov.hpp"
 #include "solvers/sparse/matrix_market.hpp"
 #include "solvers/sparse/poisson.hpp"
@@ -182,6 +184,113 @@ int solve_direct(const Args& a, const std::string& method, const Numbers& num) {
   return kOk;
 }
 
+// The options of a Krylov solve that do not depend on how the matrix is held.
+KrylovOptions krylov_options(const Args& a, const std::string& method, const Numbers& num, bool print_monitor) {
+  KrylovOptions o;
+  o.method = method;
+  o.rtol = num.rtol;
+  o.atol = num.atol;
+  o.max_it = num.max_it;
+  o.restart = num.restart;
+  o.device = a.get("device", "cpu");
+  o.policy = policy_from_name(a.get("policy", "prefer-native"));
+  if (a.flag("monitor") && print_monitor)
+    o.monitor = [](int it, double r) { std::printf("%5d residual norm %.12e\n", it, r); };
+  return o;
+}
+
+// The solution file of a Krylov solve: x, b, the residual history and the solve's attributes.
+void write_krylov_result(const std::string& out, const KrylovResult& r, const Tensor& x, const Tensor& b,
+                         const std::string& method, const std::string& pc, const std::string& spmv, double rel,
+                         int ranks) {
+  io::H5Writer w(out);
+  w.write("x", x);
+  w.write("b", b);
+  w.write("residual_history", [&] {
+    Tensor h = Tensor::empty(DType::F64, {int64_t(r.history.size())});
+    for (size_t i = 0; i < r.history.size(); ++i) h.data<double>()[i] = r.history[i];
+    return h;
+  }());
+  w.attr("/", "converged", int64_t(converged(r.reason)));
+  w.attr("/", "reason", std::string(stop_reason_name(r.reason)));
+  w.attr("/", "iterations", int64_t(r.iterations));
+  w.attr("/", "residual", rel);
+  w.attr("/", "method", method);
+  w.attr("/", "pc", pc);
+  w.attr("/", "spmv", spmv);
+  if (ranks > 0) w.attr("/", "ranks", int64_t(ranks));
+  w.commit();
+  std::printf("wrote %s\n", out.c_str());
+}
+
+// mpirun -n N rlx solve ...: rank 0 reads the matrix and the right-hand side and scatters
+// contiguous row blocks (solvers/sparse/dist_csr.hpp); every rank runs the same Krylov
+// iteration on its rows, dot products all-reduced; the solution is gathered and rank 0
+// prints the summary and writes the file with the serial HDF5 writer (docs/distributed.md
+// says why not parallel HDF5). Errors found on one rank are raised on all (CollectiveError).
+int solve_distributed(const Args& a, const std::string& method, const std::string& pc, const Numbers& num,
+                      const dist::Communicator& comm) {
+  const bool root = comm.rank() == 0;
+  const std::string spmv_mode = a.get("spmv", "csr");
+  if (spmv_mode != "csr" && spmv_mode != "auto")
+    throw UsageError("--spmv " + spmv_mode + ": a distributed solve multiplies by its CSR blocks (--spmv csr)");
+  const std::string out = a.get("out", "");
+  auto t0 = std::chrono::steady_clock::now();
+  CsrMatrix A;
+  Tensor b;
+  std::string why;
+  if (root) {
+    try {
+      A = load_matrix(a.pos[0]);
+      if (A.rows() != A.cols())
+        why = a.pos[0] + ": the matrix is " + std::to_string(A.rows()) + " x " + std::to_string(A.cols()) + ", not square";
+      else
+        b = make_rhs(a.get("rhs", "ones"), A, num.seed);
+    } catch (const ParseError& e) {
+      why = e.what();
+    } catch (const InputError& e) {
+      why = e.what();
+    }
+  }
+  dist::raise_collectively(comm, why);
+  DistCsrMatrix DA = DistCsrMatrix::scatter(comm, A);
+  Tensor b_local = scatter_vector(comm, b, DA.row_starts());
+  DistCsrOperator op(DA);
+  std::unique_ptr<Preconditioner> M;
+  why.clear();
+  try {
+    M = make_dist_preconditioner(pc, op);
+  } catch (const InputError& e) {
+    why = a.pos[0] + ": " + e.what();
+  }
+  dist::raise_collectively(comm, why);
+  KrylovOptions o = krylov_options(a, method, num, root);
+  auto t1 = std::chrono::steady_clock::now();
+  KrylovResult r = krylov_solve(op, b_local, *M, o);
+  auto t2 = std::chrono::steady_clock::now();
+  Tensor x = gather_vector(comm, r.x, DA.row_starts());
+  const int64_t rows_min = comm.all_reduce(DA.local_rows(), ReduceOp::Min), rows_max = comm.all_reduce(DA.local_rows(), ReduceOp::Max);
+  const int64_t sent = int64_t(dtype_storage_bytes(DA.value_type(), DA.halo().pattern().sends()));
+  const int64_t halo_total = comm.all_reduce(sent, ReduceOp::Sum), halo_max = comm.all_reduce(DA.halo_bytes(), ReduceOp::Max);
+  const bool ok = converged(r.reason);
+  if (!root) return ok ? kOk : kNotConverged;
+  if (a.flag("explain")) std::cout << r.report.table();
+  const double rel = relative_residual(A, x, b);
+  std::printf("matrix: %s (%lld x %lld, %lld nonzeros, %s)\n", a.pos[0].c_str(), (long long)A.rows(), (long long)A.cols(),
+              (long long)A.nnz(), dtype_name(A.value_type()));
+  std::printf("method: %s  pc: %s  device: %s\n", method.c_str(), pc.c_str(), o.device.c_str());
+  std::printf("ranks: %d  rows per rank: %lld-%lld  halo per SpMV: %lld bytes sent in all (at most %lld sent+received by one rank)\n",
+              comm.size(), (long long)rows_min, (long long)rows_max, (long long)halo_total, (long long)halo_max);
+  std::printf("reason: %s  iterations: %d  true relative residual: %.3e\n", stop_reason_name(r.reason), r.iterations, rel);
+  std::printf("time: setup %.3f s, solve %.3f s\n", std::chrono::duration<double>(t1 - t0).count(),
+              std::chrono::duration<double>(t2 - t1).count());
+  if (!out.empty()) write_krylov_result(out, r, x, b, method, pc, "csr", rel, comm.size());
+  if (!ok)
+    std::fprintf(stderr, "rlx: %s: not converged (%s): %s\n", a.pos[0].c_str(), stop_reason_name(r.reason),
+                 not_converged_why(r, o, rel).c_str());
+  return ok ? kOk : kNotConverged;
+}
+
 }  // namespace
 
 int cmd_gen(const Args& a) {
@@ -207,6 +316,9 @@ int cmd_solve(const Args& a) {
     if (a.has("spmv")) throw UsageError("--spmv applies to the Krylov methods, not to " + method);
     return solve_direct(a, method, num);
   }
+  // Under mpirun with more than one rank: the distributed solve (one rank: the serial one).
+  if (const dist::Communicator world = dist::Communicator::world(); world.size() > 1)
+    return solve_distributed(a, method, pc, num, world);
   std::string out = a.get("out", "");
   auto t0 = std::chrono::steady_clock::now();
   CsrMatrix A = load_matrix(a.pos[0]);
@@ -231,16 +343,7 @@ int cmd_solve(const Args& a) {
                    "CSR is faster here (docs/solvers.md)\n", per_row, int(kTiledRowLength));
   }
   const LinearOperator& apply = tiled ? static_cast<const LinearOperator&>(*tiled) : op;
-  KrylovOptions o;
-  o.method = method;
-  o.rtol = num.rtol;
-  o.atol = num.atol;
-  o.max_it = num.max_it;
-  o.restart = num.restart;
-  o.device = a.get("device", "cpu");
-  o.policy = policy_from_name(a.get("policy", "prefer-native"));
-  if (a.flag("monitor"))
-    o.monitor = [](int it, double r) { std::printf("%5d residual norm %.12e\n", it, r); };
+  KrylovOptions o = krylov_options(a, method, num, true);
   auto t1 = std::chrono::steady_clock::now();
   KrylovResult r = naming(a.pos[0], [&] { return krylov_solve(apply, b, *M, o); });
   auto t2 = std::chrono::steady_clock::now();
@@ -253,25 +356,7 @@ int cmd_solve(const Args& a) {
   std::printf("reason: %s  iterations: %d  true relative residual: %.3e\n", stop_reason_name(r.reason), r.iterations, rel);
   std::printf("time: setup %.3f s, solve %.3f s\n", std::chrono::duration<double>(t1 - t0).count(),
               std::chrono::duration<double>(t2 - t1).count());
-  if (!out.empty()) {
-    io::H5Writer w(out);
-    w.write("x", r.x);
-    w.write("b", b);
-    w.write("residual_history", [&] {
-      Tensor h = Tensor::empty(DType::F64, {int64_t(r.history.size())});
-      for (size_t i = 0; i < r.history.size(); ++i) h.data<double>()[i] = r.history[i];
-      return h;
-    }());
-    w.attr("/", "converged", int64_t(ok));
-    w.attr("/", "reason", std::string(stop_reason_name(r.reason)));
-    w.attr("/", "iterations", int64_t(r.iterations));
-    w.attr("/", "residual", rel);
-    w.attr("/", "method", method);
-    w.attr("/", "pc", M->name());
-    w.attr("/", "spmv", spmv);
-    w.commit();
-    std::printf("wrote %s\n", out.c_str());
-  }
+  if (!out.empty()) write_krylov_result(out, r, r.x, b, method, M->name(), spmv, rel, 0);
   if (!ok)
     std::fprintf(stderr, "rlx: %s: not converged (%s): %s\n", a.pos[0].c_str(), stop_reason_name(r.reason),
                  not_converged_why(r, o, rel).c_str());

@@ -11,6 +11,7 @@
 #include "devices/cpu/isa.hpp"
 #include "devices/cpu/kernels.hpp"
 #include "devices/cpu/thread_pool.hpp"
+#include "dist/kernels.hpp"
 #include "ir/op_registry.hpp"
 #include "runtime/device.hpp"
 #include "runtime/kernel_table.hpp"
@@ -92,6 +93,7 @@ class CpuDevice final : public Device {
     add_sort_kernels(table_);
     add_optim_kernels(table_);
     add_splat_kernels(table_);
+    dist::add_collective_kernels(table_);  // host memory: MPI reads the tensors directly
   }
 
   std::string name() const override { return "cpu"; }

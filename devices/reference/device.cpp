@@ -1,6 +1,7 @@
 // The reference device: naive kernels that compute in f64 / complex<double> / int64
 // and round once on store; the oracle every other device is tested against.
 #include "devices/reference/access.hpp"
+#include "dist/kernels.hpp"
 #include "runtime/device.hpp"
 #include "runtime/kernel_table.hpp"
 
@@ -19,6 +20,7 @@ class ReferenceDevice final : public Device {
     reference::add_sparse_kernels(table_);
     reference::add_sort_kernels(table_);
     reference::add_splat_kernels(table_);
+    dist::add_collective_kernels(table_);  // host memory: MPI reads the tensors directly
   }
 
   std::string name() const override { return "reference"; }

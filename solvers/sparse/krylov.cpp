@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 
+#include "dist/ops.hpp"
 #include "runtime/executor.hpp"
 #include "runtime/runtime.hpp"
 
@@ -57,6 +58,27 @@ Var pack(const std::vector<Var>& scalars) {
   for (auto& s : scalars) v.push_back(as1(s));
   return concat(v, 0);
 }
+
+// Sums over the whole vector. A distributed operator's vectors are each rank's part, so a
+// dot product is a local sum completed by an all_reduce over the operator's communicator;
+// on one process (no communicator) the graphs are exactly the serial ones. Every rank then
+// holds the same scalars and takes the same decisions: stop reasons agree across ranks.
+struct Global {
+  const dist::Communicator* comm = nullptr;
+  Var sum(const Var& local) const { return comm ? dist::all_reduce(local, *comm) : local; }
+  Var dot(const Var& a, const Var& b) const { return sum(sparse::dot(a, b)); }
+  // Several dot products in one all_reduce (one message instead of one per product).
+  std::vector<Var> dots(const std::vector<std::pair<Var, Var>>& pairs) const {
+    std::vector<Var> local;
+    for (auto& [a, b] : pairs) local.push_back(sparse::dot(a, b));
+    if (!comm) return local;
+    Var all = sum(pack(local));
+    std::vector<Var> r;
+    for (int64_t i = 0; i < int64_t(local.size()); ++i) r.push_back(reshape(slice(all, {i}, {i + 1}), {}));
+    return r;
+  }
+  double sum(double local) const { return comm ? comm->all_reduce(local, ReduceOp::Sum) : local; }
+};
 
 // Reads a small device tensor into complex<double> values on the host.
 std::vector<cd> host_values(const Tensor& t) {
@@ -166,25 +188,28 @@ void cg(const LinearOperator& A, const Tensor& b, const Preconditioner& M, const
         Tensor x, KrylovResult& res, double bnorm) {
   DType t = b.dtype();
   int64_t n = A.rows();
+  const Global G{A.communicator()};
   Step init, step;
   {
     Var bb = init.g.input("b", t, {n}), x0 = init.g.input("x0", t, {n});
     Var r = bb - A.apply(init.g, x0);
     Var z = M.apply(init.g, r);
-    init.finish({r, z, dot(r, z), pack({dot(r, r)})}, d, o);
+    auto rz_rr = G.dots({{r, z}, {r, r}});
+    init.finish({r, z, rz_rr[0], pack({rz_rr[1]})}, d, o);
   }
   {
     Var x = step.g.input("x", t, {n}), r = step.g.input("r", t, {n}), p = step.g.input("p", t, {n});
     Var rz = step.g.input("rz", t, {});
     Var q = A.apply(step.g, p);
-    Var pq = dot(p, q);
+    Var pq = G.dot(p, q);
     Var alpha = rz / pq;
     Var x1 = x + alpha * p;
     Var r1 = r - alpha * q;
     Var z1 = M.apply(step.g, r1);
-    Var rz1 = dot(r1, z1);
+    auto rz_rr = G.dots({{r1, z1}, {r1, r1}});
+    Var rz1 = rz_rr[0];
     Var p1 = z1 + (rz1 / rz) * p;
-    step.finish({x1, r1, p1, rz1, pack({dot(r1, r1), pq})}, d, o);
+    step.finish({x1, r1, p1, rz1, pack({rz_rr[1], pq})}, d, o);
   }
   res.report = step.report();
   Monitor mon(o, bnorm, res);
@@ -231,34 +256,36 @@ void bicgstab(const LinearOperator& A, const Tensor& b, const Preconditioner& M,
               Tensor x, KrylovResult& res, double bnorm) {
   DType t = b.dtype();
   int64_t n = A.rows();
+  const Global G{A.communicator()};
   Step init, step;
   {
     Var bb = init.g.input("b", t, {n}), x0 = init.g.input("x0", t, {n});
     Var r = bb - A.apply(init.g, x0);
-    init.finish({r, pack({dot(r, r)})}, d, o);
+    init.finish({r, pack({G.dot(r, r)})}, d, o);
   }
   {
     auto& g = step.g;
     Var x = g.input("x", t, {n}), r = g.input("r", t, {n}), p = g.input("p", t, {n}), v = g.input("v", t, {n});
     Var rho = g.input("rho", t, {}), alpha = g.input("alpha", t, {}), omega = g.input("omega", t, {});
     Var rhat = g.input("rhat", t, {n});
-    Var rho1 = dot(rhat, r);
+    Var rho1 = G.dot(rhat, r);
     Var beta = (rho1 / rho) * (alpha / omega);
     Var p1 = r + beta * (p - omega * v);
     Var ph = M.apply(g, p1);
     Var v1 = A.apply(g, ph);
-    Var rv = dot(rhat, v1);
+    Var rv = G.dot(rhat, v1);
     Var alpha1 = rho1 / rv;
     Var s = r - alpha1 * v1;
     Var sh = M.apply(g, s);
     Var tv = A.apply(g, sh);
-    Var tt = dot(tv, tv), ts = dot(tv, s);
+    auto tt_ts = G.dots({{tv, tv}, {tv, s}});
+    Var tt = tt_ts[0], ts = tt_ts[1];
     // omega = (t, s) / (t, t); when s is already zero, t is too: take omega = 0.
     Var nonzero = t == DType::C64 ? gt(abs(tt), scalar(g.graph, 0.0, DType::F32)) : gt(tt, scalar_like(tt, 0.0));
     Var omega1 = where(nonzero, ts / where(nonzero, tt, scalar_like(tt, 1.0)), scalar_like(tt, 0.0));
     Var x1 = x + alpha1 * ph + omega1 * sh;
     Var r1 = s - omega1 * tv;
-    step.finish({x1, r1, p1, v1, rho1, alpha1, omega1, pack({dot(r1, r1), rho1, rv, omega1})}, d, o);
+    step.finish({x1, r1, p1, v1, rho1, alpha1, omega1, pack({G.dot(r1, r1), rho1, rv, omega1})}, d, o);
   }
   res.report = step.report();
   Monitor mon(o, bnorm, res);
@@ -321,11 +348,12 @@ void gmres(const LinearOperator& A, const Tensor& b, const Preconditioner& M, co
   int64_t n = A.rows();
   int m = std::max(1, o.restart);
   Allocator* a = d.allocator();
+  const Global G{A.communicator()};
   Step resid;
   {
     Var bb = resid.g.input("b", t, {n}), x0 = resid.g.input("x", t, {n});
     Var r = bb - A.apply(resid.g, x0);
-    resid.finish({r, pack({dot(r, r)})}, d, o);
+    resid.finish({r, pack({G.dot(r, r)})}, d, o);
   }
   res.report = resid.report();
   std::map<int, std::unique_ptr<Step>> arnoldi, update;
@@ -344,12 +372,12 @@ void gmres(const LinearOperator& A, const Tensor& b, const Preconditioner& M, co
       Var Vc = t == DType::C64 ? conj(V) : V;
       Var vj = reshape(vs[size_t(j)], {n});
       Var w = reshape(A.apply(s->g, M.apply(s->g, vj)), {n, 1});
-      Var h1 = matmul(Vc, w);  // [j+1, 1]
+      Var h1 = G.sum(matmul(Vc, w));  // [j+1, 1]
       w = w - matmul(V, h1, true, false);
-      Var h2 = matmul(Vc, w);
+      Var h2 = G.sum(matmul(Vc, w));
       w = w - matmul(V, h2, true, false);
       Var h = reshape(h1 + h2, {j + 1});
-      Var hn2 = dot(w, w);
+      Var hn2 = G.dot(w, w);
       Var hn = sqrt(t == DType::C64 ? real(hn2) : hn2);
       Var inv = where(gt(hn, scalar_like(hn, 0.0)), 1.0 / where(gt(hn, scalar_like(hn, 0.0)), hn, scalar_like(hn, 1.0)),
                       scalar_like(hn, 0.0));
@@ -515,12 +543,13 @@ void minres(const LinearOperator& A, const Tensor& b, const Preconditioner& M, c
   if (t == DType::C64) throw InputError("minres supports f32 and f64 (use gmres for complex systems)");
   int64_t n = A.rows();
   Allocator* a = d.allocator();
+  const Global G{A.communicator()};
   Step init, lanczos, upd;
   {
     Var bb = init.g.input("b", t, {n}), x0 = init.g.input("x0", t, {n});
     Var r = bb - A.apply(init.g, x0);
     Var y = M.apply(init.g, r);
-    init.finish({r, y, pack({dot(r, y), dot(r, r)})}, d, o);
+    init.finish({r, y, pack(G.dots({{r, y}, {r, r}}))}, d, o);
   }
   {
     auto& g = lanczos.g;
@@ -528,10 +557,10 @@ void minres(const LinearOperator& A, const Tensor& b, const Preconditioner& M, c
     Var s = g.input("s", t, {}), c1 = g.input("c1", t, {});
     Var v = s * y;
     Var y1 = A.apply(g, v) - c1 * r1;
-    Var alfa = dot(v, y1);
+    Var alfa = G.dot(v, y1);
     Var y2 = y1 - (alfa * s) * r2;
     Var ynew = M.apply(g, y2);
-    lanczos.finish({v, y2, ynew, pack({alfa, dot(y2, ynew)})}, d, o);
+    lanczos.finish({v, y2, ynew, pack({alfa, G.dot(y2, ynew)})}, d, o);
   }
   {
     auto& g = upd.g;
@@ -645,7 +674,7 @@ KrylovResult krylov_solve(const LinearOperator& A, const Tensor& b0, const Preco
   Tensor x = x0.defined() ? x0.to(a) : zeros_on(b0.dtype(), b0.shape(), a);
   double bnorm = 0;
   for (cd v : host_values(b0)) bnorm += std::norm(v);
-  bnorm = std::sqrt(bnorm);
+  bnorm = std::sqrt(Global{A.communicator()}.sum(bnorm));
 
   KrylovResult res;
   std::string m = o.method;

@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "dist/communicator.hpp"
 #include "ir/frontend.hpp"
 #include "solvers/sparse/csr.hpp"
 
@@ -44,6 +45,9 @@ class LinearOperator {
   // The diagonal (for Jacobi); operators without one return an undefined Tensor.
   virtual Tensor diagonal() const { return {}; }
   virtual std::string describe() const = 0;
+  // For an operator distributed over processes (its vectors are each rank's part): their
+  // communicator, over which the solvers all_reduce dot products. nullptr: one process.
+  virtual const dist::Communicator* communicator() const { return nullptr; }
 };
 
 // A CsrMatrix as an operator: apply emits spmv_csr with the matrix arrays bound once.

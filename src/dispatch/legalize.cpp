@@ -274,6 +274,11 @@ Legalized legalize(const ir::Graph& g, const Target& d, Policy p, const std::vec
     r.route = o.ok ? o.route : Route::Unsupported;
     r.rule = o.rule;
     r.bytes_staged = o.staged;
+    if (n->op->comm_bytes) {
+      std::vector<TensorType> in;
+      for (auto v : n->inputs) in.push_back(g.type(v));
+      r.bytes_comm = n->op->comm_bytes(in, n->attrs);
+    }
     r.why = o.why;
     L.report.nodes.push_back(std::move(r));
   }

@@ -70,6 +70,7 @@ std::string DispatchReport::table() const {
     auto& n = nodes[i];
     std::string why = n.why;
     if (n.bytes_staged) why += " (" + std::to_string(n.bytes_staged) + " bytes staged)";
+    if (n.bytes_comm) why += " (" + std::to_string(n.bytes_comm) + " bytes between processes per call)";
     row("%" + std::to_string(n.id), n.op, n.level, types[i], n.location, route_label(n), why);
   }
   for (auto& k : kernels) {
@@ -103,6 +104,7 @@ std::string DispatchReport::json() const {
     e["route"] = route_name(n.route);
     e["rule"] = n.rule.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(n.rule);
     e["bytes_staged"] = n.bytes_staged;
+    e["bytes_comm"] = n.bytes_comm;
     e["why"] = n.why;
     j["nodes"].push_back(e);
   }

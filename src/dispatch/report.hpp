@@ -26,6 +26,7 @@ struct NodeReport {
   Route route = Route::Unsupported;
   std::string rule;  // for rewritten
   int64_t bytes_staged = 0;
+  int64_t bytes_comm = 0;  // a collective's bytes moved between processes per call (this rank's)
   std::string why;
 };
 

@@ -80,6 +80,10 @@ struct OpDef {
   // Written beside the declaration for ops the class examples below do not fit; `rlx ops`
   // probes with it and the op suite runs it (an op without one fails tests/dispatch).
   ExampleFn example;
+  // Ops that move data between processes (the collectives, src/ir/ops/dist.cpp): the bytes
+  // one call moves for this rank, from the input types and attributes; the dispatch report
+  // prints it per node. Empty for every other op.
+  std::function<int64_t(const std::vector<TensorType>& in, const Attrs& attrs)> comm_bytes;
   const AttrSpec* attr_spec(const std::string& n) const;
 };
 
@@ -112,5 +116,6 @@ void register_dense_la_ops(OpRegistry& r);
 void register_sort_ops(OpRegistry& r);
 void register_optim_ops(OpRegistry& r);
 void register_splat_ops(OpRegistry& r);
+void register_dist_ops(OpRegistry& r);
 
 }  // namespace rlx::ir

@@ -9,6 +9,7 @@
 #   src/dispatch/  core/, ir/, passes/, dispatch/ (a device is dispatch/target.hpp's Target)
 #   src/runtime/   core/, ir/, passes/, dispatch/, runtime/, and io/ (all of src)
 #   src/io/        core/, ir/, io/
+#   src/dist/      all of src (communicators and the collectives' kernels sit on the runtime)
 #   a new folder under src/ needs its row here (the check fails until it has one).
 #   src/ never includes solvers/, nn/, devices/ or apps/.
 # Outside src/:
@@ -37,6 +38,7 @@ set(allowed_passes "core|ir|passes")
 set(allowed_dispatch "core|ir|passes|dispatch")
 set(allowed_runtime "core|ir|passes|dispatch|runtime|io")
 set(allowed_io "core|ir|io")
+set(allowed_dist "core|ir|passes|dispatch|runtime|io|dist")
 set(public_headers
     "^core/[^/]+\\.hpp$"
     "^ir/(frontend|graph|text)\\.hpp$"
@@ -44,6 +46,7 @@ set(public_headers
     "^runtime/(runtime|device|program|executor|program_text)\\.hpp$"
     "^passes/autodiff\\.hpp$"
     "^io/[^/]+\\.hpp$"
+    "^dist/(communicator|ops|session|mpi)\\.hpp$"
     "^solvers/[^/]+/[^/]+\\.hpp$"
     "^nn/.+\\.hpp$")
 

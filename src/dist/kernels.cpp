@@ -1,0 +1,84 @@
+#include "dist/kernels.hpp"
+
+#include <cstring>
+
+#include "core/error.hpp"
+#include "dist/communicator.hpp"
+
+namespace rlx::dist {
+
+namespace {
+
+constexpr DTypeSet kCollective = bit(DType::F32) | bit(DType::F64) | bit(DType::C64) | bit(DType::I32) | bit(DType::I64);
+
+Tensor contiguous(const Tensor& t) { return t.is_contiguous() ? t : t.contiguous(); }
+
+Communicator comm_of(const ir::Node& n) { return Communicator::by_id(n.attrs.get_int("comm")); }
+
+// The output holds the input's values (the collectives below then work in place on it).
+void copy_in(const Tensor& in, Tensor& out) {
+  Tensor c = contiguous(in);
+  if (c.nbytes() && c.raw() != out.raw()) std::memcpy(out.raw(), c.raw(), c.nbytes());
+}
+
+void all_reduce_kernel(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
+  copy_in(in[0], out[0]);
+  comm_of(n).all_reduce(out[0].raw(), out[0].numel(), out[0].dtype(), reduce_op_from_name(n.attrs.get_string("op")));
+}
+
+// The rank count the node was built for must be the communicator's: it fixed the shapes.
+Communicator sized_comm_of(const ir::Node& n) {
+  Communicator c = comm_of(n);
+  if (c.size() != n.attrs.get_int("ranks"))
+    throw InputError(n.op->name + " was built for " + std::to_string(n.attrs.get_int("ranks")) + " ranks, its communicator (" +
+                     c.describe() + ") has " + std::to_string(c.size()));
+  return c;
+}
+
+void all_gather_kernel(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
+  Tensor x = contiguous(in[0]);
+  sized_comm_of(n).all_gather(x.raw(), x.numel(), x.dtype(), out[0].raw());
+}
+
+void reduce_scatter_kernel(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
+  Tensor x = contiguous(in[0]);
+  sized_comm_of(n).reduce_scatter(x.raw(), out[0].numel(), x.dtype(), reduce_op_from_name(n.attrs.get_string("op")),
+                                  out[0].raw());
+}
+
+void broadcast_kernel(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
+  copy_in(in[0], out[0]);
+  comm_of(n).broadcast(out[0].raw(), out[0].numel(), out[0].dtype(), int(n.attrs.get_int("root")));
+}
+
+// The plan the node names, with the counts the node was built for.
+HaloExchange& plan_of(const ir::Node& n) {
+  HaloExchange& h = HaloExchange::by_id(n.attrs.get_int("plan"));
+  if (h.pattern().sends() != n.attrs.get_int("sends") || h.pattern().receives() != n.attrs.get_int("receives"))
+    throw InputError(n.op->name + ": plan " + std::to_string(h.id()) + " sends " + std::to_string(h.pattern().sends()) +
+                     " and receives " + std::to_string(h.pattern().receives()) + " entries, the node says " +
+                     std::to_string(n.attrs.get_int("sends")) + " and " + std::to_string(n.attrs.get_int("receives")));
+  return h;
+}
+
+void halo_begin_kernel(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
+  Tensor x = contiguous(in[0]);
+  plan_of(n).begin(x.raw(), x.numel(), x.dtype(), out[0].raw());
+}
+
+void halo_end_kernel(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
+  plan_of(n).end(out[0].raw(), out[0].dtype());
+}
+
+}  // namespace
+
+void add_collective_kernels(KernelTable& t) {
+  t.add({"all_reduce", kCollective, 0, all_reduce_kernel, {}});
+  t.add({"all_gather", kCollective, 0, all_gather_kernel, {}});
+  t.add({"reduce_scatter", kCollective, 0, reduce_scatter_kernel, {}});
+  t.add({"broadcast", kCollective, 0, broadcast_kernel, {}});
+  t.add({"halo_begin", kCollective, 0, halo_begin_kernel, {}});
+  t.add({"halo_end", kCollective, 0, halo_end_kernel, {}});
+}
+
+}  // namespace rlx::dist

@@ -1,0 +1,31 @@
+#include "dist/ops.hpp"
+
+namespace rlx::dist {
+
+Var all_reduce(const Var& x, const Communicator& c, ReduceOp op, SrcLoc loc) {
+  return rlx::op("all_reduce", {x}, {{"comm", c.id()}, {"op", std::string(reduce_op_name(op))}}, loc);
+}
+
+Var all_gather(const Var& x, const Communicator& c, SrcLoc loc) {
+  return rlx::op("all_gather", {x}, {{"comm", c.id()}, {"ranks", int64_t(c.size())}}, loc);
+}
+
+Var reduce_scatter(const Var& x, const Communicator& c, ReduceOp op, SrcLoc loc) {
+  return rlx::op("reduce_scatter", {x},
+                 {{"comm", c.id()}, {"ranks", int64_t(c.size())}, {"op", std::string(reduce_op_name(op))}}, loc);
+}
+
+Var broadcast(const Var& x, const Communicator& c, int root, SrcLoc loc) {
+  return rlx::op("broadcast", {x}, {{"comm", c.id()}, {"root", int64_t(root)}}, loc);
+}
+
+namespace {
+ir::Attrs halo_attrs(const HaloExchange& h) {
+  return {{"plan", h.id()}, {"sends", h.pattern().sends()}, {"receives", h.pattern().receives()}};
+}
+}  // namespace
+
+Var halo_begin(const Var& x, const HaloExchange& h, SrcLoc loc) { return rlx::op("halo_begin", {x}, halo_attrs(h), loc); }
+Var halo_end(const Var& begun, const HaloExchange& h, SrcLoc loc) { return rlx::op("halo_end", {begun}, halo_attrs(h), loc); }
+
+}  // namespace rlx::dist
