@@ -20,7 +20,8 @@
 // in a fixed order (warp shuffles, then the 8 warps in order) and stored in the Gaussian's
 // own list slot; a per-Gaussian kernel then sums its slots in list order and takes the sum
 // through its projection and colour (splat::gaussian_backward, forward-mode numbers). No
-// float atomics: the gradients are the same bits from run to run.
+// float atomics: the gradients are the same bits from run to run. (RLX_CUDA_SPLAT_ATOMICS=1
+// switches to float atomics into one row per Gaussian, to measure what that costs.)
 //
 // Device memory per call: ~48 bytes per Gaussian (screen parameters, rectangle, counts,
 // offsets), ~24 bytes per intersection (keys and values, double-buffered) plus CUB's
@@ -33,6 +34,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstdint>
+#include <cstdlib>
 #include <optional>
 #include <string>
 
@@ -202,17 +204,19 @@ __device__ void warp_sum(T (&v)[N]) {
 }
 
 // Per tile: the forward pass again (registers only), then the walk back over the entries some
-// pixel of the tile visited. grad_slots[slot][f]: the tile's summed share of the slot's
-// Gaussian (slots no pixel visited keep the zeros they were cleared to); tile_bg[tile][ch]:
-// the tile's sum of g_image * T_final.
-template <class T>
+// pixel of the tile visited. Deterministic (Atomic false): grad[slot][f] is the tile's summed
+// share of the slot's Gaussian (slots no pixel visited keep the zeros they were cleared to).
+// Atomic (for measuring what determinism costs): each warp's sum is added to grad[Gaussian][f]
+// with float atomics, in an order that varies. tile_bg[tile][ch]: the tile's sum of
+// g_image * T_final.
+template <class T, bool Atomic>
 __global__ void __launch_bounds__(kThreads) rasterize_backward(
     const splat::Splat2D<T>* __restrict__ splats, const int* __restrict__ slots, const int* __restrict__ slot_gaussian,
     const int2* __restrict__ ranges, int tiles_x, int width, int height, const T* __restrict__ bg,
     const T* __restrict__ g_image, const T* __restrict__ g_alpha, const T* __restrict__ g_depth,
-    T* __restrict__ grad_slots, T* __restrict__ tile_bg) {
+    T* __restrict__ grad, T* __restrict__ tile_bg) {
   __shared__ splat::Splat2D<T> batch[kBatch];
-  __shared__ int slot_of[kBatch];
+  __shared__ int row_of[kBatch];  // the row of grad an entry's share goes to
   __shared__ T partial[kWarps][kChunk][kFields];
   __shared__ int visited;
   const PixelOfThread p(tiles_x, width, height);
@@ -237,9 +241,9 @@ __global__ void __launch_bounds__(kThreads) rasterize_backward(
     const int start = max(r.x, end - kBatch), n = end - start;
     __syncthreads();  // the previous batch is consumed
     if (p.tid < n) {
-      const int s = slots[start + p.tid];
-      slot_of[p.tid] = s;
-      batch[p.tid] = splats[slot_gaussian[s]];
+      const int s = slots[start + p.tid], gaussian = slot_gaussian[s];
+      row_of[p.tid] = Atomic ? gaussian : s;
+      batch[p.tid] = splats[gaussian];
     }
     __syncthreads();
     for (int cend = n; cend > 0; cend -= kChunk) {
@@ -249,18 +253,25 @@ __global__ void __launch_bounds__(kThreads) rasterize_backward(
         const bool mine = start + q - r.x < int(o.taken) && walk.step(batch[q], px, py, g);
         T f[kFields];
         pack(g, f);
-        if (__any_sync(0xffffffffu, mine)) warp_sum(f);
-        if (lane == 0)
+        const bool any = __any_sync(0xffffffffu, mine);
+        if (any) warp_sum(f);
+        if constexpr (Atomic) {
+          if (any && lane == 0)
+            for (int k = 0; k < kFields; ++k) atomicAdd(grad + i64(row_of[q]) * kFields + k, f[k]);
+        } else if (lane == 0) {
           for (int k = 0; k < kFields; ++k) partial[warp][q - cstart][k] = f[k];
+        }
       }
-      __syncthreads();
-      for (int e = p.tid; e < (cend - cstart) * kFields; e += kThreads) {
-        const int q = e / kFields, k = e % kFields;
-        T s = T(0);
-        for (int w = 0; w < kWarps; ++w) s += partial[w][q][k];
-        grad_slots[i64(slot_of[cstart + q]) * kFields + k] = s;
+      if constexpr (!Atomic) {
+        __syncthreads();
+        for (int e = p.tid; e < (cend - cstart) * kFields; e += kThreads) {
+          const int q = e / kFields, k = e % kFields;
+          T s = T(0);
+          for (int w = 0; w < kWarps; ++w) s += partial[w][q][k];
+          grad[i64(row_of[cstart + q]) * kFields + k] = s;
+        }
+        __syncthreads();  // partial is free again
       }
-      __syncthreads();  // partial is free again
     }
   }
   // The background's cotangent: sum over the tile's pixels of g_image * T_final.
@@ -278,21 +289,23 @@ __global__ void __launch_bounds__(kThreads) rasterize_backward(
   }
 }
 
-// Each visible Gaussian's screen cotangent (its slots summed in list order) through its
-// projection and colour. The outputs are zeroed before (culled Gaussians keep zeros).
+// Each visible Gaussian's screen cotangent (its rows of grad summed in order: its slots, or
+// its one row when per_gaussian) through its projection and colour. The outputs are zeroed
+// before (culled Gaussians keep zeros).
 template <class T>
 __global__ void __launch_bounds__(128) gaussian_grads(splat::Scene<T> sc, CameraArgs ca, const T* __restrict__ view,
-                                                      const i64* __restrict__ offsets, const T* __restrict__ grad_slots,
+                                                      const i64* __restrict__ offsets, bool per_gaussian,
+                                                      const T* __restrict__ grad,
                                                       T* __restrict__ g_means, T* __restrict__ g_log_scales,
                                                       T* __restrict__ g_quats, T* __restrict__ g_ologit,
                                                       T* __restrict__ g_sh) {
   const splat::Camera cam = camera(ca, view);
   for (i64 i = i64(blockIdx.x) * blockDim.x + threadIdx.x; i < sc.count; i += i64(gridDim.x) * blockDim.x) {
-    const i64 b = offsets[i], e = offsets[i + 1];
-    if (b == e) continue;
+    if (offsets[i] == offsets[i + 1]) continue;
+    const i64 b = per_gaussian ? i : offsets[i], e = per_gaussian ? i + 1 : offsets[i + 1];
     T f[kFields] = {};
     for (i64 k = b; k < e; ++k)
-      for (int q = 0; q < kFields; ++q) f[q] += grad_slots[k * kFields + q];
+      for (int q = 0; q < kFields; ++q) f[q] += grad[k * kFields + q];
     splat::gaussian_backward(sc, i, cam, unpack(f), g_means + 3 * i, g_log_scales + 3 * i, g_quats + 4 * i,
                              g_ologit + i, g_sh + i64(3) * sc.k_count * i);
   }
@@ -408,26 +421,42 @@ void render(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> out
   check_launch("splat rasterize");
 }
 
+// RLX_CUDA_SPLAT_ATOMICS=1: the backward adds each warp's shares with float atomics into one
+// row per Gaussian instead of per-slot sums (faster or not, and not deterministic: kept to
+// measure what determinism costs; docs/splat.md).
+bool splat_atomics() {
+  static const bool on = [] {
+    const char* e = std::getenv("RLX_CUDA_SPLAT_ATOMICS");
+    const std::string v = e ? e : "";
+    if (v.empty() || v == "0") return false;
+    if (v == "1") return true;
+    throw InputError("RLX_CUDA_SPLAT_ATOMICS=" + v + ": expected 0 or 1");
+  }();
+  return on;
+}
+
 template <class T>
 void render_backward(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
   const Binned<T> s("splat_render_backward", n, in, true);
   const Tensor gi = contiguous(in[7]), ga = contiguous(in[8]), gd = contiguous(in[9]);
   for (Tensor& o : out)
     if (o.nbytes() > 0) check(cudaMemsetAsync(o.raw(), 0, o.nbytes(), stream()), "splat: clearing gradients");
-  Scratch grad_slots(at_least_1(size_t(s.total) * kFields * sizeof(T)));
+  const bool atomic = splat_atomics();
+  const size_t rows = size_t(atomic ? s.count : s.total);
+  Scratch grad(at_least_1(rows * kFields * sizeof(T)));
   Scratch tile_bg(size_t(s.tiles) * 3 * sizeof(T));
-  if (s.total > 0)
-    check(cudaMemsetAsync(grad_slots.get(), 0, size_t(s.total) * kFields * sizeof(T), stream()),
-          "splat: clearing per-slot gradients");
-  rasterize_backward<T><<<unsigned(s.tiles), dim3(splat::kTile, splat::kTile), 0, stream()>>>(
-      s.screen(), s.sorted_values, s.gaussian_of_slot(), s.ranges.template as<int2>(), s.tiles_x,
-      s.cam.width, s.cam.height, s.background(), gi.data<T>(), ga.data<T>(), gd.data<T>(), grad_slots.as<T>(),
-      tile_bg.as<T>());
+  if (rows > 0) check(cudaMemsetAsync(grad.get(), 0, rows * kFields * sizeof(T), stream()), "splat: clearing gradients");
+  auto launch = [&](auto kernel) {
+    kernel<<<unsigned(s.tiles), dim3(splat::kTile, splat::kTile), 0, stream()>>>(
+        s.screen(), s.sorted_values, s.gaussian_of_slot(), s.ranges.template as<int2>(), s.tiles_x, s.cam.width,
+        s.cam.height, s.background(), gi.data<T>(), ga.data<T>(), gd.data<T>(), grad.as<T>(), tile_bg.as<T>());
+  };
+  atomic ? launch(rasterize_backward<T, true>) : launch(rasterize_backward<T, false>);
   check_launch("splat rasterize_backward");
   if (s.total > 0) {
     gaussian_grads<T><<<grid_for(s.count, 128), 128, 0, stream()>>>(
-        s.scene, s.cam, s.view(), s.offsets.template as<i64>(), grad_slots.as<T>(), out[0].data<T>(), out[1].data<T>(),
-        out[2].data<T>(), out[3].data<T>(), out[4].data<T>());
+        s.scene, s.cam, s.view(), s.offsets.template as<i64>(), atomic, grad.as<T>(), out[0].data<T>(),
+        out[1].data<T>(), out[2].data<T>(), out[3].data<T>(), out[4].data<T>());
     check_launch("splat gaussian_grads");
   }
   sum_background<T><<<1, 32, 0, stream()>>>(tile_bg.as<T>(), s.tiles, out[5].data<T>());

@@ -4,9 +4,10 @@
 # Builds rlx, rlx-bench, test_splat and test_ops in build-gpu/ and runs the two suites through
 # tests/gpu/run.sh (which also runs its poisson3d solve): test_splat's every case on reference,
 # cpu and cuda, test_ops with splat_render's row and VJP among all ops. Then shows the ops'
-# routes, runs test_splat's crowded case under compute-sanitizer (memcheck, racecheck), and
-# times rlx-bench splat (forward and forward+backward, medians of 20 runs: 100k and 1M
-# Gaussians at 1920x1080, 10k at 640x480) with an image check against the cpu device, and
+# routes, runs test_splat's crowded case under compute-sanitizer (memcheck, racecheck) and two
+# cases with the float-atomics backward (RLX_CUDA_SPLAT_ATOMICS=1), and times rlx-bench splat
+# (forward and forward+backward, medians of 20 runs: 100k and 1M Gaussians at 1920x1080, again
+# with the atomics backward, 10k at 640x480) with an image check against the cpu device, and
 # gsplat on the same scenes (apps/bench/peers_splat.py) where it can be installed from the
 # wheels in .whl/ (README.md here). "quick": build and tests only; "bench": build and
 # benchmarks only. Logs and figures go to $OUT (default build-gpu/out); the scenes for
@@ -36,10 +37,20 @@ if [ "$MODE" != bench ]; then
       [ $r -ne 0 ] && { grep -E "=====|error" "$OUT/sanitizer_$tool.log" | head -20; rc=1; }
     done
   fi
+  # The float-atomics variant of the backward (RLX_CUDA_SPLAT_ATOMICS=1) against reference.
+  (cd "$BUILD" && RLX_CUDA_SPLAT_ATOMICS=1 ./tests/splat/test_splat \
+    --run_test=crowded_tiles_match_the_oracle_and_the_reference,backward_matches_the_lowering_and_the_reference) \
+    >"$OUT/test_splat_atomics.log" 2>&1
+  r=$?
+  echo "test_splat with RLX_CUDA_SPLAT_ATOMICS=1: exit $r"
+  [ $r -ne 0 ] && { grep -E "error|fatal" "$OUT/test_splat_atomics.log" | head -20; rc=1; }
 fi
 [ "$MODE" = quick ] && exit $rc
 "$BUILD/bin/rlx-bench" splat --device cuda --gaussians 100000,1000000 --size 1920x1080 --reps 20 \
   --dump "$BUILD/scenes" 2>&1 | tee "$OUT/splat_bench.txt"
+RLX_CUDA_SPLAT_ATOMICS=1 "$BUILD/bin/rlx-bench" splat --device cuda --gaussians 100000,1000000 --size 1920x1080 \
+  --reps 20 2>&1 | sed -e 's/^splat /splat (atomics) /' -e 's/^RESULT splat /RESULT splat_atomics /' |
+  tee -a "$OUT/splat_bench.txt"
 "$BUILD/bin/rlx-bench" splat --device cuda --gaussians 10000 --size 640x480 --reps 20 --check 1 \
   --dump "$BUILD/scenes_small" 2>&1 | tee -a "$OUT/splat_bench.txt"
 "$BUILD/bin/rlx-bench" splat --device cuda --gaussians 100000 --size 1920x1080 --reps 3 --check 1 2>&1 |
