@@ -325,10 +325,20 @@ __global__ void sum_background(const T* __restrict__ tile_bg, int tiles, T* __re
 
 size_t at_least_1(size_t n) { return std::max<size_t>(n, 1); }
 
+// A render cannot be recorded into a CUDA graph: it reads its intersection count back.
+bool refuse_recording(const char* op) {
+  if (capturing())
+    throw InputError(std::string(op) +
+                     " on cuda cannot be recorded into a CUDA graph for replay: the number of (Gaussian, tile) "
+                     "intersections is read back to the host to size the sort (docs/splat.md)");
+  return true;
+}
+
 // The binned scene: steps 1-4 of the header, shared by both ops.
 template <class T>
 struct Binned {
-  Tensor held[7];  // contiguous inputs
+  bool not_recording;  // (first: checked before anything is allocated)
+  Tensor held[7];      // contiguous inputs
   splat::Scene<T> scene;
   CameraArgs cam;
   i64 count = 0, total = 0;  // Gaussians, intersections
@@ -338,16 +348,13 @@ struct Binned {
   const int* sorted_values = nullptr;  // Gaussian indices (forward) or slots (backward)
 
   Binned(const char* op, const ir::Node& n, std::span<const Tensor> in, bool by_slot)
-      : count(in[0].shape()[0]),
+      : not_recording(refuse_recording(op)),
+        count(in[0].shape()[0]),
         splats(at_least_1(size_t(in[0].shape()[0]) * sizeof(splat::Splat2D<T>))),
         rects(at_least_1(size_t(in[0].shape()[0]) * sizeof(splat::TileRect))),
         counts(size_t(in[0].shape()[0] + 1) * sizeof(i64)),
         offsets(size_t(in[0].shape()[0] + 1) * sizeof(i64)),
         ranges(at_least_1(tiles_of(n) * sizeof(int2))) {
-    if (capturing())
-      throw InputError(std::string(op) +
-                       " on cuda cannot be recorded into a CUDA graph for replay: the number of (Gaussian, tile) "
-                       "intersections is read back to the host to size the sort (docs/splat.md)");
     for (size_t k = 0; k < 7; ++k) held[k] = contiguous(in[k]);
     const ir::Attrs& a = n.attrs;
     cam = {a.get_float("fx"), a.get_float("fy"), a.get_float("cx"), a.get_float("cy"), int(a.get_int("width")),

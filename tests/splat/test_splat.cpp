@@ -5,6 +5,7 @@
 // scenes with hundreds of Gaussians per tile; degenerate scenes give finite results.
 #define BOOST_TEST_MODULE splat
 #include <boost/test/unit_test.hpp>
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -279,6 +280,36 @@ BOOST_AUTO_TEST_CASE(crowded_tiles_match_the_oracle_and_the_reference) {
                                             << "]: backward max |difference| " << gworst << " > " << gtol
                                             << " (RLX_TEST_SEED=" << seed() << ")");
     }
+  }
+}
+
+// Recording a render for replay (a CUDA graph) is refused on cuda with an InputError naming
+// the reason (the intersection count is read back to size the sort); the program still runs.
+BOOST_AUTO_TEST_CASE(recording_a_render_is_refused_on_cuda) {
+  const std::vector<std::string> d = devices();
+  if (std::find(d.begin(), d.end(), "cuda") == d.end()) {
+    BOOST_TEST_MESSAGE("skipped: cuda cannot run here");
+    return;
+  }
+  std::mt19937_64 rng(seed() + 6);
+  const Scene s = random_scene(rng, 30, 4, 40, 30);
+  Device& dev = DeviceRegistry::get().at("cuda");
+  for (bool with_grad : {false, true}) {
+    RenderGraph rg(s, DType::F32, with_grad);
+    std::vector<Tensor> host = scene_inputs(s, DType::F32), in;
+    if (with_grad) add_cotangents(rng, host, DType::F32, 30, 40);
+    for (const Tensor& t : host) in.push_back(t.to(dev.allocator()));
+    Program p = compile(rg.g, dev);
+    Executor ex(p, dev);
+    std::vector<Tensor> out = ex.run(in);
+    try {
+      ex.capture(in, out);
+      BOOST_ERROR("capture of a render succeeded; expected an InputError");
+    } catch (const InputError& e) {
+      BOOST_CHECK_MESSAGE(std::string(e.what()).find("intersections") != std::string::npos, e.what());
+    }
+    const std::vector<Tensor> again = ex.run(in);  // the device is usable afterwards
+    BOOST_CHECK(max_diff({again[0].to(host_allocator())}, {values(out[0].to(host_allocator()))}) == 0.0);
   }
 }
 
