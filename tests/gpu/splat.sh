@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Gaussian splatting on a machine with an NVIDIA GPU, in one go (docs/splat.md, "cuda"):
+# Gaussian splatting on a machine with an NVIDIA GPU, in one go (docs/splat.md, "On cuda"):
 #   tests/gpu/splat.sh [quick|bench]
 # Builds rlx, rlx-bench, test_splat and test_ops in build-gpu/ and runs the two suites through
 # tests/gpu/run.sh (which also runs its poisson3d solve): test_splat's every case on reference,
