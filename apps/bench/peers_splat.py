@@ -8,7 +8,10 @@ forward + backward (gradients of means, log-scales, quaternions, opacity logits 
 rlx's splat_render_backward computes them), f32, SH degree 3, 16 x 16 tiles, 0.3 px^2 blur,
 near plane 0.2, expected depth rendered beside RGB ("RGB+ED") over the same background; peak
 device memory from torch.cuda.max_memory_allocated beyond the inputs. packed=False and
-packed=True both. Prints RESULT lines like rlx-bench's.
+packed=True both. Also compares gsplat's image with the one rlx rendered (image.f32): the two
+follow the same conventions (docs/splat.md), so they differ by rounding, threshold tests decided
+differently in f32, and gsplat's own choices where they differ (e.g. its screen radius).
+Prints RESULT lines like rlx-bench's.
 """
 import argparse
 import os
@@ -74,6 +77,17 @@ def main():
                 render_mode="RGB+ED")
             return colors, alphas
 
+        rlx_image = os.path.join(a.dir, sub, "image.f32")
+        if os.path.exists(rlx_image):
+            with torch.no_grad():
+                colors, _ = render(t, False)
+            mine = colors[0, ..., :3].float().cpu().numpy()
+            theirs = np.fromfile(rlx_image, dtype="<f4").reshape(mine.shape)
+            d = np.abs(mine - theirs)
+            print(f"gsplat vs rlx image n={s['n']}: max |difference| {d.max():.3g}, mean {d.mean():.3g}, "
+                  f"{(d > 1e-2).mean() * 100:.3f}% of values beyond 1e-2", flush=True)
+            print(f"RESULT splat_gsplat_vs_rlx gaussians={s['n']} max_diff={d.max():.4g} mean_diff={d.mean():.4g} "
+                  f"beyond_1e-2={(d > 1e-2).mean():.6f}", flush=True)
         for packed in (False, True):
             torch.cuda.synchronize()
             base = torch.cuda.memory_allocated()

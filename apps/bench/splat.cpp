@@ -4,8 +4,8 @@
 // inputs. The scene (make_scene): N Gaussians spread over the image of an identity-view
 // pinhole camera (fx = fy = 0.55 width), depths 2..10, screen sizes 0.5..3 px, SH degree 3,
 // opacity logits -2..3; the same for a given N and image size in every run.
-// --dump DIR writes the scene as raw little-endian f32 files plus camera.txt, for
-// apps/bench/peers_splat.py to time gsplat on the same Gaussians. --check compares the
+// --dump DIR writes the scene as raw little-endian f32 files plus camera.txt, and the device's
+// image, for apps/bench/peers_splat.py to time gsplat on the same Gaussians and compare. --check compares the
 // device's forward image with the cpu device's (max |difference| and the share of pixels
 // beyond 1e-3: f32 threshold tests decided differently move single pixels).
 #include <cmath>
@@ -81,12 +81,14 @@ std::vector<Tensor> inputs_of(const Scene& s) {
           host_tensor({3}, s.background)};
 }
 
+void write_f32(const std::string& path, const float* p, size_t n) {
+  std::ofstream f(path, std::ios::binary);
+  f.write(reinterpret_cast<const char*>(p), std::streamsize(n * sizeof(float)));
+}
+
 void dump(const Scene& s, const std::string& dir) {
   std::filesystem::create_directories(dir);
-  auto write = [&](const char* name, const std::vector<float>& v) {
-    std::ofstream f(dir + "/" + name, std::ios::binary);
-    f.write(reinterpret_cast<const char*>(v.data()), std::streamsize(v.size() * sizeof(float)));
-  };
+  auto write = [&](const char* name, const std::vector<float>& v) { write_f32(dir + "/" + name, v.data(), v.size()); };
   write("means.f32", s.means), write("log_scales.f32", s.log_scales), write("quats.f32", s.quats);
   write("opacity_logits.f32", s.opacity_logits), write("sh.f32", s.sh), write("background.f32", s.background);
   std::ofstream c(dir + "/camera.txt");
@@ -109,7 +111,8 @@ double device_used_mib(const Device& d) {
 
 void bench_scene(Device& dev, int64_t n, int64_t width, int64_t height, const Options& o) {
   const Scene s = make_scene(n, width, height, 17);
-  if (!o.dump.empty()) dump(s, o.dump + "/n" + std::to_string(n));
+  const std::string dir = o.dump.empty() ? "" : o.dump + "/n" + std::to_string(n);
+  if (!dir.empty()) dump(s, dir);
   const ir::Attrs cam{{"width", width}, {"height", height}, {"fx", s.fx}, {"fy", s.fy}, {"cx", s.cx}, {"cy", s.cy}};
   ir::Graph g;
   const char* names[] = {"means", "log_scales", "quats", "opacity_logits", "sh", "viewmat", "background"};
@@ -153,6 +156,10 @@ void bench_scene(Device& dev, int64_t n, int64_t width, int64_t height, const Op
   };
   double after_f = 0, after_b = 0;
   const double tf = timed(ef, dev_f, after_f), tb = timed(eb, dev_b, after_b);
+  if (!dir.empty()) {  // the device's image, for the peer to compare its own with
+    const Tensor image = ef.run(dev_f)[0].to(host_allocator());
+    write_f32(dir + "/image.f32", image.data<float>(), size_t(image.numel()));
+  }
   std::printf("splat n=%lld %lldx%lld  forward %9.3f ms   forward+backward %9.3f ms", (long long)n, (long long)width,
               (long long)height, tf * 1e3, tb * 1e3);
   if (before >= 0) std::printf("   device memory held beyond the inputs: %.0f / %.0f MiB", after_f - before, after_b - before);
