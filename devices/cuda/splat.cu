@@ -18,10 +18,11 @@
 // per tile recomputes the forward pass in registers and walks its list back to front
 // (splat::BackwardWalk). Each Gaussian's share of a tile is summed over the tile's 256 pixels
 // in a fixed order (warp shuffles, then the 8 warps in order) and stored in the Gaussian's
-// own list slot; a per-Gaussian kernel then sums its slots in list order and takes the sum
-// through its projection and colour (splat::gaussian_backward, forward-mode numbers). No
-// float atomics: the gradients are the same bits from run to run. (RLX_CUDA_SPLAT_ATOMICS=1
-// switches to float atomics into one row per Gaussian, to measure what that costs.)
+// own list slot; a per-Gaussian kernel then sums its slots in order (its tiles, row by row)
+// and takes the sum through its projection and colour (splat::gaussian_backward, forward-mode
+// numbers). No float atomics: the gradients are the same bits from run to run.
+// (RLX_CUDA_SPLAT_ATOMICS=1 switches to float atomics into one row per Gaussian, to measure
+// what that costs.)
 //
 // Device memory per call: 72 bytes per Gaussian in f32, 112 in f64 (screen parameters,
 // rectangle, count, offset), 24 bytes per intersection (keys and values, double-buffered) plus CUB's
