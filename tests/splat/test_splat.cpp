@@ -1,9 +1,11 @@
 // splat_render and splat_render_backward (docs/splat.md) on fresh random scenes: the forward
-// on every route (reference, cpu, common-IR lowering) against the plain oracle (oracle.hpp);
-// the backward against central finite differences in f64 and against the gradient of the
-// common-IR lowering; cpu against reference; degenerate scenes give finite results.
+// on every route (reference, cpu, cuda where a GPU is present; native and common-IR lowering)
+// against the plain oracle (oracle.hpp); the backward against central finite differences in
+// f64 and against the gradient of the common-IR lowering; cpu and cuda against reference;
+// scenes with hundreds of Gaussians per tile; degenerate scenes give finite results.
 #define BOOST_TEST_MODULE splat
 #include <boost/test/unit_test.hpp>
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -94,9 +96,28 @@ double max_diff(const std::vector<Tensor>& a, const std::vector<std::vector<doub
   return worst;
 }
 
-const std::vector<std::pair<std::string, Policy>> kRoutes = {
-    {"reference", Policy::PreferNative}, {"cpu", Policy::PreferNative},
-    {"reference", Policy::ForceCommonIR}, {"cpu", Policy::ForceCommonIR}};
+// The devices that run here (reference, cpu, and cuda where a GPU is present).
+std::vector<std::string> devices() {
+  std::vector<std::string> r;
+  for (Device* d : DeviceRegistry::get().runnable()) r.push_back(d->name());
+  return r;
+}
+// Every device that runs here, native and through the common-IR lowering.
+std::vector<std::pair<std::string, Policy>> routes() {
+  std::vector<std::pair<std::string, Policy>> r;
+  for (const std::string& d : devices()) r.push_back({d, Policy::PreferNative}), r.push_back({d, Policy::ForceCommonIR});
+  return r;
+}
+
+// Random cotangents of the three outputs of an h x w render, appended to in.
+void add_cotangents(std::mt19937_64& rng, std::vector<Tensor>& in, DType t, int64_t h, int64_t w) {
+  std::normal_distribution<double> normal;
+  for (const Shape& sh : {Shape{h, w, 3}, Shape{h, w}, Shape{h, w}}) {
+    std::vector<double> u(static_cast<size_t>(numel(sh)));
+    for (double& e : u) e = normal(rng);
+    in.push_back(tensor(t, sh, u));
+  }
+}
 
 }  // namespace
 
@@ -116,7 +137,7 @@ BOOST_AUTO_TEST_CASE(forward_matches_the_oracle_on_every_route) {
       const Scene s = random_scene(rng, c.n, c.k, c.w, c.h, c.lo, c.hi);
       const splat_oracle::Image want = splat_oracle::render(s);
       RenderGraph rg(s, t, false);
-      for (const auto& [device, policy] : kRoutes) {
+      for (const auto& [device, policy] : routes()) {
         const double worst = max_diff(run_on(device, rg.g, scene_inputs(s, t), policy), {want.rgb, want.alpha, want.depth});
         const double tol = t == DType::F64 ? 1e-9 : 2e-4;
         BOOST_CHECK_MESSAGE(worst <= tol, device << " " << policy_name(policy) << " " << dtype_name(t) << " n=" << c.n
@@ -127,7 +148,7 @@ BOOST_AUTO_TEST_CASE(forward_matches_the_oracle_on_every_route) {
 }
 
 // The VJP (splat_render_backward) against central differences of the forward, in f64 on
-// each native device: L = sum <u_k, y_k> with random cotangents u_k, 12 elements of each
+// each device's native kernels: L = sum <u_k, y_k> with random cotangents u_k, 12 elements of each
 // input, h = 1e-6; normalized error <= 1e-5 (random scenes keep thresholds away from
 // h-sized steps; Gaussians shrunk to sub-pixel size would not).
 BOOST_AUTO_TEST_CASE(backward_matches_finite_differences) {
@@ -136,13 +157,8 @@ BOOST_AUTO_TEST_CASE(backward_matches_finite_differences) {
     const Scene s = random_scene(rng, 12, k, 21, 18);
     RenderGraph rg(s, DType::F64, true);
     std::vector<Tensor> in = scene_inputs(s, DType::F64);
-    std::normal_distribution<double> normal;
-    for (const Shape& sh : {Shape{18, 21, 3}, Shape{18, 21}, Shape{18, 21}}) {
-      std::vector<double> u(static_cast<size_t>(numel(sh)));
-      for (double& e : u) e = normal(rng);
-      in.push_back(tensor(DType::F64, sh, u));
-    }
-    for (const std::string device : {"reference", "cpu"}) {
+    add_cotangents(rng, in, DType::F64, 18, 21);
+    for (const std::string& device : devices()) {
       const std::vector<Tensor> base = run_on(device, rg.g, in);
       auto objective = [&](const std::vector<Tensor>& x) {
         const std::vector<Tensor> y = run_on(device, rg.g, x);
@@ -180,18 +196,14 @@ BOOST_AUTO_TEST_CASE(backward_matches_finite_differences) {
 }
 
 // The native backward equals the gradient of the common-IR lowering (grad through its L2
-// ops), and cpu equals reference, in f64 and f32.
+// ops), and cpu and cuda equal reference, in f64 and f32 (f32: the kernels' float arithmetic,
+// cuda's with fused multiply-adds and another summation order).
 BOOST_AUTO_TEST_CASE(backward_matches_the_lowering_and_the_reference) {
   std::mt19937_64 rng(seed() + 2);
   for (DType t : {DType::F64, DType::F32}) {
     const Scene s = random_scene(rng, 20, 9, 26, 19);
     std::vector<Tensor> in = scene_inputs(s, t);
-    std::normal_distribution<double> normal;
-    for (const Shape& sh : {Shape{19, 26, 3}, Shape{19, 26}, Shape{19, 26}}) {
-      std::vector<double> u(static_cast<size_t>(numel(sh)));
-      for (double& e : u) e = normal(rng);
-      in.push_back(tensor(t, sh, u));
-    }
+    add_cotangents(rng, in, t, 19, 26);
     RenderGraph native(s, t, true), lowered(s, t, true, true);
     const std::vector<Tensor> want = run_on("reference", native.g, in);
     std::vector<std::vector<double>> want_v;
@@ -201,10 +213,12 @@ BOOST_AUTO_TEST_CASE(backward_matches_the_lowering_and_the_reference) {
       for (double e : want_v.back()) scale = std::max(scale, std::abs(e));
     }
     const double tol = (t == DType::F64 ? 1e-9 : 2e-3) * std::max(scale, 1.0);
-    for (const auto& [name, got] :
-         {std::pair<std::string, std::vector<Tensor>>{"cpu native", run_on("cpu", native.g, in)},
-          {"reference lowering", run_on("reference", lowered.g, in)},
-          {"cpu lowering", run_on("cpu", lowered.g, in)}}) {
+    std::vector<std::pair<std::string, std::vector<Tensor>>> runs;
+    for (const std::string& d : devices()) {
+      if (d != "reference") runs.push_back({d + " native", run_on(d, native.g, in)});
+      runs.push_back({d + " lowering", run_on(d, lowered.g, in)});
+    }
+    for (const auto& [name, got] : runs) {
       const double worst = max_diff(got, want_v);
       BOOST_CHECK_MESSAGE(worst <= tol, name << " " << dtype_name(t) << ": max |difference| " << worst << " > " << tol
                                              << " (RLX_TEST_SEED=" << seed() << ")");
@@ -212,18 +226,91 @@ BOOST_AUTO_TEST_CASE(backward_matches_the_lowering_and_the_reference) {
   }
 }
 
-// The cpu backward sums per-thread buffers over a fixed split of the tiles in thread order:
-// two runs give the same bits.
-BOOST_AUTO_TEST_CASE(cpu_backward_is_deterministic) {
+// The backward sums in a fixed order on every device (cpu: per-thread buffers over a fixed
+// split of the tiles, in thread order; cuda: per-tile sums in a fixed order, then each
+// Gaussian's tiles in list order): two runs give the same bits.
+BOOST_AUTO_TEST_CASE(backward_is_deterministic) {
   std::mt19937_64 rng(seed() + 4);
-  const Scene s = random_scene(rng, 200, 4, 70, 50);
+  const Scene s = random_scene(rng, 600, 4, 70, 50, -4, 1);
   std::vector<Tensor> in = scene_inputs(s, DType::F32);
-  for (const Shape& sh : {Shape{50, 70, 3}, Shape{50, 70}, Shape{50, 70}})
-    in.push_back(tensor(DType::F32, sh, std::vector<double>(static_cast<size_t>(numel(sh)), 0.25)));
+  add_cotangents(rng, in, DType::F32, 50, 70);
   RenderGraph rg(s, DType::F32, true);
-  const std::vector<Tensor> a = run_on("cpu", rg.g, in), b = run_on("cpu", rg.g, in);
-  for (size_t r = 0; r < a.size(); ++r)
-    BOOST_CHECK_MESSAGE(std::memcmp(a[r].raw(), b[r].raw(), a[r].nbytes()) == 0, "result " << r << " differs between runs");
+  for (const std::string& d : devices()) {
+    const std::vector<Tensor> a = run_on(d, rg.g, in), b = run_on(d, rg.g, in);
+    for (size_t r = 0; r < a.size(); ++r)
+      BOOST_CHECK_MESSAGE(std::memcmp(a[r].raw(), b[r].raw(), a[r].nbytes()) == 0,
+                          d << ": result " << r << " differs between runs");
+  }
+}
+
+// Hundreds of Gaussians per tile (the cuda rasterizer stages a tile's list 256 at a time and
+// sums the backward's shares 32 at a time): faint ones (no pixel stops; every entry visited)
+// and opaque ones (pixels stop early, at different entries). In f64, where no threshold test
+// (α against 1/255, T against 1e-4) is decided differently from the oracle's: with ~10^6
+// (pixel, Gaussian) pairs, an f32 run would meet such a flip now and then, and one flip moves
+// a pixel by ~1e-2. Forward against the oracle (1e-9); each device's native backward against
+// the reference device's (1e-9 of the gradient's scale).
+BOOST_AUTO_TEST_CASE(crowded_tiles_match_the_oracle_and_the_reference) {
+  std::mt19937_64 rng(seed() + 5);
+  const DType t = DType::F64;
+  for (const auto& [lo, hi] : {std::pair{-6.0, -3.5}, std::pair{0.0, 4.0}}) {
+    const Scene s = random_scene(rng, 2500, 4, 45, 37, lo, hi);
+    const splat_oracle::Image want = splat_oracle::render(s);
+    RenderGraph fwd(s, t, false), bwd(s, t, true);
+    std::vector<Tensor> in = scene_inputs(s, t);
+    add_cotangents(rng, in, t, 37, 45);
+    const std::vector<Tensor> ref = run_on("reference", bwd.g, in);
+    std::vector<std::vector<double>> ref_v;
+    double scale = 1;
+    for (size_t r = 3; r < ref.size(); ++r) {
+      ref_v.push_back(values(ref[r]));
+      for (double e : ref_v.back()) scale = std::max(scale, std::abs(e));
+    }
+    for (const std::string& d : devices()) {
+      const double worst = max_diff(run_on(d, fwd.g, scene_inputs(s, t)), {want.rgb, want.alpha, want.depth});
+      const double tol = 1e-9;
+      BOOST_CHECK_MESSAGE(worst <= tol, d << " " << dtype_name(t) << " logits [" << lo << ", " << hi
+                                          << "]: forward max |error| " << worst << " > " << tol
+                                          << " (RLX_TEST_SEED=" << seed() << ")");
+      if (d == "reference") continue;
+      const std::vector<Tensor> got = run_on(d, bwd.g, in);
+      const double gtol = 1e-9 * scale;
+      const double gworst = max_diff({got.begin() + 3, got.end()}, ref_v);
+      BOOST_CHECK_MESSAGE(gworst <= gtol, d << " " << dtype_name(t) << " logits [" << lo << ", " << hi
+                                            << "]: backward max |difference| " << gworst << " > " << gtol
+                                            << " (RLX_TEST_SEED=" << seed() << ")");
+    }
+  }
+}
+
+// Recording a render for replay (a CUDA graph) is refused on cuda with an InputError naming
+// the reason (the intersection count is read back to size the sort); the program still runs.
+BOOST_AUTO_TEST_CASE(recording_a_render_is_refused_on_cuda) {
+  const std::vector<std::string> d = devices();
+  if (std::find(d.begin(), d.end(), "cuda") == d.end()) {
+    BOOST_TEST_MESSAGE("skipped: cuda cannot run here");
+    return;
+  }
+  std::mt19937_64 rng(seed() + 6);
+  const Scene s = random_scene(rng, 30, 4, 40, 30);
+  Device& dev = DeviceRegistry::get().at("cuda");
+  for (bool with_grad : {false, true}) {
+    RenderGraph rg(s, DType::F32, with_grad);
+    std::vector<Tensor> host = scene_inputs(s, DType::F32), in;
+    if (with_grad) add_cotangents(rng, host, DType::F32, 30, 40);
+    for (const Tensor& t : host) in.push_back(t.to(dev.allocator()));
+    Program p = compile(rg.g, dev);
+    Executor ex(p, dev);
+    std::vector<Tensor> out = ex.run(in);
+    try {
+      ex.capture(in, out);
+      BOOST_ERROR("capture of a render succeeded; expected an InputError");
+    } catch (const InputError& e) {
+      BOOST_CHECK_MESSAGE(std::string(e.what()).find("intersections") != std::string::npos, e.what());
+    }
+    const std::vector<Tensor> again = ex.run(in);  // the device is usable afterwards
+    BOOST_CHECK(max_diff({again[0].to(host_allocator())}, {values(out[0].to(host_allocator()))}) == 0.0);
+  }
 }
 
 // Degenerate Gaussians and images: results and gradients finite on every route, no throw.
@@ -262,7 +349,7 @@ BOOST_AUTO_TEST_CASE(degenerate_input_gives_finite_results_and_gradients) {
       std::vector<Tensor> in = scene_inputs(sc, t);
       for (const Shape& sh : {Shape{sc.height, sc.width, 3}, Shape{sc.height, sc.width}, Shape{sc.height, sc.width}})
         in.push_back(tensor(t, sh, std::vector<double>(static_cast<size_t>(numel(sh)), 1.0)));
-      for (const auto& [device, policy] : kRoutes) {
+      for (const auto& [device, policy] : routes()) {
         const std::vector<Tensor> got = run_on(device, rg.g, in, policy);
         for (size_t r = 0; r < got.size(); ++r)
           for (double e : values(got[r]))
@@ -272,7 +359,7 @@ BOOST_AUTO_TEST_CASE(degenerate_input_gives_finite_results_and_gradients) {
       // The empty image is the background; the 1x1 and degenerate scenes match the oracle.
       const splat_oracle::Image want = splat_oracle::render(sc);
       if (t == DType::F64)
-        for (const auto& [device, policy] : kRoutes)
+        for (const auto& [device, policy] : routes())
           BOOST_CHECK_MESSAGE(max_diff(run_on(device, RenderGraph(sc, t, false).g, scene_inputs(sc, t), policy),
                                        {want.rgb, want.alpha, want.depth}) <= 1e-9,
                               device << " " << policy_name(policy) << " n=" << sc.n << " differs from the oracle");

@@ -327,27 +327,32 @@ RLX_SPLAT_HD inline T raw_alpha(const Splat2D<T>& s, T px, T py, T& power) {
   return s.opacity * exp(-power);
 }
 
+// One step of composite(): splat s at pixel centre (px, py) is skipped (α below 1/255), added
+// to o, or stops the pixel (returns false; o is unchanged). Devices whose loops stage the list
+// in batches (cuda) call it directly.
+template <class T>
+RLX_SPLAT_HD inline bool composite_step(const Splat2D<T>& s, T px, T py, PixelOut<T>& o) {
+  T power;
+  T alpha = raw_alpha(s, px, py, power);
+  alpha = alpha < T(kMaxAlpha) ? alpha : T(kMaxAlpha);
+  if (!(alpha >= T(kMinAlpha))) return true;
+  const T next = o.transmittance * (T(1) - alpha);
+  if (next < T(kMinTransmittance)) return false;
+  const T w = alpha * o.transmittance;
+  for (int ch = 0; ch < 3; ++ch) o.rgb[ch] += w * s.rgb[ch];
+  o.weight += w;
+  o.depth_sum += w * s.depth;
+  o.transmittance = next;
+  return true;
+}
+
 // Front to back over count splats, get(i) giving the i-th in depth order.
 template <class T, class Get>
 RLX_SPLAT_HD PixelOut<T> composite(T px, T py, int64_t count, Get get) {
   PixelOut<T> o;
-  T tr = T(1);
   int64_t i = 0;
-  for (; i < count; ++i) {
-    const Splat2D<T>& s = get(i);
-    T power;
-    T alpha = raw_alpha(s, px, py, power);
-    alpha = alpha < T(kMaxAlpha) ? alpha : T(kMaxAlpha);
-    if (!(alpha >= T(kMinAlpha))) continue;
-    const T next = tr * (T(1) - alpha);
-    if (next < T(kMinTransmittance)) break;
-    const T w = alpha * tr;
-    for (int ch = 0; ch < 3; ++ch) o.rgb[ch] += w * s.rgb[ch];
-    o.weight += w;
-    o.depth_sum += w * s.depth;
-    tr = next;
-  }
-  o.transmittance = tr;
+  for (; i < count; ++i)
+    if (!composite_step(get(i), px, py, o)) break;
   o.taken = i;
   return o;
 }
@@ -363,33 +368,42 @@ struct SplatGrad {
   T u = 0, v = 0, a = 0, b = 0, c = 0, opacity = 0, depth = 0, rgb[3] = {0, 0, 0};
 };
 
-// The backward of composite() for one pixel: g_rgb, g_alpha, g_depth are the cotangents of
-// the pixel's image, alpha and depth outputs, bg the background; add(i, grad) receives
-// each visited splat's share. Walks back from the stop, recovering each
-// T_i = T_{i+1} / (1 - α_i) (α <= 0.99). The background's cotangent is g_rgb * T_final.
-template <class T, class Get, class Add>
-RLX_SPLAT_HD void composite_backward(T px, T py, const PixelOut<T>& fwd, const T bg[3], const T g_rgb[3], T g_alpha,
-                                     T g_depth, Get get, Add add) {
-  const T tf = fwd.transmittance, wsum = fwd.weight;
-  const T depth = wsum > T(0) ? fwd.depth_sum / wsum : T(0);
-  const T g_dn = wsum > T(0) ? g_depth / wsum : T(0);  // d depth / d (sum w z)
-  const T g_w = wsum > T(0) ? -depth * g_depth / wsum : T(0);  // d depth / d (sum w)
-  T tr = tf;
-  // Sums over what lies behind the current splat, each carrying a factor (1 - α_i): colour
-  // (the background's T_final * bg included), w z and w.
-  T after_rgb[3], after_z = 0, after_w = 0;
-  for (int ch = 0; ch < 3; ++ch) after_rgb[ch] = tf * bg[ch];
-  for (int64_t i = fwd.taken - 1; i >= 0; --i) {
-    const Splat2D<T>& s = get(i);
+// The backward of composite() for one pixel, as a walk back from the stop: the state after
+// the splats behind the current one. Sums over what lies behind, each carrying a factor
+// (1 - α_i): colour (the background's T_final * bg included), w z and w; T_i is recovered as
+// T_{i+1} / (1 - α_i) (α <= 0.99).
+template <class T>
+struct BackwardWalk {
+  T tr;                    // transmittance in front of the splat after the current one
+  T tf;                    // T_final
+  T g_dn, g_w;             // d depth / d (sum w z), d depth / d (sum w), times g_depth
+  T after_rgb[3], after_z, after_w;
+  T g_rgb[3], g_alpha;     // the pixel's cotangents
+
+  // fwd: the pixel's forward result; g_rgb, g_alpha, g_depth: the cotangents of its image,
+  // alpha and depth outputs; bg the background.
+  RLX_SPLAT_HD BackwardWalk(const PixelOut<T>& fwd, const T bg[3], const T g_rgb_[3], T g_alpha_, T g_depth) {
+    tf = fwd.transmittance;
+    const T wsum = fwd.weight;
+    const T depth = wsum > T(0) ? fwd.depth_sum / wsum : T(0);
+    g_dn = wsum > T(0) ? g_depth / wsum : T(0);
+    g_w = wsum > T(0) ? -depth * g_depth / wsum : T(0);
+    tr = tf;
+    for (int ch = 0; ch < 3; ++ch) after_rgb[ch] = tf * bg[ch], g_rgb[ch] = g_rgb_[ch];
+    after_z = T(0), after_w = T(0), g_alpha = g_alpha_;
+  }
+
+  // The share of splat s, the next one walking back (one the forward pass visited); false
+  // when the forward pass skipped it (g untouched).
+  RLX_SPLAT_HD bool step(const Splat2D<T>& s, T px, T py, SplatGrad<T>& g) {
     T power;
     const T raw = raw_alpha(s, px, py, power);
     const bool clamped = !(raw < T(kMaxAlpha));
     const T alpha = clamped ? T(kMaxAlpha) : raw;
-    if (!(alpha >= T(kMinAlpha))) continue;
+    if (!(alpha >= T(kMinAlpha))) return false;
     const T one_minus = T(1) - alpha;
     const T t_i = tr / one_minus;
     const T w = alpha * t_i;
-    SplatGrad<T> g;
     T g_a = T(0);  // d L / d α_i
     for (int ch = 0; ch < 3; ++ch) {
       g.rgb[ch] = w * g_rgb[ch];
@@ -411,11 +425,23 @@ RLX_SPLAT_HD void composite_backward(T px, T py, const PixelOut<T>& fwd, const T
       g.c = g_power * T(0.5) * dy * dy;
       g.b = g_power * dx * dy;
     }
-    add(i, g);
     for (int ch = 0; ch < 3; ++ch) after_rgb[ch] += w * s.rgb[ch];
     after_z += w * s.depth;
     after_w += w;
     tr = t_i;
+    return true;
+  }
+};
+
+// The backward of composite() for one pixel: add(i, grad) receives each visited splat's
+// share, walking back from the stop. The background's cotangent is g_rgb * T_final.
+template <class T, class Get, class Add>
+RLX_SPLAT_HD void composite_backward(T px, T py, const PixelOut<T>& fwd, const T bg[3], const T g_rgb[3], T g_alpha,
+                                     T g_depth, Get get, Add add) {
+  BackwardWalk<T> walk(fwd, bg, g_rgb, g_alpha, g_depth);
+  for (int64_t i = fwd.taken - 1; i >= 0; --i) {
+    SplatGrad<T> g;
+    if (walk.step(get(i), px, py, g)) add(i, g);
   }
 }
 

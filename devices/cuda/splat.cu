@@ -1,0 +1,510 @@
+// splat_render and splat_render_backward on the cuda device (docs/splat.md, "On cuda"): the
+// tiled pipeline of the GPU rasterizers, with the per-Gaussian and per-pixel arithmetic of
+// ir/ops/splat_math.hpp.
+//
+//   1. preprocess (a thread per Gaussian): projection, SH colour, culling, tile rectangle,
+//      and the number of tiles it touches;
+//   2. an exclusive scan of those counts (CUB): each Gaussian's first slot in the list of
+//      (Gaussian, tile) intersections; the total is read back to the host to size the sort
+//      (so a render cannot be recorded into a CUDA graph: it is refused while recording);
+//   3. emit_keys (a thread per Gaussian): one 64-bit key (tile << 32 | f32 depth bits) per
+//      tile it touches, in Gaussian order, so that the stable radix sort (CUB, over the
+//      32 + tile bits in use) orders each tile's list by depth, ties by Gaussian index;
+//   4. tile_ranges: each tile's [start, end) in the sorted list;
+//   5. rasterize: a 16 x 16 thread block per tile, a thread per pixel; the tile's list is
+//      staged in shared memory 256 Gaussians at a time and composited front to back; the
+//      block stops loading when all its pixels have stopped.
+// The backward reruns 1-4 (the sort's values are then list slots, not Gaussian indices), then
+// per tile recomputes the forward pass in registers and walks its list back to front
+// (splat::BackwardWalk). Each Gaussian's share of a tile is summed over the tile's 256 pixels
+// in a fixed order (warp shuffles, then the 8 warps in order) and stored in the Gaussian's
+// own list slot; a per-Gaussian kernel then sums its slots in order (its tiles, row by row)
+// and takes the sum through its projection and colour (splat::gaussian_backward, forward-mode
+// numbers). No float atomics: the gradients are the same bits from run to run.
+// (RLX_CUDA_SPLAT_ATOMICS=1 switches to float atomics into one row per Gaussian, to measure
+// what that costs.)
+//
+// Device memory per call: 72 bytes per Gaussian in f32, 112 in f64 (screen parameters,
+// rectangle, count, offset), 24 bytes per intersection (keys and values, double-buffered) plus CUB's
+// temporary storage; the backward adds 4 bytes (Gaussian of each slot) and 10 values of the
+// dtype per intersection (the per-slot cotangents), and 3 per tile. All from Scratch.
+#include <cuda_runtime.h>
+
+#include <cub/device/device_radix_sort.cuh>
+#include <cub/device/device_scan.cuh>
+#include <algorithm>
+#include <climits>
+#include <cstdint>
+#include <cstdlib>
+#include <optional>
+#include <string>
+
+#include "core/error.hpp"
+#include "devices/cuda/common.hpp"
+#include "devices/cuda/device_util.cuh"
+#include "devices/cuda/library.hpp"
+#include "ir/graph.hpp"
+#include "ir/ops/splat_math.hpp"
+
+namespace rlx::cuda {
+namespace {
+
+using i64 = long long;
+constexpr int kThreads = splat::kTile * splat::kTile;  // a block per tile, a thread per pixel
+constexpr int kBatch = kThreads;                         // Gaussians staged in shared memory at once
+constexpr int kWarps = kThreads / 32;
+constexpr int kChunk = 32;   // Gaussians whose per-warp shares the backward holds in shared memory at once
+constexpr int kFields = 10;  // a SplatGrad's values: u v a b c opacity depth r g b
+
+// What every kernel needs to rebuild the camera on the device (the view matrix is a device
+// tensor; splat::make_camera reads it there).
+struct CameraArgs {
+  double fx, fy, cx, cy;
+  int width, height;
+};
+
+template <class T>
+__device__ splat::Camera camera(const CameraArgs& a, const T* view) {
+  return splat::make_camera(a.fx, a.fy, a.cx, a.cy, a.width, a.height, view);
+}
+
+template <class T>
+__global__ void __launch_bounds__(256) preprocess(splat::Scene<T> sc, CameraArgs ca, const T* __restrict__ view,
+                                                  splat::Splat2D<T>* __restrict__ splats,
+                                                  splat::TileRect* __restrict__ rects, i64* __restrict__ counts) {
+  const splat::Camera cam = camera(ca, view);
+  for (i64 i = i64(blockIdx.x) * blockDim.x + threadIdx.x; i < sc.count; i += i64(gridDim.x) * blockDim.x) {
+    splat::Splat2D<T> s;
+    splat::TileRect r;
+    i64 c = 0;
+    if (splat::prepare(sc, i, cam, s, r)) {
+      splats[i] = s;
+      rects[i] = r;
+      c = i64(r.x1 - r.x0) * (r.y1 - r.y0);
+    }
+    counts[i] = c;
+  }
+}
+
+// Keys of Gaussian i's tiles at its slots [offsets[i], offsets[i+1]); the values are Gaussian
+// indices (forward) or the slots themselves with slot_gaussian[slot] = i (backward).
+template <class T>
+__global__ void __launch_bounds__(256) emit_keys(const splat::Splat2D<T>* __restrict__ splats,
+                                                 const splat::TileRect* __restrict__ rects,
+                                                 const i64* __restrict__ offsets, i64 count, int tiles_x,
+                                                 uint64_t* __restrict__ keys, int* __restrict__ values,
+                                                 int* __restrict__ slot_gaussian) {
+  for (i64 i = i64(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += i64(gridDim.x) * blockDim.x) {
+    i64 at = offsets[i];
+    if (offsets[i + 1] == at) continue;
+    const splat::TileRect r = rects[i];
+    // depth > 0.2: the bits of a positive float order as its values
+    const uint64_t bits = __float_as_uint(float(splats[i].depth));
+    for (int y = r.y0; y < r.y1; ++y)
+      for (int x = r.x0; x < r.x1; ++x, ++at) {
+        keys[at] = uint64_t(uint32_t(y * tiles_x + x)) << 32 | bits;
+        if (slot_gaussian) {
+          values[at] = int(at);
+          slot_gaussian[at] = int(i);
+        } else {
+          values[at] = int(i);
+        }
+      }
+  }
+}
+
+// ranges[t] = [first, end) of tile t in the sorted keys (zeroed before: empty tiles stay [0, 0)).
+__global__ void __launch_bounds__(256) tile_ranges(const uint64_t* __restrict__ keys, i64 total, int2* __restrict__ ranges) {
+  for (i64 k = i64(blockIdx.x) * blockDim.x + threadIdx.x; k < total; k += i64(gridDim.x) * blockDim.x) {
+    const uint32_t t = uint32_t(keys[k] >> 32);
+    if (k == 0 || uint32_t(keys[k - 1] >> 32) != t) ranges[t].x = int(k);
+    if (k == total - 1 || uint32_t(keys[k + 1] >> 32) != t) ranges[t].y = int(k + 1);
+  }
+}
+
+// The pixel of this thread in its tile's block.
+struct PixelOfThread {
+  int tile, tid;
+  i64 i, j;  // row, column
+  bool inside;
+  __device__ PixelOfThread(int tiles_x, int width, int height) {
+    tile = int(blockIdx.x);
+    tid = int(threadIdx.y) * splat::kTile + int(threadIdx.x);
+    i = i64(tile / tiles_x) * splat::kTile + threadIdx.y;
+    j = i64(tile % tiles_x) * splat::kTile + threadIdx.x;
+    inside = i < height && j < width;
+  }
+  __device__ i64 index(int width) const { return i * width + j; }
+};
+
+// The forward pass of one pixel over its tile's list [r.x, r.y), staged through `batch`;
+// `taken` is the number of list entries visited before the stop (PixelOut::taken). Every
+// thread of the block calls it (it synchronizes the block).
+template <class T>
+__device__ splat::PixelOut<T> composite_tile(const splat::Splat2D<T>* __restrict__ splats, const int* __restrict__ ids,
+                                             const int* __restrict__ slot_gaussian, int2 r, const PixelOfThread& p,
+                                             splat::Splat2D<T>* batch) {
+  const T px = T(p.j) + T(0.5), py = T(p.i) + T(0.5);
+  splat::PixelOut<T> o;
+  bool done = !p.inside;
+  int taken = 0;
+  for (int start = r.x; start < r.y; start += kBatch) {
+    // (also the barrier after which the previous batch may be overwritten)
+    if (__syncthreads_count(done) == kThreads) break;
+    if (start + p.tid < r.y) {
+      const int v = ids[start + p.tid];
+      batch[p.tid] = splats[slot_gaussian ? slot_gaussian[v] : v];
+    }
+    __syncthreads();
+    const int n = min(kBatch, r.y - start);
+    for (int q = 0; q < n && !done; ++q) {
+      if (!splat::composite_step(batch[q], px, py, o)) done = true;
+      else ++taken;
+    }
+  }
+  o.taken = taken;
+  return o;
+}
+
+template <class T>
+__global__ void __launch_bounds__(kThreads) rasterize(const splat::Splat2D<T>* __restrict__ splats,
+                                                      const int* __restrict__ ids, const int2* __restrict__ ranges,
+                                                      int tiles_x, int width, int height, const T* __restrict__ bg,
+                                                      T* __restrict__ image, T* __restrict__ alpha,
+                                                      T* __restrict__ depth) {
+  __shared__ splat::Splat2D<T> batch[kBatch];
+  const PixelOfThread p(tiles_x, width, height);
+  const splat::PixelOut<T> o = composite_tile<T>(splats, ids, nullptr, ranges[p.tile], p, batch);
+  if (!p.inside) return;
+  const i64 at = p.index(width);
+  for (int ch = 0; ch < 3; ++ch) image[3 * at + ch] = o.rgb[ch] + o.transmittance * bg[ch];
+  alpha[at] = T(1) - o.transmittance;
+  depth[at] = splat::expected_depth(o);
+}
+
+template <class T>
+__device__ void pack(const splat::SplatGrad<T>& g, T f[kFields]) {
+  f[0] = g.u, f[1] = g.v, f[2] = g.a, f[3] = g.b, f[4] = g.c, f[5] = g.opacity, f[6] = g.depth;
+  f[7] = g.rgb[0], f[8] = g.rgb[1], f[9] = g.rgb[2];
+}
+template <class T>
+__device__ splat::SplatGrad<T> unpack(const T f[kFields]) {
+  splat::SplatGrad<T> g;
+  g.u = f[0], g.v = f[1], g.a = f[2], g.b = f[3], g.c = f[4], g.opacity = f[5], g.depth = f[6];
+  g.rgb[0] = f[7], g.rgb[1] = f[8], g.rgb[2] = f[9];
+  return g;
+}
+
+// Lane 0 gets the sum of v over the warp, added in a fixed tree order.
+template <class T, int N>
+__device__ void warp_sum(T (&v)[N]) {
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1)
+#pragma unroll
+    for (int f = 0; f < N; ++f) v[f] += __shfl_down_sync(0xffffffffu, v[f], off);
+}
+
+// Per tile: the forward pass again (registers only), then the walk back over the entries some
+// pixel of the tile visited. Deterministic (Atomic false): grad[slot][f] is the tile's summed
+// share of the slot's Gaussian (slots no pixel visited keep the zeros they were cleared to).
+// Atomic (for measuring what determinism costs): each warp's sum is added to grad[Gaussian][f]
+// with float atomics, in an order that varies. tile_bg[tile][ch]: the tile's sum of
+// g_image * T_final.
+template <class T, bool Atomic>
+__global__ void __launch_bounds__(kThreads) rasterize_backward(
+    const splat::Splat2D<T>* __restrict__ splats, const int* __restrict__ slots, const int* __restrict__ slot_gaussian,
+    const int2* __restrict__ ranges, int tiles_x, int width, int height, const T* __restrict__ bg,
+    const T* __restrict__ g_image, const T* __restrict__ g_alpha, const T* __restrict__ g_depth,
+    T* __restrict__ grad, T* __restrict__ tile_bg) {
+  __shared__ splat::Splat2D<T> batch[kBatch];
+  __shared__ int row_of[kBatch];  // the row of grad an entry's share goes to
+  __shared__ T partial[kWarps][kChunk][kFields];
+  __shared__ int visited;
+  const PixelOfThread p(tiles_x, width, height);
+  const int2 r = ranges[p.tile];
+  const splat::PixelOut<T> o = composite_tile<T>(splats, slots, slot_gaussian, r, p, batch);
+  if (p.tid == 0) visited = 0;
+  __syncthreads();
+  if (o.taken > 0) atomicMax(&visited, int(o.taken));
+  __syncthreads();
+
+  const T px = T(p.j) + T(0.5), py = T(p.i) + T(0.5);
+  const i64 at = p.inside ? p.index(width) : 0;
+  T gi[3] = {T(0), T(0), T(0)}, bgv[3] = {bg[0], bg[1], bg[2]};
+  T ga = T(0), gd = T(0);
+  if (p.inside) {
+    for (int ch = 0; ch < 3; ++ch) gi[ch] = g_image[3 * at + ch];
+    ga = g_alpha[at], gd = g_depth[at];
+  }
+  splat::BackwardWalk<T> walk(o, bgv, gi, ga, gd);
+  const int lane = p.tid & 31, warp = p.tid >> 5;
+  for (int end = r.x + visited; end > r.x; end -= kBatch) {
+    const int start = max(r.x, end - kBatch), n = end - start;
+    __syncthreads();  // the previous batch is consumed
+    if (p.tid < n) {
+      const int s = slots[start + p.tid], gaussian = slot_gaussian[s];
+      row_of[p.tid] = Atomic ? gaussian : s;
+      batch[p.tid] = splats[gaussian];
+    }
+    __syncthreads();
+    for (int cend = n; cend > 0; cend -= kChunk) {
+      const int cstart = max(0, cend - kChunk);
+      for (int q = cend - 1; q >= cstart; --q) {
+        splat::SplatGrad<T> g;
+        const bool mine = start + q - r.x < int(o.taken) && walk.step(batch[q], px, py, g);
+        T f[kFields];
+        pack(g, f);
+        const bool any = __any_sync(0xffffffffu, mine);
+        if (any) warp_sum(f);
+        if constexpr (Atomic) {
+          if (any && lane == 0)
+            for (int k = 0; k < kFields; ++k) atomicAdd(grad + i64(row_of[q]) * kFields + k, f[k]);
+        } else if (lane == 0) {
+          for (int k = 0; k < kFields; ++k) partial[warp][q - cstart][k] = f[k];
+        }
+      }
+      if constexpr (!Atomic) {
+        __syncthreads();
+        for (int e = p.tid; e < (cend - cstart) * kFields; e += kThreads) {
+          const int q = e / kFields, k = e % kFields;
+          T s = T(0);
+          for (int w = 0; w < kWarps; ++w) s += partial[w][q][k];
+          grad[i64(row_of[cstart + q]) * kFields + k] = s;
+        }
+        __syncthreads();  // partial is free again
+      }
+    }
+  }
+  // The background's cotangent: sum over the tile's pixels of g_image * T_final.
+  T b[3];
+  for (int ch = 0; ch < 3; ++ch) b[ch] = gi[ch] * o.transmittance;
+  warp_sum(b);
+  __syncthreads();
+  if (lane == 0)
+    for (int ch = 0; ch < 3; ++ch) partial[warp][0][ch] = b[ch];
+  __syncthreads();
+  if (p.tid < 3) {
+    T s = T(0);
+    for (int w = 0; w < kWarps; ++w) s += partial[w][0][p.tid];
+    tile_bg[i64(p.tile) * 3 + p.tid] = s;
+  }
+}
+
+// Each visible Gaussian's screen cotangent (its rows of grad summed in order: its slots, or
+// its one row when per_gaussian) through its projection and colour. The outputs are zeroed
+// before (culled Gaussians keep zeros).
+template <class T>
+__global__ void __launch_bounds__(128) gaussian_grads(splat::Scene<T> sc, CameraArgs ca, const T* __restrict__ view,
+                                                      const i64* __restrict__ offsets, bool per_gaussian,
+                                                      const T* __restrict__ grad,
+                                                      T* __restrict__ g_means, T* __restrict__ g_log_scales,
+                                                      T* __restrict__ g_quats, T* __restrict__ g_ologit,
+                                                      T* __restrict__ g_sh) {
+  const splat::Camera cam = camera(ca, view);
+  for (i64 i = i64(blockIdx.x) * blockDim.x + threadIdx.x; i < sc.count; i += i64(gridDim.x) * blockDim.x) {
+    if (offsets[i] == offsets[i + 1]) continue;
+    const i64 b = per_gaussian ? i : offsets[i], e = per_gaussian ? i + 1 : offsets[i + 1];
+    T f[kFields] = {};
+    for (i64 k = b; k < e; ++k)
+      for (int q = 0; q < kFields; ++q) f[q] += grad[k * kFields + q];
+    splat::gaussian_backward(sc, i, cam, unpack(f), g_means + 3 * i, g_log_scales + 3 * i, g_quats + 4 * i,
+                             g_ologit + i, g_sh + i64(3) * sc.k_count * i);
+  }
+}
+
+// g_bg[ch] = sum over tiles, in tile order, of tile_bg[tile][ch].
+template <class T>
+__global__ void sum_background(const T* __restrict__ tile_bg, int tiles, T* __restrict__ g_bg) {
+  const int ch = int(threadIdx.x);
+  if (ch >= 3) return;
+  T s = T(0);
+  for (int t = 0; t < tiles; ++t) s += tile_bg[i64(t) * 3 + ch];
+  g_bg[ch] = s;
+}
+
+// ---------------------------------------------------------------- host side
+
+size_t at_least_1(size_t n) { return std::max<size_t>(n, 1); }
+
+// A render cannot be recorded into a CUDA graph: it reads its intersection count back.
+bool refuse_recording(const char* op) {
+  if (capturing())
+    throw InputError(std::string(op) +
+                     " on cuda cannot be recorded into a CUDA graph for replay: the number of (Gaussian, tile) "
+                     "intersections is read back to the host to size the sort (docs/splat.md)");
+  return true;
+}
+
+// The binned scene: steps 1-4 of the header, shared by both ops.
+template <class T>
+struct Binned {
+  bool not_recording;  // (first: checked before anything is allocated)
+  Tensor held[7];      // contiguous inputs
+  splat::Scene<T> scene;
+  CameraArgs cam;
+  i64 count = 0, total = 0;  // Gaussians, intersections
+  int tiles_x = 0, tiles = 0;
+  Scratch splats, rects, counts, offsets, ranges;
+  std::optional<Scratch> keys, values, slot_gaussian;  // sized once the intersections are counted
+  const int* sorted_values = nullptr;  // Gaussian indices (forward) or slots (backward)
+
+  Binned(const char* op, const ir::Node& n, std::span<const Tensor> in, bool by_slot)
+      : not_recording(refuse_recording(op)),
+        count(in[0].shape()[0]),
+        splats(at_least_1(size_t(in[0].shape()[0]) * sizeof(splat::Splat2D<T>))),
+        rects(at_least_1(size_t(in[0].shape()[0]) * sizeof(splat::TileRect))),
+        counts(size_t(in[0].shape()[0] + 1) * sizeof(i64)),
+        offsets(size_t(in[0].shape()[0] + 1) * sizeof(i64)),
+        ranges(at_least_1(tiles_of(n) * sizeof(int2))) {
+    for (size_t k = 0; k < 7; ++k) held[k] = contiguous(in[k]);
+    const ir::Attrs& a = n.attrs;
+    cam = {a.get_float("fx"), a.get_float("fy"), a.get_float("cx"), a.get_float("cy"), int(a.get_int("width")),
+           int(a.get_int("height"))};
+    tiles_x = int((cam.width + splat::kTile - 1) / splat::kTile);
+    tiles = int(tiles_of(n));
+    scene = {held[0].data<T>(), held[1].data<T>(), held[2].data<T>(), held[3].data<T>(), held[4].data<T>(), count,
+             int(in[4].shape()[1])};
+    check(cudaMemsetAsync(ranges.get(), 0, size_t(tiles) * sizeof(int2), stream()), "splat: clearing tile ranges");
+    if (count == 0) return;
+    preprocess<T><<<grid_for(count, 256), 256, 0, stream()>>>(scene, cam, view(), splats.as<splat::Splat2D<T>>(),
+                                                              rects.as<splat::TileRect>(), counts.as<i64>());
+    check_launch("splat preprocess");
+    check(cudaMemsetAsync(counts.as<i64>() + count, 0, sizeof(i64), stream()), "splat: clearing a count");
+    cub_call("cub::DeviceScan::ExclusiveSum", [&](void* t, size_t& b) {
+      return cub::DeviceScan::ExclusiveSum(t, b, counts.as<i64>(), offsets.as<i64>(), int(count + 1), stream());
+    });
+    check(cudaMemcpyAsync(&total, offsets.as<i64>() + count, sizeof(i64), cudaMemcpyDeviceToHost, stream()),
+          "splat: reading the number of intersections");
+    check(cudaStreamSynchronize(stream()), "splat: reading the number of intersections");
+    if (total > i64(INT_MAX))
+      throw InputError(std::string(op) + " on cuda: " + std::to_string(total) +
+                       " (Gaussian, tile) intersections, more than the 2^31 - 1 the sort takes");
+    if (total == 0) return;
+    keys.emplace(2 * size_t(total) * sizeof(uint64_t));
+    values.emplace(2 * size_t(total) * sizeof(int));
+    if (by_slot) slot_gaussian.emplace(size_t(total) * sizeof(int));
+    uint64_t* k0 = keys->as<uint64_t>();
+    int* v0 = values->as<int>();
+    emit_keys<T><<<grid_for(count, 256), 256, 0, stream()>>>(splats.as<splat::Splat2D<T>>(), rects.as<splat::TileRect>(),
+                                                             offsets.as<i64>(), count, tiles_x, k0, v0,
+                                                             by_slot ? slot_gaussian->as<int>() : nullptr);
+    check_launch("splat emit_keys");
+    int tile_bits = 0;
+    while ((i64(1) << tile_bits) < tiles) ++tile_bits;
+    cub::DoubleBuffer<uint64_t> kb(k0, k0 + total);
+    cub::DoubleBuffer<int> vb(v0, v0 + total);
+    cub_call("cub::DeviceRadixSort::SortPairs", [&](void* t, size_t& b) {
+      return cub::DeviceRadixSort::SortPairs(t, b, kb, vb, int(total), 0, 32 + tile_bits, stream());
+    });
+    tile_ranges<<<grid_for(total, 256), 256, 0, stream()>>>(kb.Current(), total, ranges.as<int2>());
+    check_launch("splat tile_ranges");
+    sorted_values = vb.Current();
+  }
+
+  static size_t tiles_of(const ir::Node& n) {
+    const i64 w = n.attrs.get_int("width"), h = n.attrs.get_int("height");
+    return size_t((w + splat::kTile - 1) / splat::kTile) * size_t((h + splat::kTile - 1) / splat::kTile);
+  }
+  const T* view() const { return held[5].data<T>(); }
+  const T* background() const { return held[6].data<T>(); }
+  const splat::Splat2D<T>* screen() const { return splats.as<splat::Splat2D<T>>(); }
+  const int* gaussian_of_slot() const { return slot_gaussian ? slot_gaussian->as<int>() : nullptr; }
+
+  // CUB's calls take their temporary storage size first (a call with no storage), then run.
+  template <class Call>
+  static void cub_call(const char* what, Call&& call) {
+    size_t bytes = 0;
+    check(call(nullptr, bytes), std::string(what) + " (sizing)");
+    Scratch temp(at_least_1(bytes));
+    check(call(temp.get(), bytes), what);
+  }
+};
+
+template <class T>
+void render(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
+  const Binned<T> s("splat_render", n, in, false);
+  rasterize<T><<<unsigned(s.tiles), dim3(splat::kTile, splat::kTile), 0, stream()>>>(
+      s.screen(), s.sorted_values, s.ranges.template as<int2>(), s.tiles_x, s.cam.width, s.cam.height, s.background(),
+      out[0].data<T>(), out[1].data<T>(), out[2].data<T>());
+  check_launch("splat rasterize");
+}
+
+// RLX_CUDA_SPLAT_ATOMICS=1: the backward adds each warp's shares with float atomics into one
+// row per Gaussian instead of per-slot sums (faster or not, and not deterministic: kept to
+// measure what determinism costs; docs/splat.md).
+bool splat_atomics() {
+  static const bool on = [] {
+    const char* e = std::getenv("RLX_CUDA_SPLAT_ATOMICS");
+    const std::string v = e ? e : "";
+    if (v.empty() || v == "0") return false;
+    if (v == "1") return true;
+    throw InputError("RLX_CUDA_SPLAT_ATOMICS=" + v + ": expected 0 or 1");
+  }();
+  return on;
+}
+
+template <class T>
+void render_backward(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
+  const Binned<T> s("splat_render_backward", n, in, true);
+  const Tensor gi = contiguous(in[7]), ga = contiguous(in[8]), gd = contiguous(in[9]);
+  for (Tensor& o : out)
+    if (o.nbytes() > 0) check(cudaMemsetAsync(o.raw(), 0, o.nbytes(), stream()), "splat: clearing gradients");
+  const bool atomic = splat_atomics();
+  const size_t rows = size_t(atomic ? s.count : s.total);
+  Scratch grad(at_least_1(rows * kFields * sizeof(T)));
+  Scratch tile_bg(size_t(s.tiles) * 3 * sizeof(T));
+  if (rows > 0) check(cudaMemsetAsync(grad.get(), 0, rows * kFields * sizeof(T), stream()), "splat: clearing gradients");
+  auto launch = [&](auto kernel) {
+    kernel<<<unsigned(s.tiles), dim3(splat::kTile, splat::kTile), 0, stream()>>>(
+        s.screen(), s.sorted_values, s.gaussian_of_slot(), s.ranges.template as<int2>(), s.tiles_x, s.cam.width,
+        s.cam.height, s.background(), gi.data<T>(), ga.data<T>(), gd.data<T>(), grad.as<T>(), tile_bg.as<T>());
+  };
+  atomic ? launch(rasterize_backward<T, true>) : launch(rasterize_backward<T, false>);
+  check_launch("splat rasterize_backward");
+  if (s.total > 0) {
+    gaussian_grads<T><<<grid_for(s.count, 128), 128, 0, stream()>>>(
+        s.scene, s.cam, s.view(), s.offsets.template as<i64>(), atomic, grad.as<T>(), out[0].data<T>(),
+        out[1].data<T>(), out[2].data<T>(), out[3].data<T>(), out[4].data<T>());
+    check_launch("splat gaussian_grads");
+  }
+  sum_background<T><<<1, 32, 0, stream()>>>(tile_bg.as<T>(), s.tiles, out[5].data<T>());
+  check_launch("splat sum_background");
+}
+
+template <template <class> class Run>
+void by_dtype(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
+  if (in[0].dtype() == DType::F64) Run<double>::go(n, in, out);
+  else Run<float>::go(n, in, out);
+}
+template <class T>
+struct Render {
+  static void go(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> out) { render<T>(n, in, out); }
+};
+template <class T>
+struct RenderBackward {
+  static void go(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
+    render_backward<T>(n, in, out);
+  }
+};
+
+// The limits of the pipeline's index types: Gaussians and list slots are int (CUB's item
+// counts), tiles a grid dimension and the 32 high bits of a key.
+std::string splat_limits(const ir::Node& n, const ir::Graph& g) {
+  const i64 count = g.type(n.inputs.at(0)).shape.at(0);
+  if (count >= i64(INT_MAX))
+    return n.op->name + " on cuda: at most 2^31 - 2 Gaussians, got " + std::to_string(count);
+  const i64 tiles = i64(Binned<float>::tiles_of(n));
+  if (tiles > i64(INT_MAX))
+    return n.op->name + " on cuda: at most 2^31 - 1 tiles of 16 x 16 pixels, got " + std::to_string(tiles);
+  return "";
+}
+
+}  // namespace
+
+void add_splat_kernels(KernelTable& t) {
+  const DTypeSet types = bit(DType::F32) | bit(DType::F64);
+  t.add({"splat_render", types, 0, by_dtype<Render>, splat_limits});
+  t.add({"splat_render_backward", types, 0, by_dtype<RenderBackward>, splat_limits});
+}
+
+}  // namespace rlx::cuda
