@@ -48,6 +48,8 @@ const char* kUsage =
     "        [--seed S] [--data DIR] [--checkpoint DIR] [--resume DIR] [--json out.json] [--drop-last]\n"
     "  splat render SCENE.ply --camera CAM.json [--view K] [--device D] [--background r,g,b] -o OUT.png\n"
     "        [--depth DEPTH.npy] [--alpha ALPHA.npy]\n"
+    "  splat fit --images DIR --cameras CAMS.json [--init random|POINTS.ply] [--count N] --iters N [--lr L]\n"
+    "        [--device D] [--background r,g,b] [--seed S] [--report-every K] [--snapshots DIR] [--snapshot-every K] -o OUT.ply\n"
     "policies: prefer-native (default), force-common-ir, strict, allow-host\n"
     "--deny OP,...: treat these ops as having no native kernel (exercises lowerings, rewrites, staging)\n";
 

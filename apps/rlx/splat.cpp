@@ -1,5 +1,8 @@
 // rlx splat render: a Gaussian scene (PLY) seen by a camera (JSON) rendered with the
-// splat_render op on a device, written as PNG (and depth/alpha as .npy). docs/splat.md.
+// splat_render op on a device, written as PNG (and depth/alpha as .npy); the sub-command
+// dispatch of `rlx splat`. docs/splat.md.
+#include "splat.hpp"
+
 #include <chrono>
 #include <cstdint>
 #include <iomanip>
@@ -24,17 +27,15 @@ namespace {
 
 const char* kSplatUsage =
     "usage: rlx splat render SCENE.ply --camera CAM.json [--view K] [--device D] [--background r,g,b]\n"
-    "                        -o OUT.png [--depth DEPTH.npy] [--alpha ALPHA.npy]\n";
+    "                        -o OUT.png [--depth DEPTH.npy] [--alpha ALPHA.npy]\n"
+    "       rlx splat fit --images DIR --cameras CAMS.json [--init random|POINTS.ply] [--count N] --iters N\n"
+    "                     [--lr L] [--device D] [--background r,g,b] [--seed S] [--report-every K]\n"
+    "                     [--snapshots DIR] [--snapshot-every K] -o OUT.ply\n";
 
 double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
-Tensor view_matrix(const io::Camera& c) {
-  Tensor v = Tensor::empty(DType::F32, {4, 4});
-  for (int i = 0; i < 16; ++i) v.data<float>()[i] = float(c.world_to_camera[size_t(i)]);
-  return v;
-}
 
 // Gaussians that survive the projection's culling and touch the image: the same test the
 // kernels apply (ir/ops/splat_math.hpp), in double precision.
@@ -53,15 +54,6 @@ int64_t count_visible(const io::SplatScene& s, const io::Camera& c) {
   return visible;
 }
 
-std::vector<uint8_t> to_rgb8(const Tensor& image) {
-  const Tensor c = image.contiguous();
-  std::vector<uint8_t> r(size_t(c.numel()));
-  for (size_t i = 0; i < r.size(); ++i) {
-    const float x = c.data<float>()[i];
-    r[i] = uint8_t(std::lround(255.0f * (x > 0 ? (x < 1 ? x : 1.0f) : 0.0f)));  // NaN -> 0
-  }
-  return r;
-}
 
 // Fails now, before any rendering, when `path` cannot be written (no such folder, a folder).
 void check_output(const std::string& path) { io::AtomicFile probe(path); }
@@ -91,13 +83,8 @@ int render(const Args& a) {
   const io::Camera& cam = cams[size_t(view)];
 
   ir::Graph g;
-  const int64_t n = scene.size(), k = scene.sh.shape()[1];
-  std::vector<Var> in = {input(g, "means", DType::F32, {n, 3}),          input(g, "log_scales", DType::F32, {n, 3}),
-                         input(g, "quats", DType::F32, {n, 4}),          input(g, "opacity_logits", DType::F32, {n}),
-                         input(g, "sh", DType::F32, {n, k, 3}),          input(g, "viewmat", DType::F32, {4, 4}),
-                         input(g, "background", DType::F32, {3})};
-  output(g, op_multi("splat_render", in,
-                     {{"width", cam.width}, {"height", cam.height}, {"fx", cam.fx}, {"fy", cam.fy}, {"cx", cam.cx}, {"cy", cam.cy}}));
+  const int64_t n = scene.size();
+  render_graph(g, n, scene.sh.shape()[1], cam);
   Tensor bg = Tensor::empty(DType::F32, {3});
   for (int i = 0; i < 3; ++i) bg.data<float>()[i] = float(background[size_t(i)]);
 
@@ -127,15 +114,52 @@ int render(const Args& a) {
 
 }  // namespace
 
+ir::Attrs camera_attrs(const io::Camera& c) {
+  return {{"width", c.width}, {"height", c.height}, {"fx", c.fx}, {"fy", c.fy}, {"cx", c.cx}, {"cy", c.cy}};
+}
+
+Tensor view_matrix(const io::Camera& c) {
+  Tensor v = Tensor::empty(DType::F32, {4, 4});
+  for (int i = 0; i < 16; ++i) v.data<float>()[i] = float(c.world_to_camera[size_t(i)]);
+  return v;
+}
+
+std::vector<Var> render_outputs(const std::vector<Var>& inputs, const io::Camera& c) {
+  return op_multi("splat_render", inputs, camera_attrs(c));
+}
+
+void render_graph(ir::Graph& g, int64_t n, int64_t k, const io::Camera& c) {
+  const std::vector<Var> in = {input(g, "means", DType::F32, {n, 3}), input(g, "log_scales", DType::F32, {n, 3}),
+                               input(g, "quats", DType::F32, {n, 4}), input(g, "opacity_logits", DType::F32, {n}),
+                               input(g, "sh", DType::F32, {n, k, 3}), input(g, "viewmat", DType::F32, {4, 4}),
+                               input(g, "background", DType::F32, {3})};
+  output(g, render_outputs(in, c));
+}
+
+std::vector<uint8_t> to_rgb8(const Tensor& image) {
+  const Tensor c = image.contiguous();
+  std::vector<uint8_t> r(size_t(c.numel()));
+  for (size_t i = 0; i < r.size(); ++i) {
+    const float x = c.data<float>()[i];
+    r[i] = uint8_t(std::lround(255.0f * (x > 0 ? (x < 1 ? x : 1.0f) : 0.0f)));  // NaN -> 0
+  }
+  return r;
+}
+
 int cmd_splat(int argc, char** argv) {
   const std::string sub = argc > 2 ? argv[2] : "";
   if (sub == "render")
     return render(Args(argc, argv, 3, {"camera", "view", "device", "background", "out", "depth", "alpha"}, {}));
+  if (sub == "fit")
+    return splat_fit(Args(argc, argv, 3,
+                          {"images", "cameras", "init", "count", "iters", "lr", "device", "background", "seed", "report-every",
+                           "snapshots", "snapshot-every", "out"},
+                          {}));
   if (sub == "--help" || sub == "-h") {
     std::cout << kSplatUsage;
     return kOk;
   }
-  throw UsageError(sub.empty() ? std::string("splat needs a sub-command: render") : "unknown splat sub-command '" + sub + "' (render)");
+  throw UsageError(sub.empty() ? std::string("splat needs a sub-command: render or fit") : "unknown splat sub-command '" + sub + "' (render, fit)");
 }
 
 }  // namespace rlx::cli

@@ -9,6 +9,8 @@ scene.ply   400 Gaussians, SH degree 1, in the standard 3DGS PLY layout (binary_
             a sphere of 240 round Gaussians around the origin, coloured by direction, over a
             checkered floor of 160 flat Gaussians at y = 1.1 (y points down, as in OpenCV).
 camera.json one 160 x 120 pinhole camera at (1.2, -1.4, -3.6) looking at the origin.
+ring.json   four 64 x 48 cameras on a ring around the scene, each naming its picture
+            (view0.png ... view3.png) for `rlx splat fit` (docs/splat.md shows the run).
 
 This writer is independent of rlx's (src/io/ply.cpp), so the CLI test that renders these
 files also checks that rlx reads a file it did not write.
@@ -87,18 +89,30 @@ def look_at(eye, target, down=(0.0, 1.0, 0.0)):
     return [rows[0] + [t[0]], rows[1] + [t[1]], rows[2] + [t[2]], [0.0, 0.0, 0.0, 1.0]]
 
 
+def camera_text(camera, indent=""):
+    """One line per field and per matrix row (json.dumps prints each number exactly)."""
+    fields = ['%s  "%s": %s' % (indent, k, json.dumps(v)) for k, v in camera.items() if k != "world_to_camera"]
+    rows = ",\n".join(indent + "    " + json.dumps(r) for r in camera["world_to_camera"])
+    fields.append('%s  "world_to_camera": [\n%s\n%s  ]' % (indent, rows, indent))
+    return indent + "{\n" + ",\n".join(fields) + "\n" + indent + "}"
+
+
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(os.path.abspath(__file__))
     rng = random.Random(17)
     write_ply(os.path.join(out, "scene.ply"), gaussians(rng))
     camera = {"width": 160, "height": 120, "fx": 150.0, "fy": 150.0, "cx": 80.0, "cy": 60.0,
               "world_to_camera": look_at([1.2, -1.4, -3.6], [0.0, 0.2, 0.0])}
-    # One line per field and per matrix row (json.dumps prints each number exactly).
-    fields = ['  "%s": %s' % (k, json.dumps(v)) for k, v in camera.items() if k != "world_to_camera"]
-    rows = ",\n".join("    " + json.dumps(r) for r in camera["world_to_camera"])
-    fields.append('  "world_to_camera": [\n%s\n  ]' % rows)
     with open(os.path.join(out, "camera.json"), "w") as f:
-        f.write("{\n" + ",\n".join(fields) + "\n}\n")
+        f.write(camera_text(camera) + "\n")
+    ring = []
+    for i in range(4):
+        a = 2 * math.pi * i / 4 + 0.3
+        eye = [3.8 * math.sin(a), -1.2, -3.8 * math.cos(a)]
+        ring.append({"width": 64, "height": 48, "fx": 60.0, "fy": 60.0, "cx": 32.0, "cy": 24.0,
+                     "world_to_camera": look_at(eye, [0.0, 0.2, 0.0]), "image": "view%d.png" % i})
+    with open(os.path.join(out, "ring.json"), "w") as f:
+        f.write("[\n" + ",\n".join(camera_text(c, "  ") for c in ring) + "\n]\n")
 
 
 if __name__ == "__main__":

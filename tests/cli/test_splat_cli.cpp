@@ -1,4 +1,4 @@
-// rlx splat render end to end: the example scene of data/splat (written by
+// rlx splat render and fit end to end: the example scene of data/splat (written by
 // data/splat/make_scene.py, not by rlx) renders to a PNG of the camera's size that is not
 // blank, whose pixels are the reference device's render of the same files, with the
 // background where nothing was drawn and the sphere where the camera looks; depth and alpha
@@ -150,6 +150,51 @@ BOOST_AUTO_TEST_CASE(a_scene_without_gaussians_is_the_background) {
     BOOST_REQUIRE(png.rgb[i + 2] == 153);
   }
 }
+// rlx splat fit on views of the example scene rendered by rlx splat render (data/splat/ring.json:
+// four 64x48 cameras that name their pictures): from random Gaussians the PSNR over the views
+// rises, the snapshots are the camera's size, and the fitted scene is a PLY of --count Gaussians.
+BOOST_AUTO_TEST_CASE(fit_raises_the_psnr_of_a_known_scene) {
+  const std::string ring = std::string(RLX_DATA) + "/splat/ring.json", views = out("views");
+  fs::create_directories(views);
+  for (int i = 0; i < 4; ++i) {
+    const auto r = rlx_cli("splat render " + kScene + " --camera " + ring + " --view " + std::to_string(i) + " -o " + views +
+                           "/view" + std::to_string(i) + ".png");
+    BOOST_REQUIRE_MESSAGE(r.code == 0, r.err);
+  }
+  const auto r = rlx_cli("splat fit --images " + views + " --cameras " + ring + " --count 100 --iters 80 --report-every 40" +
+                         " --snapshots " + out("snaps") + " --snapshot-every 40 --seed 3 -o " + out("fit.ply"));
+  BOOST_REQUIRE_MESSAGE(r.code == 0, r.err);
+  // "iter 0/80  PSNR a dB" ... "iter 80/80  loss l  PSNR b dB"
+  auto psnr_at = [&](const std::string& iter) {
+    const size_t at = r.out.find("iter " + iter + "/80");
+    BOOST_REQUIRE_MESSAGE(at != std::string::npos, r.out);
+    const size_t p = r.out.find("PSNR ", at);
+    return std::stod(r.out.substr(p + 5));
+  };
+  const double first = psnr_at("0"), middle = psnr_at("40"), last = psnr_at("80");
+  BOOST_TEST(middle > first + 1.5, r.out);
+  BOOST_TEST(last > middle, r.out);
+  BOOST_TEST(last > first + 4, r.out);
+  const io::SplatScene fitted = io::read_splat_ply(out("fit.ply"));
+  BOOST_TEST(fitted.size() == 100);
+  for (const char* snap : {"iter_000040.png", "iter_000080.png"}) {
+    const Png png = read_png(out("snaps") + "/" + snap);
+    BOOST_TEST(png.width == 64u);
+    BOOST_TEST(png.height == 48u);
+  }
+
+  // Views that do not match their cameras exit 2 naming the file.
+  BOOST_REQUIRE(rlx_cli("splat render " + kScene + " --camera " + kCamera + " -o " + views + "/view2.png").code == 0);
+  const auto bad = rlx_cli("splat fit --images " + views + " --cameras " + ring + " --iters 5 -o " + out("bad.ply"));
+  BOOST_TEST(bad.code == 2);
+  BOOST_TEST(has(bad.err, "view2.png: 160x120 pixels, but camera 2 of " + ring + " is 64x48"), bad.err);
+  const auto unnamed = rlx_cli("splat fit --images " + views + " --cameras " + kCamera + " --iters 5 -o " + out("bad.ply"));
+  BOOST_TEST(unnamed.code == 2);
+  BOOST_TEST(has(unnamed.err, "4 PNG files for the 1 cameras of " + kCamera), unnamed.err);
+  BOOST_TEST(has(rlx_cli("splat fit --images " + views + " --cameras " + ring + " -o " + out("bad.ply")).err,
+                 "splat fit needs --iters N"));
+  BOOST_TEST(!fs::exists(out("bad.ply")));
+}
 #else
 BOOST_AUTO_TEST_CASE(without_libpng_render_says_so) {
   const auto r = rlx_cli("splat render " + kScene + " --camera " + kCamera + " -o " + out("x.png"));
@@ -190,7 +235,7 @@ BOOST_AUTO_TEST_CASE(bad_files_and_options_exit_2_naming_them) {
       {"splat render " + kScene + " --camera " + kCamera, "splat render needs -o OUT.png"},
       {"splat render --camera " + kCamera + png, "splat render takes one SCENE.ply"},
       {"splat render " + kScene + " --camera " + kCamera + " --zoom 2" + png, "unknown option --zoom"},
-      {"splat paint", "unknown splat sub-command 'paint'"},
+      {"splat paint", "unknown splat sub-command 'paint' (render, fit)"},
       {"splat", "splat needs a sub-command"},
   };
   for (const Case& c : cases) {
