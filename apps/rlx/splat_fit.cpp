@@ -182,6 +182,7 @@ int splat_fit(const Args& a) {
   const int64_t snapshot_every = a.integer("snapshot-every", report, 1, INT64_MAX);
   const std::vector<double> background = a.numbers("background", {0, 0, 0}, 0, 1);
   const std::string init = a.get("init", "random");
+  if (init != "random" && a.has("count")) throw UsageError("--count sets the size of --init random only (" + init + " has its own)");
   { io::AtomicFile probe(out); }  // a path that cannot be written fails before the work
   if (!snapshots.empty()) {
     std::error_code ec;

@@ -183,6 +183,15 @@ BOOST_AUTO_TEST_CASE(fit_raises_the_psnr_of_a_known_scene) {
     BOOST_TEST(png.height == 48u);
   }
 
+  // From the scene that made the pictures the fit starts at their 8-bit rounding (PSNR
+  // above 50 dB): its renders and the render command's agree.
+  const auto exact = rlx_cli("splat fit --images " + views + " --cameras " + ring + " --init " + kScene + " --iters 1 -o " +
+                             out("again.ply"));
+  BOOST_REQUIRE_MESSAGE(exact.code == 0, exact.err);
+  BOOST_TEST(has(exact.out, "fitting 400 Gaussians (SH degree 1) to 4 views of 64x48"), exact.out);
+  BOOST_TEST(std::stod(exact.out.substr(exact.out.find("iter 0/1  PSNR ") + 15)) > 50, exact.out);
+  BOOST_TEST(io::read_splat_ply(out("again.ply")).sh.shape() == (Shape{400, 4, 3}));
+
   // Views that do not match their cameras exit 2 naming the file.
   BOOST_REQUIRE(rlx_cli("splat render " + kScene + " --camera " + kCamera + " -o " + views + "/view2.png").code == 0);
   const auto bad = rlx_cli("splat fit --images " + views + " --cameras " + ring + " --iters 5 -o " + out("bad.ply"));
@@ -193,6 +202,9 @@ BOOST_AUTO_TEST_CASE(fit_raises_the_psnr_of_a_known_scene) {
   BOOST_TEST(has(unnamed.err, "4 PNG files for the 1 cameras of " + kCamera), unnamed.err);
   BOOST_TEST(has(rlx_cli("splat fit --images " + views + " --cameras " + ring + " -o " + out("bad.ply")).err,
                  "splat fit needs --iters N"));
+  BOOST_TEST(has(rlx_cli("splat fit --images " + views + " --cameras " + ring + " --init " + kScene + " --count 5 --iters 1 -o " +
+                         out("bad.ply")).err,
+                 "--count sets the size of --init random only"));
   BOOST_TEST(!fs::exists(out("bad.ply")));
 }
 #else
