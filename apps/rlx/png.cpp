@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <string>
 
 #include "core/error.hpp"
 #include "io/atomic_file.hpp"
@@ -22,6 +23,8 @@ namespace {
 // nothing with a destructor, and carry the message out in this buffer.
 struct PngMessage {
   char text[256] = "";
+  char warning[256] = "";  // the last one: it often says why the error came (a size limit)
+  std::string what() const { return std::string(text) + (warning[0] ? std::string("; ") + warning : std::string()); }
 };
 
 void on_error(png_structp png, png_const_charp msg) {
@@ -29,7 +32,10 @@ void on_error(png_structp png, png_const_charp msg) {
   std::snprintf(m->text, sizeof m->text, "%s", msg);
   png_longjmp(png, 1);
 }
-void on_warning(png_structp, png_const_charp) {}
+void on_warning(png_structp png, png_const_charp msg) {
+  auto* m = static_cast<PngMessage*>(png_get_error_ptr(png));
+  std::snprintf(m->warning, sizeof m->warning, "%s", msg);
+}
 
 bool encode(std::FILE* f, const uint8_t* rgb, uint32_t width, uint32_t height, PngMessage* m) {
   png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, m, on_error, on_warning);
@@ -105,7 +111,7 @@ void write_png(const std::string& path, int64_t width, int64_t height, const std
   PngMessage m;
   const bool encoded = encode(f, rgb.data(), uint32_t(width), uint32_t(height), &m);
   const bool closed = std::fclose(f) == 0;
-  if (!encoded) throw InputError(path + ": libpng could not write the image (" + m.text + ")");
+  if (!encoded) throw InputError(path + ": libpng could not write the image (" + m.what() + ")");
   if (!closed) throw InputError(path + ": writing " + out.temp() + " failed (" + std::strerror(errno) + ")");
   out.commit();
 }
@@ -120,13 +126,14 @@ RgbImage read_png(const std::string& path, int64_t max_side) {
   PngMessage m;
   uint32_t w = 0, h = 0;
   const uint32_t side = uint32_t(std::min<int64_t>(max_side, 0x7fffffff));
-  if (!decode(f.f, &w, &h, side, nullptr, &m)) throw InputError(path + ": " + m.text);
+  auto damaged = [&] { return InputError(path + ": cannot read the PNG (libpng: " + m.what() + ")"); };
+  if (!decode(f.f, &w, &h, side, nullptr, &m)) throw damaged();
   RgbImage img;
   img.width = w;
   img.height = h;
   img.rgb.resize(size_t(w) * h * 3);
   std::rewind(f.f);
-  if (!decode(f.f, &w, &h, side, img.rgb.data(), &m)) throw InputError(path + ": " + m.text);
+  if (!decode(f.f, &w, &h, side, img.rgb.data(), &m)) throw damaged();
   return img;
 }
 

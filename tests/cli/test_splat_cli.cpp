@@ -202,6 +202,15 @@ BOOST_AUTO_TEST_CASE(fit_raises_the_psnr_of_a_known_scene) {
   BOOST_TEST(has(unnamed.err, "4 PNG files for the 1 cameras of " + kCamera), unnamed.err);
   BOOST_TEST(has(rlx_cli("splat fit --images " + views + " --cameras " + ring + " -o " + out("bad.ply")).err,
                  "splat fit needs --iters N"));
+  // A cut PNG and a file that is no PNG: exit 2 naming the file (libpng's reason).
+  const std::string png0 = read_bytes(views + "/view0.png");
+  write_bytes(views + "/view0.png", png0.substr(0, 300));
+  const auto cut = rlx_cli("splat fit --images " + views + " --cameras " + ring + " --iters 5 -o " + out("bad.ply"));
+  BOOST_TEST(cut.code == 2);
+  BOOST_TEST(has(cut.err, views + "/view0.png: cannot read the PNG (libpng: "), cut.err);
+  write_bytes(views + "/view0.png", "GIF89a");
+  BOOST_TEST(has(rlx_cli("splat fit --images " + views + " --cameras " + ring + " --iters 5 -o " + out("bad.ply")).err,
+                 views + "/view0.png: not a PNG file"));
   BOOST_TEST(has(rlx_cli("splat fit --images " + views + " --cameras " + ring + " --init " + kScene + " --count 5 --iters 1 -o " +
                          out("bad.ply")).err,
                  "--count sets the size of --init random only"));
