@@ -90,6 +90,28 @@ struct Args {
       throw UsageError("--" + k + " must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got '" + v + "'");
     return d;
   }
+  // --k as `def.size()` comma-separated numbers ("0.1,0.2,1"), each in [lo, hi]; a wrong
+  // count, text or a value outside is a UsageError naming the option. Absent: def.
+  std::vector<double> numbers(const std::string& k, std::vector<double> def, double lo, double hi) const {
+    if (!has(k)) return def;
+    const std::string v = get(k, "");
+    std::vector<double> r;
+    for (size_t i = 0; i <= v.size();) {
+      size_t j = v.find(',', i);
+      if (j == std::string::npos) j = v.size();
+      const std::string part = v.substr(i, j - i);
+      char* end = nullptr;
+      const double d = std::strtod(part.c_str(), &end);
+      if (part.empty() || *end != '\0' || !(d >= lo && d <= hi))
+        throw UsageError("--" + k + " expects " + std::to_string(def.size()) + " numbers in [" + bound(lo) + ", " + bound(hi) +
+                         "] separated by commas, got '" + v + "'");
+      r.push_back(d);
+      i = j + 1;
+    }
+    if (r.size() != def.size())
+      throw UsageError("--" + k + " expects " + std::to_string(def.size()) + " numbers separated by commas, got '" + v + "'");
+    return r;
+  }
 
  private:
   static std::string bound(double b) {
@@ -104,5 +126,7 @@ struct Args {
 int cmd_gen(const Args& a);
 int cmd_solve(const Args& a);
 int cmd_train(const Args& a);
+// `rlx splat render|fit ...` (apps/rlx/splat.cpp): argv[2] names the sub-command.
+int cmd_splat(int argc, char** argv);
 
 }  // namespace rlx::cli

@@ -1,4 +1,5 @@
-// rlx: the command-line program. Sub-commands: devices, ops, compile, run, demo, gen, solve.
+// rlx: the command-line program. Sub-commands: devices, ops, compile, run, demo, gen, solve,
+// train, splat.
 // Exit codes (README): 0 ok; 2 bad usage or bad input (names the file, line or option);
 // 3 a node has no route on the device; 4 a solve did not converge; 5 the device failed
 // (out of memory, a faulting kernel; names the IR node where there is one).
@@ -45,6 +46,10 @@ const char* kUsage =
     "        under mpirun -n N (N > 1): rows split over the ranks, --pc none|jacobi|bjacobi|bjacobi-ic0\n"
     "  train mnist [--model mlp|cnn] [--epochs E] [--batch B] [--lr L] [--optimizer sgd|adam|adamw] [--device D]\n"
     "        [--seed S] [--data DIR] [--checkpoint DIR] [--resume DIR] [--json out.json] [--drop-last]\n"
+    "  splat render SCENE.ply --camera CAM.json [--view K] [--device D] [--background r,g,b] -o OUT.png\n"
+    "        [--depth DEPTH.npy] [--alpha ALPHA.npy]\n"
+    "  splat fit --images DIR --cameras CAMS.json [--init random|POINTS.ply] [--count N] --iters N [--lr L]\n"
+    "        [--device D] [--background r,g,b] [--seed S] [--report-every K] [--snapshots DIR] [--snapshot-every K] -o OUT.ply\n"
     "policies: prefer-native (default), force-common-ir, strict, allow-host\n"
     "--deny OP,...: treat these ops as having no native kernel (exercises lowerings, rewrites, staging)\n";
 
@@ -278,6 +283,7 @@ int main(int argc, char** argv) {
                             {"model", "epochs", "batch", "lr", "optimizer", "device", "seed", "data", "checkpoint", "resume",
                              "json"},
                             {"drop-last"}));
+    if (cmd == "splat") return cmd_splat(argc, argv);
     std::cerr << "rlx: unknown command '" << cmd << "'\n" << kUsage;
     return kBadInput;
   } catch (const UsageError& e) {

@@ -13,6 +13,7 @@
 #include "core/error.hpp"
 #include "io/atomic_file.hpp"
 #include "io/file_bytes.hpp"
+#include "io/json_text.hpp"
 
 namespace rlx::io {
 
@@ -68,10 +69,7 @@ std::string name_problem(std::string_view name) {
   return {};
 }
 
-std::string describe(const Json& v) {
-  if (v.is_object() || v.is_array()) return "a JSON " + std::string(v.type_name());
-  return "the JSON " + std::string(v.type_name()) + " " + printable(v.dump(), 40);
-}
+std::string describe(const Json& v) { return describe_json(v); }
 
 // A non-negative JSON integer (the lexer gives non-negative literals as unsigned, "-0" as
 // signed, literals beyond uint64 as floating point).
@@ -83,13 +81,6 @@ int64_t non_negative(const Json& v, const std::string& what) {
     return x;
   }
   throw InputError(what + " is " + describe(v) + ", not a non-negative integer");
-}
-
-// nlohmann's message without its "[json.exception.parse_error.101] " tag.
-std::string json_message(const nlohmann::json::exception& e) {
-  std::string m = e.what();
-  if (size_t k = m.find("] "); m.rfind("[json.exception.", 0) == 0 && k != std::string::npos) m.erase(0, k + 2);
-  return printable(m, 300);
 }
 
 // Parses the header, refusing what the JSON DOM would hide or what no header needs:
@@ -143,20 +134,7 @@ Json parse_header(std::string_view text, const std::string& path) {
     }
     return true;
   };
-  // nlohmann ends its input at a NUL byte; JSON has none outside strings (and inside them
-  // only escaped), so one here would hide the bytes after it from every check.
-  if (const size_t nul = text.find('\0'); nul != std::string_view::npos)
-    throw ParseError(path, 1 + int(std::count(text.begin(), text.begin() + std::ptrdiff_t(nul), '\n')),
-                     "safetensors header JSON: a NUL byte at header byte " + std::to_string(nul));
-  try {
-    return Json::parse(text.begin(), text.end(), check);
-  } catch (const Json::parse_error& e) {
-    const size_t at = std::min<size_t>(e.byte, text.size());
-    const int line = 1 + int(std::count(text.begin(), text.begin() + std::ptrdiff_t(at), '\n'));
-    throw ParseError(path, line, "safetensors header JSON: " + json_message(e));
-  } catch (const Json::exception& e) {  // a number beyond double's range
-    throw InputError(path + ": safetensors header JSON: " + json_message(e));
-  }
+  return parse_untrusted_json<Json>(text, path, "safetensors header JSON", "header byte", check);
 }
 
 }  // namespace

@@ -1,8 +1,11 @@
 // Shared by the fuzz targets: what counts as a finding besides a crash or a sanitizer report.
 #pragma once
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 namespace rlx::fuzz {
 
@@ -11,6 +14,20 @@ namespace rlx::fuzz {
 [[noreturn]] inline void finding(const std::string& what) {
   std::fprintf(stderr, "rlx fuzz finding: %s\n", what.c_str());
   std::abort();
+}
+
+// A file name of this process for a target's round trips: in /dev/shm when it is writable
+// (no disk traffic), else $TMPDIR or /tmp. Removed at exit.
+inline std::string temp_path(const std::string& stem) {
+  static std::vector<std::string> made;
+  const char* tmp = std::getenv("TMPDIR");
+  const std::string dir = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : (tmp ? tmp : "/tmp");
+  made.push_back(dir + "/rlx-fuzz-" + stem + "." + std::to_string(getpid()));
+  if (made.size() == 1)
+    std::atexit([] {
+      for (const std::string& p : made) std::remove(p.c_str());
+    });
+  return made.back();
 }
 
 }  // namespace rlx::fuzz

@@ -34,6 +34,11 @@ const std::vector<Command>& commands() {
       {"solve",
        {"rhs", "method", "pc", "rtol", "atol", "max-it", "restart", "omega", "device", "policy", "out", "seed", "spmv"},
        {"monitor", "explain"}},
+      {"splat render", {"camera", "view", "device", "background", "out", "depth", "alpha"}, {}},
+      {"splat fit",
+       {"images", "cameras", "init", "count", "iters", "lr", "device", "background", "seed", "report-every", "snapshots",
+        "snapshot-every", "out"},
+       {}},
   };
   return c;
 }
@@ -71,6 +76,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         if (k == "omega") (void)a.number(k, 1.0, 0, 2, /*open=*/true);
         if (k == "policy") (void)policy_from_name(a.get(k, "prefer-native"));
         if (k == "device") (void)DeviceRegistry::get().at(a.get(k, "cpu"));
+        // (the ranges of apps/rlx/splat.cpp)
+        if (k == "view" || k == "seed" || k == "report-every" || k == "snapshot-every") (void)a.integer(k, 0, 0, INT64_MAX);
+        if (k == "iters" || k == "count") (void)a.integer(k, 1, 1, 100'000'000);
+        if (k == "lr") (void)a.number(k, 0.01, 0, 1, /*open=*/true);
+        if (k == "background") (void)a.numbers(k, {0, 0, 0}, 0, 1);
       }
       for (const std::string& k : c.boolean) (void)a.flag(k);
     })
