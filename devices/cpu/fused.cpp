@@ -148,9 +148,13 @@ bool overlaps(std::pair<const char*, const char*> a, std::pair<const char*, cons
 }
 
 EwOp op_of(const ir::Node& n) {
-  auto op = ew_op_from_name(n.op->name);
-  if (!op) throw InternalError("cpu fused executor: " + n.op->name + " is not an elementwise op");
-  return *op;
+  // Looked up on every launch of every region: remember each op's answer (per thread, so
+  // no lock) instead of comparing its name against the kernel table each time.
+  thread_local std::unordered_map<const ir::OpDef*, std::optional<EwOp>> known;
+  auto it = known.find(n.op);
+  if (it == known.end()) it = known.emplace(n.op, ew_op_from_name(n.op->name)).first;
+  if (!it->second) throw InternalError("cpu fused executor: " + n.op->name + " is not an elementwise op");
+  return *it->second;
 }
 
 void exec_chunks(const Plan& P, int64_t c0, int64_t c1) {
@@ -502,12 +506,11 @@ void run_elementwise(const std::vector<const ir::Node*>& nodes, const std::vecto
   }
 
   // Values: inputs [0, nin), then steps.
-  std::unordered_map<int32_t, int> node_pos;
-  node_pos.reserve(nodes.size() * 2);
-  for (size_t s = 0; s < nodes.size(); ++s) node_pos[nodes[s]->id] = int(s);
+  // (a region holds a handful of nodes: a scan costs less than building a map per launch)
   auto value_id = [&](ir::Value v) -> int {
-    auto it = node_pos.find(v.node);
-    if (it != node_pos.end() && v.index == 0) return nin + it->second;
+    if (v.index == 0)
+      for (size_t s = 0; s < nodes.size(); ++s)
+        if (nodes[s]->id == v.node) return nin + int(s);
     for (int i = 0; i < nin; ++i)
       if (inputs[size_t(i)] == v) return i;
     throw InternalError("cpu fused executor: operand %" + std::to_string(v.node) + " is neither a region input nor an earlier region node");

@@ -10,8 +10,13 @@ int64_t numel(const Shape& s) {
     if (d < 0) throw SizeError("shape " + shape_str(s) + ": negative extent " + std::to_string(d));
     if (d == 0) return 0;  // [0, 2^40, 2^40] is empty, not an overflow
   }
+  // Called on every kernel launch: the message is only built when the count overflows.
   int64_t n = 1;
-  for (int64_t d : s) n = checked_mul(n, d, "element count of shape " + shape_str(s));
+  for (int64_t d : s)
+    if (__builtin_mul_overflow(n, d, &n) || n > kMaxElements) {
+      n = 1;
+      for (int64_t e : s) n = checked_mul(n, e, "element count of shape " + shape_str(s));
+    }
   return n;
 }
 

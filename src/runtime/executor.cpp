@@ -46,6 +46,42 @@ Executor::Executor(const Program& p, Device& d) : p_(p), d_(d) {
     r.graph = &p.graph;
     regions_.push_back(std::move(r));
   }
+  // Values whose tensors are the same on every run (constants, arena buffers, views of
+  // them) are made once; a run fills in only its inputs and results. This keeps a small
+  // program's launch (a Krylov iteration: ~15 kernels on a few thousand rows) from being
+  // dominated by building tensor handles.
+  const ir::Graph& g = p.graph;
+  vals_.resize(g.nodes.size());
+  fixed_.resize(g.nodes.size());
+  char* arena = arena_.defined() ? static_cast<char*>(arena_.raw()) : nullptr;
+  for (auto& n : g.nodes) {
+    vals_[size_t(n.id)].resize(n.outputs.size());
+    fixed_[size_t(n.id)].assign(n.outputs.size(), false);
+    for (size_t o = 0; o < n.outputs.size(); ++o) {
+      const BufferSlot& s = p.slots[size_t(n.id)][o];
+      const TensorType& t = n.outputs[o];
+      Tensor& v = vals_[size_t(n.id)][o];
+      bool fixed = true;
+      switch (s.kind) {
+        case BufferSlot::Const: v = p.constants.at(size_t(s.index)); break;
+        case BufferSlot::Arena: v = Tensor::view_of(arena + s.offset, d.allocator(), t.dtype, t.shape); break;
+        case BufferSlot::View:
+          fixed = fixed_[size_t(s.alias.node)][size_t(s.alias.index)];
+          if (fixed) v = vals_[size_t(s.alias.node)][size_t(s.alias.index)].reshape(t.shape);
+          break;
+        default: fixed = false; break;
+      }
+      fixed_[size_t(n.id)][o] = fixed;
+    }
+  }
+  kin_.resize(p.kernels.size());
+  kout_.resize(p.kernels.size());
+  for (size_t ki = 0; ki < p.kernels.size(); ++ki) {
+    const Kernel& k = p.kernels[ki];
+    const bool listed = k.kind == Kernel::Fused || k.kind == Kernel::MatmulEpilogue;
+    kin_[ki].resize((listed ? k.inputs : g.nodes[size_t(k.nodes[0])].inputs).size());
+    kout_[ki].resize(k.outputs.size());
+  }
 }
 
 std::vector<Tensor> Executor::run(const std::vector<Tensor>& inputs) {
@@ -111,31 +147,29 @@ void Executor::execute(const std::vector<Tensor>& inputs, std::vector<Tensor>& r
     }
   }
   Allocator* dev_alloc = d_.allocator();
-  std::vector<std::vector<Tensor>> vals(g.nodes.size());
-  for (auto& n : g.nodes) vals[size_t(n.id)].resize(n.outputs.size());
-  char* arena = arena_.defined() ? static_cast<char*>(arena_.raw()) : nullptr;
+  std::vector<std::vector<Tensor>>& vals = vals_;
   if (!have_results) results.assign(g.results.size(), Tensor{});
 
   for (auto& n : g.nodes) {
     for (size_t o = 0; o < n.outputs.size(); ++o) {
+      if (fixed_[size_t(n.id)][o]) continue;
       const BufferSlot& s = p_.slots[size_t(n.id)][o];
       const TensorType& t = n.outputs[o];
       Tensor& v = vals[size_t(n.id)][o];
       switch (s.kind) {
         case BufferSlot::Param: {
           const Tensor& x = inputs.at(size_t(s.index));
-          if (x.type() != t)
+          if (x.dtype() != t.dtype || x.shape() != t.shape)
             throw InputError("input '" + g.param_name(size_t(s.index)) + "' must be " + t.str() + ", got " +
                              x.type().str());
-          v = (x.allocator() == dev_alloc) ? x : x.to(dev_alloc);
+          if (x.allocator() == dev_alloc) v = x;
+          else v = x.to(dev_alloc);
           break;
         }
-        case BufferSlot::Const: v = p_.constants.at(size_t(s.index)); break;
-        case BufferSlot::Arena: v = Tensor::view_of(arena + s.offset, dev_alloc, t.dtype, t.shape); break;
         case BufferSlot::Result: {
           Tensor& r = results[size_t(s.index)];
           if (have_results) {
-            if (r.type() != t || r.allocator() != dev_alloc || !r.is_contiguous())
+            if (r.dtype() != t.dtype || r.shape() != t.shape || r.allocator() != dev_alloc || !r.is_contiguous())
               throw InputError("result " + std::to_string(s.index) + " must be a contiguous " + t.str() + " on " +
                                d_.name());
           } else {
@@ -151,22 +185,29 @@ void Executor::execute(const std::vector<Tensor>& inputs, std::vector<Tensor>& r
           break;
         }
         case BufferSlot::View: v = vals[size_t(s.alias.node)][size_t(s.alias.index)].reshape(t.shape); break;
-        case BufferSlot::Internal: break;
+        default: break;  // Const, Arena: fixed; Internal: no tensor
       }
     }
   }
+  // The run's tensors are let go when it ends (the caller's inputs and results are not kept
+  // alive by the executor); the handles keep their storage for the next run.
+  struct Release {
+    Executor& e;
+    ~Release() { e.release_run_tensors(); }
+  } release{*this};
 
-  Device* host = DeviceRegistry::get().find("reference");
   for (size_t ki = 0; ki < p_.kernels.size(); ++ki) {
     const Kernel& k = p_.kernels[ki];
     const ir::Node& first = g.nodes[size_t(k.nodes[0])];
     auto t0 = profile_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
     // A fused region names each outside value once; a single node takes its operands
     // positionally (matmul(z, z) reads z twice), and so does a matmul epilogue's kernel.
-    std::vector<Tensor> in, out;
+    std::vector<Tensor>& in = kin_[ki];
+    std::vector<Tensor>& out = kout_[ki];
     const bool listed = k.kind == Kernel::Fused || k.kind == Kernel::MatmulEpilogue;
-    for (auto v : (listed ? k.inputs : first.inputs)) in.push_back(vals[size_t(v.node)][size_t(v.index)]);
-    for (auto v : k.outputs) out.push_back(vals[size_t(v.node)][size_t(v.index)]);
+    const auto& operands = listed ? k.inputs : first.inputs;
+    for (size_t i = 0; i < operands.size(); ++i) in[i] = vals[size_t(operands[i].node)][size_t(operands[i].index)];
+    for (size_t i = 0; i < k.outputs.size(); ++i) out[i] = vals[size_t(k.outputs[i].node)][size_t(k.outputs[i].index)];
     try {
       switch (k.kind) {
         case Kernel::Fused: d_.run_fused(regions_[ki], in, out); break;
@@ -174,6 +215,7 @@ void Executor::execute(const std::vector<Tensor>& inputs, std::vector<Tensor>& r
         case Kernel::MatmulEpilogue: d_.run_matmul_epilogue(k.epilogue, g, in, out); break;
         case Kernel::Control: run_control(k, vals); break;
         case Kernel::HostStaged: {
+          Device* host = DeviceRegistry::get().find("reference");
           std::vector<Tensor> hin, hout;
           for (auto& t : in) hin.push_back(t.is_host() ? t : t.to(host_allocator()));
           for (auto& t : out) hout.push_back(Tensor::empty(t.dtype(), t.shape(), host->allocator()));
@@ -214,6 +256,17 @@ void Executor::execute(const std::vector<Tensor>& inputs, std::vector<Tensor>& r
       results[r] = src.to(dev_alloc);
     }
   }
+}
+
+void Executor::release_run_tensors() {
+  static const Tensor kNone;  // copy-assigned, so each handle keeps its shape storage
+  for (size_t id = 0; id < vals_.size(); ++id)
+    for (size_t o = 0; o < vals_[id].size(); ++o)
+      if (!fixed_[id][o]) vals_[id][o] = kNone;
+  for (auto& v : kin_)
+    for (auto& t : v) t = kNone;
+  for (auto& v : kout_)
+    for (auto& t : v) t = kNone;
 }
 
 void Executor::run_control(const Kernel& k, std::vector<std::vector<Tensor>>& vals) {

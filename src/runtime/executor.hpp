@@ -35,6 +35,7 @@ class Executor {
  private:
   void execute(const std::vector<Tensor>& inputs, std::vector<Tensor>& results, bool have_results, bool wait = true);
   void run_control(const Kernel& k, std::vector<std::vector<Tensor>>& vals);
+  void release_run_tensors();
   const Program& p_;
   Device& d_;
   Tensor arena_;
@@ -42,6 +43,11 @@ class Executor {
   bool profile_ = false;
   int64_t runs_ = 0;
   std::vector<double> kernel_seconds_;
+  // Per node and output: its tensor during a run, and whether that tensor is the same on
+  // every run (made once by the constructor); per kernel: its operand and result handles.
+  std::vector<std::vector<Tensor>> vals_;
+  std::vector<std::vector<bool>> fixed_;
+  std::vector<std::vector<Tensor>> kin_, kout_;
 };
 
 }  // namespace rlx
