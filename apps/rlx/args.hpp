@@ -104,5 +104,6 @@ struct Args {
 int cmd_gen(const Args& a);
 int cmd_solve(const Args& a);
 int cmd_train(const Args& a);
+int cmd_embed(const Args& a);
 
 }  // namespace rlx::cli

@@ -213,9 +213,10 @@ void check_pooling(const std::string& folder) {
 
 BertConfig checked_config(const std::string& folder) {
   std::error_code ec;
-  if (!fs::is_directory(folder, ec))
+  const fs::path config = fs::path(folder) / "config.json";
+  if (!fs::is_directory(folder, ec) || !fs::exists(config, ec))
     throw InputError(folder + ": not a model folder (expected config.json, vocab.txt and model.safetensors in it)");
-  return BertConfig::from_file((fs::path(folder) / "config.json").string());
+  return BertConfig::from_file(config.string());
 }
 
 }  // namespace

@@ -261,8 +261,12 @@ std::vector<int64_t> WordPieceTokenizer::encode(std::string_view text) const {
 TokenBatch WordPieceTokenizer::encode_batch(const std::vector<std::string>& texts, int64_t pad_to) const {
   std::vector<std::vector<int64_t>> rows;
   int64_t len = std::max<int64_t>(pad_to, 0);
-  for (const std::string& t : texts) {
-    rows.push_back(encode(t));
+  for (size_t i = 0; i < texts.size(); ++i) {
+    try {
+      rows.push_back(encode(texts[i]));
+    } catch (const InputError& e) {
+      throw InputError("text " + std::to_string(i + 1) + " of " + std::to_string(texts.size()) + ": " + e.what());
+    }
     len = std::max(len, int64_t(rows.back().size()));
   }
   const int64_t n = int64_t(texts.size());

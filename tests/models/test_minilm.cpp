@@ -22,6 +22,7 @@
 #include "nn/layers.hpp"
 #include "nn/models/bert.hpp"
 #include "runtime/device.hpp"
+#include "tests/support/cli.hpp"
 #include "tests/support/errors.hpp"
 
 namespace rlx::nn {
@@ -215,6 +216,43 @@ BOOST_AUTO_TEST_CASE(bad_folders_are_refused_naming_the_file_and_tensor) {
     expect_error([&] { e.embed(long_batch, DeviceRegistry::get().at("cpu")); }, {"17 tokens", "16 positions"});
   }
   expect_error([] { SentenceEmbedder e("/nonexistent/minilm"); }, {"/nonexistent/minilm", "not a model folder"});
+  expect_error([] { SentenceEmbedder e(fs::temp_directory_path().string()); }, {"not a model folder"});
+}
+
+BOOST_AUTO_TEST_CASE(rlx_embed_prints_and_writes_npy_and_refuses_what_it_cannot_read) {
+  TinyFolder t;
+  const std::string folder = t.write();
+  const fs::path out = t.dir / "emb.npy";
+  auto cli = [&](const std::string& args) { return test::run_cli(RLX_CLI, args, t.dir); };
+  test::CliResult r = cli("embed --model " + folder + " 'hello, world!' unaffable --out " + out.string());
+  BOOST_TEST(r.code == 0, r.err);
+  BOOST_TEST(test::has(r.out, "2 sentences -> f32[2,8] on cpu"), r.out);
+  BOOST_TEST((io::read_npy(out.string()).shape() == Shape{2, 8}));
+  r = cli("embed --model model.onnx hello");
+  BOOST_TEST(r.code == 2);
+  BOOST_TEST(test::has(r.err, "onnx models are not yet supported"), r.err);
+  r = cli("embed --model model.gguf hello");
+  BOOST_TEST(test::has(r.err, "gguf models are not yet supported"), r.err);
+  r = cli("embed hello");
+  BOOST_TEST((r.code == 2 && test::has(r.err, "embed needs --model")), r.err);
+  r = cli("embed --model " + folder);
+  BOOST_TEST((r.code == 2 && test::has(r.err, "at least one sentence")), r.err);
+  r = cli("embed --model " + folder + " hello --out /nonexistent/e.npy");
+  BOOST_TEST((r.code == 2 && test::has(r.err, "/nonexistent does not exist")), r.err);
+  r = cli("embed --model " + folder + " ok '\xff'");
+  BOOST_TEST((r.code == 2 && test::has(r.err, "text 2 of 2") && test::has(r.err, "not valid UTF-8")), r.err);
+}
+
+BOOST_AUTO_TEST_CASE(rlx_embed_of_minilm_matches_sentence_transformers, *boost::unit_test::precondition(ModelPresent())) {
+  const fs::path dir = test::scratch_dir("rlx-minilm-cli-");
+  const Reference ref = reference();
+  const test::CliResult r =
+      test::run_cli(RLX_CLI, "embed --model '" + model_dir() + "' '" + ref.sentences[4] + "' --out " + (dir / "e.npy").string(), dir);
+  BOOST_TEST(r.code == 0, r.err);
+  const Tensor e = io::read_npy((dir / "e.npy").string());
+  BOOST_TEST_REQUIRE((e.shape() == Shape{1, 384}));
+  BOOST_TEST(cosine(e.data<float>(), ref.embeddings.data<float>() + 4 * 384, 384) >= kMinCosine);
+  fs::remove_all(dir);
 }
 
 }  // namespace

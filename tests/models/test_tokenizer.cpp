@@ -91,6 +91,7 @@ BOOST_AUTO_TEST_CASE(bad_vocabularies_and_text_are_refused) {
   const WordPieceTokenizer tok(small_vocab(), "small");
   for (const char* bad : {"\xc3", "\xc0\xaf", "\xed\xa0\x80", "\xf4\x90\x80\x80", "ok \x80"})
     expect_error([&] { tok.encode(bad); }, {"not valid UTF-8"});
+  expect_error([&] { tok.encode_batch({"hello", "ok \x80"}); }, {"text 2 of 2", "not valid UTF-8 (at byte 3)"});
 }
 
 }  // namespace
