@@ -34,6 +34,7 @@ const std::vector<Command>& commands() {
       {"solve",
        {"rhs", "method", "pc", "rtol", "atol", "max-it", "restart", "omega", "device", "policy", "out", "seed", "spmv"},
        {"monitor", "explain"}},
+      {"embed", {"model", "device", "out"}, {}},
   };
   return c;
 }
