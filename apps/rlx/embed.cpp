@@ -32,6 +32,10 @@ int cmd_embed(const Args& a) {
   Device& dev = DeviceRegistry::get().at(a.get("device", "cpu"));
   if (!dev.unavailable().empty()) throw UsageError("device " + dev.name() + " is not available here: " + dev.unavailable());
   nn::SentenceEmbedder e(model);
+  if (a.flag("explain")) {
+    const nn::TokenBatch b = e.tokenizer().encode_batch(a.pos);
+    std::cout << e.explain(b.ids.shape()[0], b.ids.shape()[1], dev);
+  }
   const Tensor emb = e.embed(a.pos, dev);
   const int64_t n = emb.shape()[0], h = emb.shape()[1];
   std::cout << "rlx embed: " << n << " sentence" << (n == 1 ? "" : "s") << " -> " << emb.type().str() << " on " << dev.name()

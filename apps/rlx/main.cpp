@@ -45,7 +45,7 @@ const char* kUsage =
     "        under mpirun -n N (N > 1): rows split over the ranks, --pc none|jacobi|bjacobi|bjacobi-ic0\n"
     "  train mnist [--model mlp|cnn] [--epochs E] [--batch B] [--lr L] [--optimizer sgd|adam|adamw] [--device D]\n"
     "        [--seed S] [--data DIR] [--checkpoint DIR] [--resume DIR] [--json out.json] [--drop-last]\n"
-    "  embed --model DIR \"sentence\" ... [--device D] [--out emb.npy]\n"
+    "  embed --model DIR \"sentence\" ... [--device D] [--out emb.npy] [--explain]\n"
     "        sentence embeddings of a sentence-transformers BERT folder (all-MiniLM-L6-v2)\n"
     "policies: prefer-native (default), force-common-ir, strict, allow-host\n"
     "--deny OP,...: treat these ops as having no native kernel (exercises lowerings, rewrites, staging)\n";
@@ -280,7 +280,7 @@ int main(int argc, char** argv) {
                             {"model", "epochs", "batch", "lr", "optimizer", "device", "seed", "data", "checkpoint", "resume",
                              "json"},
                             {"drop-last"}));
-    if (cmd == "embed") return cmd_embed(Args(argc, argv, 2, {"model", "device", "out"}, {}));
+    if (cmd == "embed") return cmd_embed(Args(argc, argv, 2, {"model", "device", "out"}, {"explain"}));
     std::cerr << "rlx: unknown command '" << cmd << "'\n" << kUsage;
     return kBadInput;
   } catch (const UsageError& e) {

@@ -49,6 +49,13 @@ std::string string_field(const nlohmann::json& j, const std::string& path, const
   return j.at(key).get<std::string>();
 }
 
+// The nodes made while one lives carry a module's checkpoint name as their location, so a
+// dispatch report or an error names "encoder.layer.3.intermediate" as an imported model's
+// node would be named, rather than the one line of this file that every layer shares.
+struct ModuleLocation : LocationScope {
+  explicit ModuleLocation(const std::string& module) : LocationScope(ir::Location{.name = module}) {}
+};
+
 // Host f32 of a float tensor (f16 and bf16 widen exactly).
 Tensor to_f32(const Tensor& t) {
   if (t.dtype() == DType::F32) return t;
@@ -93,8 +100,7 @@ BertConfig BertConfig::from_file(const std::string& path) {
   return c;
 }
 
-Var bert_encoder(Model& m, const BertConfig& c, const Var& ids, const Var& token_type_ids, const Var& attention_mask,
-                 SrcLoc loc) {
+Var bert_encoder(Model& m, const BertConfig& c, const Var& ids, const Var& token_type_ids, const Var& attention_mask) {
   if (ids.rank() != 2 || ids.dtype() != DType::I64)
     throw InputError("bert_encoder: ids must be i64 [B, L], got " + ids.type().str());
   const int64_t len = ids.shape()[1], h = c.hidden_size;
@@ -107,21 +113,35 @@ Var bert_encoder(Model& m, const BertConfig& c, const Var& ids, const Var& token
   ir::Graph& g = *ids.graph();
   Var x;
   {
+    ModuleLocation at("embeddings");
     Model::Scope scope(m, "embeddings");
-    Var words = embedding(m, "word_embeddings", ids, c.vocab_size, h, loc);
-    Var positions = embedding(m, "position_embeddings", iota(g, {len}, 0, DType::I64, loc), c.max_positions, h, loc);
-    Var types = embedding(m, "token_type_embeddings", token_type_ids, c.type_vocab_size, h, loc);
-    x = layer_norm(m, "LayerNorm", words + positions + types, c.layer_norm_eps, loc);
+    Var words = embedding(m, "word_embeddings", ids, c.vocab_size, h);
+    Var positions = embedding(m, "position_embeddings", iota(g, {len}, 0, DType::I64), c.max_positions, h);
+    Var types = embedding(m, "token_type_embeddings", token_type_ids, c.type_vocab_size, h);
+    x = layer_norm(m, "LayerNorm", words + positions + types, c.layer_norm_eps);
   }
-  const Var padding = eq(attention_mask, scalar_like(attention_mask, 0.0, loc), loc);  // true where a key is padding
+  Var padding;  // true where a key is padding
+  {
+    ModuleLocation at("attention_mask");
+    padding = eq(attention_mask, scalar_like(attention_mask, 0.0));
+  }
   const AttentionNames names{.q = "self/query", .k = "self/key", .v = "self/value", .out = "output/dense"};
   for (int64_t i = 0; i < c.num_layers; ++i) {
-    Model::Scope scope(m, "encoder/layer/" + std::to_string(i));
-    Var a = multi_head_attention(m, "attention", x, x, c.num_heads, false, padding, names, loc);
-    x = layer_norm(m, "attention/output/LayerNorm", x + a, c.layer_norm_eps, loc);
-    Var f = gelu(linear(m, "intermediate/dense", x, c.intermediate_size, true, loc), "none", loc);
-    f = linear(m, "output/dense", f, h, true, loc);
-    x = layer_norm(m, "output/LayerNorm", x + f, c.layer_norm_eps, loc);
+    const std::string layer = "encoder/layer/" + std::to_string(i);
+    Model::Scope scope(m, layer);
+    {
+      ModuleLocation at(checkpoint_name(layer) + ".attention");
+      Var a = multi_head_attention(m, "attention", x, x, c.num_heads, false, padding, names);
+      x = layer_norm(m, "attention/output/LayerNorm", x + a, c.layer_norm_eps);
+    }
+    Var f;
+    {
+      ModuleLocation at(checkpoint_name(layer) + ".intermediate");
+      f = gelu(linear(m, "intermediate/dense", x, c.intermediate_size), "none");
+    }
+    ModuleLocation at(checkpoint_name(layer) + ".output");
+    f = linear(m, "output/dense", f, h);
+    x = layer_norm(m, "output/LayerNorm", x + f, c.layer_norm_eps);
   }
   return x;
 }
@@ -184,7 +204,14 @@ Var build_embedder(Model& m, const BertConfig& c, int64_t batch, int64_t length)
   Var ids = m.input("input_ids", DType::I64, {batch, length});
   Var types = m.input("token_type_ids", DType::I64, {batch, length});
   Var mask = m.input("attention_mask", DType::I64, {batch, length});
-  return l2_normalize(mean_pool(bert_encoder(m, c, ids, types, mask), mask));
+  Var hidden = bert_encoder(m, c, ids, types, mask);
+  Var pooled;
+  {
+    ModuleLocation at("pooling");  // (sentence-transformers' modules 1_Pooling and 2_Normalize)
+    pooled = mean_pool(hidden, mask);
+  }
+  ModuleLocation at("normalize");
+  return l2_normalize(pooled);
 }
 
 // The tokenizer's maximum length: sentence_bert_config.json's max_seq_length when present,
@@ -293,6 +320,10 @@ Tensor SentenceEmbedder::embed(const TokenBatch& batch, Device& d) {
   const std::vector<Tensor>& w = weights_on(d);
   in.insert(in.end(), w.begin(), w.end());
   return c.executor->run(in)[0];
+}
+
+std::string SentenceEmbedder::explain(int64_t batch, int64_t length, Device& d) {
+  return compiled(batch, length, d).program->report.table();
 }
 
 Tensor SentenceEmbedder::embed(const std::vector<std::string>& texts, Device& d) {

@@ -39,8 +39,9 @@ struct BertConfig {
 
 // The encoder's last hidden states [B, L, hidden] for ids, token_type_ids and attention_mask
 // (each i64 [B, L]; the mask 1 for tokens, 0 for padding, which no token attends to).
-Var bert_encoder(Model& m, const BertConfig& c, const Var& ids, const Var& token_type_ids, const Var& attention_mask,
-                 SrcLoc loc = SrcLoc::current());
+// Each node's location is its module's checkpoint name ("embeddings", "encoder.layer.0.attention",
+// "encoder.layer.0.intermediate", "encoder.layer.0.output", "attention_mask").
+Var bert_encoder(Model& m, const BertConfig& c, const Var& ids, const Var& token_type_ids, const Var& attention_mask);
 // The mean of hidden [B, L, H] over the positions where mask [B, L] (i64) is 1.
 Var mean_pool(const Var& hidden, const Var& mask, SrcLoc loc = SrcLoc::current());
 // Each row of x [B, H] divided by its Euclidean norm (at least 1e-12, as torch's F.normalize).
@@ -75,6 +76,9 @@ class SentenceEmbedder {
   // The same for ids already tokenized (TokenBatch of any [B, L], L <= max positions); the
   // result stays on the device.
   Tensor embed(const TokenBatch& batch, Device& d);
+  // The dispatch report of the program for [batch, length] on d (compiled if need be): each
+  // op's route, located by its module's checkpoint name (then "pooling", "normalize").
+  std::string explain(int64_t batch, int64_t length, Device& d);
 
  private:
   struct Compiled;

@@ -34,7 +34,7 @@ const std::vector<Command>& commands() {
       {"solve",
        {"rhs", "method", "pc", "rtol", "atol", "max-it", "restart", "omega", "device", "policy", "out", "seed", "spmv"},
        {"monitor", "explain"}},
-      {"embed", {"model", "device", "out"}, {}},
+      {"embed", {"model", "device", "out"}, {"explain"}},
   };
   return c;
 }

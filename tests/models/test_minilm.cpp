@@ -146,6 +146,12 @@ struct TinyFolder {
 BOOST_AUTO_TEST_CASE(a_small_bert_folder_loads_and_embeds) {
   TinyFolder t;
   SentenceEmbedder e(t.write());
+  // The dispatch report locates each node by its module's checkpoint name.
+  const std::string report = e.explain(2, 6, DeviceRegistry::get().at("cpu"));
+  for (const char* module : {"embeddings", "attention_mask", "encoder.layer.0.attention", "encoder.layer.1.intermediate",
+                             "encoder.layer.1.output", "pooling", "normalize"})
+    BOOST_TEST(test::has(report, module), module << " not in the report:\n" << report);
+  BOOST_TEST(test::has(report, "unsupported=0"), report);
   const Tensor r = e.embed({"hello, world!", "unaffable"}, DeviceRegistry::get().at("cpu"));
   BOOST_TEST((r.shape() == Shape{2, 8}));
   for (int64_t row = 0; row < 2; ++row) {
@@ -228,6 +234,8 @@ BOOST_AUTO_TEST_CASE(rlx_embed_prints_and_writes_npy_and_refuses_what_it_cannot_
   BOOST_TEST(r.code == 0, r.err);
   BOOST_TEST(test::has(r.out, "2 sentences -> f32[2,8] on cpu"), r.out);
   BOOST_TEST((io::read_npy(out.string()).shape() == Shape{2, 8}));
+  r = cli("embed --model " + folder + " hello --explain");
+  BOOST_TEST((r.code == 0 && test::has(r.out, "encoder.layer.1.attention") && test::has(r.out, "dispatch report")), r.out);
   r = cli("embed --model model.onnx hello");
   BOOST_TEST(r.code == 2);
   BOOST_TEST(test::has(r.err, "onnx models are not yet supported"), r.err);
