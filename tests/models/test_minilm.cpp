@@ -15,8 +15,11 @@
 #include <fstream>
 #include <iomanip>
 #include <nlohmann/json.hpp>
+#include <cstring>
 #include <numeric>
+#include <type_traits>
 
+#include "core/half.hpp"
 #include "io/npy.hpp"
 #include "io/safetensors.hpp"
 #include "nn/layers.hpp"
@@ -159,6 +162,37 @@ BOOST_AUTO_TEST_CASE(a_small_bert_folder_loads_and_embeds) {
     for (int64_t j = 0; j < 8; ++j) norm += double(r.data<float>()[row * 8 + j]) * r.data<float>()[row * 8 + j];
     BOOST_TEST(std::abs(std::sqrt(norm) - 1) < 1e-5);
   }
+}
+
+// Half-precision weights widen exactly: a folder of f16 (or bf16) tensors embeds exactly as one
+// holding the same values in f32.
+template <class Half>
+void half_weights_widen_exactly() {
+  TinyFolder half, full;
+  for (size_t i = 0; i < half.tensors.size(); ++i) {
+    const Tensor& w = half.tensors[i].second;
+    Tensor h = Tensor::empty(std::is_same_v<Half, f16> ? DType::F16 : DType::BF16, w.shape());
+    Tensor f = Tensor::empty(DType::F32, w.shape());
+    for (int64_t k = 0; k < w.numel(); ++k) {
+      h.data<Half>()[k] = Half(w.data<float>()[k]);
+      f.data<float>()[k] = float(h.data<Half>()[k]);
+    }
+    half.tensors[i].second = h;
+    full.tensors[i].second = f;
+  }
+  full.dir += "-full";
+  fs::create_directories(full.dir);
+  fs::copy_file(half.dir / "vocab.txt", full.dir / "vocab.txt");
+  SentenceEmbedder a(half.write()), b(full.write());
+  Device& cpu = DeviceRegistry::get().at("cpu");
+  const Tensor ea = a.embed({"hello, world!"}, cpu), eb = b.embed({"hello, world!"}, cpu);
+  BOOST_TEST(std::memcmp(ea.raw(), eb.raw(), ea.nbytes()) == 0);
+  fs::remove_all(full.dir);
+}
+
+BOOST_AUTO_TEST_CASE(f16_and_bf16_weights_widen_exactly) {
+  half_weights_widen_exactly<f16>();
+  half_weights_widen_exactly<bf16>();
 }
 
 BOOST_AUTO_TEST_CASE(bad_folders_are_refused_naming_the_file_and_tensor) {
