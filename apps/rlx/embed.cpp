@@ -34,7 +34,7 @@ int cmd_embed(const Args& a) {
   nn::SentenceEmbedder e(model);
   if (a.flag("explain")) {
     const nn::TokenBatch b = e.tokenizer().encode_batch(a.pos);
-    std::cout << e.explain(b.ids.shape()[0], b.ids.shape()[1], dev);
+    std::cout << e.explain(b.ids.shape()[0], e.padded_length(b.ids.shape()[1]), dev);
   }
   const Tensor emb = e.embed(a.pos, dev);
   const int64_t n = emb.shape()[0], h = emb.shape()[1];

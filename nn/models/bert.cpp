@@ -1,5 +1,6 @@
 #include "nn/models/bert.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -322,13 +323,30 @@ Tensor SentenceEmbedder::embed(const TokenBatch& batch, Device& d) {
   return c.executor->run(in)[0];
 }
 
+// A multiple of 16 tokens: one program serves 16 lengths, so a stream of texts compiles a
+// bounded number of programs (padding is masked out of attention and pooling).
+int64_t SentenceEmbedder::padded_length(int64_t length) const {
+  return std::min((length + 15) / 16 * 16, std::max(length, config_.max_positions));
+}
+
 std::string SentenceEmbedder::explain(int64_t batch, int64_t length, Device& d) {
   return compiled(batch, length, d).program->report.table();
 }
 
 Tensor SentenceEmbedder::embed(const std::vector<std::string>& texts, Device& d) {
   if (texts.empty()) throw InputError("embed: no texts");
-  Tensor r = embed(tokenizer_.encode_batch(texts), d);
+  const TokenBatch b = tokenizer_.encode_batch(texts);
+  const int64_t n = b.ids.shape()[0], len = b.ids.shape()[1], padded = padded_length(len);
+  TokenBatch p{Tensor::zeros(DType::I64, {n, padded}), Tensor::zeros(DType::I64, {n, padded}),
+               Tensor::zeros(DType::I64, {n, padded})};
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t c = 0; c < padded; ++c) {
+      const bool in = c < len;
+      p.ids.data<int64_t>()[r * padded + c] = in ? b.ids.data<int64_t>()[r * len + c] : tokenizer_.pad_id();
+      p.attention_mask.data<int64_t>()[r * padded + c] = in ? b.attention_mask.data<int64_t>()[r * len + c] : 0;
+      p.token_type_ids.data<int64_t>()[r * padded + c] = in ? b.token_type_ids.data<int64_t>()[r * len + c] : 0;
+    }
+  Tensor r = embed(p, d);
   return r.is_host() ? r : r.to(host_allocator());
 }
 

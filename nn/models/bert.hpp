@@ -71,11 +71,14 @@ class SentenceEmbedder {
   int64_t max_length() const { return tokenizer_.options().max_length; }
   int64_t parameter_count() const { return parameter_count_; }
 
-  // L2-normalised embeddings f32 [texts, hidden] (host), the texts padded to the longest.
+  // L2-normalised embeddings f32 [texts, hidden] (host), the texts padded to the longest,
+  // rounded up to a multiple of 16 tokens (within the model's positions).
   Tensor embed(const std::vector<std::string>& texts, Device& d);
   // The same for ids already tokenized (TokenBatch of any [B, L], L <= max positions); the
   // result stays on the device.
   Tensor embed(const TokenBatch& batch, Device& d);
+  // The length embed(texts) pads a batch whose longest text has `length` ids to.
+  int64_t padded_length(int64_t length) const;
   // The dispatch report of the program for [batch, length] on d (compiled if need be): each
   // op's route, located by its module's checkpoint name (then "pooling", "normalize").
   std::string explain(int64_t batch, int64_t length, Device& d);
