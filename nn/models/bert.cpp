@@ -175,6 +175,8 @@ std::vector<Tensor> load_parameters(const Model& m, const std::string& safetenso
   const io::SafetensorsFile f(safetensors_path);
   std::vector<Tensor> out;
   for (const Parameter& p : m.parameters()) {
+    if (p.type.dtype != DType::F32)
+      throw InputError("load_parameters: the model's parameters must be f32, '" + p.name + "' is " + dtype_name(p.type.dtype));
     const std::string name = prefix + checkpoint_name(p.name);
     if (!f.contains(name)) throw InputError(safetensors_path + ": the tensor '" + name + "' is missing");
     const io::SafetensorsEntry& e = f.entry(name);
@@ -183,10 +185,7 @@ std::vector<Tensor> load_parameters(const Model& m, const std::string& safetenso
                        shape_str(p.type.shape));
     if (e.dtype != "F32" && e.dtype != "F16" && e.dtype != "BF16")
       throw InputError(safetensors_path + ": the tensor '" + name + "' is " + e.dtype + ", the model needs F32, F16 or BF16");
-    Tensor t = to_f32(f.tensor(name));
-    if (p.type.dtype != DType::F32)
-      throw InputError("load_parameters: the model's parameters must be f32, '" + p.name + "' is " + dtype_name(p.type.dtype));
-    out.push_back(std::move(t));
+    out.push_back(to_f32(f.tensor(name)));
   }
   return out;
 }
@@ -200,7 +199,8 @@ struct SentenceEmbedder::Compiled {
 
 namespace {
 
-// The embedder's graph for [batch, length]; returns its model (parameters in load order).
+// The embedder's graph for [batch, length]: the embeddings [batch, hidden]; m's parameters
+// come out in the order load_parameters reads them.
 Var build_embedder(Model& m, const BertConfig& c, int64_t batch, int64_t length) {
   Var ids = m.input("input_ids", DType::I64, {batch, length});
   Var types = m.input("token_type_ids", DType::I64, {batch, length});
@@ -239,6 +239,25 @@ void check_pooling(const std::string& folder) {
     throw InputError(p + ": pooling_mode_mean_tokens is off; only mean pooling is supported");
 }
 
+// The sentence-transformers pipeline (modules.json) must be the one this class computes:
+// Transformer, Pooling, Normalize.
+void check_modules(const std::string& folder) {
+  const std::string p = (fs::path(folder) / "modules.json").string();
+  std::error_code ec;
+  if (!fs::exists(p, ec)) return;
+  const nlohmann::json j = read_json(p);
+  if (!j.is_array()) throw InputError(p + ": must be a JSON array of modules");
+  bool normalize = false;
+  for (const nlohmann::json& mod : j) {
+    const std::string type = mod.is_object() ? string_field(mod, p, "type", "") : "";
+    const std::string kind = type.substr(type.rfind('.') + 1);
+    if (kind != "Transformer" && kind != "Pooling" && kind != "Normalize")
+      throw InputError(p + ": the module \"" + type + "\" is not supported (only Transformer, Pooling, Normalize)");
+    normalize = normalize || kind == "Normalize";
+  }
+  if (!normalize) throw InputError(p + ": no Normalize module; rlx's sentence embedder always L2-normalises");
+}
+
 BertConfig checked_config(const std::string& folder) {
   std::error_code ec;
   const fs::path config = fs::path(folder) / "config.json";
@@ -255,6 +274,7 @@ SentenceEmbedder::SentenceEmbedder(const std::string& folder)
       tokenizer_(WordPieceTokenizer::from_file((fs::path(folder) / "vocab.txt").string(),
                                                {.max_length = max_length_of(folder, config_)})) {
   check_pooling(folder);
+  check_modules(folder);
   const std::string vocab = (fs::path(folder) / "vocab.txt").string();
   if (tokenizer_.vocab_size() != config_.vocab_size)
     throw InputError(vocab + ": " + std::to_string(tokenizer_.vocab_size()) + " tokens, config.json says vocab_size " +

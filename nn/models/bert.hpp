@@ -56,8 +56,9 @@ std::string checkpoint_name(const std::string& parameter);
 std::vector<Tensor> load_parameters(const Model& m, const std::string& safetensors_path, const std::string& prefix = "");
 
 // all-MiniLM-L6-v2 and its kin: a sentence-transformers model folder with config.json,
-// vocab.txt, model.safetensors, and optionally sentence_bert_config.json (max_seq_length) and
-// 1_Pooling/config.json (which must ask for mean pooling). Programs are compiled per device
+// vocab.txt, model.safetensors, and optionally sentence_bert_config.json (max_seq_length),
+// 1_Pooling/config.json (which must ask for mean pooling) and modules.json (Transformer,
+// Pooling, Normalize and nothing else). Programs are compiled per device
 // and per [batch, length] and kept; the weights are uploaded to a device once.
 class SentenceEmbedder {
  public:

@@ -215,6 +215,15 @@ BOOST_AUTO_TEST_CASE(bad_folders_are_refused_naming_the_file_and_tensor) {
   }
   {
     TinyFolder t;
+    std::ofstream(t.dir / "modules.json") << R"([{"type": "sentence_transformers.models.Transformer"},
+                                                 {"type": "sentence_transformers.models.Pooling"},
+                                                 {"type": "sentence_transformers.models.Dense"}])";
+    expect_error([&] { SentenceEmbedder e(t.write()); }, {"modules.json", "sentence_transformers.models.Dense", "not supported"});
+    std::ofstream(t.dir / "modules.json") << R"([{"type": "sentence_transformers.models.Transformer"}])";
+    expect_error([&] { SentenceEmbedder e(t.write()); }, {"modules.json", "no Normalize module"});
+  }
+  {
+    TinyFolder t;
     t.config["num_attention_heads"] = 3;
     expect_error([&] { SentenceEmbedder e(t.write()); }, {"config.json", "3 attention heads", "hidden_size 8"});
   }
