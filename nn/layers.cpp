@@ -94,7 +94,7 @@ Var batch_norm(Model& m, const std::string& name, const Var& x, bool training, d
 }
 
 Var multi_head_attention(Model& m, const std::string& name, const Var& x, const Var& kv, int64_t heads, bool causal,
-                         std::optional<Var> key_padding_mask, SrcLoc loc) {
+                         std::optional<Var> key_padding_mask, const AttentionNames& names, SrcLoc loc) {
   const std::string full = m.scoped(name);  // (before the scope below adds it again)
   auto fail = [&](const std::string& what) { throw InputError("multi_head_attention '" + full + "': " + what); };
   if (x.rank() != 3 || kv.rank() != 3)
@@ -107,9 +107,9 @@ Var multi_head_attention(Model& m, const std::string& name, const Var& x, const 
   Model::Scope scope(m, name);
   // [N, L, E] -> [N, heads, L, d]
   auto split = [&](const Var& t, int64_t len) { return permute(reshape(t, {n, len, heads, d}, loc), {0, 2, 1, 3}, loc); };
-  Var q = split(linear(m, "q", x, e, true, loc), lq);
-  Var k = split(linear(m, "k", kv, e, true, loc), lk);
-  Var v = split(linear(m, "v", kv, e, true, loc), lk);
+  Var q = split(linear(m, names.q, x, e, true, loc), lq);
+  Var k = split(linear(m, names.k, kv, e, true, loc), lk);
+  Var v = split(linear(m, names.v, kv, e, true, loc), lk);
   std::optional<Var> bias;
   if (key_padding_mask) {
     const Var& pad = *key_padding_mask;
@@ -121,7 +121,7 @@ Var multi_head_attention(Model& m, const std::string& name, const Var& x, const 
                  broadcast_to(scalar(g, 0.0, x.dtype(), loc), s, loc), loc);
   }
   Var o = attention(q, k, v, causal ? "causal" : "none", bias, loc);
-  return linear(m, "out", reshape(permute(o, {0, 2, 1, 3}, loc), {n, lq, e}, loc), e, true, loc);
+  return linear(m, names.out, reshape(permute(o, {0, 2, 1, 3}, loc), {n, lq, e}, loc), e, true, loc);
 }
 
 Var dropout(Model& m, const std::string& name, const Var& x, double p, bool training, SrcLoc loc) {

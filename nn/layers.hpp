@@ -47,9 +47,14 @@ Var batch_norm(Model& m, const std::string& name, const Var& x, bool training, d
 // biases, nn.Linear's initialisation). causal: query i sees keys j <= i + Lk - Lq.
 // key_padding_mask: bool [N, Lk], true where a key is padding (PyTorch's convention); a query
 // row whose keys are all masked has no weights to normalise and gives NaN, as in PyTorch.
+// `names` renames the projections where a checkpoint names them otherwise (BERT:
+// self/query, self/key, self/value, output/dense).
+struct AttentionNames {
+  std::string q = "q", k = "k", v = "v", out = "out";
+};
 Var multi_head_attention(Model& m, const std::string& name, const Var& x, const Var& kv, int64_t heads,
                          bool causal = false, std::optional<Var> key_padding_mask = std::nullopt,
-                         SrcLoc loc = SrcLoc::current());
+                         const AttentionNames& names = {}, SrcLoc loc = SrcLoc::current());
 // Inverted dropout (nn.Dropout(p)) in training, the identity otherwise. Its draw is keyed by
 // the model's step key (Model::step_key) and seeded by the layer's scoped name, so two dropout
 // layers drop independently, each step draws anew, and every device drops the same elements.

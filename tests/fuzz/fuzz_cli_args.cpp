@@ -39,6 +39,7 @@ const std::vector<Command>& commands() {
        {"images", "cameras", "init", "count", "iters", "lr", "device", "background", "seed", "report-every", "snapshots",
         "snapshot-every", "out"},
        {}},
+      {"embed", {"model", "device", "out"}, {"explain"}},
   };
   return c;
 }

