@@ -560,6 +560,16 @@ const std::vector<OpCase>& l2_cases() {
 }
 
 // Runs every variant of one L2 op for every declared dtype on every device.
+// The f32 tolerance is one per dtype, except for results that are long f32 sums by nature:
+// splat_render_backward's gradients add a term per covered pixel, each through the product of
+// the transmittances in front of it, so its f32 rounding grows with the pixels a Gaussian
+// covers (1.2e-5 seen on the example at seed 1796195552198992249). tests/splat checks it more
+// closely, against finite differences and each device against the reference.
+double op_tolerance(const std::string& example_name, DType t) {
+  if (t == DType::F32 && example_name.rfind("splat_render_backward", 0) == 0) return 1e-4;
+  return tolerance(t);
+}
+
 void check_l2(const OpCase& c) {
   const ir::OpDef& def = ir::OpRegistry::get().at(c.op);
   Device& ref = DeviceRegistry::get().at("reference");
@@ -595,7 +605,7 @@ void check_l2(const OpCase& c) {
             if (!strided || d == &ref) count(*d, false);
             BOOST_REQUIRE_EQUAL(got->size(), want->size());
             for (size_t r = 0; r < want->size(); ++r) {
-              std::string m = mismatch((*got)[r], (*want)[r], tolerance((*want)[r].dtype()));
+              std::string m = mismatch((*got)[r], (*want)[r], op_tolerance(name, (*want)[r].dtype()));
               BOOST_CHECK_MESSAGE(m.empty(), ctx << " result " << r << ": " << m << "; " << seed_note());
             }
           } catch (const std::exception& e) {
