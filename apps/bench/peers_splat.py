@@ -68,14 +68,16 @@ def main():
              for k in ("means", "log_scales", "quats", "logits", "sh", "background")}
         viewmat = torch.eye(4, device=dev)[None]
         K = torch.tensor([[s["fx"], 0, s["cx"]], [0, s["fy"], s["cy"]], [0, 0, 1]], device=dev, dtype=torch.float32)[None]
-        bg = t["background"][None]  # gsplat appends the depth channel's (zero) background itself
-
+        # The background is composited here (C + (1 - alpha) bg, what gsplat's `backgrounds` does)
+        # rather than passed in: gsplat 1.5.3's packed path asserts on the background's shape
+        # in the RGB+ED mode. One small elementwise kernel more in gsplat's time.
         def render(p, packed):
             colors, alphas, _ = gsplat.rasterization(
                 p["means"], p["quats"], torch.exp(p["log_scales"]), torch.sigmoid(p["logits"]), p["sh"], viewmat, K,
-                s["w"], s["h"], near_plane=0.2, eps2d=0.3, sh_degree=3, packed=packed, tile_size=16, backgrounds=bg,
+                s["w"], s["h"], near_plane=0.2, eps2d=0.3, sh_degree=3, packed=packed, tile_size=16,
                 render_mode="RGB+ED")
-            return colors, alphas
+            rgb = colors[..., :3] + (1 - alphas) * p["background"]
+            return torch.cat([rgb, colors[..., 3:]], dim=-1), alphas
 
         rlx_image = os.path.join(a.dir, sub, "image.f32")
         if os.path.exists(rlx_image):
