@@ -69,9 +69,11 @@ int main(int argc, char** argv) {
   PetscCallMPI(MPI_Comm_size(PETSC_COMM_WORLD, &size));
   KSPConvergedReason reason;
   PetscCall(KSPGetConvergedReason(ksp, &reason));
+  PCType pc_type;  // -pc_type may have replaced Jacobi (bjacobi: the distributed comparison)
+  PetscCall(PCGetType(pc, &pc_type));
   PetscCall(PetscPrintf(PETSC_COMM_WORLD,
-                        "  PETSc KSPCG+PCJACOBI (%d rank%s)  %9.3f s  %5d iterations  %7.3f ms/iteration  (%s)\n", size,
-                        size > 1 ? "s" : "", times[times.size() / 2], (int)its, 1e3 * times[times.size() / 2] / its,
+                        "  PETSc KSPCG+PC %s (%d rank%s)  %9.3f s  %5d iterations  %7.3f ms/iteration  (%s)\n", pc_type,
+                        size, size > 1 ? "s" : "", times[times.size() / 2], (int)its, 1e3 * times[times.size() / 2] / its,
                         KSPConvergedReasons[reason]));
   PetscCall(PetscPrintf(PETSC_COMM_WORLD, "RESULT pcg_petsc n=%d ranks=%d s=%.4f it=%d\n", (int)n, size,
                         times[times.size() / 2], (int)its));
