@@ -164,6 +164,34 @@ BOOST_AUTO_TEST_CASE(a_small_bert_folder_loads_and_embeds) {
   }
 }
 
+// Every device embeds as the reference device does, and repeated calls of one shape (which on
+// cuda relaunch one recorded graph over the same device buffers) each return their own texts'
+// embeddings, which later calls leave alone.
+BOOST_AUTO_TEST_CASE(every_device_matches_the_reference_across_repeated_calls) {
+  TinyFolder t;
+  SentenceEmbedder e(t.write());
+  Device& ref = DeviceRegistry::get().at("reference");
+  const std::vector<std::vector<std::string>> texts = {{"hello, world!", "unaffable"}, {"world hello", "!"},
+                                                       {"hello, world!", "unaffable"}};
+  std::vector<Tensor> want;
+  for (const auto& tx : texts) want.push_back(e.embed(tx, ref));
+  for (Device* d : DeviceRegistry::get().runnable()) {
+    std::vector<Tensor> got;
+    for (const auto& tx : texts) got.push_back(e.embed(tx, *d));
+    for (size_t i = 0; i < texts.size(); ++i) {
+      BOOST_TEST_CONTEXT(d->name() << ", call " << i) {
+        BOOST_TEST_REQUIRE((got[i].shape() == want[i].shape()));
+        double worst = 0;
+        for (int64_t k = 0; k < want[i].numel(); ++k)
+          worst = std::max(worst, double(std::abs(got[i].data<float>()[k] - want[i].data<float>()[k])));
+        BOOST_TEST(worst < 1e-5);
+      }
+    }
+    // (the two different texts give different embeddings, so a stale buffer would show)
+    BOOST_TEST(std::memcmp(got[0].raw(), got[1].raw(), got[0].nbytes()) != 0);
+  }
+}
+
 // Half-precision weights widen exactly: a folder of f16 (or bf16) tensors embeds exactly as one
 // holding the same values in f32.
 template <class Half>
