@@ -43,7 +43,8 @@ const char* kUsage =
     "  solve FILE.mtx|poisson3d:N [--rhs b.mtx|ones|random] [--method cg|pcg|bicgstab|gmres|minres|lu|klu|cholesky]\n"
     "        [--pc none|jacobi|ilu0|ic0|ssor] [--rtol R] [--atol A] [--max-it N] [--restart M] [--omega W]\n"
     "        [--monitor] [--device D] [--spmv auto|csr|tiled] [--explain] [--out x.h5]   (exit 4 when it does not converge)\n"
-    "        under mpirun -n N (N > 1): rows split over the ranks, --pc none|jacobi|bjacobi|bjacobi-ic0\n"
+    "        under mpirun -n N (N > 1): rows split over the ranks, --pc none|jacobi|bjacobi|bjacobi-ic0,\n"
+    "        --partition contiguous|metis (a .mtx is read by every rank at once unless metis)\n"
     "  train mnist [--model mlp|cnn] [--epochs E] [--batch B] [--lr L] [--optimizer sgd|adam|adamw] [--device D]\n"
     "        [--seed S] [--data DIR] [--checkpoint DIR] [--resume DIR] [--json out.json] [--drop-last]\n"
     "  splat render SCENE.ply --camera CAM.json [--view K] [--device D] [--background r,g,b] -o OUT.png\n"
@@ -278,7 +279,7 @@ int main(int argc, char** argv) {
     if (cmd == "solve")
       return cmd_solve(Args(argc, argv, 2,
                             {"rhs", "method", "pc", "rtol", "atol", "max-it", "restart", "omega", "device", "policy",
-                             "out", "seed", "spmv"},
+                             "out", "seed", "spmv", "partition"},
                             {"monitor", "explain"}));
     if (cmd == "train")
       return cmd_train(Args(argc, argv, 2,
