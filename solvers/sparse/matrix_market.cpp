@@ -713,6 +713,17 @@ MatrixMarketFile read_matrix_market(const std::string& path, const ReadOptions& 
   return parse_matrix_market(text, path, opts);
 }
 
+MmHeader parse_matrix_market_header(std::string_view text, const std::string& name, MmDataStart* start) {
+  Lines lines(text, name);
+  MmHeader h = parse_header(lines);
+  if (start) {
+    start->offset = int64_t(text.size() - lines.remaining());
+    start->line = lines.number();
+    start->file_bytes = int64_t(text.size());
+  }
+  return h;
+}
+
 MmHeader read_matrix_market_header(const std::string& path, MmDataStart* start) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) throw ParseError(path, 0, "is a directory, not a Matrix Market file");
@@ -726,15 +737,13 @@ MmHeader read_matrix_market_header(const std::string& path, MmDataStart* start) 
     size_t i = line.find_first_not_of(" \t\r");
     if (text.size() == line.size() + 1 || (i != std::string::npos && line[i] != '%')) ++data_lines;
   }
-  Lines lines(text, path);
-  MmHeader h = parse_header(lines);
+  MmHeader h = parse_matrix_market_header(text, path, start);
   if (start) {
     f.clear();
     f.seekg(0, std::ios::end);
     const int64_t size = int64_t(f.tellg());
     // The text holds every line read so far with a '\n' each; the last may have had none.
-    start->offset = std::min<int64_t>(int64_t(text.size()), size);
-    start->line = lines.number();
+    start->offset = std::min<int64_t>(start->offset, size);
     start->file_bytes = size;
   }
   return h;

@@ -85,6 +85,7 @@ struct MmDataStart {
 };
 // Only the banner and size line (and, when asked, where the entries begin).
 MmHeader read_matrix_market_header(const std::string& path, MmDataStart* start = nullptr);
+MmHeader parse_matrix_market_header(std::string_view text, const std::string& name, MmDataStart* start = nullptr);
 
 // For readers that split a file among processes (dist_matrix_market.hpp): the coordinate
 // entries in `slice`, whole lines of the file past its size line whose first is line

@@ -15,6 +15,7 @@ namespace rlx::dist {
 using io::h5::Handle;
 
 struct ParallelH5Writer::Impl {
+  Impl(const Communicator& c, const std::string& p) : comm(c), path(p) {}
   Communicator comm;
   std::string path;
   std::unique_ptr<io::AtomicFile> out;  // rank 0's
@@ -35,10 +36,9 @@ struct ParallelH5Writer::Impl {
   }
 };
 
-ParallelH5Writer::ParallelH5Writer(const Communicator& comm, const std::string& path) : impl_(std::make_unique<Impl>()) {
+ParallelH5Writer::ParallelH5Writer(const Communicator& comm, const std::string& path)
+    : impl_(std::make_unique<Impl>(comm, path)) {
   Impl& m = *impl_;
-  m.comm = comm;
-  m.path = path;
   std::string temp;
   m.together(path, [&] {
     if (comm.rank() == 0) {
@@ -48,13 +48,16 @@ ParallelH5Writer::ParallelH5Writer(const Communicator& comm, const std::string& 
   });
   temp = broadcast_string(comm, temp, 0);
   m.together(path, [&] {
+    // A process without MPI initialised (a plain run: the one-process group) writes through
+    // HDF5's default driver; MPI-IO would need MPI.
+    const bool mpio = mpi_initialized();
     Handle fapl = io::h5::file_access(path);
-    if (H5Pset_fapl_mpio(fapl.get(), mpi_comm(comm), MPI_INFO_NULL) < 0)
+    if (mpio && H5Pset_fapl_mpio(fapl.get(), mpi_comm(comm), MPI_INFO_NULL) < 0)
       throw Error(path + ": cannot set up MPI-IO for HDF5");
     m.file = Handle(H5Fcreate(temp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()), H5Fclose);
     if (!m.file.ok()) throw InputError(path + ": cannot create HDF5 file (is the folder writable on every rank?)");
     m.collective = Handle(H5Pcreate(H5P_DATASET_XFER), H5Pclose);
-    if (!m.collective.ok() || H5Pset_dxpl_mpio(m.collective.get(), H5FD_MPIO_COLLECTIVE) < 0)
+    if (!m.collective.ok() || (mpio && H5Pset_dxpl_mpio(m.collective.get(), H5FD_MPIO_COLLECTIVE) < 0))
       throw Error(path + ": cannot set collective transfers");
   });
 }

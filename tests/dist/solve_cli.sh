@@ -3,9 +3,11 @@
 # read by rank 0 for METIS, each solution file equal to the serial run's (h5_compare: x and b
 # in the user's order within 1e-8, `ranks` = N), the summary line naming ranks and partition,
 # and a malformed file refused by every rank with exit 2 and the offending line, no hang.
-#   solve_cli.sh MPIEXEC RLX H5_COMPARE
+# HDF5 is parallel or serial as the build's: with parallel HDF5 the ranks write the file
+# together ("parallel HDF5" in rank 0's line), else rank 0 writes what it gathered.
+#   solve_cli.sh MPIEXEC RLX H5_COMPARE serial|parallel
 set -u
-mpiexec=$1 rlx=$2 compare=$3
+mpiexec=$1 rlx=$2 compare=$3 hdf5=$4
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
@@ -20,6 +22,11 @@ cat "$dir/c.log"
 grep -q "read in parallel" "$dir/c.log" || fail "the file was not read in parallel"
 grep -Eq "^ranks: $np  partition: contiguous  rows per rank: 300-300  halo per SpMV: [1-9]" "$dir/c.log" || fail "summary line"
 "$compare" "$dir/serial.h5" "$dir/contiguous.h5" 1e-8 $np || fail "contiguous result differs from the serial one"
+if [ "$hdf5" = parallel ]; then
+  grep -q "^wrote $dir/contiguous.h5 (parallel HDF5, $np ranks)" "$dir/c.log" || fail "not written with parallel HDF5"
+else
+  grep -q "^wrote $dir/contiguous.h5\$" "$dir/c.log" || fail "not written by rank 0"
+fi
 
 if "$mpiexec" -n $np --oversubscribe "$rlx" solve "$dir/A.mtx" $opts --partition metis --out "$dir/metis.h5" >"$dir/m.log" 2>&1; then
   cat "$dir/m.log"

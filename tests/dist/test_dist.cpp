@@ -22,15 +22,19 @@
 
 #include "dist/communicator.hpp"
 #include "dist/ops.hpp"
+#ifdef RLX_HAVE_HDF5_PARALLEL
+#include "dist/parallel_hdf5.hpp"
+#endif
 #include "dist/session.hpp"
+#include "io/hdf5.hpp"
 #include "runtime/executor.hpp"
 #include "runtime/runtime.hpp"
 #include "solvers/sparse/dist_csr.hpp"
 #include "solvers/sparse/dist_matrix_market.hpp"
-#include "solvers/sparse/matrix_market.hpp"
-#include "solvers/sparse/partition.hpp"
 #include "solvers/sparse/krylov.hpp"
+#include "solvers/sparse/matrix_market.hpp"
 #include "solvers/sparse/ops.hpp"
+#include "solvers/sparse/partition.hpp"
 #include "solvers/sparse/poisson.hpp"
 #include "tests/support/errors.hpp"
 #include "tests/support/seed.hpp"
@@ -613,3 +617,51 @@ BOOST_AUTO_TEST_CASE(malformed_matrix_market_is_an_error_on_every_rank_naming_it
   test::expect_error<dist::CollectiveError>([&] { read_matrix_market_distributed(c, "/nonexistent/a.mtx"); },
                                             {"rank 0", "/nonexistent/a.mtx", "cannot open"});
 }
+
+// ---------------------------------------------------------------- parallel HDF5
+
+#ifdef RLX_HAVE_HDF5_PARALLEL
+BOOST_AUTO_TEST_CASE(the_ranks_write_one_hdf5_file_together_in_the_users_order) {
+  const dist::Communicator c = world();
+  // Rows spread at random (a permuted partition): each rank writes scattered file rows.
+  const int64_t n = 37;
+  const std::vector<int64_t> perm = random_permutation(n, 2);
+  std::vector<int64_t> parts(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) parts[size_t(i)] = perm[size_t(i)] % c.size();
+  const std::vector<double> xg = data_of(10, n);
+  const CsrMatrix A = CsrMatrix::from_coo(n, n, std::vector<int64_t>{}, std::vector<int64_t>{}, std::vector<double>{});
+  DistCsrMatrix D = DistCsrMatrix::scatter(c, c.rank() == 0 ? A : CsrMatrix{}, partition_from_parts(parts, c.size(), "given"));
+  const Tensor x_local = scatter_vector(f64(xg), D);
+  std::string path;
+  if (c.rank() == 0) path = (std::filesystem::temp_directory_path() / ("rlx_dist_" + std::to_string(::getpid()) + ".h5")).string();
+  path = dist::broadcast_string(c, path, 0);
+  {
+    dist::ParallelH5Writer w(c, path);
+    w.write_rows("x", x_local, n, D.user_rows());
+    w.write_whole("residual_history", f64({3.0, 2.0, 1.0}));
+    w.attr("ranks", int64_t(c.size()));
+    w.attr("method", std::string("pcg"));
+    // Nothing under the final name before commit.
+    BOOST_TEST(!std::filesystem::exists(path));
+    w.commit();
+  }
+  BOOST_TEST(std::filesystem::exists(path));
+  if (c.rank() == 0) {
+    io::H5Reader r(path);
+    BOOST_TEST(values(r.read("x")) == xg, boost::test_tools::per_element());
+    BOOST_TEST(values(r.read("residual_history")) == std::vector<double>({3.0, 2.0, 1.0}), boost::test_tools::per_element());
+    BOOST_TEST(std::get<int64_t>(r.attr("/", "ranks")) == c.size());
+    BOOST_TEST(std::get<std::string>(r.attr("/", "method")) == "pcg");
+  }
+  remove_shared(path);
+  // A dataset whose rows do not fit is refused on every rank, and no file is left.
+  test::expect_error<dist::CollectiveError>(
+      [&] {
+        dist::ParallelH5Writer w(c, path);
+        w.write_rows("x", x_local, n - 1, D.user_rows());
+      },
+      {path + ":x"});
+  c.barrier();
+  BOOST_TEST(!std::filesystem::exists(path));
+}
+#endif
