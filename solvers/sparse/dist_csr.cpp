@@ -130,7 +130,7 @@ DistCsrMatrix DistCsrMatrix::scatter(const dist::Communicator& comm, const CsrMa
   CsrMatrix permuted;
   if (me) {
     try {
-      if (partition.ranks() != comm.size())
+      if (!partition.row_starts.empty() && partition.ranks() != comm.size())
         why = "the partition is for " + std::to_string(partition.ranks()) + " ranks, the communicator has " +
               std::to_string(comm.size());
       else if (!partition.order.empty())

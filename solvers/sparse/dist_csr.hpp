@@ -41,7 +41,8 @@ class DistCsrMatrix {
   static DistCsrMatrix scatter(const dist::Communicator& comm, const CsrMatrix& global, int root = 0,
                                std::vector<int64_t> row_starts = {});
   // Collective. As above, with the rows spread as `partition` says (read on root; its
-  // row_starts index the permuted rows): when it has an order, root permutes the matrix
+  // row_starts index the permuted rows, empty: even_row_starts): when it has an order, root
+  // permutes the matrix
   // (P A P^T, partition.hpp) before scattering, and each rank keeps the user's number of
   // each of its rows (user_rows()), which the vector functions below use to come back to
   // the user's order.
