@@ -168,26 +168,28 @@ CsrMatrix permute_symmetric(const CsrMatrix& A, const std::vector<int64_t>& orde
   return CsrMatrix::from_coo(n, n, std::move(I), std::move(J), out, A.index_type());
 }
 
-Tensor permute_rows(const Tensor& v_in, const std::vector<int64_t>& order) {
+namespace {
+
+// Row k of `v` to row order[k] of the result (scatter) or row order[k] of `v` to row k
+// (gather).
+Tensor move_rows(const Tensor& v_in, const std::vector<int64_t>& order, bool scatter, const char* who) {
   Tensor v = host_contiguous(v_in);
   const int64_t n = v.rank() ? v.shape()[0] : 0;
-  check_order(order, n, "permute_rows");
+  check_order(order, n, who);
   Tensor out = Tensor::empty(v.dtype(), v.shape());
   const size_t rb = row_bytes(v);
-  for (int64_t k = 0; k < n; ++k)
-    std::memcpy(static_cast<char*>(out.raw()) + size_t(k) * rb, static_cast<const char*>(v.raw()) + size_t(order[size_t(k)]) * rb, rb);
+  char* to = static_cast<char*>(out.raw());
+  const char* from = static_cast<const char*>(v.raw());
+  for (int64_t k = 0; k < n; ++k) {
+    const size_t there = size_t(order[size_t(k)]) * rb, here = size_t(k) * rb;
+    std::memcpy(to + (scatter ? there : here), from + (scatter ? here : there), rb);
+  }
   return out;
 }
 
-Tensor unpermute_rows(const Tensor& v_in, const std::vector<int64_t>& order) {
-  Tensor v = host_contiguous(v_in);
-  const int64_t n = v.rank() ? v.shape()[0] : 0;
-  check_order(order, n, "unpermute_rows");
-  Tensor out = Tensor::empty(v.dtype(), v.shape());
-  const size_t rb = row_bytes(v);
-  for (int64_t k = 0; k < n; ++k)
-    std::memcpy(static_cast<char*>(out.raw()) + size_t(order[size_t(k)]) * rb, static_cast<const char*>(v.raw()) + size_t(k) * rb, rb);
-  return out;
-}
+}  // namespace
+
+Tensor permute_rows(const Tensor& v, const std::vector<int64_t>& order) { return move_rows(v, order, false, "permute_rows"); }
+Tensor unpermute_rows(const Tensor& v, const std::vector<int64_t>& order) { return move_rows(v, order, true, "unpermute_rows"); }
 
 }  // namespace rlx::sparse

@@ -406,6 +406,20 @@ struct Solved {
   std::optional<DistCsrMatrix> D;
 };
 
+KrylovOptions pcg_options() {
+  KrylovOptions o;
+  o.method = "pcg";
+  o.rtol = 1e-10;
+  return o;
+}
+
+// PCG + Jacobi to 1e-10 on one process: the reference solution.
+std::vector<double> serial_pcg(const CsrMatrix& A, const std::vector<double>& b) {
+  CsrOperator serial(A);
+  auto M = make_preconditioner("jacobi", serial);
+  return values(krylov_solve(serial, f64(b), *M, pcg_options()).x);
+}
+
 // PCG + Jacobi to 1e-10 on A distributed as `part` says (read on rank 0).
 Solved solve_partitioned(const CsrMatrix& A, const RowPartition& part, const std::vector<double>& b) {
   const dist::Communicator c = world();
@@ -413,10 +427,7 @@ Solved solve_partitioned(const CsrMatrix& A, const RowPartition& part, const std
   Tensor b_local = scatter_vector(f64(b), D);
   DistCsrOperator op(D);
   auto M = make_dist_preconditioner("jacobi", op);
-  KrylovOptions o;
-  o.method = "pcg";
-  o.rtol = 1e-10;
-  KrylovResult r = krylov_solve(op, b_local, *M, o);
+  KrylovResult r = krylov_solve(op, b_local, *M, pcg_options());
   BOOST_TEST(converged(r.reason), stop_reason_name(r.reason));
   return Solved{values(gather_vector(r.x, D)), r.iterations, relative_residual(D, r.x, b_local), D};
 }
@@ -430,12 +441,7 @@ BOOST_AUTO_TEST_CASE(a_metis_partition_gives_the_contiguous_solution_in_the_user
   const int64_t side = 20, n = side * side;
   const CsrMatrix A = permute_symmetric(poisson2d(side), random_permutation(n, 1));
   const std::vector<double> b = data_of(8, n);
-  CsrOperator serial(A);
-  auto Ms = make_preconditioner("jacobi", serial);
-  KrylovOptions o;
-  o.method = "pcg";
-  o.rtol = 1e-10;
-  const std::vector<double> xs = values(krylov_solve(serial, f64(b), *Ms, o).x);
+  const std::vector<double> xs = serial_pcg(A, b);
 
   const Solved contiguous = solve_partitioned(A, contiguous_partition(n, c.size()), b);
   const DistCsrMatrix& C = *contiguous.D;
@@ -476,12 +482,7 @@ BOOST_AUTO_TEST_CASE(a_partition_may_leave_ranks_without_rows) {
   const CsrMatrix A = poisson2d(7);
   const int64_t n = A.rows();
   const std::vector<double> b = data_of(9, n);
-  CsrOperator serial(A);
-  auto Ms = make_preconditioner("jacobi", serial);
-  KrylovOptions o;
-  o.method = "pcg";
-  o.rtol = 1e-10;
-  const std::vector<double> xs = values(krylov_solve(serial, f64(b), *Ms, o).x);
+  const std::vector<double> xs = serial_pcg(A, b);
   // Even rows to the first rank, odd rows to the last: the ranks between hold none.
   std::vector<int64_t> parts(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) parts[size_t(i)] = i % 2 == 0 ? 0 : p - 1;
