@@ -1,4 +1,5 @@
 // rlx gen and rlx solve: standard test problems and sparse solves from the command line.
+#include <algorithm>
 #include <chrono>
 #include <climits>
 #include <cmath>
@@ -7,6 +8,7 @@
 #include <iostream>
 #include <memory>
 #include <optional>
+#include <random>
 
 #include "args.hpp"
 #include "core/rng.hpp"
@@ -21,6 +23,7 @@
 #include "solvers/sparse/dist_matrix_market.hpp"
 #include "solvers/sparse/krylov.hpp"
 #include "solvers/sparse/matrix_market.hpp"
+#include "solvers/sparse/partition.hpp"
 #include "solvers/sparse/poisson.hpp"
 #include "solvers/sparse/tiled.hpp"
 
@@ -388,17 +391,28 @@ int solve_distributed(const Args& a, const std::string& method, const std::strin
 }  // namespace
 
 int cmd_gen(const Args& a) {
-  if (a.pos.size() != 1 || a.pos[0] != "poisson") throw UsageError("gen supports one problem: gen poisson --dim 2|3 --n N -o FILE.mtx");
+  if (a.pos.size() != 1 || a.pos[0] != "poisson")
+    throw UsageError("gen supports one problem: gen poisson --dim 2|3 --n N [--shuffle SEED] -o FILE.mtx");
   int64_t dim = a.integer("dim", 2, 2, 3), n = a.integer("n", 0, 1, INT64_MAX);
   std::string out = a.get("out", "");
   if (n < 1) throw UsageError("--n must be >= 1");
   if (out.empty()) throw UsageError("gen needs -o FILE.mtx");
   CsrMatrix A = dim == 2 ? poisson2d(n) : poisson3d(n);
+  // --shuffle SEED: the unknowns numbered at random (P A P^T), the same matrix without the
+  // grid's locality in its numbering: what --partition metis is for.
+  const bool shuffled = a.has("shuffle");
+  if (shuffled) {
+    std::vector<int64_t> order(static_cast<size_t>(A.rows()));
+    for (size_t i = 0; i < order.size(); ++i) order[i] = int64_t(i);
+    std::mt19937_64 rng(uint64_t(a.integer("shuffle", 0, 0, INT64_MAX)));
+    std::shuffle(order.begin(), order.end(), rng);
+    A = permute_symmetric(A, order);
+  }
   WriteOptions w;
   w.symmetry = MmSymmetry::Symmetric;
   write_matrix_market(out, A, w);
   std::cout << out << ": " << A.rows() << " x " << A.cols() << ", " << A.nnz() << " nonzeros (" << dim << "D Poisson, n="
-            << n << ")\n";
+            << n << (shuffled ? ", rows numbered at random" : "") << ")\n";
   return kOk;
 }
 

@@ -39,6 +39,16 @@ else
   echo "(this build has no METIS: refused as expected)"
 fi
 
+# Rows numbered at random: the halo METIS reports is far smaller than the contiguous split's.
+halo() { sed -n 's/.*halo per SpMV: \([0-9]*\) bytes sent in all.*/\1/p' "$1"; }
+"$rlx" gen poisson --dim 2 --n 30 --shuffle 5 -o "$dir/R.mtx" >/dev/null || fail "gen --shuffle"
+"$mpiexec" -n $np --oversubscribe "$rlx" solve "$dir/R.mtx" $opts >"$dir/rc.log" 2>&1 || { cat "$dir/rc.log"; fail "shuffled, contiguous"; }
+if "$mpiexec" -n $np --oversubscribe "$rlx" solve "$dir/R.mtx" $opts --partition metis >"$dir/rm.log" 2>&1; then
+  hc=$(halo "$dir/rc.log") hm=$(halo "$dir/rm.log")
+  echo "shuffled poisson2d 30x30 on $np ranks: halo per SpMV $hc bytes contiguous, $hm bytes METIS"
+  [ -n "$hc" ] && [ -n "$hm" ] && [ "$hm" -lt $((hc / 2)) ] || fail "METIS halo $hm is not below half the contiguous $hc"
+fi
+
 # A malformed entry near the end of the file: the last rank finds it, every rank exits 2.
 lines=$(wc -l <"$dir/A.mtx")
 sed "${lines}s/\$/ x/" "$dir/A.mtx" >"$dir/bad.mtx"

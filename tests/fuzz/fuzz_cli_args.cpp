@@ -30,7 +30,7 @@ const std::vector<Command>& commands() {
       {"compile", {"device", "policy", "emit", "deny"}, {"explain", "json"}},
       {"run", {"device", "policy", "deny", "input", "output"}, {}},
       {"demo", {"device", "policy"}, {}},
-      {"gen", {"dim", "n", "out"}, {}},
+      {"gen", {"dim", "n", "out", "shuffle"}, {}},
       {"solve",
        {"rhs", "method", "pc", "rtol", "atol", "max-it", "restart", "omega", "device", "policy", "out", "seed", "spmv",
         "partition"},
