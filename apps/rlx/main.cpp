@@ -39,11 +39,12 @@ const char* kUsage =
     "  compile FILE [--device D] [--policy P] [--deny OP,...] [--emit l1|l2|l3] [--explain] [--json]\n"
     "  run FILE [--device D] [--policy P] --input NAME=FILE.npy ... --output DIR\n"
     "  demo [--device D]                build, explain, compile and run a built-in graph\n"
-    "  gen poisson --dim 2|3 --n N -o FILE.mtx\n"
+    "  gen poisson --dim 2|3 --n N [--shuffle SEED] -o FILE.mtx   (--shuffle: rows numbered at random)\n"
     "  solve FILE.mtx|poisson3d:N [--rhs b.mtx|ones|random] [--method cg|pcg|bicgstab|gmres|minres|lu|klu|cholesky]\n"
     "        [--pc none|jacobi|ilu0|ic0|ssor] [--rtol R] [--atol A] [--max-it N] [--restart M] [--omega W]\n"
     "        [--monitor] [--device D] [--spmv auto|csr|tiled] [--explain] [--out x.h5]   (exit 4 when it does not converge)\n"
-    "        under mpirun -n N (N > 1): rows split over the ranks, --pc none|jacobi|bjacobi|bjacobi-ic0\n"
+    "        under mpirun -n N (N > 1): rows split over the ranks, --pc none|jacobi|bjacobi|bjacobi-ic0,\n"
+    "        --partition contiguous|metis (a .mtx is read by every rank at once unless metis)\n"
     "  train mnist [--model mlp|cnn] [--epochs E] [--batch B] [--lr L] [--optimizer sgd|adam|adamw] [--device D]\n"
     "        [--seed S] [--data DIR] [--checkpoint DIR] [--resume DIR] [--json out.json] [--drop-last]\n"
     "  splat render SCENE.ply --camera CAM.json [--view K] [--device D] [--background r,g,b] -o OUT.png\n"
@@ -274,11 +275,11 @@ int main(int argc, char** argv) {
     if (cmd == "compile") return cmd_compile(Args(argc, argv, 2, {"device", "policy", "emit", "deny"}, {"explain", "json"}));
     if (cmd == "run") return cmd_run(Args(argc, argv, 2, {"device", "policy", "deny", "input", "output"}, {}));
     if (cmd == "demo") return cmd_demo(Args(argc, argv, 2, {"device", "policy"}, {}));
-    if (cmd == "gen") return cmd_gen(Args(argc, argv, 2, {"dim", "n", "out"}, {}));
+    if (cmd == "gen") return cmd_gen(Args(argc, argv, 2, {"dim", "n", "out", "shuffle"}, {}));
     if (cmd == "solve")
       return cmd_solve(Args(argc, argv, 2,
                             {"rhs", "method", "pc", "rtol", "atol", "max-it", "restart", "omega", "device", "policy",
-                             "out", "seed", "spmv"},
+                             "out", "seed", "spmv", "partition"},
                             {"monitor", "explain"}));
     if (cmd == "train")
       return cmd_train(Args(argc, argv, 2,

@@ -1,4 +1,5 @@
 // rlx gen and rlx solve: standard test problems and sparse solves from the command line.
+#include <algorithm>
 #include <chrono>
 #include <climits>
 #include <cmath>
@@ -6,16 +7,23 @@
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <optional>
+#include <random>
 
 #include "args.hpp"
 #include "core/rng.hpp"
 #include "dist/communicator.hpp"
+#ifdef RLX_HAVE_HDF5_PARALLEL
+#include "dist/parallel_hdf5.hpp"
+#endif
 #include "io/hdf5.hpp"
 #include "runtime/device.hpp"
 #include "solvers/sparse/direct.hpp"
 #include "solvers/sparse/dist_csr.hpp"
+#include "solvers/sparse/dist_matrix_market.hpp"
 #include "solvers/sparse/krylov.hpp"
 #include "solvers/sparse/matrix_market.hpp"
+#include "solvers/sparse/partition.hpp"
 #include "solvers/sparse/poisson.hpp"
 #include "solvers/sparse/tiled.hpp"
 
@@ -89,21 +97,26 @@ std::string not_converged_why(const KrylovResult& r, const KrylovOptions& o, dou
   }
 }
 
-Tensor make_rhs(const std::string& spec, const CsrMatrix& A, uint64_t seed) {
-  DType t = A.value_type();
-  int64_t n = A.rows();
-  Tensor b = Tensor::empty(t, {n});
-  auto set = [&](int64_t i, double re, double im) {
-    if (t == DType::F32) b.data<float>()[i] = float(re);
-    else if (t == DType::F64) b.data<double>()[i] = re;
-    else b.data<c64>()[i] = c64(float(re), float(im));
+// The right-hand side's entries for the given rows of an n-row system (rows: the user's row
+// numbers, so a rank computes its own part of ones/random without the others); a Matrix
+// Market vector is read whole, `rows` ignored.
+Tensor make_rhs(const std::string& spec, DType t, int64_t n, const std::vector<int64_t>& rows, uint64_t seed) {
+  const int64_t m = int64_t(rows.size());
+  Tensor b = Tensor::empty(t, {m});
+  auto set = [&](int64_t k, double re, double im) {
+    if (t == DType::F32) b.data<float>()[k] = float(re);
+    else if (t == DType::F64) b.data<double>()[k] = re;
+    else b.data<c64>()[k] = c64(float(re), float(im));
   };
   if (spec == "ones") {
-    for (int64_t i = 0; i < n; ++i) set(i, 1.0, 0.0);
+    for (int64_t k = 0; k < m; ++k) set(k, 1.0, 0.0);
     return b;
   }
   if (spec == "random") {
-    for (int64_t i = 0; i < n; ++i) set(i, rng_unit(seed, uint64_t(2 * i)) * 2 - 1, rng_unit(seed, uint64_t(2 * i + 1)) * 2 - 1);
+    for (int64_t k = 0; k < m; ++k) {
+      const uint64_t i = uint64_t(rows[size_t(k)]);
+      set(k, rng_unit(seed, 2 * i) * 2 - 1, rng_unit(seed, 2 * i + 1) * 2 - 1);
+    }
     return b;
   }
   // A Matrix Market vector: array n x 1 (or coordinate n x 1).
@@ -113,6 +126,12 @@ Tensor make_rhs(const std::string& spec, const CsrMatrix& A, uint64_t seed) {
                      " x " + std::to_string(v.cols()));
   Tensor dense = v.to_dense();
   return dense.reshape({n});
+}
+
+Tensor make_rhs(const std::string& spec, const CsrMatrix& A, uint64_t seed) {
+  std::vector<int64_t> rows(static_cast<size_t>(A.rows()));
+  for (size_t i = 0; i < rows.size(); ++i) rows[i] = int64_t(i);
+  return make_rhs(spec, A.value_type(), A.rows(), rows, seed);
 }
 
 // --method lu | klu | cholesky: UMFPACK, KLU or CHOLMOD through solvers/sparse/direct.hpp,
@@ -199,94 +218,172 @@ KrylovOptions krylov_options(const Args& a, const std::string& method, const Num
   return o;
 }
 
-// The solution file of a Krylov solve: x, b, the residual history and the solve's attributes.
+Tensor history_tensor(const KrylovResult& r) {
+  Tensor h = Tensor::empty(DType::F64, {int64_t(r.history.size())});
+  for (size_t i = 0; i < r.history.size(); ++i) h.data<double>()[i] = r.history[i];
+  return h;
+}
+
+// The root attributes of a Krylov solve's file (docs/io.md), in the order written.
+std::vector<std::pair<std::string, io::H5Attr>> result_attributes(const KrylovResult& r, const std::string& method,
+                                                                  const std::string& pc, const std::string& spmv, double rel) {
+  return {{"converged", int64_t(converged(r.reason))},
+          {"reason", std::string(stop_reason_name(r.reason))},
+          {"iterations", int64_t(r.iterations)},
+          {"residual", rel},
+          {"method", method},
+          {"pc", pc},
+          {"spmv", spmv}};
+}
+
+// The solution file of a Krylov solve: x, b, the residual history and the solve's
+// attributes (and `ranks`, the processes that solved, when ranks > 0).
 void write_krylov_result(const std::string& out, const KrylovResult& r, const Tensor& x, const Tensor& b,
                          const std::string& method, const std::string& pc, const std::string& spmv, double rel,
                          int ranks) {
   io::H5Writer w(out);
   w.write("x", x);
   w.write("b", b);
-  w.write("residual_history", [&] {
-    Tensor h = Tensor::empty(DType::F64, {int64_t(r.history.size())});
-    for (size_t i = 0; i < r.history.size(); ++i) h.data<double>()[i] = r.history[i];
-    return h;
-  }());
-  w.attr("/", "converged", int64_t(converged(r.reason)));
-  w.attr("/", "reason", std::string(stop_reason_name(r.reason)));
-  w.attr("/", "iterations", int64_t(r.iterations));
-  w.attr("/", "residual", rel);
-  w.attr("/", "method", method);
-  w.attr("/", "pc", pc);
-  w.attr("/", "spmv", spmv);
+  w.write("residual_history", history_tensor(r));
+  for (const auto& [name, value] : result_attributes(r, method, pc, spmv, rel)) w.attr("/", name, value);
   if (ranks > 0) w.attr("/", "ranks", int64_t(ranks));
   w.commit();
   std::printf("wrote %s\n", out.c_str());
 }
 
-// mpirun -n N rlx solve ...: rank 0 reads the matrix and the right-hand side and scatters
-// contiguous row blocks (solvers/sparse/dist_csr.hpp); every rank runs the same Krylov
-// iteration on its rows, dot products all-reduced; the solution is gathered and rank 0
-// prints the summary and writes the file with the serial HDF5 writer (docs/distributed.md
-// says why not parallel HDF5). Errors found on one rank are raised on all (CollectiveError).
-int solve_distributed(const Args& a, const std::string& method, const std::string& pc, const Numbers& num,
-                      const dist::Communicator& comm) {
+// The solution file of a distributed solve, the serial layout plus `ranks`, x and b in the
+// user's row order. Default build: both gathered (collective) and written by rank 0 with the
+// serial HDF5 writer. With RLX_HDF5_PARALLEL every rank writes its own rows of one file
+// (dist/parallel_hdf5.hpp), nothing gathered.
+void write_distributed_result(const std::string& out, const KrylovResult& r, const DistCsrMatrix& A, const Tensor& b_local,
+                              const std::string& method, const std::string& pc, double rel) {
+  const dist::Communicator& comm = A.communicator();
+#ifdef RLX_HAVE_HDF5_PARALLEL
+  dist::ParallelH5Writer w(comm, out);
+  const std::vector<int64_t> rows = A.user_rows();
+  w.write_rows("x", r.x, A.global_rows(), rows);
+  w.write_rows("b", b_local, A.global_rows(), rows);
+  w.write_whole("residual_history", history_tensor(r));
+  for (const auto& [name, value] : result_attributes(r, method, pc, "csr", rel)) w.attr(name, value);
+  w.attr("ranks", int64_t(comm.size()));
+  w.commit();
+  if (comm.rank() == 0) std::printf("wrote %s (parallel HDF5, %d ranks)\n", out.c_str(), comm.size());
+#else
+  const Tensor x = gather_vector(r.x, A), b = gather_vector(b_local, A);
+  if (comm.rank() == 0) write_krylov_result(out, r, x, b, method, pc, "csr", rel, comm.size());
+#endif
+}
+
+// Whether the distributed solve reads this matrix with every rank at once: a Matrix Market
+// file, split contiguously. A METIS partition needs the whole graph on one rank (no
+// ParMETIS), so with --partition metis rank 0 reads the file; poisson2d:N / poisson3d:N are
+// generated by rank 0.
+bool read_in_parallel(const std::string& spec, const std::string& partition) {
+  return partition == "contiguous" && spec.rfind("poisson", 0) != 0;
+}
+
+// mpirun -n N rlx solve ...: the matrix reaches the ranks in one of two ways: each rank
+// reads its share of the .mtx file (solvers/sparse/dist_matrix_market.hpp), or rank 0
+// loads it, partitions it (--partition contiguous|metis, solvers/sparse/partition.hpp) and
+// scatters each rank its rows. Every rank runs the same Krylov iteration on its rows, dot
+// products all-reduced; the residual is computed over the ranks; the solution comes back
+// in the user's row order, and rank 0 prints the summary and writes the file (serial HDF5,
+// or with RLX_HDF5_PARALLEL every rank its rows of one file). Errors found on one rank are
+// raised on all (CollectiveError).
+int solve_distributed(const Args& a, const std::string& method, const std::string& pc, const std::string& partition,
+                      const Numbers& num, const dist::Communicator& comm) {
   const bool root = comm.rank() == 0;
   const std::string spmv_mode = a.get("spmv", "csr");
   if (spmv_mode != "csr" && spmv_mode != "auto")
     throw UsageError("--spmv " + spmv_mode + ": a distributed solve multiplies by its CSR blocks (--spmv csr)");
   const std::string out = a.get("out", "");
+  const std::string spec = a.pos[0], rhs = a.get("rhs", "ones");
   auto t0 = std::chrono::steady_clock::now();
-  CsrMatrix A;
-  Tensor b;
-  std::string why;
-  if (root) {
-    try {
-      A = load_matrix(a.pos[0]);
-      if (A.rows() != A.cols())
-        why = a.pos[0] + ": the matrix is " + std::to_string(A.rows()) + " x " + std::to_string(A.cols()) + ", not square";
-      else
-        b = make_rhs(a.get("rhs", "ones"), A, num.seed);
-    } catch (const ParseError& e) {
-      why = e.what();
-    } catch (const InputError& e) {
-      why = e.what();
+  std::optional<DistCsrMatrix> DA;
+  std::string how;
+  if (read_in_parallel(spec, partition)) {
+    DistReadInfo info;
+    DA.emplace(read_matrix_market_distributed(comm, spec, &info));
+    how = info.parallel ? "read in parallel" : "read by rank 0 (" + std::string(mm_name(info.header.format)) + " " +
+                                                   mm_name(info.header.field) + ")";
+  } else {
+    CsrMatrix A;
+    RowPartition part;
+    std::string why;
+    if (root) {
+      try {
+        A = load_matrix(spec);
+        if (A.rows() != A.cols())
+          why = spec + ": the matrix is " + std::to_string(A.rows()) + " x " + std::to_string(A.cols()) + ", not square";
+        else
+          part = make_partition(partition, A, comm.size());
+      } catch (const InputError& e) {  // (ParseError and UsageError are InputErrors)
+        why = e.what();
+      }
+    }
+    dist::raise_collectively(comm, why);
+    DA.emplace(DistCsrMatrix::scatter(comm, A, part));
+    how = spec.rfind("poisson", 0) == 0 ? "generated by rank 0" : "read by rank 0";
+  }
+  const DistCsrMatrix& M0 = *DA;
+  // The right-hand side: ones and random computed by each rank for its own rows; a file
+  // read by rank 0 and scattered.
+  Tensor b_local;
+  {
+    std::string why;
+    if (rhs == "ones" || rhs == "random") {
+      b_local = make_rhs(rhs, M0.value_type(), M0.global_rows(), M0.user_rows(), num.seed);
+    } else {
+      Tensor b;
+      if (root) {
+        try {
+          b = make_rhs(rhs, M0.value_type(), M0.global_rows(), {}, num.seed);
+        } catch (const InputError& e) {
+          why = e.what();
+        }
+      }
+      dist::raise_collectively(comm, why);
+      b_local = scatter_vector(b, M0);
     }
   }
-  dist::raise_collectively(comm, why);
-  DistCsrMatrix DA = DistCsrMatrix::scatter(comm, A);
-  Tensor b_local = scatter_vector(comm, b, DA.row_starts());
-  DistCsrOperator op(DA);
+  DistCsrOperator op(M0);
   std::unique_ptr<Preconditioner> M;
-  why.clear();
-  try {
-    M = make_dist_preconditioner(pc, op);
-  } catch (const InputError& e) {
-    why = a.pos[0] + ": " + e.what();
+  {
+    std::string why;
+    try {
+      M = make_dist_preconditioner(pc, op);
+    } catch (const InputError& e) {
+      why = spec + ": " + e.what();
+    }
+    dist::raise_collectively(comm, why);
   }
-  dist::raise_collectively(comm, why);
+  const DistCsrMatrix& DM = op.matrix();
   KrylovOptions o = krylov_options(a, method, num, root);
   auto t1 = std::chrono::steady_clock::now();
   KrylovResult r = krylov_solve(op, b_local, *M, o);
   auto t2 = std::chrono::steady_clock::now();
-  Tensor x = gather_vector(comm, r.x, DA.row_starts());
-  const int64_t rows_min = comm.all_reduce(DA.local_rows(), ReduceOp::Min), rows_max = comm.all_reduce(DA.local_rows(), ReduceOp::Max);
-  const int64_t sent = int64_t(dtype_storage_bytes(DA.value_type(), DA.halo().pattern().sends()));
-  const int64_t halo_total = comm.all_reduce(sent, ReduceOp::Sum), halo_max = comm.all_reduce(DA.halo_bytes(), ReduceOp::Max);
+  const double rel = relative_residual(DM, r.x, b_local);
+  const int64_t rows_min = comm.all_reduce(DM.local_rows(), ReduceOp::Min), rows_max = comm.all_reduce(DM.local_rows(), ReduceOp::Max);
+  const int64_t nnz = comm.all_reduce(DM.diagonal_block().nnz() + DM.off_diagonal_block().nnz(), ReduceOp::Sum);
+  const int64_t sent = int64_t(dtype_storage_bytes(DM.value_type(), DM.halo().pattern().sends()));
+  const int64_t halo_total = comm.all_reduce(sent, ReduceOp::Sum), halo_max = comm.all_reduce(DM.halo_bytes(), ReduceOp::Max);
   const bool ok = converged(r.reason);
-  if (!root) return ok ? kOk : kNotConverged;
-  if (a.flag("explain")) std::cout << r.report.table();
-  const double rel = relative_residual(A, x, b);
-  std::printf("matrix: %s (%lld x %lld, %lld nonzeros, %s)\n", a.pos[0].c_str(), (long long)A.rows(), (long long)A.cols(),
-              (long long)A.nnz(), dtype_name(A.value_type()));
-  std::printf("method: %s  pc: %s  device: %s\n", method.c_str(), pc.c_str(), o.device.c_str());
-  std::printf("ranks: %d  rows per rank: %lld-%lld  halo per SpMV: %lld bytes sent in all (at most %lld sent+received by one rank)\n",
-              comm.size(), (long long)rows_min, (long long)rows_max, (long long)halo_total, (long long)halo_max);
-  std::printf("reason: %s  iterations: %d  true relative residual: %.3e\n", stop_reason_name(r.reason), r.iterations, rel);
-  std::printf("time: setup %.3f s, solve %.3f s\n", std::chrono::duration<double>(t1 - t0).count(),
-              std::chrono::duration<double>(t2 - t1).count());
-  if (!out.empty()) write_krylov_result(out, r, x, b, method, pc, "csr", rel, comm.size());
-  if (!ok)
-    std::fprintf(stderr, "rlx: %s: not converged (%s): %s\n", a.pos[0].c_str(), stop_reason_name(r.reason),
+  if (root) {
+    if (a.flag("explain")) std::cout << r.report.table();
+    std::printf("matrix: %s (%lld x %lld, %lld nonzeros, %s; %s)\n", spec.c_str(), (long long)DM.global_rows(),
+                (long long)DM.global_rows(), (long long)nnz, dtype_name(DM.value_type()), how.c_str());
+    std::printf("method: %s  pc: %s  device: %s\n", method.c_str(), pc.c_str(), o.device.c_str());
+    std::printf("ranks: %d  partition: %s  rows per rank: %lld-%lld  halo per SpMV: %lld bytes sent in all (at most %lld sent+received by one rank)\n",
+                comm.size(), DM.partition_kind().c_str(), (long long)rows_min, (long long)rows_max, (long long)halo_total,
+                (long long)halo_max);
+    std::printf("reason: %s  iterations: %d  true relative residual: %.3e\n", stop_reason_name(r.reason), r.iterations, rel);
+    std::printf("time: setup %.3f s, solve %.3f s\n", std::chrono::duration<double>(t1 - t0).count(),
+                std::chrono::duration<double>(t2 - t1).count());
+    std::fflush(stdout);
+  }
+  if (!out.empty()) write_distributed_result(out, r, DM, b_local, method, pc, rel);
+  if (root && !ok)
+    std::fprintf(stderr, "rlx: %s: not converged (%s): %s\n", spec.c_str(), stop_reason_name(r.reason),
                  not_converged_why(r, o, rel).c_str());
   return ok ? kOk : kNotConverged;
 }
@@ -294,17 +391,28 @@ int solve_distributed(const Args& a, const std::string& method, const std::strin
 }  // namespace
 
 int cmd_gen(const Args& a) {
-  if (a.pos.size() != 1 || a.pos[0] != "poisson") throw UsageError("gen supports one problem: gen poisson --dim 2|3 --n N -o FILE.mtx");
+  if (a.pos.size() != 1 || a.pos[0] != "poisson")
+    throw UsageError("gen supports one problem: gen poisson --dim 2|3 --n N [--shuffle SEED] -o FILE.mtx");
   int64_t dim = a.integer("dim", 2, 2, 3), n = a.integer("n", 0, 1, INT64_MAX);
   std::string out = a.get("out", "");
   if (n < 1) throw UsageError("--n must be >= 1");
   if (out.empty()) throw UsageError("gen needs -o FILE.mtx");
   CsrMatrix A = dim == 2 ? poisson2d(n) : poisson3d(n);
+  // --shuffle SEED: the unknowns numbered at random (P A P^T), the same matrix without the
+  // grid's locality in its numbering: what --partition metis is for.
+  const bool shuffled = a.has("shuffle");
+  if (shuffled) {
+    std::vector<int64_t> order(static_cast<size_t>(A.rows()));
+    for (size_t i = 0; i < order.size(); ++i) order[i] = int64_t(i);
+    std::mt19937_64 rng(uint64_t(a.integer("shuffle", 0, 0, INT64_MAX)));
+    std::shuffle(order.begin(), order.end(), rng);
+    A = permute_symmetric(A, order);
+  }
   WriteOptions w;
   w.symmetry = MmSymmetry::Symmetric;
   write_matrix_market(out, A, w);
   std::cout << out << ": " << A.rows() << " x " << A.cols() << ", " << A.nnz() << " nonzeros (" << dim << "D Poisson, n="
-            << n << ")\n";
+            << n << (shuffled ? ", rows numbered at random" : "") << ")\n";
   return kOk;
 }
 
@@ -314,11 +422,19 @@ int cmd_solve(const Args& a) {
   const Numbers num(a);
   if (method == "lu" || method == "klu" || method == "cholesky") {
     if (a.has("spmv")) throw UsageError("--spmv applies to the Krylov methods, not to " + method);
+    if (a.has("partition")) throw UsageError("--partition applies to the Krylov methods under mpirun, not to " + method);
     return solve_direct(a, method, num);
   }
+  // --partition: how a distributed solve spreads the rows (one process owns them all, so a
+  // serial solve checks the name and the build and goes on).
+  const std::string partition = a.get("partition", "contiguous");
+  if (partition != "contiguous" && partition != "metis")
+    throw UsageError("--partition " + partition + ": expected contiguous or metis");
+  if (partition == "metis" && !have_metis())
+    throw InputError("--partition metis: this rlx was built without METIS (install libmetis-dev and reconfigure)");
   // Under mpirun with more than one rank: the distributed solve (one rank: the serial one).
   if (const dist::Communicator world = dist::Communicator::world(); world.size() > 1)
-    return solve_distributed(a, method, pc, num, world);
+    return solve_distributed(a, method, pc, partition, num, world);
   std::string out = a.get("out", "");
   auto t0 = std::chrono::steady_clock::now();
   CsrMatrix A = load_matrix(a.pos[0]);

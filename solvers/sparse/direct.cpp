@@ -77,11 +77,13 @@ detail::DirectFactorization& use(const std::unique_ptr<detail::DirectFactorizati
 
 const char* lu_backend_name(LuBackend b) { return b == LuBackend::Klu ? "klu" : "umfpack"; }
 
-double relative_residual(const CsrMatrix& A, const Tensor& x_in, const Tensor& b_in) {
+std::pair<long double, long double> residual_sums(const CsrMatrix& A, const Tensor& x_in, const Tensor& b_in) {
   Tensor x = host_contiguous(x_in), b = host_contiguous(b_in);
-  if (x.shape() != b.shape() || x.rank() < 1 || x.rank() > 2 || x.shape()[0] != A.cols() || A.rows() != A.cols())
-    throw InputError("relative_residual: A is " + std::to_string(A.rows()) + " x " + std::to_string(A.cols()) + ", x is " +
-                     shape_str(x.shape()) + ", b is " + shape_str(b.shape()) + " (expected square A and x, b of shape [n] or [n, k])");
+  const bool shapes_ok = x.rank() == b.rank() && x.rank() >= 1 && x.rank() <= 2 && x.shape()[0] == A.cols() &&
+                         b.shape()[0] == A.rows() && (x.rank() == 1 || x.shape()[1] == b.shape()[1]);
+  if (!shapes_ok)
+    throw InputError("residual: A is " + std::to_string(A.rows()) + " x " + std::to_string(A.cols()) + ", x is " +
+                     shape_str(x.shape()) + ", b is " + shape_str(b.shape()) + " (expected x [cols] or [cols, k], b [rows] or [rows, k])");
   Tensor rp = host_contiguous(A.row_ptr()), ci = host_contiguous(A.col_idx()), v = host_contiguous(A.values());
   const int64_t n = A.rows(), k = x.rank() == 2 ? x.shape()[1] : 1;
   long double rn = 0, bn = 0;
@@ -99,6 +101,14 @@ double relative_residual(const CsrMatrix& A, const Tensor& x_in, const Tensor& b
       bn += std::norm(bv);
     }
   }
+  return {rn, bn};
+}
+
+double relative_residual(const CsrMatrix& A, const Tensor& x_in, const Tensor& b_in) {
+  if (x_in.shape() != b_in.shape() || A.rows() != A.cols())
+    throw InputError("relative_residual: A is " + std::to_string(A.rows()) + " x " + std::to_string(A.cols()) + ", x is " +
+                     shape_str(x_in.shape()) + ", b is " + shape_str(b_in.shape()) + " (expected square A and x, b of shape [n] or [n, k])");
+  const auto [rn, bn] = residual_sums(A, x_in, b_in);
   return double(bn > 0 ? std::sqrt(rn / bn) : std::sqrt(rn));
 }
 

@@ -41,6 +41,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "core/tensor.hpp"
 #include "solvers/sparse/csr.hpp"
@@ -134,6 +135,9 @@ class SparseCholesky {
 // ||b - A x||_F / ||b||_F (||b - A x|| when b is zero), accumulated in long double on the
 // host: an independent check of a solve. x and b are [n] or [n, k] (f32, f64, c64).
 double relative_residual(const CsrMatrix& A, const Tensor& x, const Tensor& b);
+// Its two sums, for a block of rows: A is m x n, x [n] or [n, k], b [m] or [m, k];
+// returns (||b - A x||^2, ||b||^2). A distributed residual adds them over the ranks.
+std::pair<long double, long double> residual_sums(const CsrMatrix& A, const Tensor& x, const Tensor& b);
 
 // The address of a SuiteSparse function (e.g. "umfpack_di_symbolic") from the libraries
 // the solvers loaded, for callers that drive SuiteSparse directly next to rlx (the

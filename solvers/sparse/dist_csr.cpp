@@ -1,10 +1,13 @@
 #include "solvers/sparse/dist_csr.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <tuple>
 
 #include "core/error.hpp"
 #include "dist/ops.hpp"
+#include "solvers/sparse/direct.hpp"
 #include "solvers/sparse/ops.hpp"
 
 namespace rlx::sparse {
@@ -120,6 +123,37 @@ DistCsrMatrix DistCsrMatrix::scatter(const dist::Communicator& comm, const CsrMa
   return DistCsrMatrix(comm, std::move(starts), local);
 }
 
+DistCsrMatrix DistCsrMatrix::scatter(const dist::Communicator& comm, const CsrMatrix& global, const RowPartition& partition,
+                                     int root) {
+  const bool me = comm.rank() == root;
+  std::string why;
+  CsrMatrix permuted;
+  if (me) {
+    try {
+      if (!partition.row_starts.empty() && partition.ranks() != comm.size())
+        why = "the partition is for " + std::to_string(partition.ranks()) + " ranks, the communicator has " +
+              std::to_string(comm.size());
+      else if (!partition.order.empty())
+        permuted = permute_symmetric(global, partition.order);
+    } catch (const InputError& e) {
+      why = e.what();
+    }
+  }
+  dist::raise_collectively(comm, why);
+  int64_t has_order = me && !partition.order.empty() ? 1 : 0;
+  comm.broadcast(&has_order, 1, DType::I64, root);
+  DistCsrMatrix A = scatter(comm, has_order ? permuted : global, root, me ? partition.row_starts : std::vector<int64_t>{});
+  A.partition_kind_ = dist::broadcast_string(comm, partition.kind, root);
+  if (has_order) {
+    A.permuted_ = true;
+    A.user_rows_.resize(size_t(A.local_rows()));
+    std::vector<int64_t> counts;
+    for (int r = 0; r < comm.size(); ++r) counts.push_back(A.row_starts_[size_t(r) + 1] - A.row_starts_[size_t(r)]);
+    comm.scatter_v(me ? partition.order.data() : nullptr, counts, DType::I64, A.user_rows_.data(), A.local_rows(), root);
+  }
+  return A;
+}
+
 DistCsrMatrix DistCsrMatrix::from_local_rows(const dist::Communicator& comm, const CsrMatrix& local) {
   require_agreement(comm, local.cols(), "the global size (columns of each rank's rows)");
   require_agreement(comm, int64_t(local.value_type()), "the value dtype");
@@ -225,6 +259,13 @@ CsrMatrix DistCsrMatrix::local_rows_global() const {
   return CsrMatrix::from_coo(local_rows(), global_rows(), std::move(i), std::move(j), v);
 }
 
+std::vector<int64_t> DistCsrMatrix::user_rows() const {
+  if (permuted_) return user_rows_;
+  std::vector<int64_t> r(static_cast<size_t>(local_rows()));
+  for (int64_t i = 0; i < local_rows(); ++i) r[size_t(i)] = first_row() + i;
+  return r;
+}
+
 // ---------------------------------------------------------------- the operator
 
 DistCsrOperator::DistCsrOperator(DistCsrMatrix A)
@@ -298,6 +339,56 @@ Tensor gather_vector(const dist::Communicator& comm, const Tensor& local, const 
   Tensor out = Tensor::empty(h.dtype(), {row_starts.back()});
   comm.all_gather_v(h.raw(), h.dtype(), counts, out.raw());
   return out;
+}
+
+std::vector<int64_t> user_order(const DistCsrMatrix& A) {
+  if (!A.permuted()) return {};
+  const dist::Communicator& comm = A.communicator();
+  std::vector<int64_t> counts;
+  for (int r = 0; r < comm.size(); ++r) counts.push_back(A.row_starts()[size_t(r) + 1] - A.row_starts()[size_t(r)]);
+  std::vector<int64_t> order(static_cast<size_t>(A.global_rows()));
+  const std::vector<int64_t> mine = A.user_rows();
+  comm.all_gather_v(mine.data(), DType::I64, counts, order.data());
+  return order;
+}
+
+Tensor scatter_vector(const Tensor& global, const DistCsrMatrix& A, int root) {
+  const dist::Communicator& comm = A.communicator();
+  if (!A.permuted()) return scatter_vector(comm, global, A.row_starts(), root);
+  const std::vector<int64_t> order = user_order(A);
+  std::string why;
+  Tensor g;
+  if (comm.rank() == root) {
+    try {
+      g = permute_rows(global, order);
+    } catch (const InputError& e) {
+      why = "the vector must be [" + std::to_string(A.global_rows()) + "], got " + global.type().str();
+    }
+  }
+  dist::raise_collectively(comm, why);
+  return scatter_vector(comm, g, A.row_starts(), root);
+}
+
+Tensor gather_vector(const Tensor& local, const DistCsrMatrix& A) {
+  Tensor g = gather_vector(A.communicator(), local, A.row_starts());
+  return A.permuted() ? unpermute_rows(g, user_order(A)) : g;
+}
+
+double relative_residual(const DistCsrMatrix& A, const Tensor& x_local, const Tensor& b_local) {
+  const dist::Communicator& comm = A.communicator();
+  // x in the permuted order on every rank: the local rows' columns index it directly.
+  const Tensor x = gather_vector(comm, x_local, A.row_starts());
+  std::string why;
+  long double sums[2] = {0, 0};
+  try {
+    std::tie(sums[0], sums[1]) = residual_sums(A.local_rows_global(), x, b_local);
+  } catch (const InputError& e) {
+    why = e.what();
+  }
+  dist::raise_collectively(comm, why);
+  double s[2] = {double(sums[0]), double(sums[1])};
+  comm.all_reduce(s, 2, DType::F64, ReduceOp::Sum);
+  return s[1] > 0 ? std::sqrt(s[0] / s[1]) : std::sqrt(s[0]);
 }
 
 }  // namespace rlx::sparse

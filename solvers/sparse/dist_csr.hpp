@@ -25,6 +25,7 @@
 #include "dist/communicator.hpp"
 #include "solvers/sparse/csr.hpp"
 #include "solvers/sparse/operator.hpp"
+#include "solvers/sparse/partition.hpp"
 #include "solvers/sparse/precond.hpp"
 
 namespace rlx::sparse {
@@ -39,6 +40,14 @@ class DistCsrMatrix {
   // by default even_row_starts. Each rank receives its rows.
   static DistCsrMatrix scatter(const dist::Communicator& comm, const CsrMatrix& global, int root = 0,
                                std::vector<int64_t> row_starts = {});
+  // Collective. As above, with the rows spread as `partition` says (read on root; its
+  // row_starts index the permuted rows, empty: even_row_starts): when it has an order, root
+  // permutes the matrix
+  // (P A P^T, partition.hpp) before scattering, and each rank keeps the user's number of
+  // each of its rows (user_rows()), which the vector functions below use to come back to
+  // the user's order.
+  static DistCsrMatrix scatter(const dist::Communicator& comm, const CsrMatrix& global, const RowPartition& partition,
+                               int root = 0);
   // Collective. Each rank gives its own rows with global column indices: a local.rows() x n
   // matrix, n the global size (the same on every rank). Ranks hold consecutive row blocks in
   // rank order (rank 0 the first); a rank may hold none.
@@ -58,6 +67,12 @@ class DistCsrMatrix {
   int64_t halo_bytes() const;
   // This rank's rows with global column indices (both blocks merged, columns ascending).
   CsrMatrix local_rows_global() const;
+  // "contiguous", "metis", or the name a RowPartition gave; the same on every rank.
+  const std::string& partition_kind() const { return partition_kind_; }
+  // Whether the rows were permuted (the same on every rank), and the user's row number of
+  // each of this rank's rows (first_row() + i when not permuted).
+  bool permuted() const { return permuted_; }
+  std::vector<int64_t> user_rows() const;
 
  private:
   DistCsrMatrix(const dist::Communicator& comm, std::vector<int64_t> starts, const CsrMatrix& local);
@@ -66,6 +81,9 @@ class DistCsrMatrix {
   CsrMatrix diag_, offd_;
   std::vector<int64_t> ghosts_;
   std::shared_ptr<dist::HaloExchange> halo_;
+  std::string partition_kind_ = "contiguous";
+  bool permuted_ = false;
+  std::vector<int64_t> user_rows_;  // when permuted_
 };
 
 // A distributed CSR matrix as the Krylov solvers' operator: vectors are this rank's rows,
@@ -101,5 +119,17 @@ std::unique_ptr<Preconditioner> make_dist_preconditioner(const std::string& name
 Tensor scatter_vector(const dist::Communicator& comm, const Tensor& global, const std::vector<int64_t>& row_starts,
                       int root = 0);
 Tensor gather_vector(const dist::Communicator& comm, const Tensor& local, const std::vector<int64_t>& row_starts);
+// The same in the user's order for a matrix's partition (collective): a vector in the
+// user's row order on root, to each rank's rows of A; and each rank's rows of A back to the
+// whole vector in the user's order on every rank. Without a permutation these are the two
+// above with A.row_starts().
+Tensor scatter_vector(const Tensor& global, const DistCsrMatrix& A, int root = 0);
+Tensor gather_vector(const Tensor& local, const DistCsrMatrix& A);
+// Every rank's user_rows(), concatenated in rank order: the user's row at each permuted
+// position (collective; empty when A is not permuted).
+std::vector<int64_t> user_order(const DistCsrMatrix& A);
+// ||b - A x|| / ||b|| over all ranks (x and b: this rank's rows of A), accumulated on the
+// host in long double as sparse::relative_residual; the same on every rank (collective).
+double relative_residual(const DistCsrMatrix& A, const Tensor& x_local, const Tensor& b_local);
 
 }  // namespace rlx::sparse

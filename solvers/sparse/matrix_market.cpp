@@ -66,7 +66,10 @@ std::vector<std::string_view> words(std::string_view s) {
 // Walks the text line by line (1-based numbers), refusing control bytes.
 class Lines {
  public:
-  Lines(std::string_view text, const std::string& name) : text_(text), name_(name) {}
+  // first_number: the line number before the text's first line (a slice of a file starts
+  // past line 0).
+  Lines(std::string_view text, const std::string& name, int first_number = 0)
+      : text_(text), name_(name), number_(first_number) {}
   // The next line without its terminator; false at the end of the text.
   bool next(std::string_view& line) {
     if (pos_ >= text_.size()) return false;
@@ -283,6 +286,31 @@ Entry read_value(Tokens& t, const MmHeader& h, DType target, const Lines& lines)
   return e;
 }
 
+// One coordinate entry line: 0-based (i, j) and its value, checked against the header
+// (indices in range, the triangle a symmetric header allows, a real hermitian diagonal).
+Entry read_coordinate_entry(std::string_view line, const MmHeader& h, DType target, const Lines& lines, int64_t& i0,
+                            int64_t& j0) {
+  Tokens t(line, lines);
+  const int64_t i = t.integer("the row index"), j = t.integer("the column index");
+  if (i < 1 || i > h.rows) lines.fail("row index " + std::to_string(i) + " out of range [1, " + std::to_string(h.rows) + "]");
+  if (j < 1 || j > h.cols)
+    lines.fail("column index " + std::to_string(j) + " out of range [1, " + std::to_string(h.cols) + "]");
+  Entry e = read_value(t, h, target, lines);
+  const char* sym = mm_name(h.symmetry);
+  if ((h.symmetry == MmSymmetry::Symmetric || h.symmetry == MmSymmetry::Hermitian) && j > i)
+    lines.fail("entry (" + std::to_string(i) + ", " + std::to_string(j) + ") lies above the diagonal, but the header says " +
+               sym + " (only the lower triangle may be stored)");
+  if (h.symmetry == MmSymmetry::SkewSymmetric && j >= i)
+    lines.fail("entry (" + std::to_string(i) + ", " + std::to_string(j) + ") is " + (i == j ? "on" : "above") +
+               " the diagonal, but the header says skew-symmetric (only the strict lower triangle may be stored)");
+  if (h.symmetry == MmSymmetry::Hermitian && i == j && e.im != 0)
+    lines.fail("diagonal entry (" + std::to_string(i) + ", " + std::to_string(i) +
+               ") has a nonzero imaginary part, but the header says hermitian");
+  i0 = i - 1;
+  j0 = j - 1;
+  return e;
+}
+
 struct CooBuild {
   std::vector<int64_t> i, j;
   std::vector<Entry> v;
@@ -392,24 +420,10 @@ MatrixMarketFile parse_entries(Lines& lines, MatrixMarketFile& out, DType target
       if (!lines.next_data(line))
         lines.fail_at(lines.number() + 1, "truncated: the file ends after " + std::to_string(k) + " of the " +
                                               std::to_string(h.entries) + " entries the size line declares");
-      Tokens t(line, lines);
-      int64_t i = t.integer("the row index"), j = t.integer("the column index");
-      if (i < 1 || i > h.rows)
-        lines.fail("row index " + std::to_string(i) + " out of range [1, " + std::to_string(h.rows) + "]");
-      if (j < 1 || j > h.cols)
-        lines.fail("column index " + std::to_string(j) + " out of range [1, " + std::to_string(h.cols) + "]");
-      Entry e = read_value(t, h, target, lines);
-      if ((h.symmetry == MmSymmetry::Symmetric || h.symmetry == MmSymmetry::Hermitian) && j > i)
-        lines.fail("entry (" + std::to_string(i) + ", " + std::to_string(j) + ") lies above the diagonal, but the header says " +
-                   sym + " (only the lower triangle may be stored)");
-      if (h.symmetry == MmSymmetry::SkewSymmetric && j >= i)
-        lines.fail("entry (" + std::to_string(i) + ", " + std::to_string(j) + ") is " + (i == j ? "on" : "above") +
-                   " the diagonal, but the header says skew-symmetric (only the strict lower triangle may be stored)");
-      if (h.symmetry == MmSymmetry::Hermitian && i == j && e.im != 0)
-        lines.fail("diagonal entry (" + std::to_string(i) + ", " + std::to_string(i) +
-                   ") has a nonzero imaginary part, but the header says hermitian");
-      c.i.push_back(i - 1);
-      c.j.push_back(j - 1);
+      int64_t i = 0, j = 0;
+      Entry e = read_coordinate_entry(line, h, target, lines, i, j);
+      c.i.push_back(i);
+      c.j.push_back(j);
       c.v.push_back(e);
       if (want_lines) c.line.push_back(lines.number());
     }
@@ -699,7 +713,18 @@ MatrixMarketFile read_matrix_market(const std::string& path, const ReadOptions& 
   return parse_matrix_market(text, path, opts);
 }
 
-MmHeader read_matrix_market_header(const std::string& path) {
+MmHeader parse_matrix_market_header(std::string_view text, const std::string& name, MmDataStart* start) {
+  Lines lines(text, name);
+  MmHeader h = parse_header(lines);
+  if (start) {
+    start->offset = int64_t(text.size() - lines.remaining());
+    start->line = lines.number();
+    start->file_bytes = int64_t(text.size());
+  }
+  return h;
+}
+
+MmHeader read_matrix_market_header(const std::string& path, MmDataStart* start) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) throw ParseError(path, 0, "is a directory, not a Matrix Market file");
   std::ifstream f(path, std::ios::binary);
@@ -712,8 +737,35 @@ MmHeader read_matrix_market_header(const std::string& path) {
     size_t i = line.find_first_not_of(" \t\r");
     if (text.size() == line.size() + 1 || (i != std::string::npos && line[i] != '%')) ++data_lines;
   }
-  Lines lines(text, path);
-  return parse_header(lines);
+  MmHeader h = parse_matrix_market_header(text, path, start);
+  if (start) {
+    f.clear();
+    f.seekg(0, std::ios::end);
+    const int64_t size = int64_t(f.tellg());
+    // The text holds every line read so far with a '\n' each; the last may have had none.
+    start->offset = std::min<int64_t>(start->offset, size);
+    start->file_bytes = size;
+  }
+  return h;
+}
+
+int64_t parse_matrix_market_entries(std::string_view slice, const MmHeader& h, const std::string& name, int first_line,
+                                    MmEntries& out) {
+  if (h.format != MmFormat::Coordinate || h.field == MmField::Complex)
+    throw InputError(name + ": parse_matrix_market_entries reads coordinate files of real, integer or pattern values, not " +
+                     mm_name(h.format) + " " + mm_name(h.field));
+  Lines lines(slice, name, first_line - 1);
+  std::string_view line;
+  int64_t count = 0;
+  while (lines.next_data(line)) {
+    int64_t i = 0, j = 0;
+    const Entry e = read_coordinate_entry(line, h, DType::F64, lines, i, j);
+    out.i.push_back(i);
+    out.j.push_back(j);
+    out.v.push_back(e.re);
+    ++count;
+  }
+  return count;
 }
 
 std::string format_matrix_market(const CsrMatrix& A, const WriteOptions& opts) {

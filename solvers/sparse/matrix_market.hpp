@@ -34,6 +34,8 @@
 #pragma once
 #include <optional>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "solvers/sparse/csr.hpp"
 
@@ -74,8 +76,29 @@ struct MatrixMarketFile {
 MatrixMarketFile read_matrix_market(const std::string& path, const ReadOptions& opts = {});
 // Parses text held in memory; `name` stands for the file in error messages.
 MatrixMarketFile parse_matrix_market(std::string_view text, const std::string& name, const ReadOptions& opts = {});
-// Only the banner and size line.
-MmHeader read_matrix_market_header(const std::string& path);
+// Where a file's entries begin: the byte just past the size line, the size line's number,
+// and the file's size.
+struct MmDataStart {
+  int64_t offset = 0;
+  int line = 0;
+  int64_t file_bytes = 0;
+};
+// Only the banner and size line (and, when asked, where the entries begin).
+MmHeader read_matrix_market_header(const std::string& path, MmDataStart* start = nullptr);
+MmHeader parse_matrix_market_header(std::string_view text, const std::string& name, MmDataStart* start = nullptr);
+
+// For readers that split a file among processes (dist_matrix_market.hpp): the coordinate
+// entries in `slice`, whole lines of the file past its size line whose first is line
+// `first_line`, each checked as read_matrix_market checks it (indices in range, the triangle
+// a symmetric header allows, the field's values as f64; blank and % lines skipped). Appends
+// 0-based (i, j) and values, without mirroring, and returns how many. Coordinate files of
+// real, integer or pattern values only (an InputError otherwise); ParseError "file:line".
+struct MmEntries {
+  std::vector<int64_t> i, j;
+  std::vector<double> v;
+};
+int64_t parse_matrix_market_entries(std::string_view slice, const MmHeader& h, const std::string& name, int first_line,
+                                    MmEntries& out);
 
 struct WriteOptions {
   MmFormat format = MmFormat::Coordinate;

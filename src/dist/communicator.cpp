@@ -381,15 +381,19 @@ Communicator from_mpi(MPI_Comm comm) {
 MPI_Comm mpi_comm(const Communicator& c) { return c.is_mpi() ? c.impl().comm : MPI_COMM_SELF; }
 #endif
 
+std::string broadcast_string(const Communicator& c, const std::string& s, int root) {
+  int64_t len = int64_t(s.size());
+  c.broadcast(&len, 1, DType::I64, root);
+  std::vector<int32_t> chars(s.begin(), s.end());
+  chars.resize(size_t(len));
+  if (len > 0) c.broadcast(chars.data(), len, DType::I32, root);
+  return std::string(chars.begin(), chars.end());
+}
+
 void raise_collectively(const Communicator& c, const std::string& why) {
   const int64_t bad = c.all_reduce(int64_t(why.empty() ? c.size() : c.rank()), ReduceOp::Min);
   if (bad == c.size()) return;
-  int64_t len = int64_t(why.size());
-  c.broadcast(&len, 1, DType::I64, int(bad));
-  std::vector<int32_t> chars(why.begin(), why.end());
-  chars.resize(size_t(len));
-  if (len > 0) c.broadcast(chars.data(), len, DType::I32, int(bad));
-  throw CollectiveError("rank " + std::to_string(bad) + ": " + std::string(chars.begin(), chars.end()));
+  throw CollectiveError("rank " + std::to_string(bad) + ": " + broadcast_string(c, why, int(bad)));
 }
 
 // ---------------------------------------------------------------- halo exchange

@@ -100,6 +100,9 @@ class CollectiveError : public InputError {
 // point instead of leaving the others waiting in the next collective.
 void raise_collectively(const Communicator& c, const std::string& why);
 
+// Root's string on every rank (collective; the others' argument is ignored).
+std::string broadcast_string(const Communicator& c, const std::string& s, int root);
+
 // A point-to-point exchange of vector entries with neighbouring ranks, planned once and
 // run many times (persistent requests): each rank sends, to each neighbour, its entries at
 // fixed local indices, and receives a fixed count from each neighbour into one ghost

@@ -10,7 +10,7 @@
 #include "io/atomic_file.hpp"
 
 #ifdef RLX_HAVE_HDF5
-#include <hdf5.h>
+#include "io/hdf5_handles.hpp"
 #endif
 
 namespace rlx::io {
@@ -46,31 +46,31 @@ struct QuietErrors {
 };
 const QuietErrors quiet;
 
-// An owned HDF5 handle.
-class Handle {
- public:
-  Handle() = default;
-  Handle(hid_t id, herr_t (*close)(hid_t)) : id_(id), close_(close) {}
-  Handle(Handle&& o) noexcept : id_(o.id_), close_(o.close_) { o.id_ = -1; }
-  Handle& operator=(Handle&& o) noexcept {
-    reset();
-    id_ = o.id_;
-    close_ = o.close_;
-    o.id_ = -1;
-    return *this;
+// The dtype a stored dataset reads as.
+DType dtype_of(hid_t file_type, const std::string& where) {
+  H5T_class_t c = H5Tget_class(file_type);
+  size_t sz = H5Tget_size(file_type);
+  if (c == H5T_FLOAT) {
+    if (sz == 4) return DType::F32;
+    if (sz == 8) return DType::F64;
+  } else if (c == H5T_INTEGER) {
+    bool sign = H5Tget_sign(file_type) == H5T_SGN_2;
+    if (sz == 1) return sign ? DType::I8 : DType::U8;
+    if (sz == 4 && sign) return DType::I32;
+    if (sz == 8 && sign) return DType::I64;
+    if (sz == 4 && !sign) return DType::I64;  // u32 widens exactly
+  } else if (c == H5T_COMPOUND && H5Tget_nmembers(file_type) == 2 && sz == 8) {
+    return DType::C64;
+  } else if (c == H5T_ENUM && sz == 1) {
+    return DType::Bool;  // h5py's bool
   }
-  ~Handle() { reset(); }
-  void reset() {
-    if (id_ >= 0 && close_) close_(id_);
-    id_ = -1;
-  }
-  hid_t get() const { return id_; }
-  bool ok() const { return id_ >= 0; }
+  throw InputError(where + ": unsupported HDF5 element type (class " + std::to_string(int(c)) + ", " +
+                   std::to_string(sz) + " bytes)");
+}
 
- private:
-  hid_t id_ = -1;
-  herr_t (*close_)(hid_t) = nullptr;
-};
+}  // namespace
+
+namespace h5 {
 
 // h5py's bool: an 8-bit enum {FALSE = 0, TRUE = 1}.
 Handle bool_type() {
@@ -103,30 +103,48 @@ Handle mem_type(DType t, const std::string& where) {
   }
 }
 
-// The dtype a stored dataset reads as.
-DType dtype_of(hid_t file_type, const std::string& where) {
-  H5T_class_t c = H5Tget_class(file_type);
-  size_t sz = H5Tget_size(file_type);
-  if (c == H5T_FLOAT) {
-    if (sz == 4) return DType::F32;
-    if (sz == 8) return DType::F64;
-  } else if (c == H5T_INTEGER) {
-    bool sign = H5Tget_sign(file_type) == H5T_SGN_2;
-    if (sz == 1) return sign ? DType::I8 : DType::U8;
-    if (sz == 4 && sign) return DType::I32;
-    if (sz == 8 && sign) return DType::I64;
-    if (sz == 4 && !sign) return DType::I64;  // u32 widens exactly
-  } else if (c == H5T_COMPOUND && H5Tget_nmembers(file_type) == 2 && sz == 8) {
-    return DType::C64;
-  } else if (c == H5T_ENUM && sz == 1) {
-    return DType::Bool;  // h5py's bool
+void write_attribute(hid_t object, const std::string& name, const H5Attr& v, const std::string& where) {
+  Handle space(H5Screate(H5S_SCALAR), H5Sclose);
+  Handle type;
+  const void* data = nullptr;
+  std::string s;
+  if (auto* i = std::get_if<int64_t>(&v)) {
+    type = Handle(H5Tcopy(H5T_NATIVE_INT64), H5Tclose);
+    data = i;
+  } else if (auto* d = std::get_if<double>(&v)) {
+    type = Handle(H5Tcopy(H5T_NATIVE_DOUBLE), H5Tclose);
+    data = d;
+  } else {
+    s = std::get<std::string>(v);
+    type = Handle(H5Tcopy(H5T_C_S1), H5Tclose);
+    H5Tset_size(type.get(), std::max<size_t>(1, s.size()));
+    H5Tset_strpad(type.get(), H5T_STR_NULLPAD);
+    data = s.data();
+    if (s.empty()) {
+      s.assign(1, '\0');
+      data = s.data();
+    }
   }
-  throw InputError(where + ": unsupported HDF5 element type (class " + std::to_string(int(c)) + ", " +
-                   std::to_string(sz) + " bytes)");
+  Handle a(H5Acreate2(object, name.c_str(), type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
+  if (!a.ok() || H5Awrite(a.get(), type.get(), data) < 0) throw Error(where + ": cannot write attribute");
 }
 
+Handle file_access(const std::string& path) {
+  Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
+#if H5_VERSION_GE(1, 10, 2)
+  const H5F_libver_t format = H5F_LIBVER_V110;
+#else
+  const H5F_libver_t format = H5F_LIBVER_LATEST;
+#endif
+  if (!fapl.ok() || H5Pset_libver_bounds(fapl.get(), format, format) < 0)
+    throw Error(path + ": cannot set the HDF5 file format");
+  return fapl;
+}
 
-}  // namespace
+}  // namespace h5
+
+using h5::Handle;
+using h5::mem_type;
 
 struct H5Writer::Impl {
   explicit Impl(const std::string& p) : out(p), path(p) {}
@@ -153,14 +171,7 @@ H5Writer::H5Writer(const std::string& path) : impl_(std::make_unique<Impl>(path)
   // The 1.10 file format (superblock v3, object header v2): its metadata carry checksums,
   // so a damaged file of ours fails to open or read cleanly instead of feeding HDF5's
   // parser garbage (readable by HDF5 1.10 and later: h5py, NetCDF-4, ...).
-  Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
-#if H5_VERSION_GE(1, 10, 2)
-  const H5F_libver_t format = H5F_LIBVER_V110;
-#else
-  const H5F_libver_t format = H5F_LIBVER_LATEST;
-#endif
-  if (!fapl.ok() || H5Pset_libver_bounds(fapl.get(), format, format) < 0)
-    throw Error(path + ": cannot set the HDF5 file format");
+  Handle fapl = h5::file_access(path);
   impl_->file = Handle(H5Fcreate(impl_->out.temp().c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()), H5Fclose);
   if (!impl_->file.ok()) throw InputError(path + ": cannot create HDF5 file (is the folder writable?)");
 }
@@ -187,29 +198,7 @@ void H5Writer::attr(const std::string& object, const std::string& name, const H5
   std::string where = impl_->path + ":" + object + "@" + name;
   Handle obj(H5Oopen(impl_->file.get(), object.c_str(), H5P_DEFAULT), H5Oclose);
   if (!obj.ok()) throw Error(where + ": no such object");
-  Handle space(H5Screate(H5S_SCALAR), H5Sclose);
-  Handle type;
-  const void* data = nullptr;
-  std::string s;
-  if (auto* i = std::get_if<int64_t>(&v)) {
-    type = Handle(H5Tcopy(H5T_NATIVE_INT64), H5Tclose);
-    data = i;
-  } else if (auto* d = std::get_if<double>(&v)) {
-    type = Handle(H5Tcopy(H5T_NATIVE_DOUBLE), H5Tclose);
-    data = d;
-  } else {
-    s = std::get<std::string>(v);
-    type = Handle(H5Tcopy(H5T_C_S1), H5Tclose);
-    H5Tset_size(type.get(), std::max<size_t>(1, s.size()));
-    H5Tset_strpad(type.get(), H5T_STR_NULLPAD);
-    data = s.data();
-    if (s.empty()) {
-      s.assign(1, '\0');
-      data = s.data();
-    }
-  }
-  Handle a(H5Acreate2(obj.get(), name.c_str(), type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
-  if (!a.ok() || H5Awrite(a.get(), type.get(), data) < 0) throw Error(where + ": cannot write attribute");
+  h5::write_attribute(obj.get(), name, v, where);
 }
 
 void H5Writer::write_csr(const std::string& group, const CsrArrays& a) {

@@ -286,6 +286,11 @@ BOOST_AUTO_TEST_CASE(gen_and_solve_write_hdf5_with_the_stop_reason) {
   BOOST_TEST(has(r.err, "4.7 nonzeros per row; the tiled layout was measured to pay from 96 per row"), r.err);
   BOOST_TEST(has(rlx_cli("solve " + A + " --spmv coo").err, "(--spmv) must be auto, csr or tiled, not 'coo'"));
   BOOST_TEST(has(rlx_cli("solve " + A + " --method lu --spmv tiled").err, "--spmv applies to the Krylov methods"));
+  // --partition: checked on one process too (it owns every row, so the solve goes on).
+  BOOST_TEST(has(rlx_cli("solve " + A + " --partition rows").err, "--partition rows: expected contiguous or metis"));
+  BOOST_TEST(has(rlx_cli("solve " + A + " --method lu --partition metis").err, "--partition applies to the Krylov methods"));
+  r = rlx_cli("solve " + A + " --method cg --partition contiguous");
+  BOOST_TEST(r.code == 0, r.err);
   // Not converged: exit 4, and the file says so.
   r = rlx_cli("solve " + A + " --method cg --max-it 2 --out " + x);
   BOOST_TEST(r.code == 4);

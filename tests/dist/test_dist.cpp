@@ -9,19 +9,32 @@
 #define BOOST_TEST_MODULE dist
 #include <boost/test/unit_test.hpp>
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <map>
+#include <optional>
 #include <random>
 
 #include "dist/communicator.hpp"
 #include "dist/ops.hpp"
+#ifdef RLX_HAVE_HDF5_PARALLEL
+#include "dist/parallel_hdf5.hpp"
+#endif
 #include "dist/session.hpp"
+#include "io/hdf5.hpp"
 #include "runtime/executor.hpp"
 #include "runtime/runtime.hpp"
 #include "solvers/sparse/dist_csr.hpp"
+#include "solvers/sparse/dist_matrix_market.hpp"
 #include "solvers/sparse/krylov.hpp"
+#include "solvers/sparse/matrix_market.hpp"
 #include "solvers/sparse/ops.hpp"
+#include "solvers/sparse/partition.hpp"
 #include "solvers/sparse/poisson.hpp"
 #include "tests/support/errors.hpp"
 #include "tests/support/seed.hpp"
@@ -367,3 +380,289 @@ BOOST_AUTO_TEST_CASE(input_that_differs_between_ranks_is_an_error_on_every_rank)
   test::expect_error([&] { DistCsrMatrix::scatter(c, c.rank() == 0 ? poisson2d(3) : CsrMatrix{}, 0, {0, 5}); },
                      {"rank 0", "row_starts must hold"});
 }
+
+// ---------------------------------------------------------------- partitions
+
+namespace {
+
+// A random permutation of 0..n-1 from rank 0's seed (the same on every rank).
+std::vector<int64_t> random_permutation(int64_t n, uint64_t salt) {
+  std::vector<int64_t> p(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) p[size_t(i)] = i;
+  std::mt19937_64 rng(seed() * 31 + salt);
+  std::shuffle(p.begin(), p.end(), rng);
+  return p;
+}
+
+// Bytes every rank sends in one SpMV's halo exchange, summed over the ranks.
+int64_t halo_sent(const DistCsrMatrix& A) {
+  return A.communicator().all_reduce(int64_t(8 * A.halo().pattern().sends()), ReduceOp::Sum);
+}
+
+struct Solved {
+  std::vector<double> x;  // the user's order
+  int iterations = 0;
+  double residual = 0;  // relative_residual over the ranks
+  std::optional<DistCsrMatrix> D;
+};
+
+KrylovOptions pcg_options() {
+  KrylovOptions o;
+  o.method = "pcg";
+  o.rtol = 1e-10;
+  return o;
+}
+
+// PCG + Jacobi to 1e-10 on one process: the reference solution.
+std::vector<double> serial_pcg(const CsrMatrix& A, const std::vector<double>& b) {
+  CsrOperator serial(A);
+  auto M = make_preconditioner("jacobi", serial);
+  return values(krylov_solve(serial, f64(b), *M, pcg_options()).x);
+}
+
+// PCG + Jacobi to 1e-10 on A distributed as `part` says (read on rank 0).
+Solved solve_partitioned(const CsrMatrix& A, const RowPartition& part, const std::vector<double>& b) {
+  const dist::Communicator c = world();
+  DistCsrMatrix D = DistCsrMatrix::scatter(c, c.rank() == 0 ? A : CsrMatrix{}, part);
+  Tensor b_local = scatter_vector(f64(b), D);
+  DistCsrOperator op(D);
+  auto M = make_dist_preconditioner("jacobi", op);
+  KrylovResult r = krylov_solve(op, b_local, *M, pcg_options());
+  BOOST_TEST(converged(r.reason), stop_reason_name(r.reason));
+  return Solved{values(gather_vector(r.x, D)), r.iterations, relative_residual(D, r.x, b_local), D};
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_metis_partition_gives_the_contiguous_solution_in_the_users_order_with_less_halo) {
+  const dist::Communicator c = world();
+  // A 2D Poisson matrix with its rows numbered at random: a contiguous split of it cuts
+  // nearly every edge, METIS recovers the grid's locality.
+  const int64_t side = 20, n = side * side;
+  const CsrMatrix A = permute_symmetric(poisson2d(side), random_permutation(n, 1));
+  const std::vector<double> b = data_of(8, n);
+  const std::vector<double> xs = serial_pcg(A, b);
+
+  const Solved contiguous = solve_partitioned(A, contiguous_partition(n, c.size()), b);
+  const DistCsrMatrix& C = *contiguous.D;
+  BOOST_TEST(C.partition_kind() == "contiguous");
+  BOOST_TEST(!C.permuted());
+  BOOST_TEST(rel_diff(contiguous.x, xs) <= 1e-8);
+  BOOST_TEST(contiguous.residual <= 1e-9);
+  if (!have_metis()) {
+    test::expect_error([&] { metis_partition(A, c.size()); }, {"built without METIS"});
+    BOOST_TEST_MESSAGE("this build has no METIS: the METIS half of the test is skipped");
+    return;
+  }
+  const Solved metis = solve_partitioned(A, c.rank() == 0 ? metis_partition(A, c.size()) : RowPartition{}, b);
+  const DistCsrMatrix& M = *metis.D;
+  BOOST_TEST(M.partition_kind() == "metis");
+  BOOST_TEST(M.permuted() == (c.size() > 1));
+  BOOST_TEST(rel_diff(metis.x, xs) <= 1e-8);
+  BOOST_TEST(rel_diff(metis.x, contiguous.x) <= 1e-8);
+  BOOST_TEST(metis.residual <= 1e-9);
+  BOOST_TEST(std::abs(metis.iterations - contiguous.iterations) <= 1);
+  // Every row is somewhere, once.
+  const std::vector<int64_t> order = user_order(M);
+  if (M.permuted()) {
+    std::vector<int64_t> sorted = order;
+    std::sort(sorted.begin(), sorted.end());
+    for (int64_t i = 0; i < n; ++i) BOOST_TEST(sorted[size_t(i)] == i);
+  }
+  const int64_t hc = halo_sent(C), hm = halo_sent(M);
+  BOOST_TEST_MESSAGE(c.size() << " ranks, randomly numbered poisson2d:" << side << ": halo per SpMV " << hc
+                              << " bytes contiguous, " << hm << " bytes METIS");
+  if (c.size() > 1) BOOST_TEST(hm < hc / 2);
+  else BOOST_TEST(hm == 0);
+}
+
+BOOST_AUTO_TEST_CASE(a_partition_may_leave_ranks_without_rows) {
+  const dist::Communicator c = world();
+  const int p = c.size();
+  const CsrMatrix A = poisson2d(7);
+  const int64_t n = A.rows();
+  const std::vector<double> b = data_of(9, n);
+  const std::vector<double> xs = serial_pcg(A, b);
+  // Even rows to the first rank, odd rows to the last: the ranks between hold none.
+  std::vector<int64_t> parts(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) parts[size_t(i)] = i % 2 == 0 ? 0 : p - 1;
+  const Solved s = solve_partitioned(A, partition_from_parts(parts, p, "given"), b);
+  const DistCsrMatrix& D = *s.D;
+  BOOST_TEST(D.partition_kind() == "given");
+  if (c.rank() > 0 && c.rank() < p - 1) BOOST_TEST(D.local_rows() == 0);
+  BOOST_TEST(rel_diff(s.x, xs) <= 1e-8);
+  // METIS on fewer rows than ranks: row i to rank i, the rest empty.
+  if (have_metis()) {
+    const CsrMatrix T = poisson2d(1);  // one row
+    const Solved t = solve_partitioned(T, c.rank() == 0 ? metis_partition(T, p) : RowPartition{}, {2.0});
+    BOOST_TEST(std::abs(t.x.at(0) - 0.5) <= 1e-12);  // poisson2d(1) is [4]
+    BOOST_TEST(t.D->local_rows() == (c.rank() == 0 ? 1 : 0));
+  }
+  // A rank out of range is refused.
+  test::expect_error([&] { partition_from_parts({0, int64_t(p)}, p, "given"); }, {"row 1 is given rank"});
+}
+
+// ---------------------------------------------------------------- the parallel Matrix Market read
+
+namespace {
+
+// A file that every rank can read: rank 0 writes `text` under a fresh name in the temp
+// folder and every rank gets the name.
+std::string shared_file(const std::string& text, const std::string& tag) {
+  const dist::Communicator c = world();
+  std::string path;
+  if (c.rank() == 0) {
+    path = (std::filesystem::temp_directory_path() / ("rlx_dist_" + tag + "_" + std::to_string(::getpid()) + ".mtx")).string();
+    std::ofstream(path, std::ios::binary) << text;
+  }
+  path = dist::broadcast_string(c, path, 0);
+  c.barrier();
+  return path;
+}
+
+void remove_shared(const std::string& path) {
+  world().barrier();
+  if (world().rank() == 0) std::filesystem::remove(path);
+}
+
+// The text of a Matrix Market file with many short lines, comments and blank lines among
+// them, and one comment line longer than a rank's share of the bytes.
+std::string mm_text(const std::string& field, const std::string& symmetry, int64_t n, std::mt19937_64& rng) {
+  std::vector<std::string> lines;
+  std::uniform_real_distribution<double> u(-1, 1);
+  for (int64_t i = 1; i <= n; ++i)
+    for (int64_t j = 1; j <= n; ++j) {
+      const bool lower = symmetry == "general" || (symmetry == "symmetric" ? j <= i : j < i);
+      if (!lower || (i != j && rng() % 3 != 0)) continue;
+      std::string v = field == "pattern" ? "" : field == "integer" ? " " + std::to_string(int(rng() % 19) - 9) : " " + std::to_string(u(rng));
+      lines.push_back(std::to_string(i) + " " + std::to_string(j) + v);
+      if (rng() % 11 == 0) lines.push_back("% a comment between entries");
+      if (rng() % 13 == 0) lines.push_back("");
+    }
+  if (symmetry == "general" && n > 1) lines.push_back("1 2" + std::string(field == "pattern" ? "" : " 1"));  // a duplicate, summed
+  lines.insert(lines.begin() + lines.size() / 2, "%" + std::string(400, 'x'));
+  int64_t entries = 0;
+  for (auto& l : lines)
+    if (!l.empty() && l[0] != '%') ++entries;
+  std::string t = "%%MatrixMarket matrix coordinate " + field + " " + symmetry + "\n% made by test_dist\n" +
+                  std::to_string(n) + " " + std::to_string(n) + " " + std::to_string(entries) + "\n";
+  for (auto& l : lines) t += l + "\n";
+  return t;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_matrix_market_file_read_in_parallel_equals_the_serial_read) {
+  const dist::Communicator c = world();
+  std::mt19937_64 rng(seed() * 5 + 3);
+  for (const auto& [field, symmetry] : std::vector<std::pair<std::string, std::string>>{
+           {"real", "general"}, {"real", "symmetric"}, {"pattern", "symmetric"}, {"integer", "general"},
+           {"real", "skew-symmetric"}, {"pattern", "general"}}) {
+    BOOST_TEST_CONTEXT(field << " " << symmetry) {
+      const std::string text = mm_text(field, symmetry, 23, rng);
+      const std::string path = shared_file(text, "read");
+      DistReadInfo info;
+      DistCsrMatrix D = read_matrix_market_distributed(c, path, &info);
+      BOOST_TEST(info.parallel);
+      const CsrMatrix whole = read_matrix_market(path).matrix;
+      BOOST_TEST(D.global_rows() == whole.rows());
+      // The bytes after the size line, each read by exactly one rank.
+      const int64_t bytes = c.all_reduce(info.bytes_read, ReduceOp::Sum);
+      BOOST_TEST(bytes == int64_t(text.size() - text.find('\n', text.find('\n', text.find('\n') + 1) + 1) - 1));
+      BOOST_TEST(c.all_reduce(info.entries_read, ReduceOp::Sum) == info.header.entries);
+      // This rank's rows against the same rows of the serial read.
+      const Tensor mine = D.local_rows_global().to_dense(), all = whole.to_dense();
+      for (int64_t r = 0; r < D.local_rows(); ++r)
+        for (int64_t j = 0; j < whole.cols(); ++j)
+          BOOST_TEST(mine.data<double>()[r * whole.cols() + j] == all.data<double>()[(D.first_row() + r) * whole.cols() + j]);
+      remove_shared(path);
+    }
+  }
+  // An array file is read by rank 0 and scattered (said in info).
+  const std::string path = shared_file("%%MatrixMarket matrix array real general\n2 2\n4\n1\n1\n3\n", "array");
+  DistReadInfo info;
+  DistCsrMatrix D = read_matrix_market_distributed(c, path, &info);
+  BOOST_TEST(!info.parallel);
+  BOOST_TEST(D.global_rows() == 2);
+  remove_shared(path);
+}
+
+BOOST_AUTO_TEST_CASE(malformed_matrix_market_is_an_error_on_every_rank_naming_its_line) {
+  const dist::Communicator c = world();
+  std::string lines;
+  for (int i = 1; i <= 40; ++i) lines += std::to_string(i) + " " + std::to_string(i) + " 2.5\n";
+  auto file = [&](const std::string& size_line, const std::string& body) {
+    return "%%MatrixMarket matrix coordinate real general\n" + size_line + "\n" + body;
+  };
+  struct Bad {
+    std::string text;
+    std::vector<std::string> says;
+  };
+  // Line numbers: the banner is line 1, the size line 2, entry k line k + 2.
+  std::string last_bad = lines.substr(0, lines.rfind("40 40")) + "40 40 2.5x\n";
+  std::string middle_bad = lines;
+  middle_bad.replace(middle_bad.find("\n20 20 2.5\n") + 1, 9, "20 99 2.5");
+  for (const Bad& k : std::vector<Bad>{
+           {file("40 40 40", last_bad), {":42:", "'2.5x' is not a number"}},
+           {file("40 40 40", middle_bad), {":22:", "column index 99 out of range"}},
+           {file("40 40 41", lines), {":43:", "truncated", "40 of the 41"}},
+           {file("40 40 39", lines), {":2:", "40 entries, more than the 39"}},
+           {file("40 40 40", lines.substr(0, 200) + std::string("\x01", 1) + lines.substr(200)), {"binary data"}},
+           {file("40 30 40", lines), {"not square"}}}) {
+    const std::string path = shared_file(k.text, "bad");
+    std::vector<std::string> says = k.says;
+    says.insert(says.begin(), path);
+    test::expect_error<dist::CollectiveError>([&] { read_matrix_market_distributed(c, path); }, says);
+    remove_shared(path);
+  }
+  test::expect_error<dist::CollectiveError>([&] { read_matrix_market_distributed(c, "/nonexistent/a.mtx"); },
+                                            {"rank 0", "/nonexistent/a.mtx", "cannot open"});
+}
+
+// ---------------------------------------------------------------- parallel HDF5
+
+#ifdef RLX_HAVE_HDF5_PARALLEL
+BOOST_AUTO_TEST_CASE(the_ranks_write_one_hdf5_file_together_in_the_users_order) {
+  const dist::Communicator c = world();
+  // Rows spread at random (a permuted partition): each rank writes scattered file rows.
+  const int64_t n = 37;
+  const std::vector<int64_t> perm = random_permutation(n, 2);
+  std::vector<int64_t> parts(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) parts[size_t(i)] = perm[size_t(i)] % c.size();
+  const std::vector<double> xg = data_of(10, n);
+  const CsrMatrix A = CsrMatrix::from_coo(n, n, std::vector<int64_t>{}, std::vector<int64_t>{}, std::vector<double>{});
+  DistCsrMatrix D = DistCsrMatrix::scatter(c, c.rank() == 0 ? A : CsrMatrix{}, partition_from_parts(parts, c.size(), "given"));
+  const Tensor x_local = scatter_vector(f64(xg), D);
+  std::string path;
+  if (c.rank() == 0) path = (std::filesystem::temp_directory_path() / ("rlx_dist_" + std::to_string(::getpid()) + ".h5")).string();
+  path = dist::broadcast_string(c, path, 0);
+  {
+    dist::ParallelH5Writer w(c, path);
+    w.write_rows("x", x_local, n, D.user_rows());
+    w.write_whole("residual_history", f64({3.0, 2.0, 1.0}));
+    w.attr("ranks", int64_t(c.size()));
+    w.attr("method", std::string("pcg"));
+    // Nothing under the final name before commit.
+    BOOST_TEST(!std::filesystem::exists(path));
+    w.commit();
+  }
+  BOOST_TEST(std::filesystem::exists(path));
+  if (c.rank() == 0) {
+    io::H5Reader r(path);
+    BOOST_TEST(values(r.read("x")) == xg, boost::test_tools::per_element());
+    BOOST_TEST(values(r.read("residual_history")) == std::vector<double>({3.0, 2.0, 1.0}), boost::test_tools::per_element());
+    BOOST_TEST(std::get<int64_t>(r.attr("/", "ranks")) == c.size());
+    BOOST_TEST(std::get<std::string>(r.attr("/", "method")) == "pcg");
+  }
+  remove_shared(path);
+  // A dataset whose rows do not fit is refused on every rank, and no file is left.
+  test::expect_error<dist::CollectiveError>(
+      [&] {
+        dist::ParallelH5Writer w(c, path);
+        w.write_rows("x", x_local, n - 1, D.user_rows());
+      },
+      {path + ":x"});
+  c.barrier();
+  BOOST_TEST(!std::filesystem::exists(path));
+}
+#endif

@@ -1,0 +1,195 @@
+#include "solvers/sparse/partition.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+
+#include "core/error.hpp"
+
+#ifdef RLX_HAVE_METIS
+#include <metis.h>
+#endif
+
+namespace rlx::sparse {
+
+namespace {
+
+std::vector<int64_t> index_vector(const Tensor& t) {
+  Tensor h = host_contiguous(t);
+  std::vector<int64_t> v(size_t(h.numel()));
+  for (int64_t i = 0; i < h.numel(); ++i) v[size_t(i)] = index_at(h, i);
+  return v;
+}
+
+// The bytes of one leading-axis row of t.
+size_t row_bytes(const Tensor& t) {
+  int64_t per = 1;
+  for (int d = 1; d < t.rank(); ++d) per *= t.shape()[size_t(d)];
+  return dtype_storage_bytes(t.dtype(), per);
+}
+
+void check_order(const std::vector<int64_t>& order, int64_t n, const char* who) {
+  if (int64_t(order.size()) != n)
+    throw InputError(std::string(who) + ": the permutation has " + std::to_string(order.size()) + " entries, expected " +
+                     std::to_string(n));
+  std::vector<char> seen(size_t(n), 0);
+  for (int64_t o : order) {
+    if (o < 0 || o >= n || seen[size_t(o)])
+      throw InputError(std::string(who) + ": not a permutation of 0.." + std::to_string(n - 1) + " (entry " +
+                       std::to_string(o) + ")");
+    seen[size_t(o)] = 1;
+  }
+}
+
+}  // namespace
+
+#ifdef RLX_HAVE_METIS
+bool have_metis() { return true; }
+#else
+bool have_metis() { return false; }
+#endif
+
+RowPartition contiguous_partition(int64_t n, int p) {
+  RowPartition r;
+  r.row_starts.assign(size_t(p) + 1, 0);
+  for (int k = 0; k < p; ++k) r.row_starts[size_t(k) + 1] = r.row_starts[size_t(k)] + n / p + (k < n % p ? 1 : 0);
+  return r;
+}
+
+RowPartition partition_from_parts(const std::vector<int64_t>& part, int p, std::string kind) {
+  RowPartition r;
+  r.kind = std::move(kind);
+  r.row_starts.assign(size_t(p) + 1, 0);
+  for (size_t i = 0; i < part.size(); ++i) {
+    if (part[i] < 0 || part[i] >= p)
+      throw InputError("partition: row " + std::to_string(i) + " is given rank " + std::to_string(part[i]) + ", outside 0.." +
+                       std::to_string(p - 1));
+    ++r.row_starts[size_t(part[i]) + 1];
+  }
+  for (int k = 0; k < p; ++k) r.row_starts[size_t(k) + 1] += r.row_starts[size_t(k)];
+  // Counting sort by rank: stable, so rows keep their relative order within a rank.
+  std::vector<int64_t> next(r.row_starts.begin(), r.row_starts.end() - 1);
+  r.order.assign(part.size(), 0);
+  for (size_t i = 0; i < part.size(); ++i) r.order[size_t(next[size_t(part[i])]++)] = int64_t(i);
+  return r;
+}
+
+RowPartition metis_partition(const CsrMatrix& A, int p) {
+  if (A.rows() != A.cols())
+    throw InputError("--partition metis: the matrix must be square, got " + std::to_string(A.rows()) + "x" +
+                     std::to_string(A.cols()));
+#ifndef RLX_HAVE_METIS
+  (void)p;
+  throw InputError("--partition metis: this rlx was built without METIS (install libmetis-dev and reconfigure)");
+#else
+  const int64_t n = A.rows();
+  if (p == 1) {
+    RowPartition one = contiguous_partition(n, 1);
+    one.kind = "metis";
+    return one;
+  }
+  std::vector<int64_t> part(size_t(n), 0);
+  if (n < p) {
+    for (int64_t i = 0; i < n; ++i) part[size_t(i)] = i;
+  } else {
+    // The symmetrised adjacency without self-loops (METIS wants an undirected graph).
+    const std::vector<int64_t> rp = index_vector(A.row_ptr()), ci = index_vector(A.col_idx());
+    std::vector<std::vector<int64_t>> adj(static_cast<size_t>(n));
+    for (int64_t r = 0; r < n; ++r)
+      for (int64_t k = rp[size_t(r)]; k < rp[size_t(r) + 1]; ++k) {
+        const int64_t c = ci[size_t(k)];
+        if (c == r) continue;
+        adj[size_t(r)].push_back(c);
+        adj[size_t(c)].push_back(r);
+      }
+    int64_t edges = 0;
+    for (auto& a : adj) {
+      std::sort(a.begin(), a.end());
+      a.erase(std::unique(a.begin(), a.end()), a.end());
+      edges += int64_t(a.size());
+    }
+    constexpr int64_t kMax = std::numeric_limits<idx_t>::max();
+    if (n > kMax || edges > kMax)
+      throw InputError("--partition metis: the graph (" + std::to_string(n) + " vertices, " + std::to_string(edges) +
+                       " directed edges) exceeds METIS's " + std::to_string(sizeof(idx_t) * 8) + "-bit indices");
+    std::vector<idx_t> xadj(size_t(n) + 1, 0), adjncy;
+    adjncy.reserve(size_t(edges));
+    for (int64_t r = 0; r < n; ++r) {
+      for (int64_t c : adj[size_t(r)]) adjncy.push_back(idx_t(c));
+      xadj[size_t(r) + 1] = idx_t(adjncy.size());
+      adj[size_t(r)] = {};
+    }
+    idx_t nv = idx_t(n), ncon = 1, nparts = idx_t(p), objval = 0;
+    idx_t options[METIS_NOPTIONS];
+    METIS_SetDefaultOptions(options);
+    options[METIS_OPTION_SEED] = 1;  // the same partition on every run
+    std::vector<idx_t> where(size_t(n), 0);
+    const int rc = METIS_PartGraphKway(&nv, &ncon, xadj.data(), adjncy.data(), nullptr, nullptr, nullptr, &nparts, nullptr,
+                                       nullptr, options, &objval, where.data());
+    if (rc != METIS_OK)
+      throw InputError("--partition metis: METIS_PartGraphKway failed (" +
+                       std::string(rc == METIS_ERROR_MEMORY ? "out of memory" : rc == METIS_ERROR_INPUT ? "input error" : "error") +
+                       ") on " + std::to_string(n) + " rows into " + std::to_string(p) + " parts");
+    for (int64_t i = 0; i < n; ++i) part[size_t(i)] = where[size_t(i)];
+  }
+  return partition_from_parts(part, p, "metis");
+#endif
+}
+
+RowPartition make_partition(const std::string& kind, const CsrMatrix& A, int p) {
+  if (kind == "contiguous") return contiguous_partition(A.rows(), p);
+  if (kind == "metis") return metis_partition(A, p);
+  throw InputError("--partition " + kind + ": expected contiguous or metis");
+}
+
+CsrMatrix permute_symmetric(const CsrMatrix& A, const std::vector<int64_t>& order) {
+  const int64_t n = A.rows();
+  if (A.cols() != n) throw InputError("permute_symmetric: the matrix must be square");
+  check_order(order, n, "permute_symmetric");
+  std::vector<int64_t> pos(static_cast<size_t>(n));
+  for (int64_t k = 0; k < n; ++k) pos[size_t(order[size_t(k)])] = k;
+  const std::vector<int64_t> rp = index_vector(A.row_ptr()), ci = index_vector(A.col_idx());
+  const Tensor v = host_contiguous(A.values());
+  const size_t es = dtype_storage_bytes(v.dtype(), 1);
+  std::vector<int64_t> I, J;
+  I.reserve(size_t(A.nnz()));
+  J.reserve(size_t(A.nnz()));
+  Tensor out = Tensor::empty(v.dtype(), {A.nnz()});
+  char* ob = static_cast<char*>(out.raw());
+  const char* vb = static_cast<const char*>(v.raw());
+  for (int64_t k = 0; k < n; ++k) {
+    const int64_t r = order[size_t(k)];
+    for (int64_t e = rp[size_t(r)]; e < rp[size_t(r) + 1]; ++e) {
+      std::memcpy(ob + I.size() * es, vb + size_t(e) * es, es);
+      I.push_back(k);
+      J.push_back(pos[size_t(ci[size_t(e)])]);
+    }
+  }
+  return CsrMatrix::from_coo(n, n, std::move(I), std::move(J), out, A.index_type());
+}
+
+namespace {
+
+// Row k of `v` to row order[k] of the result (scatter) or row order[k] of `v` to row k
+// (gather).
+Tensor move_rows(const Tensor& v_in, const std::vector<int64_t>& order, bool scatter, const char* who) {
+  Tensor v = host_contiguous(v_in);
+  const int64_t n = v.rank() ? v.shape()[0] : 0;
+  check_order(order, n, who);
+  Tensor out = Tensor::empty(v.dtype(), v.shape());
+  const size_t rb = row_bytes(v);
+  char* to = static_cast<char*>(out.raw());
+  const char* from = static_cast<const char*>(v.raw());
+  for (int64_t k = 0; k < n; ++k) {
+    const size_t there = size_t(order[size_t(k)]) * rb, here = size_t(k) * rb;
+    std::memcpy(to + (scatter ? there : here), from + (scatter ? here : there), rb);
+  }
+  return out;
+}
+
+}  // namespace
+
+Tensor permute_rows(const Tensor& v, const std::vector<int64_t>& order) { return move_rows(v, order, false, "permute_rows"); }
+Tensor unpermute_rows(const Tensor& v, const std::vector<int64_t>& order) { return move_rows(v, order, true, "unpermute_rows"); }
+
+}  // namespace rlx::sparse
