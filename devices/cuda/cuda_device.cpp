@@ -94,6 +94,7 @@ class CudaDevice final : public Device {
     add_solver_kernels(table_);
     add_sort_kernels(table_);
     add_optim_kernels(table_);
+    add_nn_kernels(table_);
     add_splat_kernels(table_);
   }
 

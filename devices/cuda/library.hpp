@@ -20,6 +20,7 @@ void add_solver_kernels(KernelTable& t);  // solver.cpp: lu_factor, cholesky, qr
 void add_sort_kernels(KernelTable& t);    // sort.cu: sort
 void add_optim_kernels(KernelTable& t);   // optim.cu: sgd_update, adam_update
 void add_splat_kernels(KernelTable& t);   // splat.cu: splat_render, splat_render_backward
+void add_nn_kernels(KernelTable& t);      // nn.cu: layer_norm, softmax, attention
 // How sort.cu sorts (its header has the details): Auto (the default) — rows of 65 to 4096
 // elements (to 2048 for 64-bit keys) sorted by a thread block each in shared memory, other
 // rows by CUB's device-wide radix sort; Radix — always the device-wide sort; Segmented —
