@@ -312,14 +312,25 @@ __global__ void __launch_bounds__(128) gaussian_grads(splat::Scene<T> sc, Camera
   }
 }
 
-// g_bg[ch] = sum over tiles, in tile order, of tile_bg[tile][ch].
+// g_bg[ch] = sum over tiles of tile_bg[tile][ch], in a fixed order: thread t of the block adds
+// tiles t, t + 256, ... in turn, then the 256 partial sums are added in a fixed tree (one
+// thread per channel looping over every tile took 0.2 ms at 1920 x 1080).
+constexpr int kBgThreads = 256;
 template <class T>
-__global__ void sum_background(const T* __restrict__ tile_bg, int tiles, T* __restrict__ g_bg) {
-  const int ch = int(threadIdx.x);
-  if (ch >= 3) return;
-  T s = T(0);
-  for (int t = 0; t < tiles; ++t) s += tile_bg[i64(t) * 3 + ch];
-  g_bg[ch] = s;
+__global__ void __launch_bounds__(kBgThreads) sum_background(const T* __restrict__ tile_bg, int tiles, T* __restrict__ g_bg) {
+  __shared__ T part[3][kBgThreads];
+  const int tid = int(threadIdx.x);
+  T s[3] = {T(0), T(0), T(0)};
+  for (int t = tid; t < tiles; t += kBgThreads)
+    for (int ch = 0; ch < 3; ++ch) s[ch] += tile_bg[i64(t) * 3 + ch];
+  for (int ch = 0; ch < 3; ++ch) part[ch][tid] = s[ch];
+  for (int half = kBgThreads / 2; half > 0; half /= 2) {
+    __syncthreads();
+    if (tid < half)
+      for (int ch = 0; ch < 3; ++ch) part[ch][tid] += part[ch][tid + half];
+  }
+  __syncthreads();
+  if (tid < 3) g_bg[tid] = part[tid][0];
 }
 
 // ---------------------------------------------------------------- host side
@@ -467,7 +478,7 @@ void render_backward(const ir::Node& n, std::span<const Tensor> in, std::span<Te
         out[1].data<T>(), out[2].data<T>(), out[3].data<T>(), out[4].data<T>());
     check_launch("splat gaussian_grads");
   }
-  sum_background<T><<<1, 32, 0, stream()>>>(tile_bg.as<T>(), s.tiles, out[5].data<T>());
+  sum_background<T><<<1, kBgThreads, 0, stream()>>>(tile_bg.as<T>(), s.tiles, out[5].data<T>());
   check_launch("splat sum_background");
 }
 
