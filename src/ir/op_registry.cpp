@@ -6,6 +6,8 @@
 
 namespace rlx::ir {
 
+void register_quant_ops(OpRegistry& r);  // quant.cpp (QMOVE)
+
 const char* level_name(Level l) {
   switch (l) {
     case Level::L1: return "L1";
@@ -37,6 +39,7 @@ OpRegistry& OpRegistry::get() {
     register_optim_ops(*reg);
     register_splat_ops(*reg);
     register_dist_ops(*reg);
+    register_quant_ops(*reg);
     return reg;
   }();
   return *r;
