@@ -51,6 +51,15 @@ namespace v4 {
 typedef float VF __attribute__((vector_size(64)));
 constexpr int VL = 16;
 inline VF fma_v(VF a, VF b, VF c) { return _mm512_fmadd_ps(a, b, c); }
+inline float half_at(const unsigned char* p) { uint16_t h; std::memcpy(&h, p, 2); return _cvtsh_ss(h); }
+inline VF load_i8(const unsigned char* p) {
+  return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+}
+inline VF load_nibbles(const unsigned char* p, int shift) {
+  const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  const __m128i n = _mm_and_si128(shift ? _mm_srli_epi16(q, 4) : q, _mm_set1_epi8(0xf));
+  return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(n));
+}
 #include "devices/cpu/quant_rows.inc"
 }  // namespace v4
 #pragma GCC pop_options
@@ -60,6 +69,15 @@ namespace v3 {
 typedef float VF __attribute__((vector_size(32)));
 constexpr int VL = 8;
 inline VF fma_v(VF a, VF b, VF c) { return _mm256_fmadd_ps(a, b, c); }
+inline float half_at(const unsigned char* p) { uint16_t h; std::memcpy(&h, p, 2); return _cvtsh_ss(h); }
+inline VF load_i8(const unsigned char* p) {
+  return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+}
+inline VF load_nibbles(const unsigned char* p, int shift) {
+  const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
+  const __m128i n = _mm_and_si128(shift ? _mm_srli_epi16(q, 4) : q, _mm_set1_epi8(0xf));
+  return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(n));
+}
 #include "devices/cpu/quant_rows.inc"
 }  // namespace v3
 #pragma GCC pop_options
@@ -68,6 +86,11 @@ namespace base {
 typedef float VF __attribute__((vector_size(16)));
 constexpr int VL = 4;
 inline VF fma_v(VF a, VF b, VF c) { return a * b + c; }
+inline float half_at(const unsigned char* p) { return ggml::half(p); }
+inline VF load_i8(const unsigned char* p) { return VF{float(int8_t(p[0])), float(int8_t(p[1])), float(int8_t(p[2])), float(int8_t(p[3]))}; }
+inline VF load_nibbles(const unsigned char* p, int shift) {
+  return VF{float((p[0] >> shift) & 0xf), float((p[1] >> shift) & 0xf), float((p[2] >> shift) & 0xf), float((p[3] >> shift) & 0xf)};
+}
 #include "devices/cpu/quant_rows.inc"
 }  // namespace base
 
