@@ -12,7 +12,7 @@
 // contraction); only the order of the sum over k differs from the reference device.
 #include <algorithm>
 #include <cstring>
-#include <vector>
+#include <memory>
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #include <immintrin.h>
@@ -161,14 +161,24 @@ void matmul_packed(uint32_t type, const unsigned char* w, int64_t n, int64_t row
     parallel_for(n, 8, [&](int64_t r0, int64_t r1) { fn(a, r0, r1); });
     return;
   }
-  // Panels of weight rows decoded to f32 (about 2 MiB each, a multiple of 16 rows), each
-  // multiplied as y[:, panel] = x · panel^T.
-  const int64_t rows = std::min(n, std::max<int64_t>(16, (int64_t(1) << 19) / std::max<int64_t>(k, 1) / 16 * 16));
-  std::vector<float> panel(size_t(rows * k));
+  // Panels of weight rows decoded to f32 (up to 32 MiB each, a multiple of 16 rows), each
+  // multiplied as y[:, panel] = x · panel^T. Large panels keep the sgemm calls few and wide
+  // (a narrow N costs OpenBLAS more than the decode saves); the decode is a small share of
+  // the work once M is large (one pass over N K weights against 2 M N K flops).
+  const int64_t rows = std::min(n, std::max<int64_t>(16, (int64_t(1) << 23) / std::max<int64_t>(k, 1) / 16 * 16));
+  // The scratch is kept per calling thread between calls: a fresh 32 MiB would be zeroed
+  // and faulted in on every call.
+  thread_local std::unique_ptr<float[]> scratch;
+  thread_local size_t scratch_size = 0;
+  if (scratch_size < size_t(rows * k)) {
+    scratch.reset(new float[size_t(rows * k)]);
+    scratch_size = size_t(rows * k);
+  }
+  float* panel = scratch.get();
   for (int64_t r0 = 0; r0 < n; r0 += rows) {
     const int64_t nr = std::min(rows, n - r0);
-    parallel_for(nr, 4, [&](int64_t a, int64_t b) { decode_rows(*f, w + r0 * row_bytes, row_bytes, k, a, b, panel.data()); });
-    gemm(false, true, m, nr, k, x, k, panel.data(), k, y + r0, n);
+    parallel_for(nr, 4, [&](int64_t a, int64_t b) { decode_rows(*f, w + r0 * row_bytes, row_bytes, k, a, b, panel); });
+    gemm(false, true, m, nr, k, x, k, panel, k, y + r0, n);
   }
 }
 

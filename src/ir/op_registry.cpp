@@ -6,7 +6,9 @@
 
 namespace rlx::ir {
 
-void register_quant_ops(OpRegistry& r);  // quant.cpp (QMOVE)
+// quant.cpp (packed ggml weights). Declared here rather than in op_registry.hpp, which nearly
+// every object of the build includes: a line there belongs with the next change to that header.
+void register_quant_ops(OpRegistry& r);
 
 const char* level_name(Level l) {
   switch (l) {
