@@ -122,14 +122,8 @@ void decode_rows(const ggml::BlockFormat& f, const unsigned char* p, int64_t row
     for (int64_t b = 0; b < blocks; ++b) ggml::decode_block(f.type, p + r * row_bytes + b * f.bytes, w + r * k + b * f.block);
 }
 
-const ggml::BlockFormat& format_of(const ir::Node& n) {
-  const ggml::BlockFormat* f = ggml::block_format(n.attrs.get_string("type"));
-  if (!f) throw InternalError("cpu " + n.op->name + ": unknown packed type " + n.attrs.get_string("type"));
-  return *f;
-}
-
 void dequantize_kernel(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
-  const ggml::BlockFormat& f = format_of(n);
+  const ggml::BlockFormat& f = ggml::format_named(n.attrs.get_string("type"));
   const Tensor w = in[0].contiguous();
   const int64_t k = n.attrs.get_int("k"), row_bytes = w.shape()[1];
   const auto* p = w.data<unsigned char>();
@@ -139,7 +133,7 @@ void dequantize_kernel(const ir::Node& n, std::span<const Tensor> in, std::span<
 }
 
 void matmul_packed_kernel(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
-  const ggml::BlockFormat& f = format_of(n);
+  const ggml::BlockFormat& f = ggml::format_named(n.attrs.get_string("type"));
   const Tensor x = in[0].contiguous(), w = in[1].contiguous();
   const int64_t k = n.attrs.get_int("k");
   matmul_packed(f.type, w.data<unsigned char>(), w.shape()[0], w.shape()[1], k, x.data<float>(), x.numel() / k,

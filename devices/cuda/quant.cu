@@ -52,12 +52,6 @@ __global__ void __launch_bounds__(256) gemv_kernel(uint32_t type, int block, int
   }
 }
 
-const ggml::BlockFormat& format_of(const ir::Node& n) {
-  const ggml::BlockFormat* f = ggml::block_format(n.attrs.get_string("type"));
-  if (!f) throw InternalError("cuda " + n.op->name + ": unknown packed type " + n.attrs.get_string("type"));
-  return *f;
-}
-
 void dequantize_into(const ggml::BlockFormat& f, const Tensor& w, int64_t k, float* y) {
   const int64_t total = w.shape()[0] * k;
   if (total == 0) return;
@@ -68,13 +62,13 @@ void dequantize_into(const ggml::BlockFormat& f, const Tensor& w, int64_t k, flo
 
 void run_dequantize(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
   const Tensor w = contiguous(in[0]);
-  dequantize_into(format_of(n), w, n.attrs.get_int("k"), out[0].data<float>());
+  dequantize_into(ggml::format_named(n.attrs.get_string("type")), w, n.attrs.get_int("k"), out[0].data<float>());
 }
 
 bool native_type(const std::string& t) { return t == "Q8_0" || t == "Q4_0" || t == "Q4_K"; }
 
 void run_matmul_packed(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
-  const ggml::BlockFormat& f = format_of(n);
+  const ggml::BlockFormat& f = ggml::format_named(n.attrs.get_string("type"));
   const Tensor x = contiguous(in[0]), w = contiguous(in[1]);
   const int64_t k = n.attrs.get_int("k"), rows = w.shape()[0], m = x.numel() / k;
   float* y = out[0].data<float>();

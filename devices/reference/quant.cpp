@@ -16,14 +16,8 @@ void decode_row(const ggml::BlockFormat& f, const unsigned char* row, int64_t k,
   for (int64_t e = 0; e < k; ++e) w[e] = ggml::decode_element(f.type, row + (e / f.block) * f.bytes, int(e % f.block));
 }
 
-const ggml::BlockFormat& format_of(const ir::Node& n) {
-  const ggml::BlockFormat* f = ggml::block_format(n.attrs.get_string("type"));
-  if (!f) throw InternalError("reference " + n.op->name + ": unknown packed type " + n.attrs.get_string("type"));
-  return *f;
-}
-
 void dequantize_kernel(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
-  const ggml::BlockFormat& f = format_of(n);
+  const ggml::BlockFormat& f = ggml::format_named(n.attrs.get_string("type"));
   const Tensor w = in[0].contiguous();
   const int64_t rows = w.shape()[0], k = n.attrs.get_int("k"), row_bytes = w.shape()[1];
   const auto* p = w.data<unsigned char>();
@@ -32,7 +26,7 @@ void dequantize_kernel(const ir::Node& n, std::span<const Tensor> in, std::span<
 }
 
 void matmul_packed_kernel(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
-  const ggml::BlockFormat& f = format_of(n);
+  const ggml::BlockFormat& f = ggml::format_named(n.attrs.get_string("type"));
   const Tensor x = in[0].contiguous(), w = in[1].contiguous();
   const int64_t k = n.attrs.get_int("k"), rows = w.shape()[0], row_bytes = w.shape()[1];
   const int64_t m = k == 0 ? 0 : x.numel() / k;

@@ -14,7 +14,10 @@
 #pragma once
 #include <cstdint>
 #include <cstring>
+#include <string>
 #include <string_view>
+
+#include "core/error.hpp"
 
 #if defined(__CUDACC__)
 #define RLX_GGML_HD __host__ __device__
@@ -51,6 +54,12 @@ inline const BlockFormat* block_format(std::string_view name) {
   for (const BlockFormat& f : kBlockFormats)
     if (name == f.name) return &f;
   return nullptr;
+}
+// The format named `name`, for kernels whose op's shape rule has already checked the name:
+// InternalError when there is none.
+inline const BlockFormat& format_named(std::string_view name) {
+  if (const BlockFormat* f = block_format(name)) return *f;
+  throw InternalError("no packed format named '" + std::string(name) + "'");
 }
 // "F32 F16 BF16 Q8_0 ..." for messages.
 inline const char* block_format_names() { return "F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q4_K Q5_K Q6_K"; }
