@@ -5,9 +5,10 @@
 // Each figure is the median of --reps timed Executor::run_into calls after warm-up runs.
 // Reported: ms, GFLOP/s (2 M N K), and GB/s of weight bytes read (the packed bytes for
 // matmul_packed, 4 N K for the f32 matmul): at M = 1 the weights are read once and bound the
-// time. Beside them, the machine's copy bandwidth on the same number of bytes (memcpy on
-// every pool thread, each a contiguous share; GB/s counting the bytes read, i.e. half the
-// STREAM-style read+write count), and on 256 MiB (past the last-level cache). The results
+// time. Beside them, the device's copy bandwidth on the same number of bytes (cpu: memcpy on
+// every pool thread, each a contiguous share; another device: its elementwise neg kernel;
+// GB/s counting the bytes read, i.e. half the STREAM-style read+write count), and on 256 MiB
+// (past the last-level cache). Inputs and results live in the device's memory. The results
 // are compared (max |difference| / max |y|), so a fast wrong answer shows.
 #include <algorithm>
 #include <cmath>
@@ -59,10 +60,21 @@ void copy_threads(char* dst, const char* src, size_t bytes) {
   });
 }
 
-// GB/s of bytes read by a threaded memcpy of `bytes`.
-double copy_gbps(size_t bytes, int reps) {
-  std::vector<char> a(bytes, 1), b(bytes, 2);
-  return double(bytes) / median_seconds(reps, [&] { copy_threads(b.data(), a.data(), bytes); }) / 1e9;
+// GB/s of bytes read by a copy of `bytes` on the device: on cpu a threaded memcpy; on
+// another device the elementwise kernel of neg over as many f32 (one read, one write, in the
+// device's memory).
+double copy_gbps(Device& dev, size_t bytes, int reps) {
+  if (dev.allocator()->host_accessible()) {
+    std::vector<char> a(bytes, 1), b(bytes, 2);
+    return double(bytes) / median_seconds(reps, [&] { copy_threads(b.data(), a.data(), bytes); }) / 1e9;
+  }
+  const int64_t n = int64_t(bytes / 4);
+  ir::Graph g;
+  output(g, {neg(input(g, "x", DType::F32, {n}))});
+  const Program p = compile(g, dev);
+  Executor ex(p, dev);
+  std::vector<Tensor> in = {Tensor::zeros(DType::F32, {n}).to(dev.allocator())}, out = {Tensor::empty(DType::F32, {n}, dev.allocator())};
+  return double(n) * 4 / median_seconds(reps, [&] { ex.run_into(in, out); }) / 1e9;
 }
 
 void bench_one(Device& dev, int64_t n, int64_t k, const std::string& type, int64_t m, const Options& o) {
@@ -93,26 +105,30 @@ void bench_one(Device& dev, int64_t n, int64_t k, const std::string& type, int64
   const Program pf = compile(gf, dev);  // (an Executor keeps a reference to its program)
   Executor ef(pf, dev);
 
-  std::vector<Tensor> yq = {Tensor::empty(DType::F32, {m, n})}, yf = {Tensor::empty(DType::F32, {m, n})};
+  // Inputs and results stay in the device's memory, so only the products are timed.
+  Allocator* da = dev.allocator();
+  const std::vector<Tensor> inq = {x.to(da), w.to(da)}, inf = {x.to(da), wf.to(da)};
+  std::vector<Tensor> yq = {Tensor::empty(DType::F32, {m, n}, da)}, yf = {Tensor::empty(DType::F32, {m, n}, da)};
   const int reps = o.reps ? o.reps : (m <= 16 ? 41 : 5);
   std::vector<double> tq, tf;
   for (int r = 0; r < reps + 2; ++r) {
     Stopwatch s;
-    eq.run_into({x, w}, yq);
+    eq.run_into(inq, yq);
     const double a = s.lap();
-    ef.run_into({x, wf}, yf);
+    ef.run_into(inf, yf);
     const double b = s.lap();
     if (r >= 2) tq.push_back(a), tf.push_back(b);
   }
+  const Tensor hq = yq[0].to(host_allocator()), hf = yf[0].to(host_allocator());
   double diff = 0, scale = 0;
   for (int64_t i = 0; i < m * n; ++i) {
-    diff = std::max(diff, double(std::fabs(yq[0].data<float>()[i] - yf[0].data<float>()[i])));
-    scale = std::max(scale, double(std::fabs(yf[0].data<float>()[i])));
+    diff = std::max(diff, double(std::fabs(hq.data<float>()[i] - hf.data<float>()[i])));
+    scale = std::max(scale, double(std::fabs(hf.data<float>()[i])));
   }
   const double flops = 2.0 * double(m) * double(n) * double(k);
   const double qbytes = double(w.nbytes()), fbytes = 4.0 * double(n) * double(k);
   const double sq = median(tq), sf = median(tf);
-  const double copy = copy_gbps(w.nbytes(), 21);
+  const double copy = copy_gbps(dev, w.nbytes(), 21);
   std::printf("%s N=%lld K=%lld M=%lld (%s: %s; packed %.1f MiB, f32 %.1f MiB)\n", type.c_str(), (long long)n, (long long)k,
               (long long)m, rq ? route_name(rq->route) : "?", rq && !rq->rule.empty() ? rq->rule.c_str() : "kernel",
               qbytes / (1 << 20), fbytes / (1 << 20));
@@ -153,7 +169,7 @@ int bench_qmatmul(int argc, char** argv) {
   return run_bench("rlx-bench qmatmul", [&] {
     Device& dev = DeviceRegistry::get().at(o.device);
     print_device(dev);
-    std::printf("copy bandwidth of 256 MiB (past the last-level cache): %.1f GB/s read\n", copy_gbps(size_t(256) << 20, 7));
+    std::printf("copy bandwidth of 256 MiB (past the last-level cache): %.1f GB/s read\n", copy_gbps(dev, size_t(256) << 20, 7));
     for (const std::string& s : o.shapes) {
       const size_t x = s.find('x');
       if (x == std::string::npos) throw InputError("--shapes: '" + s + "' is not NxK");
