@@ -442,6 +442,12 @@ Tensor GgufFile::dequantize(std::string_view name) const {
     throw InternalError(path_ + ": tensor " + shown(t.name) + ": validated size differs from the blocks'");
   if (f->type == ggml::kF32) {
     if (!src.empty()) std::memcpy(y, p, src.size());
+  } else if (f->block == 1) {  // F16, BF16: one element a block, decoded without a dispatch per element
+    const uint32_t type = f->type;
+    if (type == ggml::kF16)
+      for (int64_t k = 0; k < blocks; ++k) y[k] = ggml::half(p + 2 * k);
+    else
+      for (int64_t k = 0; k < blocks; ++k) y[k] = ggml::decode_element(ggml::kBF16, p + 2 * k, 0);
   } else {
     for (int64_t k = 0; k < blocks; ++k) ggml::decode_block(f->type, p + k * f->bytes, y + k * f->block);
   }
