@@ -2,14 +2,16 @@
 //   dequantize     every format of core/ggml_blocks.hpp, threaded over rows;
 //   matmul_packed  Q8_0, Q4_0 and Q4_K natively (the other formats take the rewrite
 //                  dequant-then-matmul). Few rows of x (decode, M <= kSmallM): each weight
-//                  block is decoded into L1 once per group of up to 4 rows of x and consumed
-//                  at once by vector FMAs — the weight bytes are read once, which is what
-//                  bounds a batch-1 decode step. More rows: a panel of weight rows is decoded
-//                  into f32 scratch and multiplied by the device's sgemm (gemm.hpp).
-// The vector code is built three times, for x86-64-v4 (AVX-512, 16 lanes), x86-64-v3 (AVX2,
-// 8 lanes) and the baseline (4 lanes), and picked at run time (isa.hpp). The weights are
-// the exact f32 decode (the block decoders are core/ggml_blocks.hpp's, built without FP
-// contraction); only the order of the sum over k differs from the reference device.
+//                  block is decoded straight into vector registers once per group of up to 4
+//                  rows of x and consumed at once by FMAs — the weight bytes are read once,
+//                  which is what bounds a batch-1 decode step; threaded over weight rows. More
+//                  rows: a panel of weight rows is decoded into f32 scratch and multiplied by
+//                  the device's sgemm (gemm.hpp).
+// The vector code (quant_rows.inc) is built three times, for x86-64-v4 (AVX-512, 16 lanes),
+// x86-64-v3 (AVX2, 8 lanes) and the baseline (4 lanes), and picked at run time (isa.hpp). Its
+// lane-wise decode computes core/ggml_blocks.hpp's products (the file is built without FP
+// contraction), so the weights are the exact f32 decode; only the order of the sum over k
+// differs from the reference device.
 #include <algorithm>
 #include <cstring>
 #include <memory>
