@@ -10,6 +10,7 @@
 #include "devices/cpu/gemm.hpp"
 #include "devices/cpu/isa.hpp"
 #include "devices/cpu/kernels.hpp"
+#include "devices/cpu/quant.hpp"
 #include "devices/cpu/thread_pool.hpp"
 #include "dist/kernels.hpp"
 #include "ir/op_registry.hpp"
@@ -93,6 +94,7 @@ class CpuDevice final : public Device {
     add_sort_kernels(table_);
     add_optim_kernels(table_);
     add_splat_kernels(table_);
+    add_quant_kernels(table_);
     dist::add_collective_kernels(table_);  // host memory: MPI reads the tensors directly
   }
 

@@ -14,6 +14,7 @@
 #include "devices/cuda/common.hpp"
 #include "devices/cuda/kernels.hpp"
 #include "devices/cuda/library.hpp"
+#include "devices/cuda/quant.hpp"
 #include "ir/op_registry.hpp"
 #include "runtime/device.hpp"
 #include "runtime/kernel_table.hpp"
@@ -96,6 +97,7 @@ class CudaDevice final : public Device {
     add_optim_kernels(table_);
     add_nn_kernels(table_);
     add_splat_kernels(table_);
+    add_quant_kernels(table_);
   }
 
   std::string name() const override { return "cuda"; }

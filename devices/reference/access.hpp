@@ -111,5 +111,6 @@ void add_dense_la_kernels(KernelTable& t);
 void add_sparse_kernels(KernelTable& t);
 void add_sort_kernels(KernelTable& t);
 void add_splat_kernels(KernelTable& t);
+void add_quant_kernels(KernelTable& t);  // dequantize matmul_packed (quant.cpp)
 
 }  // namespace rlx::reference

@@ -20,6 +20,7 @@ class ReferenceDevice final : public Device {
     reference::add_sparse_kernels(table_);
     reference::add_sort_kernels(table_);
     reference::add_splat_kernels(table_);
+    reference::add_quant_kernels(table_);
     dist::add_collective_kernels(table_);  // host memory: MPI reads the tensors directly
   }
 

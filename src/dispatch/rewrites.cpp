@@ -60,12 +60,33 @@ RewriteRule complex_matmul_rule() {
   return r;
 }
 
+// A matmul over packed weights as the weights decoded to f32 (the dequantize op), then an
+// f32 matmul: the values are the op's own (the exact f32 dequantized weights), only the
+// decoded copy costs memory (4 bytes per weight), so it is lossless.
+RewriteRule dequant_then_matmul_rule() {
+  RewriteRule r;
+  r.name = "dequant-then-matmul";
+  r.lossless = true;
+  r.summary = "packed weights decoded to f32 by dequantize, then an f32 matmul";
+  r.applies = [](const ir::Node& n, const ir::Graph&) { return n.op->name == "matmul_packed"; };
+  r.build = [](const ir::Node& n, const std::vector<Var>& in) {
+    const int64_t k = n.attrs.get_int("k");
+    const Var& x = in[0];
+    Var w = op("dequantize", {in[1]}, n.attrs);
+    Shape out = x.shape();
+    out.back() = in[1].shape()[0];
+    Var y = matmul(reshape(x, {numel(x.shape()) / k, k}), w, false, true);
+    return std::vector<Var>{reshape(y, out)};
+  };
+  return r;
+}
+
 }  // namespace
 
 const std::vector<RewriteRule>& rewrite_rules() {
   static const std::vector<RewriteRule> rules = {promote_rule(DType::F16, "promote-f16-to-f32"),
                                                  promote_rule(DType::BF16, "promote-bf16-to-f32"),
-                                                 complex_matmul_rule()};
+                                                 complex_matmul_rule(), dequant_then_matmul_rule()};
   return rules;
 }
 

@@ -6,7 +6,7 @@
 
 #include "core/checked.hpp"
 #include "core/error.hpp"
-#include "core/half.hpp"
+#include "core/ggml_blocks.hpp"
 #include "io/file_bytes.hpp"
 
 namespace rlx::io {
@@ -427,144 +427,55 @@ Tensor GgufFile::tensor(std::string_view name) const {
   return r;
 }
 
-namespace {
-
-// The block decoders: ggml's reference layouts (ggml-quants.c dequantize_row_*), each
-// product and sum rounded to f32 in ggml's order. The build does not contract a*b+c into a
-// fused multiply-add (the CMake rule for this file says so), which would change the last bit.
-float half(const unsigned char* p) { return f16::to_float(load<uint16_t>(p)); }
-
-// Q8_0: f16 scale d, 32 signed bytes; x = q * d.
-void q8_0(const unsigned char* b, float* y) {
-  const float d = half(b);
-  for (int j = 0; j < 32; ++j) y[j] = float(int8_t(b[2 + j])) * d;
-}
-
-// The 32 quants of a Q4_0/Q4_1/Q5_0/Q5_1 block: 16 bytes of nibbles (the low nibbles are
-// elements 0-15, the high ones 16-31) and, for Q5, 32 fifth bits (bit j for element j).
-void nibble_quants(const unsigned char* qs, const unsigned char* fifth, int q[32]) {
-  const uint32_t h = fifth ? load<uint32_t>(fifth) : 0;
-  for (int j = 0; j < 16; ++j) {
-    q[j] = (qs[j] & 0xf) | int(((h >> j) & 1) << 4);
-    q[j + 16] = (qs[j] >> 4) | int(((h >> (j + 16)) & 1) << 4);
-  }
-}
-
-// Q4_0: f16 d, nibbles; x = (q - 8) * d.
-void q4_0(const unsigned char* b, float* y) {
-  const float d = half(b);
-  int q[32];
-  nibble_quants(b + 2, nullptr, q);
-  for (int j = 0; j < 32; ++j) y[j] = float(q[j] - 8) * d;
-}
-
-// Q4_1: f16 d, f16 m, nibbles; x = q * d + m.
-void q4_1(const unsigned char* b, float* y) {
-  const float d = half(b), m = half(b + 2);
-  int q[32];
-  nibble_quants(b + 4, nullptr, q);
-  for (int j = 0; j < 32; ++j) y[j] = float(q[j]) * d + m;
-}
-
-// Q5_0: f16 d, fifth bits, nibbles; x = (q - 16) * d.
-void q5_0(const unsigned char* b, float* y) {
-  const float d = half(b);
-  int q[32];
-  nibble_quants(b + 6, b + 2, q);
-  for (int j = 0; j < 32; ++j) y[j] = float(q[j] - 16) * d;
-}
-
-// Q5_1: f16 d, f16 m, fifth bits, nibbles; x = q * d + m.
-void q5_1(const unsigned char* b, float* y) {
-  const float d = half(b), m = half(b + 2);
-  int q[32];
-  nibble_quants(b + 8, b + 4, q);
-  for (int j = 0; j < 32; ++j) y[j] = float(q[j]) * d + m;
-}
-
-// The 6-bit scale and min of sub-block j (0-7) of a Q4_K/Q5_K block, packed in 12 bytes:
-// sub-blocks 0-3 in the low 6 bits of bytes j and j+4, sub-blocks 4-7 in the nibbles of
-// bytes j+4 with their top two bits in the top bits of bytes j-4 and j.
-void k_scale_min(const unsigned char* s, int j, int& sc, int& mn) {
-  if (j < 4) {
-    sc = s[j] & 63;
-    mn = s[j + 4] & 63;
-  } else {
-    sc = (s[j + 4] & 0xf) | ((s[j - 4] >> 6) << 4);
-    mn = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
-  }
-}
-
-// Q4_K and Q5_K: f16 d, f16 dmin, 12 scale bytes, for Q5_K 32 bytes of fifth bits (bit j of
-// byte l for element l of sub-block j), then 128 bytes of nibbles: 8 sub-blocks of 32,
-// sub-block 2c from the low nibbles of bytes 32c..32c+31, 2c+1 from their high nibbles;
-// x = (d * sc) * q - dmin * m.
-void k_quants(const unsigned char* b, const unsigned char* fifth, const unsigned char* q, float* y) {
-  const float d = half(b), dmin = half(b + 2);
-  for (int j = 0; j < 8; ++j) {
-    int sc, mn;
-    k_scale_min(b + 4, j, sc, mn);
-    const float dl = d * float(sc), ml = dmin * float(mn);
-    const int shift = 4 * (j & 1);
-    for (int l = 0; l < 32; ++l) {
-      const int v = ((q[32 * (j / 2) + l] >> shift) & 0xf) | (fifth ? ((fifth[l] >> j) & 1) << 4 : 0);
-      y[32 * j + l] = dl * float(v) - ml;
-    }
-  }
-}
-void q4_k(const unsigned char* b, float* y) { k_quants(b, nullptr, b + 16, y); }
-void q5_k(const unsigned char* b, float* y) { k_quants(b, b + 16, b + 48, y); }
-
-// Q6_K: 128 bytes of low nibbles, 64 bytes of 2-bit highs, 16 signed 8-bit scales (one per
-// 16 elements), f16 d. Each half h of 128 elements: element r takes the nibble (r / 64) of
-// low byte 64h + r % 64 and the bit pair (r / 32) of high byte 32h + r % 32;
-// x = (d * scale) * (q - 32).
-void q6_k(const unsigned char* b, float* y) {
-  const unsigned char* ql = b;
-  const unsigned char* qh = b + 128;
-  const auto* sc = reinterpret_cast<const int8_t*>(b + 192);
-  const float d = half(b + 208);
-  for (int e = 0; e < 256; ++e) {
-    const int h = e / 128, r = e % 128;
-    const int lo = (ql[64 * h + r % 64] >> (4 * (r / 64))) & 0xf;
-    const int hi = (qh[32 * h + r % 32] >> (2 * (r / 32))) & 3;
-    y[e] = (d * float(sc[e / 16])) * float((lo | (hi << 4)) - 32);
-  }
-}
-
-}  // namespace
-
 Tensor GgufFile::dequantize(std::string_view name) const {
   const GgufTensor& t = tensor_info(name);
-  void (*block)(const unsigned char*, float*) = nullptr;
-  switch (GgmlType(t.type)) {
-    case GgmlType::Q8_0: block = q8_0; break;
-    case GgmlType::Q4_0: block = q4_0; break;
-    case GgmlType::Q4_1: block = q4_1; break;
-    case GgmlType::Q5_0: block = q5_0; break;
-    case GgmlType::Q5_1: block = q5_1; break;
-    case GgmlType::Q4_K: block = q4_k; break;
-    case GgmlType::Q5_K: block = q5_k; break;
-    case GgmlType::Q6_K: block = q6_k; break;
-    case GgmlType::F32: case GgmlType::F16: case GgmlType::BF16: break;
-    default:
-      throw InputError(path_ + ": tensor " + shown(t.name) + " has " + type_str(t.type) +
-                       ", which dequantize() does not decode (it decodes F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q4_K Q5_K Q6_K)");
-  }
+  const ggml::BlockFormat* f = ggml::block_format(t.type);
+  if (!f)
+    throw InputError(path_ + ": tensor " + shown(t.name) + " has " + type_str(t.type) +
+                     ", which dequantize() does not decode (it decodes " + ggml::block_format_names() + ")");
   const std::span<const std::byte> src = bytes(name);
   const auto* p = reinterpret_cast<const unsigned char*>(src.data());
   Tensor r = Tensor::empty(DType::F32, t.shape);
   float* y = r.data<float>();
-  const TypeInfo& ti = *type_info(t.type);
-  const int64_t blocks = t.numel / ti.block;
-  if (blocks * ti.bytes != int64_t(src.size()))
+  const int64_t blocks = t.numel / f->block;
+  if (blocks * f->bytes != int64_t(src.size()))
     throw InternalError(path_ + ": tensor " + shown(t.name) + ": validated size differs from the blocks'");
-  switch (GgmlType(t.type)) {
-    case GgmlType::F32: if (!src.empty()) std::memcpy(y, p, src.size()); break;
-    case GgmlType::F16: for (int64_t k = 0; k < blocks; ++k) y[k] = half(p + 2 * k); break;
-    case GgmlType::BF16: for (int64_t k = 0; k < blocks; ++k) y[k] = bits_float(uint32_t(load<uint16_t>(p + 2 * k)) << 16); break;
-    default: for (int64_t k = 0; k < blocks; ++k) block(p + k * ti.bytes, y + k * ti.block); break;
+  if (f->type == ggml::kF32) {
+    if (!src.empty()) std::memcpy(y, p, src.size());
+  } else if (f->block == 1) {  // F16, BF16: one element a block, decoded without a dispatch per element
+    const uint32_t type = f->type;
+    if (type == ggml::kF16)
+      for (int64_t k = 0; k < blocks; ++k) y[k] = ggml::half(p + 2 * k);
+    else
+      for (int64_t k = 0; k < blocks; ++k) y[k] = ggml::decode_element(ggml::kBF16, p + 2 * k, 0);
+  } else {
+    for (int64_t k = 0; k < blocks; ++k) ggml::decode_block(f->type, p + k * f->bytes, y + k * f->block);
   }
+  return r;
+}
+
+PackedTensor GgufFile::packed(std::string_view name) const {
+  const GgufTensor& t = tensor_info(name);
+  const ggml::BlockFormat* f = ggml::block_format(t.type);
+  if (!f)
+    throw InputError(path_ + ": tensor " + shown(t.name) + " has " + type_str(t.type) +
+                     ", which packed() does not take (it takes " + ggml::block_format_names() + ")");
+  // Rows along the fastest-varying dimension (dims[0] = K), every other dimension folded
+  // into N; a row holds whole blocks (ggml's rule, which the header checks kept).
+  const int64_t k = t.dims.empty() ? 1 : t.dims[0];
+  if (k % f->block != 0)
+    throw InputError(path_ + ": tensor " + shown(t.name) + " has rows of " + std::to_string(k) + " elements, not a multiple of " +
+                     f->name + "'s block of " + std::to_string(f->block));
+  const int64_t n = k == 0 ? 0 : t.numel / k;
+  const int64_t row_bytes = k / f->block * f->bytes;
+  const std::span<const std::byte> src = bytes(name);
+  if (n * row_bytes != int64_t(src.size()))
+    throw InternalError(path_ + ": tensor " + shown(t.name) + ": validated size differs from the rows'");
+  PackedTensor r;
+  r.blocks = Tensor::empty(DType::U8, {n, row_bytes});
+  if (!src.empty()) std::memcpy(r.blocks.raw(), src.data(), src.size());
+  r.type = f->name;
+  r.k = k;
   return r;
 }
 

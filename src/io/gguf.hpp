@@ -5,6 +5,7 @@
 //   int64_t n = f.get_int("llama.block_count");         // typed metadata getters
 //   for (const io::GgufTensor& t : f.tensors()) ...     // file order; t.shape in rlx order
 //   Tensor w = f.dequantize("blk.0.attn_q.weight");     // f32, exactly as ggml decodes it
+//   io::PackedTensor p = f.packed("blk.0.attn_q.weight");  // the blocks, undecoded
 //
 // The file is untrusted input: anything wrong with it is an InputError (a SizeError for a
 // size past 2^62) naming the file and, where there is one, the key or the tensor.
@@ -52,6 +53,16 @@ enum class GgmlType : uint32_t {
 };
 // ggml's name of a type number ("Q4_K"), or nullptr for a number ggml does not define.
 const char* ggml_type_name(uint32_t type);
+
+// A tensor's ggml blocks as they are stored, undecoded: `blocks` is a host u8 tensor
+// [N, row_bytes] (row n holds the K / block blocks of weight row n), `type` ggml's name of the
+// format ("Q4_K"), `k` the logical row length. The ops dequantize and matmul_packed take the
+// blocks as their packed operand with `type` and `k` as attributes (docs/io.md).
+struct PackedTensor {
+  Tensor blocks;
+  std::string type;
+  int64_t k = 0;
+};
 
 struct GgufTensor {
   std::string name;
@@ -104,6 +115,11 @@ class GgufFile {
   // F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K. InputError naming the
   // tensor and its type for the others.
   Tensor dequantize(std::string_view name) const;
+  // The tensor's blocks undecoded, as rows of its fastest-varying dimension (the others
+  // folded into N), for the same types as dequantize(). One copy of the packed bytes (a
+  // Tensor cannot keep the file's mapping alive); never a decoded copy. InputError naming the
+  // tensor for another type or rows that do not hold whole blocks.
+  PackedTensor packed(std::string_view name) const;
 
  private:
   GgufFile(std::shared_ptr<const FileBytes> bytes, std::string path);  // validates

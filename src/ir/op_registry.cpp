@@ -6,6 +6,10 @@
 
 namespace rlx::ir {
 
+// quant.cpp (packed ggml weights). Declared here rather than in op_registry.hpp, which nearly
+// every object of the build includes: a line there belongs with the next change to that header.
+void register_quant_ops(OpRegistry& r);
+
 const char* level_name(Level l) {
   switch (l) {
     case Level::L1: return "L1";
@@ -37,6 +41,7 @@ OpRegistry& OpRegistry::get() {
     register_optim_ops(*reg);
     register_splat_ops(*reg);
     register_dist_ops(*reg);
+    register_quant_ops(*reg);
     return reg;
   }();
   return *r;

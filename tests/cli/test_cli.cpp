@@ -117,6 +117,20 @@ BOOST_AUTO_TEST_CASE(explain_shows_all_three_routes) {
   BOOST_TEST(j["summary"]["rewritten"].get<int>() == 1);
 }
 
+// Packed weights: a format with a native kernel and one that takes the rewrite.
+BOOST_AUTO_TEST_CASE(explain_shows_the_packed_weight_routes) {
+  const std::string packed = std::string(RLX_DATA) + "/packed.rlx";
+  auto j = nlohmann::json::parse(rlx_cli("compile " + packed + " --device cpu --explain --json").out);
+  BOOST_TEST(j["compile_ready"] == true);
+  BOOST_TEST_REQUIRE(j["nodes"].size() == 2u);
+  BOOST_TEST(j["nodes"][0]["location"] == "blk.0.attn_q.weight");
+  BOOST_TEST(j["nodes"][0]["route"] == "native");
+  BOOST_TEST(j["nodes"][1]["route"] == "rewritten");
+  BOOST_TEST(j["nodes"][1]["rule"] == "dequant-then-matmul");
+  j = nlohmann::json::parse(rlx_cli("compile " + packed + " --device reference --explain --json").out);
+  BOOST_TEST(j["summary"]["native"] == 2);
+}
+
 BOOST_AUTO_TEST_CASE(no_route_exits_3_with_the_report) {
   auto r = rlx_cli("compile " + demo + " --device cpu --deny cumsum --explain");
   BOOST_TEST(r.code == 3);

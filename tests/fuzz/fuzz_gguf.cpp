@@ -1,8 +1,8 @@
 // GGUF reader (src/io/gguf.hpp), on the bytes in memory (GgufFile::from_bytes: the same
 // checks as a mapped file). A file that reads must hold every tensor of a known type inside
 // itself, answer every metadata getter for the type each value has, and dequantize every
-// tensor of a decoded type into as many f32 values as its shape holds (other types are an
-// InputError).
+// tensor of a decoded type into as many f32 values as its shape holds and hand it out packed as
+// its own bytes in rows of whole blocks (other types are an InputError).
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -34,6 +34,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       try {
         const Tensor x = f.dequantize(t.name);
         if (x.numel() != t.numel) fuzz::finding("tensor '" + t.name + "' dequantized to another element count");
+      } catch (const InputError&) {
+      }
+      // Packed: the tensor's own bytes as rows of whole blocks, or an InputError.
+      try {
+        const io::PackedTensor p = f.packed(t.name);
+        if (p.blocks.nbytes() != size_t(t.nbytes)) fuzz::finding("tensor '" + t.name + "' packed to another byte count");
+        if (p.k <= 0 ? t.numel != 0 : p.blocks.shape()[0] * p.k != t.numel)
+          fuzz::finding("tensor '" + t.name + "' packed to rows that do not cover it");
       } catch (const InputError&) {
       }
     }

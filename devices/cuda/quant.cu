@@ -1,0 +1,106 @@
+// Packed weights on the cuda device (src/ir/ops/quant.cpp), decoded with core/ggml_blocks.hpp
+// (the same element decoders as every other device; explicitly rounded products, so the
+// values are ggml's bit for bit):
+//   dequantize     every format: one thread per element.
+//   matmul_packed  Q8_0, Q4_0, Q4_K natively (the other formats take dequant-then-matmul).
+//                  Up to kWarpM rows of x: a warp per weight row, each lane decoding every
+//                  32nd weight of the row once and multiplying it into every row of x, then a
+//                  warp reduction (the GEMV of a decode step). More rows: the weight decoded
+//                  into scratch, then cuBLAS sgemm in full f32 (no TF32).
+#include <cstdint>
+
+#include "core/ggml_blocks.hpp"
+#include "devices/cuda/common.hpp"
+#include "devices/cuda/device_util.cuh"
+#include "devices/cuda/library.hpp"
+#include "devices/cuda/quant.hpp"
+#include "ir/graph.hpp"
+
+namespace rlx::cuda {
+namespace {
+
+constexpr int kWarpM = 8;
+
+__global__ void __launch_bounds__(256) dequantize_kernel(uint32_t type, int block, int bytes, const unsigned char* __restrict__ w,
+                                                         int64_t row_bytes, int64_t k, int64_t total, float* __restrict__ y) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t r = i / k, e = i % k;
+    y[i] = ggml::decode_element(type, w + r * row_bytes + (e / block) * bytes, int(e % block));
+  }
+}
+
+// Warp w of the grid computes y[:, w] (weight row w) for the m <= kWarpM rows of x.
+__global__ void __launch_bounds__(256) gemv_kernel(uint32_t type, int block, int bytes, const unsigned char* __restrict__ w,
+                                                   int64_t n, int64_t row_bytes, int64_t k, const float* __restrict__ x,
+                                                   int m, float* __restrict__ y) {
+  const int64_t row = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  const int lane = threadIdx.x % 32;
+  if (row >= n) return;  // whole warps leave together (n rows, 32 lanes each)
+  const unsigned char* p = w + row * row_bytes;
+  float acc[kWarpM] = {};
+  for (int64_t e = lane; e < k; e += 32) {
+    const float v = ggml::decode_element(type, p + (e / block) * bytes, int(e % block));
+#pragma unroll
+    for (int i = 0; i < kWarpM; ++i)
+      if (i < m) acc[i] = fmaf(x[i * k + e], v, acc[i]);
+  }
+#pragma unroll
+  for (int i = 0; i < kWarpM; ++i) {
+    float s = acc[i];
+    for (int off = 16; off > 0; off /= 2) s += __shfl_xor_sync(0xffffffffu, s, off);
+    if (lane == 0 && i < m) y[int64_t(i) * n + row] = s;
+  }
+}
+
+void dequantize_into(const ggml::BlockFormat& f, const Tensor& w, int64_t k, float* y) {
+  const int64_t total = w.shape()[0] * k;
+  if (total == 0) return;
+  dequantize_kernel<<<grid_for(total, 256), 256, 0, stream()>>>(f.type, f.block, f.bytes, w.data<unsigned char>(),
+                                                                 w.shape()[1], k, total, y);
+  check_launch("dequantize");
+}
+
+void run_dequantize(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
+  const Tensor w = contiguous(in[0]);
+  dequantize_into(ggml::format_named(n.attrs.get_string("type")), w, n.attrs.get_int("k"), out[0].data<float>());
+}
+
+bool native_type(const std::string& t) { return t == "Q8_0" || t == "Q4_0" || t == "Q4_K"; }
+
+void run_matmul_packed(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
+  const ggml::BlockFormat& f = ggml::format_named(n.attrs.get_string("type"));
+  const Tensor x = contiguous(in[0]), w = contiguous(in[1]);
+  const int64_t k = n.attrs.get_int("k"), rows = w.shape()[0], m = x.numel() / k;
+  float* y = out[0].data<float>();
+  if (m == 0 || rows == 0) return;
+  if (m <= kWarpM) {
+    gemv_kernel<<<grid_for(rows * 32, 256), 256, 0, stream()>>>(f.type, f.block, f.bytes, w.data<unsigned char>(), rows,
+                                                                w.shape()[1], k, x.data<float>(), int(m), y);
+    check_launch("matmul_packed (gemv)");
+    return;
+  }
+  Scratch wd(size_t(rows * k) * sizeof(float));
+  dequantize_into(f, w, k, wd.as<float>());
+  // Row-major y[m, rows] = x[m, k] · wd[rows, k]^T is column-major y^T = wd^T(op T) · x^T.
+  const float one = 1.0f, zero = 0.0f;
+  check_cublas(cublasSgemm(cublas_handle(), CUBLAS_OP_T, CUBLAS_OP_N, int(rows), int(m), int(k), &one, wd.as<float>(),
+                           int(k), x.data<float>(), int(k), &zero, y, int(rows)),
+               "cublasSgemm (matmul_packed)");
+}
+
+}  // namespace
+
+void add_quant_kernels(KernelTable& t) {
+  t.add({"dequantize", bit(DType::U8), 0, run_dequantize, {}});
+  t.add({"matmul_packed", bit(DType::F32), 0, run_matmul_packed, [](const ir::Node& n, const ir::Graph& g) {
+           const std::string& type = n.attrs.get_string("type");
+           if (!native_type(type)) return "no " + type + " matmul_packed kernel on cuda (it has Q8_0 Q4_0 Q4_K)";
+           const int64_t k = n.attrs.get_int("k"), rows = g.type(n.inputs[1]).shape[0];
+           const int64_t m = k == 0 ? 0 : numel(g.type(n.inputs[0]).shape) / k;
+           if (m > kWarpM && (rows > INT32_MAX || m > INT32_MAX || k > INT32_MAX))
+             return std::string("matmul_packed on cuda: sizes past 2^31 for cuBLAS");
+           return std::string();
+         }});
+}
+
+}  // namespace rlx::cuda
