@@ -357,9 +357,16 @@ BOOST_AUTO_TEST_CASE(every_krylov_method_on_n_ranks_matches_one_process) {
         auto Ms = make_preconditioner(k.serial_pc, serial);
         KrylovResult s = krylov_solve(serial, f64(bg), *Ms, o);
         // BiCGSTAB's residual is not monotone: where it crawls, rounding in the sums (their order
-        // differs with the partition) moves its stop by a few iterations.
-        const int slack = std::string(k.method) == "bicgstab" ? std::max(2, s.iterations / 10) : 1;
+        // differs with the partition) moves its stop by several iterations (57 against 67 on 4
+        // ranks at one seed). That it is still the same method shows in the first iterations,
+        // before rounding has grown: their residuals agree closely.
+        const bool bicgstab = std::string(k.method) == "bicgstab";
+        const int slack = bicgstab ? std::max(2, s.iterations / 4) : 1;
         BOOST_TEST(std::abs(r.iterations - s.iterations) <= slack, r.iterations << " vs " << s.iterations);
+        const size_t early = std::min({r.history.size(), s.history.size(), size_t(10)});
+        for (size_t i = 0; i < early; ++i)
+          BOOST_TEST(std::abs(r.history[i] - s.history[i]) <= 1e-6 * s.history[i],
+                     "residual " << i << ": " << r.history[i] << " vs " << s.history[i]);
         BOOST_TEST(rel_diff(x, values(s.x)) <= 1e-8);
       }
     }
