@@ -129,5 +129,6 @@ int cmd_train(const Args& a);
 // `rlx splat render|fit ...` (apps/rlx/splat.cpp): argv[2] names the sub-command.
 int cmd_splat(int argc, char** argv);
 int cmd_embed(const Args& a);
+int cmd_generate(const Args& a);
 
 }  // namespace rlx::cli

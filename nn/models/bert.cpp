@@ -10,6 +10,7 @@
 #include "core/half.hpp"
 #include "io/safetensors.hpp"
 #include "nn/layers.hpp"
+#include "nn/models/model_files.hpp"
 #include "runtime/executor.hpp"
 #include "runtime/runtime.hpp"
 
@@ -19,55 +20,12 @@ namespace {
 
 namespace fs = std::filesystem;
 
-nlohmann::json read_json(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw InputError(path + ": cannot open");
-  try {
-    return nlohmann::json::parse(f);
-  } catch (const nlohmann::json::exception& e) {
-    throw InputError(path + ": not valid JSON (" + e.what() + ")");
-  }
-}
+using model_files::int_field;
+using model_files::ModuleLocation;
+using model_files::string_field;
+using model_files::to_f32;
 
-// An integer field in [lo, hi]; absent: def, or an error when def < 0.
-int64_t int_field(const nlohmann::json& j, const std::string& path, const char* key, int64_t def, int64_t lo, int64_t hi) {
-  if (!j.contains(key)) {
-    if (def < 0) throw InputError(path + ": the field \"" + key + "\" is missing");
-    return def;
-  }
-  const nlohmann::json& v = j.at(key);
-  if (!v.is_number_integer()) throw InputError(path + ": \"" + key + "\" must be an integer, got " + v.dump());
-  const int64_t x = v.get<int64_t>();
-  if (x < lo || x > hi)
-    throw InputError(path + ": \"" + key + "\" must lie in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " +
-                     std::to_string(x));
-  return x;
-}
-
-std::string string_field(const nlohmann::json& j, const std::string& path, const char* key, const std::string& def) {
-  if (!j.contains(key)) return def;
-  if (!j.at(key).is_string()) throw InputError(path + ": \"" + key + "\" must be a string, got " + j.at(key).dump());
-  return j.at(key).get<std::string>();
-}
-
-// The nodes made while one lives carry a module's checkpoint name as their location, so a
-// dispatch report or an error names "encoder.layer.3.intermediate" as an imported model's
-// node would be named, rather than the one line of this file that every layer shares.
-struct ModuleLocation : LocationScope {
-  explicit ModuleLocation(const std::string& module) : LocationScope(ir::Location{.name = module}) {}
-};
-
-// Host f32 of a float tensor (f16 and bf16 widen exactly).
-Tensor to_f32(const Tensor& t) {
-  if (t.dtype() == DType::F32) return t;
-  Tensor r = Tensor::empty(DType::F32, t.shape());
-  float* out = r.data<float>();
-  if (t.dtype() == DType::F16)
-    for (int64_t i = 0; i < t.numel(); ++i) out[i] = float(t.data<f16>()[i]);
-  else
-    for (int64_t i = 0; i < t.numel(); ++i) out[i] = float(t.data<bf16>()[i]);
-  return r;
-}
+nlohmann::json read_json(const std::string& path) { return model_files::read_config(path); }
 
 }  // namespace
 
