@@ -10,35 +10,13 @@
 
 namespace rlx::cli {
 
-namespace {
-
-// "1,2,3" -> {1, 2, 3}: decimal integers >= 0 separated by commas (the vocabulary bound is
-// the model's, checked when it has loaded).
-std::vector<int64_t> parse_ids(const std::string& v) {
-  std::vector<int64_t> ids;
-  for (size_t i = 0; i <= v.size();) {
-    size_t j = v.find(',', i);
-    if (j == std::string::npos) j = v.size();
-    const std::string part = v.substr(i, j - i);
-    char* end = nullptr;
-    errno = 0;
-    const long long d = std::strtoll(part.c_str(), &end, 10);
-    if (part.empty() || *end != '\0' || errno == ERANGE || d < 0 || part[0] == '-' || part[0] == '+' || part[0] == ' ')
-      throw UsageError("--prompt-ids expects token ids (integers >= 0) separated by commas, got '" + v + "'");
-    ids.push_back(d);
-    i = j + 1;
-  }
-  return ids;
-}
-
-}  // namespace
-
 int cmd_generate(const Args& a) {
   const std::string model = a.get("model", "");
   if (model.empty()) throw UsageError("generate needs --model PATH (a Qwen3 model folder or .gguf file)");
   if (!a.pos.empty()) throw UsageError("generate takes no positional arguments, got '" + a.pos[0] + "'");
   if (!a.has("prompt-ids")) throw UsageError("generate needs --prompt-ids ID,ID,... (the prompt's token ids)");
-  const std::vector<int64_t> prompt = parse_ids(a.get("prompt-ids", ""));
+  // (ids past the vocabulary are refused once the model has loaded)
+  const std::vector<int64_t> prompt = a.id_list("prompt-ids", int64_t(1) << 30);
   const int64_t max_new = a.integer("max-new", 16, 1, int64_t(1) << 24);
   nn::SamplingOptions s;
   s.temperature = a.number("temperature", 0.0, 0.0, 1e6);

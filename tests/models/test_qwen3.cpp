@@ -288,7 +288,7 @@ BOOST_AUTO_TEST_CASE(rlx_generate_prints_the_greedy_ids_and_refuses_bad_input) {
   r = cli("generate --model " + kDir + " --prompt-ids 1,512");
   BOOST_TEST((r.code == 2 && test::has(r.err, "token id 512")), r.err);
   r = cli("generate --model " + kDir + " --prompt-ids 1,x");
-  BOOST_TEST((r.code == 2 && test::has(r.err, "--prompt-ids expects token ids")), r.err);
+  BOOST_TEST((r.code == 2 && test::has(r.err, "--prompt-ids expects integers")), r.err);
   r = cli("generate --model " + kDir + " --prompt-ids 1,,2");
   BOOST_TEST((r.code == 2 && test::has(r.err, "--prompt-ids")), r.err);
   r = cli("generate --model " + kDir + " --prompt-ids 1 --max-new 0");
