@@ -285,6 +285,10 @@ BOOST_AUTO_TEST_CASE(rlx_generate_prints_the_greedy_ids_and_refuses_bad_input) {
   r = cli("generate --model " + kDir + "/qwen3-tiny-q8_0.gguf --prompt-ids " + prompt +
           " --max-new 4 --temperature 0.8 --top-k 20 --top-p 0.9 --seed 5 --device reference");
   BOOST_TEST((r.code == 0 && r.out == sampled), r.out << r.err);
+  r = cli("generate --model " + kDir + " --prompt-ids 1,2 --max-new 2 --explain");
+  BOOST_TEST((r.code == 0 && test::has(r.out, "dispatch report") && test::has(r.out, "model.layers.1.self_attn") &&
+              test::has(r.out, "lm_head")),
+             r.out);
   r = cli("generate --model " + kDir + " --prompt-ids 1,512");
   BOOST_TEST((r.code == 2 && test::has(r.err, "token id 512")), r.err);
   r = cli("generate --model " + kDir + " --prompt-ids 1,x");
