@@ -253,13 +253,7 @@ SentenceEmbedder::SentenceEmbedder(const std::string& folder)
 
 SentenceEmbedder::~SentenceEmbedder() = default;
 
-const std::vector<Tensor>& SentenceEmbedder::weights_on(Device& d) {
-  auto it = device_weights_.find(d.name());
-  if (it != device_weights_.end()) return it->second;
-  std::vector<Tensor> w;
-  for (const Tensor& t : weights_) w.push_back(d.allocator()->host_accessible() ? t : t.to(d.allocator()));
-  return device_weights_.emplace(d.name(), std::move(w)).first->second;
-}
+const std::vector<Tensor>& SentenceEmbedder::weights_on(Device& d) { return model_files::weights_on(device_weights_, weights_, d); }
 
 SentenceEmbedder::Compiled& SentenceEmbedder::compiled(int64_t batch, int64_t length, Device& d) {
   const std::string key = d.name() + "/" + std::to_string(batch) + "x" + std::to_string(length);

@@ -1,39 +1,19 @@
 #include "nn/models/model_files.hpp"
 
 #include <cmath>
-#include <set>
 #include <vector>
 
 #include "core/error.hpp"
 #include "core/half.hpp"
 #include "io/file_bytes.hpp"
 #include "io/json_text.hpp"
+#include "runtime/device.hpp"
 
 namespace rlx::nn::model_files {
 
 nlohmann::json parse_config(std::string_view text, const std::string& path) {
   using Json = nlohmann::json;
-  using Event = Json::parse_event_t;
-  std::vector<std::set<std::string, std::less<>>> keys;
-  auto check = [&](int depth, Event ev, Json& parsed) {
-    switch (ev) {
-      case Event::object_start:
-      case Event::array_start:
-        if (depth > 16) throw InputError(path + ": the JSON nests deeper than 16 levels");
-        if (ev == Event::object_start) keys.emplace_back();
-        break;
-      case Event::object_end:
-        keys.pop_back();
-        break;
-      case Event::key:
-        if (!keys.back().insert(parsed.get<std::string>()).second)
-          throw InputError(path + ": the key " + io::shown(parsed.get<std::string>()) + " appears twice in one object");
-        break;
-      default:
-        break;
-    }
-    return true;
-  };
+  io::StrictJsonCheck<Json> check(path, 16, "the JSON nests deeper than 16 levels");
   return io::parse_untrusted_json<Json>(text, path, "not valid JSON", "byte", check);
 }
 
@@ -81,6 +61,15 @@ double number_field(const nlohmann::json& j, const std::string& path, const char
     throw InputError(path + ": \"" + key + "\" must lie in (" + io::printable(nlohmann::json(lo).dump()) + ", " +
                      io::printable(nlohmann::json(hi).dump()) + "), got " + v.dump());
   return x;
+}
+
+const std::vector<Tensor>& weights_on(std::map<std::string, std::vector<Tensor>>& uploaded, const std::vector<Tensor>& host,
+                                     Device& d) {
+  auto it = uploaded.find(d.name());
+  if (it != uploaded.end()) return it->second;
+  std::vector<Tensor> w;
+  for (const Tensor& t : host) w.push_back(d.allocator()->host_accessible() ? t : t.to(d.allocator()));
+  return uploaded.emplace(d.name(), std::move(w)).first->second;
 }
 
 bool bool_field(const nlohmann::json& j, const std::string& path, const char* key, bool def) {

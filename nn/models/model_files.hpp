@@ -4,18 +4,24 @@
 // Internal to nn/models (not installed).
 #pragma once
 #include <cstdint>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/tensor.hpp"
 #include "ir/frontend.hpp"
+
+namespace rlx {
+class Device;
+}
 
 namespace rlx::nn::model_files {
 
 // A config.json's text parsed as untrusted JSON: malformed text is a ParseError at path:line,
 // nesting past 16 levels (no model configuration nests that deep; the parser recurses) and a
-// key given twice in one object an InputError naming the file.
+// key given twice in one object an InputError naming the file (io::StrictJsonCheck).
 nlohmann::json parse_config(std::string_view text, const std::string& path);
 // The file read (at most 16 MiB) and parsed as parse_config parses it.
 nlohmann::json read_config(const std::string& path);
@@ -36,6 +42,11 @@ bool bool_field(const nlohmann::json& j, const std::string& path, const char* ke
 struct ModuleLocation : LocationScope {
   explicit ModuleLocation(const std::string& module) : LocationScope(ir::Location{.name = module}) {}
 };
+
+// The host weights on device d, uploaded on first use and kept in `uploaded` by device name
+// (host devices use the host tensors as they are).
+const std::vector<Tensor>& weights_on(std::map<std::string, std::vector<Tensor>>& uploaded, const std::vector<Tensor>& host,
+                                     Device& d);
 
 // Host f32 of a float tensor (f16 and bf16 widen exactly).
 Tensor to_f32(const Tensor& t);

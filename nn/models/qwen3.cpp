@@ -380,13 +380,7 @@ Qwen3Generator::Qwen3Generator(const std::string& path) {
 
 Qwen3Generator::~Qwen3Generator() = default;
 
-const std::vector<Tensor>& Qwen3Generator::weights_on(Device& d) {
-  auto it = device_weights_.find(d.name());
-  if (it != device_weights_.end()) return it->second;
-  std::vector<Tensor> w;
-  for (const Tensor& t : weights_) w.push_back(d.allocator()->host_accessible() ? t : t.to(d.allocator()));
-  return device_weights_.emplace(d.name(), std::move(w)).first->second;
-}
+const std::vector<Tensor>& Qwen3Generator::weights_on(Device& d) { return model_files::weights_on(device_weights_, weights_, d); }
 
 void Qwen3Generator::check_ids(const std::vector<int64_t>& ids, const char* what) const {
   if (ids.empty()) throw InputError(std::string(what) + ": no token ids");
