@@ -276,6 +276,32 @@ struct Scratch {
   }
 };
 
+// Untied: lm_head.weight is a parameter of its own. The tiny model's embedding copied into it
+// must give the tied model's logits; without it the folder is refused naming the tensor.
+BOOST_AUTO_TEST_CASE(an_untied_lm_head_loads_from_its_own_tensor) {
+  const Reference ref = reference();
+  Scratch s;
+  {
+    std::ifstream f(kDir + "/config.json");
+    nlohmann::json j = nlohmann::json::parse(f);
+    j["tie_word_embeddings"] = false;
+    std::ofstream(s.dir / "config.json") << j.dump(1);
+  }
+  expect_error([&] { Qwen3Generator g(s.dir.string()); }, {"model.safetensors", "'lm_head.weight' is missing"});
+  std::vector<std::pair<std::string, Tensor>> all;
+  {
+    const io::SafetensorsFile f((s.dir / "model.safetensors").string());
+    for (const io::SafetensorsEntry& e : f.tensors()) all.emplace_back(e.name, f.tensor(e.name));
+    all.emplace_back("lm_head.weight", f.tensor("model.embed_tokens.weight"));
+  }
+  io::write_safetensors((s.dir / "model.safetensors").string(), all);
+  Qwen3Generator g(s.dir.string());
+  BOOST_TEST(!g.config().tie_word_embeddings);
+  BOOST_TEST(g.parameter_count() == Qwen3Generator(kDir).parameter_count() + 512 * 64);
+  const double diff = max_abs_diff(g.prefill_logits(ref.prompt, DeviceRegistry::get().at("cpu")), ref.logits);
+  BOOST_TEST(diff <= 1e-4, diff);
+}
+
 BOOST_AUTO_TEST_CASE(missing_files_tensors_and_bad_ids_are_refused_by_name) {
   {
     Scratch s;
