@@ -316,6 +316,26 @@ BOOST_AUTO_TEST_CASE(missing_files_tensors_and_bad_ids_are_refused_by_name) {
     fs::remove(s.dir / "config.json");
     expect_error([&] { Qwen3Generator g(s.dir.string()); }, {"config.json", "missing"});
   }
+  {
+    // The F16 file with one name or value changed in place (same length): a missing tensor,
+    // another architecture.
+    Scratch s;
+    std::ifstream in(kDir + "/qwen3-tiny-f16.gguf", std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    auto broken = [&](const std::string& from, const std::string& to) {
+      std::string b = bytes;
+      const size_t at = b.find(from);
+      BOOST_REQUIRE(at != std::string::npos);
+      b.replace(at, from.size(), to);
+      const std::string path = (s.dir / "broken.gguf").string();
+      std::ofstream(path, std::ios::binary) << b;
+      return path;
+    };
+    expect_error([&] { Qwen3Generator g(broken("blk.1.attn_k_norm.weight", "blk.1.attn_k_norX.weight")); },
+                 {"broken.gguf", "'blk.1.attn_k_norm.weight'", "model.layers.1.self_attn.k_norm.weight", "missing"});
+    expect_error([&] { Qwen3Generator g(broken(std::string("\x05\0\0\0\0\0\0\0qwen3", 13), std::string("\x05\0\0\0\0\0\0\0llama", 13))); },
+                 {"broken.gguf", "general.architecture", "\"llama\""});
+  }
   expect_error([] { Qwen3Generator g("/nonexistent/qwen3"); }, {"/nonexistent/qwen3", "not a model folder"});
   expect_error([] { Qwen3Generator g("/nonexistent/q.gguf"); }, {"/nonexistent/q.gguf"});
   expect_error([] { Qwen3Generator g(kDir + "/logits.npy"); }, {"logits.npy"});
