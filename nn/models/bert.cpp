@@ -8,6 +8,7 @@
 
 #include "core/error.hpp"
 #include "core/half.hpp"
+#include "io/json_text.hpp"
 #include "io/safetensors.hpp"
 #include "nn/layers.hpp"
 #include "nn/models/model_files.hpp"
@@ -129,21 +130,49 @@ std::string checkpoint_name(const std::string& parameter) {
   return s;
 }
 
+namespace {
+// Parameter p's value from f, where the checkpoint calls it `name`.
+Tensor parameter_value(const io::SafetensorsFile& f, const std::string& name, const Parameter& p) {
+  if (p.type.dtype != DType::F32)
+    throw InputError("load_parameters: the model's parameters must be f32, '" + p.name + "' is " + dtype_name(p.type.dtype));
+  if (!f.contains(name)) throw InputError(f.path() + ": the tensor '" + name + "' is missing");
+  const io::SafetensorsEntry& e = f.entry(name);
+  if (e.shape != p.type.shape)
+    throw InputError(f.path() + ": the tensor '" + name + "' is " + shape_str(e.shape) + ", the model needs " +
+                     shape_str(p.type.shape));
+  if (e.dtype != "F32" && e.dtype != "F16" && e.dtype != "BF16")
+    throw InputError(f.path() + ": the tensor '" + name + "' is " + e.dtype + ", the model needs F32, F16 or BF16");
+  return to_f32(f.tensor(name));
+}
+}  // namespace
+
 std::vector<Tensor> load_parameters(const Model& m, const std::string& safetensors_path, const std::string& prefix) {
   const io::SafetensorsFile f(safetensors_path);
   std::vector<Tensor> out;
+  for (const Parameter& p : m.parameters()) out.push_back(parameter_value(f, prefix + checkpoint_name(p.name), p));
+  return out;
+}
+
+std::vector<Tensor> load_sharded_parameters(const Model& m, const std::string& index_path, const std::string& prefix) {
+  const nlohmann::json j = model_files::read_config(index_path);
+  if (!j.is_object() || !j.contains("weight_map") || !j.at("weight_map").is_object())
+    throw InputError(index_path + ": no \"weight_map\" object (a sharded checkpoint's index maps tensor names to files)");
+  const nlohmann::json& map = j.at("weight_map");
+  const fs::path dir = fs::path(index_path).parent_path();
+  std::map<std::string, std::unique_ptr<io::SafetensorsFile>> shards;  // opened on first use
+  std::vector<Tensor> out;
   for (const Parameter& p : m.parameters()) {
-    if (p.type.dtype != DType::F32)
-      throw InputError("load_parameters: the model's parameters must be f32, '" + p.name + "' is " + dtype_name(p.type.dtype));
     const std::string name = prefix + checkpoint_name(p.name);
-    if (!f.contains(name)) throw InputError(safetensors_path + ": the tensor '" + name + "' is missing");
-    const io::SafetensorsEntry& e = f.entry(name);
-    if (e.shape != p.type.shape)
-      throw InputError(safetensors_path + ": the tensor '" + name + "' is " + shape_str(e.shape) + ", the model needs " +
-                       shape_str(p.type.shape));
-    if (e.dtype != "F32" && e.dtype != "F16" && e.dtype != "BF16")
-      throw InputError(safetensors_path + ": the tensor '" + name + "' is " + e.dtype + ", the model needs F32, F16 or BF16");
-    out.push_back(to_f32(f.tensor(name)));
+    if (!map.contains(name)) throw InputError(index_path + ": the tensor '" + name + "' is missing from weight_map");
+    const nlohmann::json& v = map.at(name);
+    const std::string file = v.is_string() ? v.get<std::string>() : "";
+    // (a shard is a file beside the index: the index is untrusted and must not name others)
+    if (file.empty() || file == "." || file == ".." || file.find_first_of("/\\") != std::string::npos)
+      throw InputError(index_path + ": weight_map gives " + io::describe_json(v) + " for '" + name +
+                       "', not the name of a file beside the index");
+    std::unique_ptr<io::SafetensorsFile>& f = shards[file];
+    if (!f) f = std::make_unique<io::SafetensorsFile>((dir / file).string());
+    out.push_back(parameter_value(*f, name, p));
   }
   return out;
 }

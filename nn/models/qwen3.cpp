@@ -367,13 +367,14 @@ Qwen3Generator::Qwen3Generator(const std::string& path) {
     const fs::path config = fs::path(path) / "config.json", weights = fs::path(path) / "model.safetensors";
     if (!fs::exists(config, ec)) throw InputError(config.string() + ": missing (a Qwen3 model folder has config.json)");
     config_ = Qwen3Config::from_file(config.string());
-    if (!fs::exists(weights, ec)) {
-      if (fs::exists(fs::path(path) / "model.safetensors.index.json", ec))
-        throw InputError(weights.string() + ": missing; sharded checkpoints (model.safetensors.index.json) are not supported yet");
-      throw InputError(weights.string() + ": missing (only safetensors weights are read from a folder)");
-    }
+    const fs::path index = fs::path(path) / "model.safetensors.index.json";
     build_prefill(m, config_, 1, 1, false);
-    weights_ = load_parameters(m, weights.string());
+    if (fs::exists(weights, ec))
+      weights_ = load_parameters(m, weights.string());
+    else if (fs::exists(index, ec))
+      weights_ = load_sharded_parameters(m, index.string());
+    else
+      throw InputError(weights.string() + ": missing, and no model.safetensors.index.json (only safetensors weights are read from a folder)");
   }
   parameter_count_ = m.parameter_count();
 }

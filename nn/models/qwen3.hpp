@@ -101,8 +101,8 @@ struct GenerationResult {
 
 class Qwen3Generator {
  public:
-  // A model folder (config.json + model.safetensors) or a .gguf file. InputError naming the
-  // missing or bad file, field or tensor.
+  // A model folder (config.json + model.safetensors, or the shards model.safetensors.index.json
+  // lists) or a .gguf file. InputError naming the missing or bad file, field or tensor.
   explicit Qwen3Generator(const std::string& path);
   ~Qwen3Generator();
   Qwen3Generator(const Qwen3Generator&) = delete;

@@ -302,6 +302,44 @@ BOOST_AUTO_TEST_CASE(an_untied_lm_head_loads_from_its_own_tensor) {
   BOOST_TEST(diff <= 1e-4, diff);
 }
 
+// A sharded checkpoint: the tensors split over two files listed by model.safetensors.index.json.
+BOOST_AUTO_TEST_CASE(a_sharded_checkpoint_loads_through_its_index) {
+  const Reference ref = reference();
+  Scratch s;
+  nlohmann::json index = {{"metadata", {{"total_size", 0}}}, {"weight_map", nlohmann::json::object()}};
+  {
+    const io::SafetensorsFile f((s.dir / "model.safetensors").string());
+    std::vector<std::pair<std::string, Tensor>> shard[2];
+    for (const io::SafetensorsEntry& e : f.tensors()) {
+      const int k = e.name.find("layers.1.") != std::string::npos ? 1 : 0;
+      shard[k].emplace_back(e.name, f.tensor(e.name));
+      index["weight_map"][e.name] = "model-0000" + std::to_string(k + 1) + "-of-00002.safetensors";
+    }
+    for (int k = 0; k < 2; ++k)
+      io::write_safetensors((s.dir / ("model-0000" + std::to_string(k + 1) + "-of-00002.safetensors")).string(), shard[k]);
+  }
+  fs::remove(s.dir / "model.safetensors");
+  auto write_index = [&](const nlohmann::json& j) { std::ofstream(s.dir / "model.safetensors.index.json") << j.dump(1); };
+  write_index(index);
+  Qwen3Generator g(s.dir.string());
+  const double diff = max_abs_diff(g.prefill_logits(ref.prompt, DeviceRegistry::get().at("cpu")), ref.logits);
+  BOOST_TEST(diff <= 1e-4, diff);
+  nlohmann::json bad = index;
+  bad["weight_map"]["model.norm.weight"] = "../model.safetensors";
+  write_index(bad);
+  expect_error([&] { Qwen3Generator q(s.dir.string()); }, {"model.safetensors.index.json", "model.norm.weight", "not the name of a file beside the index"});
+  bad = index;
+  bad["weight_map"].erase("model.layers.0.mlp.up_proj.weight");
+  write_index(bad);
+  expect_error([&] { Qwen3Generator q(s.dir.string()); }, {"model.safetensors.index.json", "model.layers.0.mlp.up_proj.weight", "missing from weight_map"});
+  bad = index;
+  bad["weight_map"]["model.norm.weight"] = "model-00003-of-00002.safetensors";
+  write_index(bad);
+  expect_error([&] { Qwen3Generator q(s.dir.string()); }, {"model-00003-of-00002.safetensors"});
+  write_index({{"weights", 1}});
+  expect_error([&] { Qwen3Generator q(s.dir.string()); }, {"model.safetensors.index.json", "no \"weight_map\""});
+}
+
 BOOST_AUTO_TEST_CASE(missing_files_tensors_and_bad_ids_are_refused_by_name) {
   {
     Scratch s;
@@ -312,7 +350,7 @@ BOOST_AUTO_TEST_CASE(missing_files_tensors_and_bad_ids_are_refused_by_name) {
     io::write_safetensors((s.dir / "model.safetensors").string(), kept);
     expect_error([&] { Qwen3Generator g(s.dir.string()); }, {"model.safetensors", "model.layers.1.self_attn.q_norm.weight", "missing"});
     fs::remove(s.dir / "model.safetensors");
-    expect_error([&] { Qwen3Generator g(s.dir.string()); }, {"model.safetensors", "missing"});
+    expect_error([&] { Qwen3Generator g(s.dir.string()); }, {"model.safetensors", "missing", "model.safetensors.index.json"});
     fs::remove(s.dir / "config.json");
     expect_error([&] { Qwen3Generator g(s.dir.string()); }, {"config.json", "missing"});
   }
