@@ -81,6 +81,11 @@ BOOST_AUTO_TEST_CASE(config_json_is_read_field_by_field) {
           "rope_scaling": null, "rms_norm_eps": 1e-5})",
       "old.json");
   BOOST_TEST(o.rope_theta == 1e6);
+  // The hub's Qwen3-0.6B config.json (kept as a fuzz corpus input).
+  const Qwen3Config hub = Qwen3Config::from_file(std::string(RLX_DATA) + "/../tests/fuzz/corpus/qwen3_config/qwen3_0_6b_hub_form");
+  BOOST_TEST((hub.vocab_size == 151936 && hub.hidden_size == 1024 && hub.num_layers == 28 && hub.num_heads == 16 &&
+              hub.num_kv_heads == 8 && hub.head_dim == 128 && hub.intermediate_size == 3072 && hub.max_positions == 40960 &&
+              hub.rope_theta == 1e6 && hub.tie_word_embeddings));
   BOOST_TEST(o.head_dim == 4);  // (hidden / heads when absent)
   BOOST_TEST(!o.tie_word_embeddings);
 }
