@@ -55,6 +55,19 @@ struct AttentionNames {
 Var multi_head_attention(Model& m, const std::string& name, const Var& x, const Var& kv, int64_t heads,
                          bool causal = false, std::optional<Var> key_padding_mask = std::nullopt,
                          const AttentionNames& names = {}, SrcLoc loc = SrcLoc::current());
+// Rotary position embedding in the rotate-half form (GPT-NeoX, Llama/Qwen in Hugging Face):
+// x [..., T, heads, D] (D even) at positions [T] (i64), each feature pair (i, i + D/2) turned
+// by the angle position * theta^(-2i/D): x cos + rotate_half(x) sin, rotate_half(x) =
+// (-x[D/2:], x[:D/2]). The angles are computed in f32 from positions as f32, as transformers
+// computes them, so positions are exact up to 2^24.
+Var rotary_embedding(const Var& x, const Var& positions, double theta, SrcLoc loc = SrcLoc::current());
+// Grouped-query attention: q [B, H, T, D] attends to k [B, KV, S, D] and v [B, KV, S, Dv]
+// with H a multiple of KV; query head h uses key/value head h / (H / KV) (transformers'
+// repeat_kv), without copying k and v per query head. causal: query i sees keys
+// j <= i + S - T; bias (additive, broadcast to [B, KV, H / KV, T, S]) masks otherwise.
+// Returns [B, H, T, Dv].
+Var grouped_query_attention(const Var& q, const Var& k, const Var& v, bool causal, std::optional<Var> bias = std::nullopt,
+                            SrcLoc loc = SrcLoc::current());
 // Inverted dropout (nn.Dropout(p)) in training, the identity otherwise. Its draw is keyed by
 // the model's step key (Model::step_key) and seeded by the layer's scoped name, so two dropout
 // layers drop independently, each step draws anew, and every device drops the same elements.

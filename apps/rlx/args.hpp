@@ -113,6 +113,28 @@ struct Args {
     return r;
   }
 
+  // --k as comma-separated decimal integers in [0, hi] ("1,2,3": token ids); an empty item,
+  // a sign, text or a value outside is a UsageError naming the option. Absent: empty.
+  std::vector<int64_t> id_list(const std::string& k, int64_t hi) const {
+    std::vector<int64_t> r;
+    if (!has(k)) return r;
+    const std::string v = get(k, "");
+    for (size_t i = 0; i <= v.size();) {
+      size_t j = v.find(',', i);
+      if (j == std::string::npos) j = v.size();
+      const std::string part = v.substr(i, j - i);
+      char* end = nullptr;
+      errno = 0;
+      const long long d = std::strtoll(part.c_str(), &end, 10);
+      if (part.empty() || *end != '\0' || errno == ERANGE || part[0] < '0' || part[0] > '9' || d > hi)
+        throw UsageError("--" + k + " expects integers in [0, " + std::to_string(hi) + "] separated by commas, got '" +
+                         v.substr(0, 200) + "'");
+      r.push_back(d);
+      i = j + 1;
+    }
+    return r;
+  }
+
  private:
   static std::string bound(double b) {
     if (std::isinf(b)) return b > 0 ? "inf" : "-inf";
@@ -129,5 +151,6 @@ int cmd_train(const Args& a);
 // `rlx splat render|fit ...` (apps/rlx/splat.cpp): argv[2] names the sub-command.
 int cmd_splat(int argc, char** argv);
 int cmd_embed(const Args& a);
+int cmd_generate(const Args& a);
 
 }  // namespace rlx::cli

@@ -1,5 +1,5 @@
 // rlx: the command-line program. Sub-commands: devices, ops, compile, run, demo, gen, solve,
-// train, splat, embed.
+// train, splat, embed, generate.
 // Exit codes (README): 0 ok; 2 bad usage or bad input (names the file, line or option);
 // 3 a node has no route on the device; 4 a solve did not converge; 5 the device failed
 // (out of memory, a faulting kernel; names the IR node where there is one).
@@ -53,6 +53,8 @@ const char* kUsage =
     "        [--device D] [--background r,g,b] [--seed S] [--report-every K] [--snapshots DIR] [--snapshot-every K] -o OUT.ply\n"
     "  embed --model DIR \"sentence\" ... [--device D] [--out emb.npy] [--explain]\n"
     "        sentence embeddings of a sentence-transformers BERT folder (all-MiniLM-L6-v2)\n"
+    "  generate --model DIR|FILE.gguf --prompt-ids 1,2,3 [--max-new N] [--device D] [--temperature T] [--top-k K]\n"
+    "        [--top-p P] [--seed S] [--explain]   Qwen3 token generation: new ids on stdout, tokens/s on stderr\n"
     "policies: prefer-native (default), force-common-ir, strict, allow-host\n"
     "--deny OP,...: treat these ops as having no native kernel (exercises lowerings, rewrites, staging)\n";
 
@@ -288,6 +290,9 @@ int main(int argc, char** argv) {
                             {"drop-last"}));
     if (cmd == "splat") return cmd_splat(argc, argv);
     if (cmd == "embed") return cmd_embed(Args(argc, argv, 2, {"model", "device", "out"}, {"explain"}));
+    if (cmd == "generate")
+      return cmd_generate(Args(argc, argv, 2, {"model", "prompt-ids", "max-new", "device", "temperature", "top-k", "top-p", "seed"},
+                               {"explain"}));
     std::cerr << "rlx: unknown command '" << cmd << "'\n" << kUsage;
     return kBadInput;
   } catch (const UsageError& e) {

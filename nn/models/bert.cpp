@@ -9,9 +9,11 @@
 
 #include "core/error.hpp"
 #include "core/half.hpp"
+#include "io/json_text.hpp"
 #include "io/safetensors.hpp"
 #include "nn/layers.hpp"
 #include "runtime/device.hpp"
+#include "nn/models/model_files.hpp"
 #include "runtime/executor.hpp"
 #include "runtime/runtime.hpp"
 
@@ -21,55 +23,12 @@ namespace {
 
 namespace fs = std::filesystem;
 
-nlohmann::json read_json(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw InputError(path + ": cannot open");
-  try {
-    return nlohmann::json::parse(f);
-  } catch (const nlohmann::json::exception& e) {
-    throw InputError(path + ": not valid JSON (" + e.what() + ")");
-  }
-}
+using model_files::int_field;
+using model_files::ModuleLocation;
+using model_files::string_field;
+using model_files::to_f32;
 
-// An integer field in [lo, hi]; absent: def, or an error when def < 0.
-int64_t int_field(const nlohmann::json& j, const std::string& path, const char* key, int64_t def, int64_t lo, int64_t hi) {
-  if (!j.contains(key)) {
-    if (def < 0) throw InputError(path + ": the field \"" + key + "\" is missing");
-    return def;
-  }
-  const nlohmann::json& v = j.at(key);
-  if (!v.is_number_integer()) throw InputError(path + ": \"" + key + "\" must be an integer, got " + v.dump());
-  const int64_t x = v.get<int64_t>();
-  if (x < lo || x > hi)
-    throw InputError(path + ": \"" + key + "\" must lie in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " +
-                     std::to_string(x));
-  return x;
-}
-
-std::string string_field(const nlohmann::json& j, const std::string& path, const char* key, const std::string& def) {
-  if (!j.contains(key)) return def;
-  if (!j.at(key).is_string()) throw InputError(path + ": \"" + key + "\" must be a string, got " + j.at(key).dump());
-  return j.at(key).get<std::string>();
-}
-
-// The nodes made while one lives carry a module's checkpoint name as their location, so a
-// dispatch report or an error names "encoder.layer.3.intermediate" as an imported model's
-// node would be named, rather than the one line of this file that every layer shares.
-struct ModuleLocation : LocationScope {
-  explicit ModuleLocation(const std::string& module) : LocationScope(ir::Location{.name = module}) {}
-};
-
-// Host f32 of a float tensor (f16 and bf16 widen exactly).
-Tensor to_f32(const Tensor& t) {
-  if (t.dtype() == DType::F32) return t;
-  Tensor r = Tensor::empty(DType::F32, t.shape());
-  float* out = r.data<float>();
-  if (t.dtype() == DType::F16)
-    for (int64_t i = 0; i < t.numel(); ++i) out[i] = float(t.data<f16>()[i]);
-  else
-    for (int64_t i = 0; i < t.numel(); ++i) out[i] = float(t.data<bf16>()[i]);
-  return r;
-}
+nlohmann::json read_json(const std::string& path) { return model_files::read_config(path); }
 
 }  // namespace
 
@@ -173,21 +132,49 @@ std::string checkpoint_name(const std::string& parameter) {
   return s;
 }
 
+namespace {
+// Parameter p's value from f, where the checkpoint calls it `name`.
+Tensor parameter_value(const io::SafetensorsFile& f, const std::string& name, const Parameter& p) {
+  if (p.type.dtype != DType::F32)
+    throw InputError("load_parameters: the model's parameters must be f32, '" + p.name + "' is " + dtype_name(p.type.dtype));
+  if (!f.contains(name)) throw InputError(f.path() + ": the tensor '" + name + "' is missing");
+  const io::SafetensorsEntry& e = f.entry(name);
+  if (e.shape != p.type.shape)
+    throw InputError(f.path() + ": the tensor '" + name + "' is " + shape_str(e.shape) + ", the model needs " +
+                     shape_str(p.type.shape));
+  if (e.dtype != "F32" && e.dtype != "F16" && e.dtype != "BF16")
+    throw InputError(f.path() + ": the tensor '" + name + "' is " + e.dtype + ", the model needs F32, F16 or BF16");
+  return to_f32(f.tensor(name));
+}
+}  // namespace
+
 std::vector<Tensor> load_parameters(const Model& m, const std::string& safetensors_path, const std::string& prefix) {
   const io::SafetensorsFile f(safetensors_path);
   std::vector<Tensor> out;
+  for (const Parameter& p : m.parameters()) out.push_back(parameter_value(f, prefix + checkpoint_name(p.name), p));
+  return out;
+}
+
+std::vector<Tensor> load_sharded_parameters(const Model& m, const std::string& index_path, const std::string& prefix) {
+  const nlohmann::json j = model_files::read_config(index_path);
+  if (!j.is_object() || !j.contains("weight_map") || !j.at("weight_map").is_object())
+    throw InputError(index_path + ": no \"weight_map\" object (a sharded checkpoint's index maps tensor names to files)");
+  const nlohmann::json& map = j.at("weight_map");
+  const fs::path dir = fs::path(index_path).parent_path();
+  std::map<std::string, std::unique_ptr<io::SafetensorsFile>> shards;  // opened on first use
+  std::vector<Tensor> out;
   for (const Parameter& p : m.parameters()) {
-    if (p.type.dtype != DType::F32)
-      throw InputError("load_parameters: the model's parameters must be f32, '" + p.name + "' is " + dtype_name(p.type.dtype));
     const std::string name = prefix + checkpoint_name(p.name);
-    if (!f.contains(name)) throw InputError(safetensors_path + ": the tensor '" + name + "' is missing");
-    const io::SafetensorsEntry& e = f.entry(name);
-    if (e.shape != p.type.shape)
-      throw InputError(safetensors_path + ": the tensor '" + name + "' is " + shape_str(e.shape) + ", the model needs " +
-                       shape_str(p.type.shape));
-    if (e.dtype != "F32" && e.dtype != "F16" && e.dtype != "BF16")
-      throw InputError(safetensors_path + ": the tensor '" + name + "' is " + e.dtype + ", the model needs F32, F16 or BF16");
-    out.push_back(to_f32(f.tensor(name)));
+    if (!map.contains(name)) throw InputError(index_path + ": the tensor '" + name + "' is missing from weight_map");
+    const nlohmann::json& v = map.at(name);
+    const std::string file = v.is_string() ? v.get<std::string>() : "";
+    // (a shard is a file beside the index: the index is untrusted and must not name others)
+    if (file.empty() || file == "." || file == ".." || file.find_first_of("/\\") != std::string::npos)
+      throw InputError(index_path + ": weight_map gives " + io::describe_json(v) + " for '" + name +
+                       "', not the name of a file beside the index");
+    std::unique_ptr<io::SafetensorsFile>& f = shards[file];
+    if (!f) f = std::make_unique<io::SafetensorsFile>((dir / file).string());
+    out.push_back(parameter_value(*f, name, p));
   }
   return out;
 }
@@ -303,13 +290,7 @@ SentenceEmbedder::SentenceEmbedder(const std::string& folder)
 
 SentenceEmbedder::~SentenceEmbedder() = default;
 
-const std::vector<Tensor>& SentenceEmbedder::weights_on(Device& d) {
-  auto it = device_weights_.find(d.name());
-  if (it != device_weights_.end()) return it->second;
-  std::vector<Tensor> w;
-  for (const Tensor& t : weights_) w.push_back(d.allocator()->host_accessible() ? t : t.to(d.allocator()));
-  return device_weights_.emplace(d.name(), std::move(w)).first->second;
-}
+const std::vector<Tensor>& SentenceEmbedder::weights_on(Device& d) { return model_files::weights_on(device_weights_, weights_, d); }
 
 SentenceEmbedder::Compiled& SentenceEmbedder::compiled(int64_t batch, int64_t length, Device& d) {
   const std::string key = d.name() + "/" + std::to_string(batch) + "x" + std::to_string(length);

@@ -54,6 +54,10 @@ std::string checkpoint_name(const std::string& parameter);
 // before every name ("bert." for checkpoints of BertFor* heads). InputError naming the file and
 // the tensor otherwise.
 std::vector<Tensor> load_parameters(const Model& m, const std::string& safetensors_path, const std::string& prefix = "");
+// The same from a sharded checkpoint: its index (model.safetensors.index.json) maps each
+// tensor name to a file beside it ("weight_map"), each opened once. InputError naming the
+// index and the tensor when the map lacks it or names anything but a file in that folder.
+std::vector<Tensor> load_sharded_parameters(const Model& m, const std::string& index_path, const std::string& prefix = "");
 
 // all-MiniLM-L6-v2 and its kin: a sentence-transformers model folder with config.json,
 // vocab.txt, model.safetensors, and optionally sentence_bert_config.json (max_seq_length),

@@ -31,27 +31,7 @@ const char* const kKeys[] = {"width", "height", "fx", "fy", "cx", "cy", "world_t
 // Parses, refusing what the DOM would hide (a key given twice keeps one value) and nesting
 // deeper than list -> camera -> matrix -> row.
 Json parse_json(std::string_view text, const std::string& path) {
-  std::vector<std::set<std::string, std::less<>>> keys;
-  using Event = Json::parse_event_t;
-  auto check = [&](int depth, Event ev, Json& parsed) {
-    switch (ev) {
-      case Event::object_start:
-      case Event::array_start:
-        if (depth > 3) throw InputError(path + ": camera JSON nests deeper than a list of cameras does");
-        if (ev == Event::object_start) keys.emplace_back();
-        break;
-      case Event::object_end:
-        keys.pop_back();
-        break;
-      case Event::key:
-        if (!keys.back().insert(parsed.get<std::string>()).second)
-          throw InputError(path + ": key " + shown(parsed.get<std::string>()) + " appears twice in one object");
-        break;
-      default:
-        break;
-    }
-    return true;
-  };
+  StrictJsonCheck<Json> check(path, 3, "camera JSON nests deeper than a list of cameras does");
   return parse_untrusted_json<Json>(text, path, "camera JSON", "byte", check);
 }
 

@@ -3,8 +3,10 @@
 #pragma once
 #include <algorithm>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "io/file_bytes.hpp"
 
@@ -44,5 +46,42 @@ Json parse_untrusted_json(std::string_view text, const std::string& path, const 
     throw InputError(path + ": " + what + ": " + json_message(e));
   }
 }
+
+// A check for parse_untrusted_json that refuses what a DOM would hide or a reader never
+// needs: a key given twice in one object (the DOM keeps one value) and nesting deeper than
+// max_depth (nlohmann's parser recurses): InputError "path: key 'k' appears twice in one
+// object", "path: " + too_deep.
+template <class Json>
+class StrictJsonCheck {
+ public:
+  StrictJsonCheck(std::string path, int max_depth, std::string too_deep)
+      : path_(std::move(path)), max_depth_(max_depth), too_deep_(std::move(too_deep)) {}
+  bool operator()(int depth, typename Json::parse_event_t ev, Json& parsed) {
+    using Event = typename Json::parse_event_t;
+    switch (ev) {
+      case Event::object_start:
+      case Event::array_start:
+        if (depth > max_depth_) throw InputError(path_ + ": " + too_deep_);
+        if (ev == Event::object_start) keys_.emplace_back();
+        break;
+      case Event::object_end:
+        keys_.pop_back();
+        break;
+      case Event::key:
+        if (!keys_.back().insert(parsed.template get<std::string>()).second)
+          throw InputError(path_ + ": key " + shown(parsed.template get<std::string>()) + " appears twice in one object");
+        break;
+      default:
+        break;
+    }
+    return true;
+  }
+
+ private:
+  std::string path_;
+  int max_depth_;
+  std::string too_deep_;
+  std::vector<std::set<std::string, std::less<>>> keys_;
+};
 
 }  // namespace rlx::io

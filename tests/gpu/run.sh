@@ -26,7 +26,7 @@ cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_AR
   >"$OUT/configure.log" 2>&1 || { tail -30 "$OUT/configure.log"; exit 1; }
 grep -E "rlx (features|devices)" "$OUT/configure.log"
 # TESTS="test_cuda ..." limits the suites (and what is built) to those named.
-TESTS=${TESTS:-test_cuda test_cuda_matmul test_cuda_matmul_tf32 test_ops test_krylov test_sparse}
+TESTS=${TESTS:-test_cuda test_cuda_matmul test_cuda_matmul_tf32 test_ops test_krylov test_sparse test_models_qwen3}
 [ "$TESTS" = - ] && TESTS=  # (TESTS=-: none)
 ninja -C "$BUILD" rlx_cli rlx_bench $(echo "$TESTS" | sed 's/test_cuda_matmul_tf32//') >"$OUT/build.log" 2>&1 ||
   { grep -E "error|FAILED" "$OUT/build.log" | head -40; exit 1; }

@@ -1,5 +1,5 @@
 // The convolutional layers of nn/layers.hpp: conv2d, pooling, batch_norm (with its buffers),
-// flatten, lenet and multi-head attention — shapes, parameter names and counts, PyTorch's default initialisation,
+// flatten, lenet, multi-head attention, rotary embedding and grouped-query attention — shapes, parameter names and counts, PyTorch's default initialisation,
 // LeNet on the reference and cpu devices, and the gradient of a small conv + batch norm +
 // pooling network against central finite differences.
 #define BOOST_TEST_MODULE nn_layers
@@ -205,6 +205,87 @@ BOOST_AUTO_TEST_CASE(batch_norm_keeps_running_statistics_in_buffers) {
 // Multi-head attention against the formula in double, written out per head: projections,
 // softmax(q k^T / sqrt(d) + mask) v, the heads concatenated, the output projection. Self-attention
 // with the causal mask, and cross-attention with a key padding mask, on reference and cpu.
+// rotary_embedding against the rotate-half formula written out per pair (f64 angles, so the
+// f32 angles of the layer allow 1e-5 at positions up to 1000), at positions given as data.
+BOOST_AUTO_TEST_CASE(rotary_embedding_turns_each_feature_pair_by_its_angle) {
+  const int64_t t = 4, h = 3, d = 8;
+  const double theta = 10000.0;
+  ir::Graph g;
+  Var x = input(g, "x", DType::F32, {2, t, h, d});
+  Var pos = input(g, "pos", DType::I64, {t});
+  output(g, {rotary_embedding(x, pos, theta)});
+  Tensor xv = random({2, t, h, d}, 5, DType::F32, -2, 2);
+  Tensor pv = Tensor::empty(DType::I64, {t});
+  const int64_t positions[t] = {0, 1, 17, 1000};
+  std::copy(positions, positions + t, pv.data<int64_t>());
+  for (const char* dev : {"reference", "cpu"}) {
+    Device& dd = DeviceRegistry::get().at(dev);
+    Tensor got = run(compile(g, dd), dd, {xv, pv})[0];
+    double worst = 0;
+    for (int64_t b = 0; b < 2; ++b)
+      for (int64_t i = 0; i < t; ++i)
+        for (int64_t k = 0; k < h; ++k)
+          for (int64_t c = 0; c < d; ++c) {
+            const int64_t base = ((b * t + i) * h + k) * d, pair = c % (d / 2);
+            const double a = double(positions[i]) * std::pow(theta, -2.0 * double(pair) / double(d));
+            const double x0 = at(xv, base + pair), x1 = at(xv, base + pair + d / 2);
+            const double want = c < d / 2 ? x0 * std::cos(a) - x1 * std::sin(a) : x1 * std::cos(a) + x0 * std::sin(a);
+            worst = std::max(worst, std::abs(at(got, base + c) - want));
+          }
+    BOOST_TEST(worst <= 1e-5, dev << ": largest difference " << worst);
+  }
+  Var odd = input(g, "odd", DType::F32, {1, t, h, 7});
+  expect_error([&] { rotary_embedding(odd, pos, theta); }, {"rotary_embedding", "D even"});
+  expect_error([&] { rotary_embedding(x, input(g, "p3", DType::I64, {3}), theta); }, {"positions must be i64 [4]"});
+}
+
+// grouped_query_attention against attention with each key/value head repeated for its
+// query heads (transformers' repeat_kv), causal and with an additive bias.
+BOOST_AUTO_TEST_CASE(grouped_query_attention_equals_attention_over_repeated_heads) {
+  const int64_t b = 2, nh = 6, kv = 2, t = 5, s = 5, d = 4, groups = nh / kv;
+  for (bool causal : {true, false}) {
+    ir::Graph g;
+    Var q = input(g, "q", DType::F64, {b, nh, t, d}), k = input(g, "k", DType::F64, {b, kv, s, d});
+    Var v = input(g, "v", DType::F64, {b, kv, s, d});
+    std::optional<Var> bias;
+    if (!causal) bias = input(g, "bias", DType::F64, {1, 1, 1, 1, s});
+    output(g, {grouped_query_attention(q, k, v, causal, bias)});
+    Tensor qv = random({b, nh, t, d}, 1, DType::F64), kvv = random({b, kv, s, d}, 2, DType::F64),
+           vv = random({b, kv, s, d}, 3, DType::F64), bv = Tensor::zeros(DType::F64, {1, 1, 1, 1, s});
+    bv.data<double>()[s - 1] = -INFINITY;  // (the last key masked, as the decode step masks)
+    bv.data<double>()[1] = 0.5;
+    std::vector<Tensor> in{qv, kvv, vv};
+    if (!causal) in.push_back(bv);
+    Device& ref = DeviceRegistry::get().at("reference");
+    Tensor got = run(compile(g, ref), ref, in)[0];
+    BOOST_REQUIRE(got.shape() == (Shape{b, nh, t, d}));
+    double worst = 0;
+    for (int64_t n = 0; n < b; ++n)
+      for (int64_t hh = 0; hh < nh; ++hh)
+        for (int64_t i = 0; i < t; ++i) {
+          const int64_t kh = hh / groups;
+          std::vector<double> w(static_cast<size_t>(s));
+          double mx = -INFINITY, z = 0;
+          for (int64_t j = 0; j < s; ++j) {
+            double dot = 0;
+            for (int64_t c = 0; c < d; ++c) dot += at(qv, ((n * nh + hh) * t + i) * d + c) * at(kvv, ((n * kv + kh) * s + j) * d + c);
+            w[size_t(j)] = causal && j > i ? -INFINITY : dot / std::sqrt(double(d)) + (causal ? 0.0 : at(bv, j));
+            mx = std::max(mx, w[size_t(j)]);
+          }
+          for (double& e : w) z += (e = std::exp(e - mx));
+          for (int64_t c = 0; c < d; ++c) {
+            double acc = 0;
+            for (int64_t j = 0; j < s; ++j) acc += w[size_t(j)] / z * at(vv, ((n * kv + kh) * s + j) * d + c);
+            worst = std::max(worst, std::abs(at(got, ((n * nh + hh) * t + i) * d + c) - acc));
+          }
+        }
+    BOOST_TEST(worst <= 1e-12, (causal ? "causal" : "bias") << ": largest difference " << worst);
+  }
+  ir::Graph g;
+  Var q = input(g, "q", DType::F32, {1, 5, 2, 4}), k = input(g, "k", DType::F32, {1, 2, 2, 4});
+  expect_error([&] { grouped_query_attention(q, k, k, true); }, {"grouped_query_attention", "must divide the query heads"});
+}
+
 BOOST_AUTO_TEST_CASE(multi_head_attention_matches_the_formula) {
   const int64_t n = 2, e = 8, heads = 2, d = e / heads;
   for (bool cross : {false, true}) {

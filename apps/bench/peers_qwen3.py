@@ -1,0 +1,91 @@
+#!/usr/bin/env python3
+"""Qwen3 generation throughput next to its peers, in one run, on the same ids and model:
+
+  rlx             build/bin/rlx-bench generate (nn/models/qwen3.hpp), run as a subprocess;
+  torch-eager     transformers' Qwen3ForCausalLM.generate, greedy, the dynamic cache, eager
+                  attention, under torch.inference_mode();
+  torch-compiled  the same with the static cache (cache_implementation="static") and the
+                  forward under torch.compile (mode "reduce-overhead" on cuda: CUDA graphs).
+
+Batch 1, f32, a --prompt of P tokens ((i * 37 + 11) mod vocab, the formula of
+apps/bench/generate.cpp) and --new tokens. Prefill tokens/s = P / (time of generate with one
+new token); decode tokens/s = (new - 1) / (time of generate with --new tokens - that time).
+Medians of --reps runs after a warm-up run; RESULT lines as rlx-bench prints them.
+
+Run: python3 apps/bench/make_qwen3_random.py --out build/qwen3-0.6b-random
+     python3 apps/bench/peers_qwen3.py --model build/qwen3-0.6b-random --rlx build/bin/rlx-bench [--device cuda]
+"""
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+import torch
+from transformers import AutoModelForCausalLM
+
+
+def timed(f, device, reps):
+    f()
+    t = []
+    for _ in range(reps):
+        if device == "cuda":
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        f()
+        if device == "cuda":
+            torch.cuda.synchronize()
+        t.append(time.perf_counter() - t0)
+    return statistics.median(t)
+
+
+def result(peer, device, prompt, new, pre, dec, reps):
+    print(f"RESULT generate model=qwen3 peer={peer} device={device} prompt={prompt} new={new} "
+          f"prefill_tokens_per_s={pre:.2f} decode_tokens_per_s={dec:.3f} reps={reps}", flush=True)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", required=True, help="a Qwen3 folder (config.json + model.safetensors)")
+    ap.add_argument("--rlx", default=None, help="rlx-bench to run beside the peers (left out when not given)")
+    ap.add_argument("--prompt", type=int, default=512)
+    ap.add_argument("--new", type=int, default=64)
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    ap.add_argument("--threads", type=int, default=2, help="torch intra-op threads and RLX_NUM_THREADS (cpu)")
+    ap.add_argument("--peers", default="torch-eager,torch-compiled")
+    a = ap.parse_args()
+    torch.set_num_threads(a.threads)
+    if a.rlx:
+        out = subprocess.run([a.rlx, "generate", "--model", a.model, "--prompt", str(a.prompt), "--new", str(a.new),
+                              "--reps", str(a.reps), "--device", a.device], capture_output=True, text=True,
+                             env=dict(os.environ, RLX_NUM_THREADS=str(a.threads)))
+        if out.returncode != 0:
+            sys.exit(f"rlx-bench generate failed:\n{out.stdout}{out.stderr}")
+        for line in out.stdout.splitlines():
+            print(line if line.startswith("RESULT") else "rlx: " + line, flush=True)
+    model = AutoModelForCausalLM.from_pretrained(a.model, dtype=torch.float32, attn_implementation="eager").to(a.device).eval()
+    vocab = model.config.vocab_size
+    ids = torch.tensor([[(i * 37 + 11) % vocab for i in range(a.prompt)]], device=a.device)
+    print(f"torch {torch.__version__} ({torch.get_num_threads()} threads), model {a.model}", flush=True)
+    for peer in a.peers.split(","):
+        kw = dict(do_sample=False, pad_token_id=0, eos_token_id=None)
+        if peer == "torch-compiled":
+            kw["cache_implementation"] = "static"
+            model.forward = torch.compile(model.forward, mode="reduce-overhead" if a.device == "cuda" else "default")
+        elif peer != "torch-eager":
+            sys.exit(f"unknown peer {peer}")
+        with torch.inference_mode():
+            def run(n):
+                return lambda: model.generate(ids, max_new_tokens=n, min_new_tokens=n, **kw)
+            t1 = timed(run(1), a.device, a.reps)
+            tn = timed(run(a.new), a.device, a.reps)
+        pre, dec = a.prompt / t1, (a.new - 1) / max(tn - t1, 1e-9)
+        print(f"{peer:15s} prefill {a.prompt} tokens {pre:.1f} tokens/s, decode {a.new} tokens {dec:.2f} tokens/s "
+              f"({1e3 / dec:.1f} ms/token)", flush=True)
+        result(peer, a.device, a.prompt, a.new, pre, dec, a.reps)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,94 @@
+#include "nn/models/model_files.hpp"
+
+#include <cmath>
+#include <vector>
+
+#include "core/error.hpp"
+#include "core/half.hpp"
+#include "io/file_bytes.hpp"
+#include "io/json_text.hpp"
+#include "runtime/device.hpp"
+
+namespace rlx::nn::model_files {
+
+nlohmann::json parse_config(std::string_view text, const std::string& path) {
+  using Json = nlohmann::json;
+  io::StrictJsonCheck<Json> check(path, 16, "the JSON nests deeper than 16 levels");
+  return io::parse_untrusted_json<Json>(text, path, "not valid JSON", "byte", check);
+}
+
+nlohmann::json read_config(const std::string& path) {
+  const auto bytes = io::FileBytes::map(path, "a JSON file");
+  constexpr size_t kMax = size_t(16) << 20;
+  if (bytes->size() > kMax)
+    throw InputError(path + ": " + std::to_string(bytes->size()) + " bytes, more than a configuration file holds (16 MiB)");
+  return parse_config(std::string_view(reinterpret_cast<const char*>(bytes->data()), bytes->size()), path);
+}
+
+int64_t int_field(const nlohmann::json& j, const std::string& path, const char* key, int64_t def, int64_t lo, int64_t hi) {
+  if (!j.contains(key)) {
+    if (def < 0) throw InputError(path + ": the field \"" + key + "\" is missing");
+    return def;
+  }
+  const nlohmann::json& v = j.at(key);
+  if (!v.is_number_integer()) throw InputError(path + ": \"" + key + "\" must be an integer, got " + io::describe_json(v));
+  if (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(hi))
+    throw InputError(path + ": \"" + key + "\" must lie in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " +
+                     v.dump());
+  const int64_t x = v.get<int64_t>();
+  if (x < lo || x > hi)
+    throw InputError(path + ": \"" + key + "\" must lie in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " +
+                     std::to_string(x));
+  return x;
+}
+
+std::string string_field(const nlohmann::json& j, const std::string& path, const char* key, const std::string& def) {
+  if (!j.contains(key)) return def;
+  if (!j.at(key).is_string()) throw InputError(path + ": \"" + key + "\" must be a string, got " + io::describe_json(j.at(key)));
+  return j.at(key).get<std::string>();
+}
+
+double number_field(const nlohmann::json& j, const std::string& path, const char* key, double def, double lo, double hi,
+                    bool required) {
+  if (!j.contains(key) || (!required && j.at(key).is_null())) {
+    if (required) throw InputError(path + ": the field \"" + key + "\" is missing");
+    return def;
+  }
+  const nlohmann::json& v = j.at(key);
+  if (!v.is_number()) throw InputError(path + ": \"" + key + "\" must be a number, got " + io::describe_json(v));
+  const double x = v.get<double>();
+  if (!(x > lo && x < hi))
+    throw InputError(path + ": \"" + key + "\" must lie in (" + io::printable(nlohmann::json(lo).dump()) + ", " +
+                     io::printable(nlohmann::json(hi).dump()) + "), got " + v.dump());
+  return x;
+}
+
+const std::vector<Tensor>& weights_on(std::map<std::string, std::vector<Tensor>>& uploaded, const std::vector<Tensor>& host,
+                                     Device& d) {
+  auto it = uploaded.find(d.name());
+  if (it != uploaded.end()) return it->second;
+  std::vector<Tensor> w;
+  for (const Tensor& t : host) w.push_back(d.allocator()->host_accessible() ? t : t.to(d.allocator()));
+  return uploaded.emplace(d.name(), std::move(w)).first->second;
+}
+
+bool bool_field(const nlohmann::json& j, const std::string& path, const char* key, bool def) {
+  if (!j.contains(key)) return def;
+  if (!j.at(key).is_boolean()) throw InputError(path + ": \"" + key + "\" must be true or false, got " + io::describe_json(j.at(key)));
+  return j.at(key).get<bool>();
+}
+
+Tensor to_f32(const Tensor& t) {
+  if (t.dtype() == DType::F32) return t;
+  if (t.dtype() != DType::F16 && t.dtype() != DType::BF16)
+    throw InputError(std::string("to_f32: a ") + dtype_name(t.dtype()) + " tensor is not a float tensor");
+  Tensor r = Tensor::empty(DType::F32, t.shape());
+  float* out = r.data<float>();
+  if (t.dtype() == DType::F16)
+    for (int64_t i = 0; i < t.numel(); ++i) out[i] = float(t.data<f16>()[i]);
+  else
+    for (int64_t i = 0; i < t.numel(); ++i) out[i] = float(t.data<bf16>()[i]);
+  return r;
+}
+
+}  // namespace rlx::nn::model_files

@@ -1,0 +1,54 @@
+// What the model loaders of this folder share (bert.cpp, qwen3.cpp): reading a model's
+// config.json as untrusted JSON, checked fields with InputErrors naming the file and the
+// field, node locations named after a checkpoint's modules, and widening f16/bf16 weights.
+// Internal to nn/models (not installed).
+#pragma once
+#include <cstdint>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/tensor.hpp"
+#include "ir/frontend.hpp"
+
+namespace rlx {
+class Device;
+}
+
+namespace rlx::nn::model_files {
+
+// A config.json's text parsed as untrusted JSON: malformed text is a ParseError at path:line,
+// nesting past 16 levels (no model configuration nests that deep; the parser recurses) and a
+// key given twice in one object an InputError naming the file (io::StrictJsonCheck).
+nlohmann::json parse_config(std::string_view text, const std::string& path);
+// The file read (at most 16 MiB) and parsed as parse_config parses it.
+nlohmann::json read_config(const std::string& path);
+
+// An integer field in [lo, hi]; absent: def, or an error when def < 0.
+int64_t int_field(const nlohmann::json& j, const std::string& path, const char* key, int64_t def, int64_t lo, int64_t hi);
+// A string field; absent: def.
+std::string string_field(const nlohmann::json& j, const std::string& path, const char* key, const std::string& def);
+// A number field in (lo, hi) (open bounds); absent: def, or an error when `required`.
+double number_field(const nlohmann::json& j, const std::string& path, const char* key, double def, double lo, double hi,
+                    bool required = false);
+// A bool field; absent: def.
+bool bool_field(const nlohmann::json& j, const std::string& path, const char* key, bool def);
+
+// The nodes made while one lives carry a module's checkpoint name as their location, so a
+// dispatch report or an error names "encoder.layer.3.intermediate" as an imported model's
+// node would be named, rather than the one line of the model's file that every layer shares.
+struct ModuleLocation : LocationScope {
+  explicit ModuleLocation(const std::string& module) : LocationScope(ir::Location{.name = module}) {}
+};
+
+// The host weights on device d, uploaded on first use and kept in `uploaded` by device name
+// (host devices use the host tensors as they are).
+const std::vector<Tensor>& weights_on(std::map<std::string, std::vector<Tensor>>& uploaded, const std::vector<Tensor>& host,
+                                     Device& d);
+
+// Host f32 of a float tensor (f16 and bf16 widen exactly).
+Tensor to_f32(const Tensor& t);
+
+}  // namespace rlx::nn::model_files

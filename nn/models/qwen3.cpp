@@ -1,0 +1,561 @@
+#include "nn/models/qwen3.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <numeric>
+
+#include "core/error.hpp"
+#include "core/rng.hpp"
+#include "io/file_bytes.hpp"
+#include "io/gguf.hpp"
+#include "io/json_text.hpp"
+#include "nn/layers.hpp"
+#include "nn/models/bert.hpp"
+#include "nn/models/model_files.hpp"
+#include "runtime/executor.hpp"
+#include "runtime/runtime.hpp"
+
+namespace rlx::nn {
+
+namespace {
+
+namespace fs = std::filesystem;
+using model_files::int_field;
+using model_files::ModuleLocation;
+using model_files::number_field;
+using model_files::string_field;
+
+constexpr int64_t kMaxVocab = int64_t(1) << 24, kMaxHidden = 1 << 16, kMaxIntermediate = 1 << 20, kMaxLayers = 1024,
+                  kMaxHeads = 1024, kMaxHeadDim = 4096, kMaxPositions = int64_t(1) << 24;
+
+// What both sources of a configuration must satisfy beyond each field's range.
+void check_shape(const Qwen3Config& c, const std::string& where) {
+  if (c.num_heads % c.num_kv_heads)
+    throw InputError(where + ": " + std::to_string(c.num_kv_heads) + " key/value heads do not divide " +
+                     std::to_string(c.num_heads) + " attention heads");
+  if (c.head_dim % 2) throw InputError(where + ": head_dim " + std::to_string(c.head_dim) + " is odd (rotary embedding pairs features)");
+}
+
+Qwen3Config from_json(const nlohmann::json& j, const std::string& path) {
+  if (!j.is_object()) throw InputError(path + ": the configuration must be a JSON object");
+  if (!j.contains("model_type")) throw InputError(path + ": the field \"model_type\" is missing (expected \"qwen3\")");
+  const std::string type = string_field(j, path, "model_type", "");
+  if (type != "qwen3") throw InputError(path + ": model_type \"" + io::printable(type, 40) + "\" is not \"qwen3\"");
+  const std::string act = string_field(j, path, "hidden_act", "silu");
+  if (act != "silu") throw InputError(path + ": hidden_act \"" + io::printable(act, 40) + "\" is not supported (only \"silu\")");
+  Qwen3Config c;
+  c.vocab_size = int_field(j, path, "vocab_size", -1, 1, kMaxVocab);
+  c.hidden_size = int_field(j, path, "hidden_size", -1, 1, kMaxHidden);
+  c.intermediate_size = int_field(j, path, "intermediate_size", -1, 1, kMaxIntermediate);
+  c.num_layers = int_field(j, path, "num_hidden_layers", -1, 1, kMaxLayers);
+  c.num_heads = int_field(j, path, "num_attention_heads", -1, 1, kMaxHeads);
+  c.num_kv_heads = int_field(j, path, "num_key_value_heads", c.num_heads, 1, c.num_heads);
+  if (!j.contains("head_dim") && c.hidden_size % c.num_heads)
+    throw InputError(path + ": no \"head_dim\", and " + std::to_string(c.num_heads) + " heads do not divide hidden_size " +
+                     std::to_string(c.hidden_size));
+  c.head_dim = int_field(j, path, "head_dim", c.hidden_size / c.num_heads, 2, kMaxHeadDim);
+  c.max_positions = int_field(j, path, "max_position_embeddings", -1, 1, kMaxPositions);
+  c.rms_norm_eps = number_field(j, path, "rms_norm_eps", 1e-6, 0, 1);
+  c.tie_word_embeddings = model_files::bool_field(j, path, "tie_word_embeddings", false);
+  if (model_files::bool_field(j, path, "attention_bias", false))
+    throw InputError(path + ": \"attention_bias\" is true; Qwen3's projections have no bias");
+  if (model_files::bool_field(j, path, "use_sliding_window", false))
+    throw InputError(path + ": \"use_sliding_window\" is true; sliding-window attention is not supported");
+  if (j.contains("rope_scaling") && !j.at("rope_scaling").is_null())
+    throw InputError(path + ": \"rope_scaling\" is set; scaled rotary embeddings are not supported");
+  // (transformers 5 writes rope_parameters {rope_type, rope_theta}; earlier versions rope_theta)
+  if (j.contains("rope_parameters") && !j.at("rope_parameters").is_null()) {
+    const nlohmann::json& r = j.at("rope_parameters");
+    const std::string where = path + ": rope_parameters";
+    if (!r.is_object()) throw InputError(where + " must be a JSON object, got " + io::describe_json(r));
+    const std::string rt = string_field(r, where, "rope_type", "default");
+    if (rt != "default") throw InputError(where + ": rope_type \"" + io::printable(rt, 40) + "\" is not supported (only \"default\")");
+    c.rope_theta = number_field(r, where, "rope_theta", 0, 1, 1e12, true);
+    if (j.contains("rope_theta") && number_field(j, path, "rope_theta", 0, 1, 1e12) != c.rope_theta)
+      throw InputError(path + ": \"rope_theta\" and rope_parameters' rope_theta differ");
+  } else {
+    c.rope_theta = number_field(j, path, "rope_theta", 10000.0, 1, 1e12);
+  }
+  check_shape(c, path);
+  return c;
+}
+
+// A GGUF integer in [lo, hi] (InputError naming the file and the key).
+int64_t gguf_int(const io::GgufFile& f, const std::string& key, int64_t lo, int64_t hi) {
+  const int64_t v = f.get_int(key);
+  if (v < lo || v > hi)
+    throw InputError(f.path() + ": " + key + " must lie in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " +
+                     std::to_string(v));
+  return v;
+}
+
+void check_sampling(const SamplingOptions& s) {
+  if (!(s.temperature >= 0) || !std::isfinite(s.temperature))
+    throw InputError("sampling: temperature must be a finite number >= 0, got " + std::to_string(s.temperature));
+  if (s.top_k < 0) throw InputError("sampling: top_k must be >= 0, got " + std::to_string(s.top_k));
+  if (!(s.top_p > 0 && s.top_p <= 1)) throw InputError("sampling: top_p must lie in (0, 1], got " + std::to_string(s.top_p));
+}
+
+Tensor host(const Tensor& t) { return t.is_host() ? t : t.to(host_allocator()); }
+
+Tensor ids_tensor(const std::vector<int64_t>& ids) {
+  Tensor t = Tensor::empty(DType::I64, {1, int64_t(ids.size())});
+  std::copy(ids.begin(), ids.end(), t.data<int64_t>());
+  return t;
+}
+
+void write_i64(Tensor& dst, int64_t v) { dst.allocator()->copy_from_host(dst.raw(), &v, sizeof v); }
+
+// The decoder for prefill (pos == nullptr: positions 0..T-1, causal attention among them) or
+// for one decode step (positions {pos}, attention over the cache with position pos written).
+Qwen3Outputs decoder(Model& m, const Qwen3Config& c, const Var& ids, int64_t cache_len, const Var* pos,
+                     const std::vector<Var>* cache, bool all_logits) {
+  if (ids.rank() != 2 || ids.dtype() != DType::I64) throw InputError("qwen3: ids must be i64 [B, T], got " + ids.type().str());
+  const int64_t b = ids.shape()[0], t = ids.shape()[1], nh = c.num_heads, kv = c.num_kv_heads, hd = c.head_dim;
+  if (b < 1 || t < 1) throw InputError("qwen3: empty ids " + ids.type().str());
+  if (cache_len < t || cache_len > c.max_positions)
+    throw InputError("qwen3: a cache of " + std::to_string(cache_len) + " positions for " + std::to_string(t) +
+                     " tokens (the model has " + std::to_string(c.max_positions) + ")");
+  ir::Graph& g = *ids.graph();
+  const Shape full{b, kv, cache_len, hd};
+  if (cache) {
+    if (cache->size() != size_t(2 * c.num_layers))
+      throw InputError("qwen3: " + std::to_string(cache->size()) + " cache tensors, the model needs " +
+                       std::to_string(2 * c.num_layers));
+    for (const Var& v : *cache)
+      if (v.type() != TensorType{DType::F32, full})
+        throw InputError("qwen3: a cache tensor is " + v.type().str() + ", expected " + TensorType{DType::F32, full}.str());
+  }
+  Qwen3Outputs out;
+  Var table, x, positions;
+  std::optional<Var> bias;
+  {
+    ModuleLocation at("model.embed_tokens");
+    Model::Scope scope(m, "model/embed_tokens");
+    table = m.param("weight", {c.vocab_size, c.hidden_size}, Init::normal(0, 0.02));
+    x = gather(table, ids, 0);
+  }
+  {
+    ModuleLocation at("positions");
+    if (pos) {
+      positions = reshape(*pos, {1});
+      // Keys after pos hold nothing yet (zeros, or an earlier sequence): -inf before the softmax.
+      Var keep = le(iota(g, {cache_len}, 0, DType::I64), broadcast_to(*pos, {cache_len}));
+      Var zero = broadcast_to(scalar(g, 0.0, DType::F32), {cache_len});
+      Var minus = broadcast_to(scalar(g, -INFINITY, DType::F32), {cache_len});
+      bias = reshape(where(keep, zero, minus), {1, 1, 1, 1, cache_len});
+    } else {
+      positions = iota(g, {t}, 0, DType::I64);
+    }
+  }
+  const double eps = c.rms_norm_eps;
+  for (int64_t i = 0; i < c.num_layers; ++i) {
+    const std::string layer = "model/layers/" + std::to_string(i);
+    Model::Scope scope(m, layer);
+    Var h;
+    {
+      ModuleLocation at(checkpoint_name(layer) + ".self_attn");
+      Var a = rms_norm(m, "input_layernorm", x, eps);
+      Model::Scope attn(m, "self_attn");
+      Var q = reshape(linear(m, "q_proj", a, nh * hd, false), {b, t, nh, hd});
+      Var k = reshape(linear(m, "k_proj", a, kv * hd, false), {b, t, kv, hd});
+      Var v = reshape(linear(m, "v_proj", a, kv * hd, false), {b, t, kv, hd});
+      q = permute(rotary_embedding(rms_norm(m, "q_norm", q, eps), positions, c.rope_theta), {0, 2, 1, 3});
+      k = permute(rotary_embedding(rms_norm(m, "k_norm", k, eps), positions, c.rope_theta), {0, 2, 1, 3});
+      v = permute(v, {0, 2, 1, 3});
+      Var o;
+      if (pos) {
+        Var here = eq(iota(g, full, 2, DType::I64), broadcast_to(reshape(*pos, {1, 1, 1, 1}), full));
+        Var kc = where(here, broadcast_to(k, full), (*cache)[size_t(2 * i)]);
+        Var vc = where(here, broadcast_to(v, full), (*cache)[size_t(2 * i + 1)]);
+        o = grouped_query_attention(q, kc, vc, false, bias);
+        out.cache.push_back(kc);
+        out.cache.push_back(vc);
+      } else {
+        o = grouped_query_attention(q, k, v, true);
+        for (const Var& kvt : {k, v})
+          out.cache.push_back(cache_len == t ? kvt : pad(kvt, {0, 0, 0, 0}, {0, 0, cache_len - t, 0}));
+      }
+      h = linear(m, "o_proj", reshape(permute(o, {0, 2, 1, 3}), {b, t, nh * hd}), c.hidden_size, false);
+    }
+    x = x + h;
+    ModuleLocation at(checkpoint_name(layer) + ".mlp");
+    Var a = rms_norm(m, "post_attention_layernorm", x, eps);
+    Model::Scope mlp(m, "mlp");
+    Var gate = linear(m, "gate_proj", a, c.intermediate_size, false);
+    Var up = linear(m, "up_proj", a, c.intermediate_size, false);
+    x = x + linear(m, "down_proj", silu(gate) * up, c.hidden_size, false);
+  }
+  {
+    ModuleLocation at("model.norm");
+    Model::Scope scope(m, "model");
+    x = rms_norm(m, "norm", x, eps);
+  }
+  ModuleLocation at("lm_head");
+  if (!all_logits && t > 1) x = slice(x, {0, t - 1, 0}, {b, t, c.hidden_size});
+  out.logits = c.tie_word_embeddings ? rlx::linear(x, table) : linear(m, "lm_head", x, c.vocab_size, false);
+  return out;
+}
+
+}  // namespace
+
+Qwen3Config Qwen3Config::from_file(const std::string& path) { return from_json(model_files::read_config(path), path); }
+
+Qwen3Config Qwen3Config::from_text(std::string_view text, const std::string& name) {
+  return from_json(model_files::parse_config(text, name), name);
+}
+
+Qwen3Config Qwen3Config::from_gguf(const io::GgufFile& f) {
+  const std::string arch = f.get_string("general.architecture");
+  if (arch != "qwen3")
+    throw InputError(f.path() + ": general.architecture is \"" + io::printable(arch, 40) + "\", not \"qwen3\"");
+  Qwen3Config c;
+  c.hidden_size = gguf_int(f, "qwen3.embedding_length", 1, kMaxHidden);
+  c.intermediate_size = gguf_int(f, "qwen3.feed_forward_length", 1, kMaxIntermediate);
+  c.num_layers = gguf_int(f, "qwen3.block_count", 1, kMaxLayers);
+  c.num_heads = gguf_int(f, "qwen3.attention.head_count", 1, kMaxHeads);
+  c.num_kv_heads = f.contains_key("qwen3.attention.head_count_kv") ? gguf_int(f, "qwen3.attention.head_count_kv", 1, c.num_heads)
+                                                                    : c.num_heads;
+  if (!f.contains_key("qwen3.attention.key_length") && c.hidden_size % c.num_heads)
+    throw InputError(f.path() + ": no qwen3.attention.key_length, and the heads do not divide the embedding length");
+  c.head_dim = f.contains_key("qwen3.attention.key_length") ? gguf_int(f, "qwen3.attention.key_length", 2, kMaxHeadDim)
+                                                            : c.hidden_size / c.num_heads;
+  if (f.contains_key("qwen3.attention.value_length") && f.get_int("qwen3.attention.value_length") != c.head_dim)
+    throw InputError(f.path() + ": qwen3.attention.value_length differs from key_length " + std::to_string(c.head_dim));
+  c.max_positions = gguf_int(f, "qwen3.context_length", 1, kMaxPositions);
+  c.rms_norm_eps = f.get_float("qwen3.attention.layer_norm_rms_epsilon");
+  if (!(c.rms_norm_eps > 0 && c.rms_norm_eps < 1))
+    throw InputError(f.path() + ": qwen3.attention.layer_norm_rms_epsilon must lie in (0, 1)");
+  c.rope_theta = f.contains_key("qwen3.rope.freq_base") ? f.get_float("qwen3.rope.freq_base") : 10000.0;
+  if (!(c.rope_theta > 1 && c.rope_theta < 1e12)) throw InputError(f.path() + ": qwen3.rope.freq_base must lie in (1, 1e12)");
+  if (f.contains_key("qwen3.rope.scaling.type") && f.get_string("qwen3.rope.scaling.type") != "none")
+    throw InputError(f.path() + ": qwen3.rope.scaling.type is set; scaled rotary embeddings are not supported");
+  const io::GgufTensor& emb = f.tensor_info("token_embd.weight");
+  if (emb.shape.size() != 2 || emb.shape[1] != c.hidden_size || emb.shape[0] < 1 || emb.shape[0] > kMaxVocab)
+    throw InputError(f.path() + ": token_embd.weight is " + shape_str(emb.shape) + ", expected [vocab, " +
+                     std::to_string(c.hidden_size) + "]");
+  c.vocab_size = emb.shape[0];
+  if (f.contains_key("qwen3.vocab_size") && f.get_int("qwen3.vocab_size") != c.vocab_size)
+    throw InputError(f.path() + ": qwen3.vocab_size " + std::to_string(f.get_int("qwen3.vocab_size")) +
+                     " differs from token_embd.weight's " + std::to_string(c.vocab_size) + " rows");
+  c.tie_word_embeddings = !f.contains("output.weight");
+  check_shape(c, f.path());
+  return c;
+}
+
+Qwen3Outputs qwen3_prefill(Model& m, const Qwen3Config& c, const Var& ids, int64_t cache_len, bool all_logits) {
+  return decoder(m, c, ids, cache_len, nullptr, nullptr, all_logits);
+}
+
+Qwen3Outputs qwen3_decode(Model& m, const Qwen3Config& c, const Var& ids, const Var& pos, const std::vector<Var>& cache) {
+  if (ids.rank() != 2 || ids.shape()[1] != 1) throw InputError("qwen3_decode: ids must be [B, 1], got " + ids.type().str());
+  if (pos.type() != TensorType{DType::I64, {}}) throw InputError("qwen3_decode: pos must be i64 [], got " + pos.type().str());
+  if (cache.empty() || cache[0].rank() != 4) throw InputError("qwen3_decode: the cache must be [B, kv_heads, length, head_dim] tensors");
+  return decoder(m, c, ids, cache[0].shape()[2], &pos, &cache, true);
+}
+
+std::string gguf_tensor_name(const std::string& p) {
+  static const std::map<std::string, std::string> top{{"model/embed_tokens/weight", "token_embd.weight"},
+                                                       {"model/norm/weight", "output_norm.weight"},
+                                                       {"lm_head/weight", "output.weight"}};
+  static const std::map<std::string, std::string> layer{
+      {"self_attn/q_proj", "attn_q"},          {"self_attn/k_proj", "attn_k"},     {"self_attn/v_proj", "attn_v"},
+      {"self_attn/o_proj", "attn_output"},     {"self_attn/q_norm", "attn_q_norm"}, {"self_attn/k_norm", "attn_k_norm"},
+      {"input_layernorm", "attn_norm"},        {"post_attention_layernorm", "ffn_norm"}, {"mlp/gate_proj", "ffn_gate"},
+      {"mlp/up_proj", "ffn_up"},               {"mlp/down_proj", "ffn_down"}};
+  if (auto it = top.find(p); it != top.end()) return it->second;
+  const std::string head = "model/layers/", tail = "/weight";
+  if (p.rfind(head, 0) == 0 && p.size() > head.size() + tail.size() && p.compare(p.size() - tail.size(), tail.size(), tail) == 0) {
+    const size_t slash = p.find('/', head.size());
+    const std::string index = p.substr(head.size(), slash - head.size());
+    if (slash != std::string::npos && !index.empty() && std::all_of(index.begin(), index.end(), ::isdigit))
+      if (auto it = layer.find(p.substr(slash + 1, p.size() - tail.size() - slash - 1)); it != layer.end())
+        return "blk." + index + "." + it->second + ".weight";
+  }
+  throw InputError("gguf_tensor_name: '" + p + "' is not a Qwen3 parameter");
+}
+
+std::vector<Tensor> load_gguf_parameters(const Model& m, const io::GgufFile& f) {
+  std::vector<Tensor> out;
+  for (const Parameter& p : m.parameters()) {
+    const std::string name = gguf_tensor_name(p.name);
+    if (!f.contains(name)) throw InputError(f.path() + ": the tensor '" + name + "' (" + checkpoint_name(p.name) + ") is missing");
+    const io::GgufTensor& info = f.tensor_info(name);
+    if (info.shape != p.type.shape)
+      throw InputError(f.path() + ": the tensor '" + name + "' is " + shape_str(info.shape) + ", the model needs " +
+                       shape_str(p.type.shape));
+    // The seam for packed weights: a quantized matmul op would take the blocks as they are.
+    out.push_back(f.dequantize(name));
+  }
+  return out;
+}
+
+int64_t sample_token(const float* logits, int64_t n, const SamplingOptions& s, uint64_t step) {
+  if (n < 1) throw InputError("sample_token: no logits");
+  check_sampling(s);
+  if (s.temperature == 0) return int64_t(std::max_element(logits, logits + n) - logits);  // (the first maximum)
+  std::vector<int64_t> order(static_cast<size_t>(n));
+  std::iota(order.begin(), order.end(), 0);
+  auto before = [&](int64_t a, int64_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); };
+  int64_t keep = s.top_k > 0 ? std::min(s.top_k, n) : n;
+  if (keep < n || s.top_p < 1) {
+    std::partial_sort(order.begin(), order.begin() + keep, order.end(), before);
+    order.resize(size_t(keep));
+  }
+  const double top = logits[*std::max_element(order.begin(), order.end(), [&](int64_t a, int64_t b) { return before(b, a); })];
+  std::vector<double> w(order.size());
+  double total = 0;
+  for (size_t i = 0; i < order.size(); ++i) total += w[i] = std::exp((double(logits[order[i]]) - top) / s.temperature);
+  if (s.top_p < 1) {  // the smallest prefix of the sorted tokens whose probability reaches top_p
+    double cum = 0;
+    size_t m = 0;
+    while (m < w.size() && (m == 0 || cum < s.top_p * total)) cum += w[m++];
+    w.resize(m);
+    order.resize(m);
+    total = cum;
+  }
+  const double u = rng_unit(s.seed, step) * total;
+  double acc = 0;
+  for (size_t i = 0; i < w.size(); ++i)
+    if ((acc += w[i]) > u) return order[i];
+  return order.back();
+}
+
+struct Qwen3Generator::Program_ {
+  ir::Graph graph;
+  std::unique_ptr<Program> program;
+  std::unique_ptr<Executor> exec;
+};
+
+// The decode step of one cache length on one device, with the cache's two sets and the
+// step's inputs and logits on the device.
+struct Qwen3Generator::Session {
+  int64_t cache_len = 0;
+  Program_ decode;
+  std::vector<Tensor> sets[2];
+  Tensor ids, pos, logits;
+  std::unique_ptr<Replay> replay[2];
+  bool replayed = false;
+};
+
+namespace {
+void build_prefill(Model& m, const Qwen3Config& c, int64_t length, int64_t cache_len, bool all_logits) {
+  Var ids = m.input("input_ids", DType::I64, {1, length});
+  Qwen3Outputs o = qwen3_prefill(m, c, ids, cache_len, all_logits);
+  std::vector<Var> res{o.logits};
+  res.insert(res.end(), o.cache.begin(), o.cache.end());
+  output(m.graph(), res);
+}
+}  // namespace
+
+Qwen3Generator::Qwen3Generator(const std::string& path) {
+  std::error_code ec;
+  ir::Graph g;
+  Model m(g);
+  if (fs::path(path).extension() == ".gguf") {
+    if (!fs::is_regular_file(path, ec)) throw InputError(path + ": no such GGUF file");
+    const io::GgufFile f(path);
+    config_ = Qwen3Config::from_gguf(f);
+    build_prefill(m, config_, 1, 1, false);
+    weights_ = load_gguf_parameters(m, f);
+  } else {
+    if (!fs::is_directory(path, ec))
+      throw InputError(path + ": not a model folder (config.json + model.safetensors) nor a .gguf file");
+    const fs::path config = fs::path(path) / "config.json", weights = fs::path(path) / "model.safetensors";
+    if (!fs::exists(config, ec)) throw InputError(config.string() + ": missing (a Qwen3 model folder has config.json)");
+    config_ = Qwen3Config::from_file(config.string());
+    const fs::path index = fs::path(path) / "model.safetensors.index.json";
+    build_prefill(m, config_, 1, 1, false);
+    if (fs::exists(weights, ec))
+      weights_ = load_parameters(m, weights.string());
+    else if (fs::exists(index, ec))
+      weights_ = load_sharded_parameters(m, index.string());
+    else
+      throw InputError(weights.string() + ": missing, and no model.safetensors.index.json (only safetensors weights are read from a folder)");
+  }
+  parameter_count_ = m.parameter_count();
+}
+
+Qwen3Generator::~Qwen3Generator() = default;
+
+const std::vector<Tensor>& Qwen3Generator::weights_on(Device& d) { return model_files::weights_on(device_weights_, weights_, d); }
+
+void Qwen3Generator::check_ids(const std::vector<int64_t>& ids, const char* what) const {
+  if (ids.empty()) throw InputError(std::string(what) + ": no token ids");
+  for (size_t i = 0; i < ids.size(); ++i)
+    if (ids[i] < 0 || ids[i] >= config_.vocab_size)
+      throw InputError(std::string(what) + ": token id " + std::to_string(ids[i]) + " at " + std::to_string(i) +
+                       " is outside the vocabulary [0, " + std::to_string(config_.vocab_size) + ")");
+  if (int64_t(ids.size()) > config_.max_positions)
+    throw InputError(std::string(what) + ": " + std::to_string(ids.size()) + " tokens, the model has " +
+                     std::to_string(config_.max_positions) + " positions");
+}
+
+Qwen3Generator::Program_& Qwen3Generator::prefill_program(int64_t length, int64_t cache_len, bool all_logits, Device& d) {
+  const std::string key = d.name() + "/prefill/" + std::to_string(length) + "/" + std::to_string(cache_len) + (all_logits ? "/all" : "/last");
+  auto it = programs_.find(key);
+  if (it != programs_.end()) return *it->second;
+  auto p = std::make_unique<Program_>();
+  Model m(p->graph);
+  build_prefill(m, config_, length, cache_len, all_logits);
+  p->program = std::make_unique<Program>(compile(p->graph, d));
+  p->exec = std::make_unique<Executor>(*p->program, d);
+  return *programs_.emplace(key, std::move(p)).first->second;
+}
+
+Qwen3Generator::Session& Qwen3Generator::session(int64_t cache_len, Device& d) {
+  const std::string key = d.name() + "/" + std::to_string(cache_len);
+  auto it = sessions_.find(key);
+  if (it != sessions_.end()) return *it->second;
+  require_runnable(d);
+  auto s = std::make_unique<Session>();
+  s->cache_len = cache_len;
+  {
+    Model m(s->decode.graph);
+    Var ids = m.input("input_ids", DType::I64, {1, 1});
+    Var pos = m.input("position", DType::I64, {});
+    std::vector<Var> cache;
+    const Shape full{1, config_.num_kv_heads, cache_len, config_.head_dim};
+    for (int64_t i = 0; i < config_.num_layers; ++i)
+      for (const char* kv : {"k", "v"}) cache.push_back(m.input("cache/" + std::to_string(i) + "/" + kv, DType::F32, full));
+    Qwen3Outputs o = qwen3_decode(m, config_, ids, pos, cache);
+    std::vector<Var> res{o.logits};
+    res.insert(res.end(), o.cache.begin(), o.cache.end());
+    output(s->decode.graph, res);
+    s->decode.program = std::make_unique<Program>(compile(s->decode.graph, d));
+    s->decode.exec = std::make_unique<Executor>(*s->decode.program, d);
+    for (int k = 0; k < 2; ++k)
+      for (size_t i = 0; i < cache.size(); ++i) s->sets[k].push_back(Tensor::zeros(DType::F32, full).to(d.allocator()));
+  }
+  s->ids = Tensor::zeros(DType::I64, {1, 1}).to(d.allocator());
+  s->pos = Tensor::zeros(DType::I64, {}).to(d.allocator());
+  s->logits = Tensor::empty(DType::F32, {1, 1, config_.vocab_size}, d.allocator());
+  // Record both directions now, before any prefill fills set 0 (capture runs the step once).
+  const std::vector<Tensor>& w = weights_on(d);
+  try {
+    for (int k = 0; k < 2; ++k) {
+      std::vector<Tensor> in{s->ids, s->pos};
+      in.insert(in.end(), s->sets[k].begin(), s->sets[k].end());
+      in.insert(in.end(), w.begin(), w.end());
+      std::vector<Tensor> out{s->logits};
+      out.insert(out.end(), s->sets[1 - k].begin(), s->sets[1 - k].end());
+      s->replay[k] = s->decode.exec->capture(in, out);
+    }
+  } catch (const InputError&) {  // (a device that does not record runs the step each time)
+    s->replay[0].reset();
+    s->replay[1].reset();
+  }
+  return *sessions_.emplace(key, std::move(s)).first->second;
+}
+
+Tensor Qwen3Generator::run_prefill(const std::vector<int64_t>& ids, Session& s, bool all_logits, Device& d) {
+  const int64_t n = int64_t(ids.size());
+  Program_& p = prefill_program(n, s.cache_len, all_logits, d);
+  std::vector<Tensor> in{ids_tensor(ids)};
+  const std::vector<Tensor>& w = weights_on(d);
+  in.insert(in.end(), w.begin(), w.end());
+  std::vector<Tensor> out{Tensor::empty(DType::F32, {1, all_logits ? n : 1, config_.vocab_size}, d.allocator())};
+  out.insert(out.end(), s.sets[0].begin(), s.sets[0].end());
+  p.exec->run_into(in, out);
+  return out[0];
+}
+
+Tensor Qwen3Generator::run_step(int64_t token, int64_t pos, int64_t step, Session& s, Device& d) {
+  if (pos >= s.cache_len) throw InternalError("qwen3: decode position past the cache");
+  const int from = int(step % 2), to = 1 - from;
+  write_i64(s.ids, token);
+  write_i64(s.pos, pos);
+  if (s.replay[from]) {
+    s.replay[from]->launch();
+    s.replayed = true;
+  } else {
+    std::vector<Tensor> in{s.ids, s.pos};
+    in.insert(in.end(), s.sets[from].begin(), s.sets[from].end());
+    const std::vector<Tensor>& w = weights_on(d);
+    in.insert(in.end(), w.begin(), w.end());
+    std::vector<Tensor> out{s.logits};
+    out.insert(out.end(), s.sets[to].begin(), s.sets[to].end());
+    s.decode.exec->run_into(in, out);
+    s.replayed = false;
+  }
+  d.synchronize();
+  return s.logits;
+}
+
+Tensor Qwen3Generator::prefill_logits(const std::vector<int64_t>& ids, Device& d) {
+  check_ids(ids, "prefill");
+  require_runnable(d);
+  const int64_t n = int64_t(ids.size());
+  Program_& p = prefill_program(n, n, true, d);
+  std::vector<Tensor> in{ids_tensor(ids)};
+  const std::vector<Tensor>& w = weights_on(d);
+  in.insert(in.end(), w.begin(), w.end());
+  return host(p.exec->run(in)[0]).reshape({n, config_.vocab_size});
+}
+
+Tensor Qwen3Generator::decode_logits(const std::vector<int64_t>& ids, int64_t prefill, Device& d, int64_t cache_len) {
+  check_ids(ids, "decode");
+  const int64_t n = int64_t(ids.size()), v = config_.vocab_size;
+  if (prefill < 1 || prefill > n)
+    throw InputError("decode: a prefill of " + std::to_string(prefill) + " of " + std::to_string(n) + " tokens");
+  if (cache_len == 0) cache_len = n;
+  if (cache_len < n || cache_len > config_.max_positions)
+    throw InputError("decode: a cache of " + std::to_string(cache_len) + " positions for " + std::to_string(n) + " tokens");
+  Session& s = session(cache_len, d);
+  Tensor r = Tensor::empty(DType::F32, {n, v});
+  Tensor first = host(run_prefill({ids.begin(), ids.begin() + prefill}, s, true, d));
+  std::copy(first.data<float>(), first.data<float>() + prefill * v, r.data<float>());
+  for (int64_t i = prefill; i < n; ++i) {
+    Tensor l = host(run_step(ids[size_t(i)], i, i - prefill, s, d));
+    std::copy(l.data<float>(), l.data<float>() + v, r.data<float>() + i * v);
+  }
+  return r;
+}
+
+GenerationResult Qwen3Generator::generate(const std::vector<int64_t>& prompt, int64_t max_new, const SamplingOptions& opt,
+                                          Device& d) {
+  check_ids(prompt, "generate");
+  const int64_t p = int64_t(prompt.size()), v = config_.vocab_size;
+  if (max_new < 1) throw InputError("generate: max_new must be at least 1, got " + std::to_string(max_new));
+  if (max_new > config_.max_positions - p)
+    throw InputError("generate: " + std::to_string(p) + " prompt tokens + " + std::to_string(max_new) +
+                     " new ones exceed the model's " + std::to_string(config_.max_positions) + " positions");
+  check_sampling(opt);
+  // The cache covers every position a step feeds, rounded up so that nearby lengths share
+  // one decode program.
+  const int64_t cache_len = std::min(config_.max_positions, (p + max_new + 63) / 64 * 64);
+  Session& s = session(cache_len, d);
+  GenerationResult r;
+  auto t0 = std::chrono::steady_clock::now();
+  Tensor l = host(run_prefill(prompt, s, false, d));
+  d.synchronize();
+  auto t1 = std::chrono::steady_clock::now();
+  r.ids.push_back(sample_token(l.data<float>(), v, opt, 0));
+  for (int64_t i = 1; i < max_new; ++i) {
+    l = host(run_step(r.ids.back(), p + i - 1, i - 1, s, d));
+    r.ids.push_back(sample_token(l.data<float>(), v, opt, uint64_t(i)));
+  }
+  auto t2 = std::chrono::steady_clock::now();
+  r.prefill_seconds = std::chrono::duration<double>(t1 - t0).count();
+  r.decode_seconds = std::chrono::duration<double>(t2 - t1).count();
+  r.prefill_tokens = p;
+  r.decode_steps = max_new - 1;
+  return r;
+}
+
+std::string Qwen3Generator::explain_decode(int64_t cache_len, Device& d) {
+  if (cache_len < 1 || cache_len > config_.max_positions)
+    throw InputError("explain: a cache of " + std::to_string(cache_len) + " positions");
+  return session(cache_len, d).decode.program->report.table();
+}
+
+bool Qwen3Generator::replays(Device& d) {
+  for (auto& [key, s] : sessions_)
+    if (key.rfind(d.name() + "/", 0) == 0 && s->replayed) return true;
+  return false;
+}
+
+}  // namespace rlx::nn

@@ -1,0 +1,146 @@
+// A Qwen3 decoder on the nn/ layers, with a key/value cache kept on the device and token
+// generation around it:
+// ids -> embedding -> N layers of (RMSNorm, attention: q/k/v projections without bias,
+// per-head RMSNorm of q and k, rotary embedding (rotate-half, rope_theta), grouped-query
+// attention, o projection; residual; RMSNorm, SwiGLU MLP down(silu(gate x) * up x);
+// residual) -> RMSNorm -> lm_head (the embedding's transpose when tied).
+//
+// Parameters are declared under transformers' names with '/' for '.'
+// (`model/layers/0/self_attn/q_proj/weight`), so a safetensors file loads by name; a GGUF file
+// loads through the llama.cpp names (`blk.0.attn_q.weight`, gguf_tensor_name).
+//
+//   nn::Qwen3Generator gen("path/to/Qwen3-0.6B");            // config.json + model.safetensors, or a .gguf
+//   auto r = gen.generate({9707, 11, 1879}, 32, {}, DeviceRegistry::get().at("cuda"));  // greedy
+//
+// Generation runs two compiled programs per device: the prefill (a prompt of P tokens ->
+// logits and the cache, one program per P) and the decode step (one token at a position given
+// as an input tensor -> logits and the cache with that position written; fixed shapes, the
+// cache at its full length, attention masked to positions <= pos). The cache never leaves the
+// device: it lives in two sets of tensors, each step reads one and writes the other (the
+// executor refuses results that alias inputs, as nn::Trainer's parameters do), and on a device
+// that records (cuda) each direction of the step is a captured graph replayed per token.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <nlohmann/json_fwd.hpp>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "nn/model.hpp"
+
+namespace rlx {
+class Device;
+namespace io {
+class GgufFile;
+}
+}  // namespace rlx
+
+namespace rlx::nn {
+
+struct Qwen3Config {
+  int64_t vocab_size = 151936, hidden_size = 1024, intermediate_size = 3072, num_layers = 28;
+  int64_t num_heads = 16, num_kv_heads = 8, head_dim = 128, max_positions = 40960;
+  double rms_norm_eps = 1e-6, rope_theta = 1e6;
+  bool tie_word_embeddings = true;
+  // config.json of a transformers Qwen3 checkpoint, checked field by field: model_type
+  // "qwen3", hidden_act "silu", the sizes, rms_norm_eps, rope_theta (top level, or in
+  // rope_parameters with rope_type "default"), no rope scaling, no attention bias, no
+  // sliding window. InputError naming the file and the field.
+  static Qwen3Config from_file(const std::string& path);
+  // The same checks on config.json's text (`name` stands for the file in messages).
+  static Qwen3Config from_text(std::string_view text, const std::string& name);
+  // A GGUF file's qwen3.* metadata (general.architecture "qwen3"); the vocabulary from
+  // token_embd.weight, tie_word_embeddings when there is no output.weight.
+  static Qwen3Config from_gguf(const io::GgufFile& f);
+};
+
+// The decoder's outputs: logits and the key/value cache, k then v per layer, each
+// [B, num_kv_heads, cache_len, head_dim] (keys after q/k norm and rotary embedding).
+struct Qwen3Outputs {
+  Var logits;
+  std::vector<Var> cache;
+};
+// Prefill: ids i64 [B, P] at positions 0..P-1 -> logits [B, P, vocab] (all_logits) or of the
+// last position [B, 1, vocab], and the cache with positions 0..P-1 filled, zeros after, up to
+// cache_len (>= P). Node locations are the checkpoint's module names.
+Qwen3Outputs qwen3_prefill(Model& m, const Qwen3Config& c, const Var& ids, int64_t cache_len, bool all_logits = true);
+// One decode step: ids i64 [B, 1] at position pos (i64 [], < cache_len) with the cache of the
+// positions before it -> logits [B, 1, vocab] and the cache with position pos written.
+// Attention reads positions <= pos only.
+Qwen3Outputs qwen3_decode(Model& m, const Qwen3Config& c, const Var& ids, const Var& pos, const std::vector<Var>& cache);
+
+// llama.cpp's GGUF name of a parameter ("model/layers/3/mlp/up_proj/weight" ->
+// "blk.3.ffn_up.weight"); InputError for a name a Qwen3 model does not have.
+std::string gguf_tensor_name(const std::string& parameter);
+// m's parameters from a GGUF file, in m.parameters() order, as f32 host tensors: every type
+// GgufFile::dequantize decodes (F32, F16, BF16, Q8_0, Q4_K, ...). Packed quantized weights
+// (a matmul over the blocks, docs/ARCHITECTURE §8) would be kept here instead of decoded.
+std::vector<Tensor> load_gguf_parameters(const Model& m, const io::GgufFile& f);
+
+// How the next token is chosen from a step's logits. temperature 0: greedy (the first
+// maximum). Otherwise transformers' order: logits / temperature, keep the top_k largest
+// (0: all), keep the smallest set of most probable tokens whose probability reaches top_p
+// (1: all; at least one), then draw with the counter RNG at (seed, step): the same tokens
+// for the same seed on every device and run.
+struct SamplingOptions {
+  double temperature = 0;
+  int64_t top_k = 0;
+  double top_p = 1;
+  uint64_t seed = 0;
+};
+// The token chosen from logits[0..n) for generation step `step` (InputError for bad options).
+int64_t sample_token(const float* logits, int64_t n, const SamplingOptions& s, uint64_t step);
+
+struct GenerationResult {
+  std::vector<int64_t> ids;  // the new tokens
+  double prefill_seconds = 0, decode_seconds = 0;  // wall time, the device synchronised
+  int64_t prefill_tokens = 0, decode_steps = 0;
+};
+
+class Qwen3Generator {
+ public:
+  // A model folder (config.json + model.safetensors, or the shards model.safetensors.index.json
+  // lists) or a .gguf file. InputError naming the missing or bad file, field or tensor.
+  explicit Qwen3Generator(const std::string& path);
+  ~Qwen3Generator();
+  Qwen3Generator(const Qwen3Generator&) = delete;
+  Qwen3Generator& operator=(const Qwen3Generator&) = delete;
+
+  const Qwen3Config& config() const { return config_; }
+  int64_t parameter_count() const { return parameter_count_; }
+
+  // The logits of every position of ids (one prefill program), f32 [P, vocab] on the host.
+  Tensor prefill_logits(const std::vector<int64_t>& ids, Device& d);
+  // The same logits through the cache: a prefill of the first `prefill` ids, then one decode
+  // step per remaining id; row i is the logits after ids[0..i]. cache_len 0: ids.size().
+  Tensor decode_logits(const std::vector<int64_t>& ids, int64_t prefill, Device& d, int64_t cache_len = 0);
+  // prompt followed by max_new tokens (prompt + max_new within the model's positions).
+  GenerationResult generate(const std::vector<int64_t>& prompt, int64_t max_new, const SamplingOptions& s, Device& d);
+  // The dispatch report of the decode step for a cache of cache_len positions.
+  std::string explain_decode(int64_t cache_len, Device& d);
+  // Whether the last generate on d replayed a captured decode step.
+  bool replays(Device& d);
+
+ private:
+  struct Program_;
+  struct Session;
+  Program_& prefill_program(int64_t length, int64_t cache_len, bool all_logits, Device& d);
+  Session& session(int64_t cache_len, Device& d);
+  const std::vector<Tensor>& weights_on(Device& d);
+  void check_ids(const std::vector<int64_t>& ids, const char* what) const;
+  // Runs the prefill of ids into the session's cache set 0; returns its logits (device).
+  Tensor run_prefill(const std::vector<int64_t>& ids, Session& s, bool all_logits, Device& d);
+  // One decode step from set `step % 2`; returns the logits [1, 1, vocab] (device).
+  Tensor run_step(int64_t token, int64_t pos, int64_t step, Session& s, Device& d);
+
+  Qwen3Config config_;
+  std::vector<Tensor> weights_;  // host f32, in the model's parameter order
+  int64_t parameter_count_ = 0;
+  std::map<std::string, std::vector<Tensor>> device_weights_;  // by device name
+  std::map<std::string, std::unique_ptr<Program_>> programs_;  // by device/length/cache
+  std::map<std::string, std::unique_ptr<Session>> sessions_;   // by device/cache
+};
+
+}  // namespace rlx::nn

@@ -1,0 +1,444 @@
+// Qwen3 on rlx (nn/models/qwen3.hpp) against transformers: the tiny random model of
+// data/qwen3 (make_qwen3_tiny.py) — prompt logits within 1e-4 and the same top-1 at every
+// position, transformers' greedy continuation, on every runnable device; the decode step
+// through the on-device cache equal to the full prefill at each position; the GGUF copies
+// (F16, Q8_0) within the tolerances measured for them; seeded sampling repeatable; bad
+// configurations, missing tensors and bad ids refused with the file and the field named.
+#define BOOST_TEST_MODULE models_qwen3
+#include <boost/test/unit_test.hpp>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "io/npy.hpp"
+#include "io/safetensors.hpp"
+#include "nn/models/qwen3.hpp"
+#include "runtime/device.hpp"
+#include "runtime/runtime.hpp"
+#include "tests/support/cli.hpp"
+#include "tests/support/errors.hpp"
+
+namespace rlx::nn {
+namespace {
+
+namespace fs = std::filesystem;
+using test::expect_error;
+
+const std::string kDir = std::string(RLX_DATA) + "/qwen3";
+
+struct Reference {
+  std::vector<int64_t> prompt, greedy;
+  Tensor logits;  // f32 [P, vocab]
+};
+
+Reference reference() {
+  std::ifstream f(kDir + "/reference.json");
+  const nlohmann::json j = nlohmann::json::parse(f);
+  return {j.at("prompt").get<std::vector<int64_t>>(), j.at("greedy").get<std::vector<int64_t>>(),
+          io::read_npy(kDir + "/logits.npy")};
+}
+
+std::vector<Device*> devices() { return DeviceRegistry::get().runnable(); }
+
+double max_abs_diff(const Tensor& a, const Tensor& b) {
+  BOOST_REQUIRE(a.shape() == b.shape());
+  double m = 0;
+  for (int64_t i = 0; i < a.numel(); ++i) m = std::max(m, std::abs(double(a.data<float>()[i]) - b.data<float>()[i]));
+  return m;
+}
+
+std::vector<int64_t> top1(const Tensor& logits) {
+  const int64_t n = logits.shape()[0], v = logits.shape()[1];
+  std::vector<int64_t> r;
+  for (int64_t i = 0; i < n; ++i) {
+    const float* row = logits.data<float>() + i * v;
+    r.push_back(int64_t(std::max_element(row, row + v) - row));
+  }
+  return r;
+}
+
+BOOST_AUTO_TEST_CASE(config_json_is_read_field_by_field) {
+  const Qwen3Config c = Qwen3Config::from_file(kDir + "/config.json");
+  BOOST_TEST(c.vocab_size == 512);
+  BOOST_TEST(c.hidden_size == 64);
+  BOOST_TEST(c.intermediate_size == 128);
+  BOOST_TEST(c.num_layers == 2);
+  BOOST_TEST(c.num_heads == 4);
+  BOOST_TEST(c.num_kv_heads == 2);
+  BOOST_TEST(c.head_dim == 16);
+  BOOST_TEST(c.max_positions == 128);
+  BOOST_TEST(c.rms_norm_eps == 1e-6);
+  BOOST_TEST(c.rope_theta == 10000.0);  // (from rope_parameters, as transformers 5 writes it)
+  BOOST_TEST(c.tie_word_embeddings);
+  // The older form: rope_theta at the top level.
+  const Qwen3Config o = Qwen3Config::from_text(
+      R"({"model_type": "qwen3", "vocab_size": 10, "hidden_size": 8, "intermediate_size": 4, "num_hidden_layers": 1,
+          "num_attention_heads": 2, "num_key_value_heads": 1, "max_position_embeddings": 16, "rope_theta": 1000000.0,
+          "rope_scaling": null, "rms_norm_eps": 1e-5})",
+      "old.json");
+  BOOST_TEST(o.rope_theta == 1e6);
+  // The hub's Qwen3-0.6B config.json (kept as a fuzz corpus input).
+  const Qwen3Config hub = Qwen3Config::from_file(std::string(RLX_DATA) + "/../tests/fuzz/corpus/qwen3_config/qwen3_0_6b_hub_form");
+  BOOST_TEST((hub.vocab_size == 151936 && hub.hidden_size == 1024 && hub.num_layers == 28 && hub.num_heads == 16 &&
+              hub.num_kv_heads == 8 && hub.head_dim == 128 && hub.intermediate_size == 3072 && hub.max_positions == 40960 &&
+              hub.rope_theta == 1e6 && hub.tie_word_embeddings));
+  BOOST_TEST(o.head_dim == 4);  // (hidden / heads when absent)
+  BOOST_TEST(!o.tie_word_embeddings);
+}
+
+BOOST_AUTO_TEST_CASE(bad_configurations_name_the_file_and_the_field) {
+  std::ifstream f(kDir + "/config.json");
+  const nlohmann::json good = nlohmann::json::parse(f);
+  auto refuse = [&](const std::function<void(nlohmann::json&)>& edit, std::vector<std::string> parts) {
+    nlohmann::json j = good;
+    edit(j);
+    parts.insert(parts.begin(), "bad.json");
+    expect_error([&] { Qwen3Config::from_text(j.dump(), "bad.json"); }, parts);
+  };
+  refuse([](auto& j) { j["model_type"] = "llama"; }, {"model_type \"llama\""});
+  refuse([](auto& j) { j.erase("model_type"); }, {"\"model_type\" is missing"});
+  refuse([](auto& j) { j["hidden_act"] = "gelu"; }, {"hidden_act \"gelu\""});
+  refuse([](auto& j) { j.erase("vocab_size"); }, {"\"vocab_size\" is missing"});
+  refuse([](auto& j) { j["hidden_size"] = -64; }, {"\"hidden_size\" must lie in"});
+  refuse([](auto& j) { j["num_hidden_layers"] = "2"; }, {"\"num_hidden_layers\" must be an integer"});
+  refuse([](auto& j) { j["num_key_value_heads"] = 3; }, {"3 key/value heads do not divide 4"});
+  refuse([](auto& j) { j["num_key_value_heads"] = 8; }, {"\"num_key_value_heads\" must lie in [1, 4]"});
+  refuse([](auto& j) { j["head_dim"] = 15; }, {"head_dim 15 is odd"});
+  refuse([](auto& j) { j["rms_norm_eps"] = 0; }, {"\"rms_norm_eps\" must lie in"});
+  refuse([](auto& j) { j["rope_parameters"]["rope_type"] = "yarn"; }, {"rope_type \"yarn\""});
+  refuse([](auto& j) { j["rope_parameters"].erase("rope_theta"); }, {"rope_parameters", "\"rope_theta\" is missing"});
+  refuse([](auto& j) { j["rope_scaling"] = {{"type", "linear"}}; }, {"rope_scaling"});
+  refuse([](auto& j) { j["attention_bias"] = true; }, {"attention_bias"});
+  refuse([](auto& j) { j["use_sliding_window"] = true; }, {"use_sliding_window"});
+  refuse([](auto& j) { j["tie_word_embeddings"] = 1; }, {"\"tie_word_embeddings\" must be true or false"});
+  expect_error([] { Qwen3Config::from_text("{\"model_type\": ", "trunc.json"); }, {"trunc.json:1", "not valid JSON"});
+  expect_error([] { Qwen3Config::from_text("[1]", "arr.json"); }, {"arr.json", "must be a JSON object"});
+  expect_error([] { Qwen3Config::from_text(R"({"a": 1, "a": 2})", "dup.json"); }, {"dup.json", "'a' appears twice"});
+  expect_error([] { Qwen3Config::from_text(std::string(40, '[') + std::string(40, ']'), "deep.json"); }, {"deep.json", "16 levels"});
+  expect_error([] { Qwen3Config::from_file("/nonexistent/config.json"); }, {"/nonexistent/config.json"});
+}
+
+BOOST_AUTO_TEST_CASE(prompt_logits_match_transformers_on_every_device) {
+  const Reference ref = reference();
+  Qwen3Generator gen(kDir);
+  BOOST_TEST(gen.parameter_count() == 512 * 64 + 64 + 2 * (64 * 64 * 2 + 64 * 32 * 2 + 3 * 64 * 128 + 2 * 64 + 2 * 16));
+  for (Device* d : devices()) {
+    const Tensor l = gen.prefill_logits(ref.prompt, *d);
+    const double diff = max_abs_diff(l, ref.logits);
+    BOOST_TEST_MESSAGE(d->name() << ": max |logit - transformers| = " << diff);
+    BOOST_TEST(diff <= 1e-4, d->name() << ": " << diff);
+    BOOST_TEST(top1(l) == top1(ref.logits), d->name());
+  }
+}
+
+// Every device, runnable here or not (cuda compiles without a GPU): the prefill and the
+// decode step legalize with each node native or lowered — nothing host-staged, nothing
+// unsupported — so the decode step can be recorded where the device records.
+BOOST_AUTO_TEST_CASE(prefill_and_decode_compile_on_every_device_without_host_staging) {
+  const Qwen3Config c = Qwen3Config::from_file(kDir + "/config.json");
+  for (Device* d : DeviceRegistry::get().all()) {
+    ir::Graph pg;
+    Model pm(pg);
+    Qwen3Outputs p = qwen3_prefill(pm, c, pm.input("ids", DType::I64, {1, 5}), 8, false);
+    std::vector<Var> pres{p.logits};
+    pres.insert(pres.end(), p.cache.begin(), p.cache.end());
+    output(pg, pres);
+    BOOST_TEST((p.logits.shape() == Shape{1, 1, c.vocab_size}));
+    BOOST_TEST(p.cache.size() == size_t(2 * c.num_layers));
+    ir::Graph dg;
+    Model dm(dg);
+    Var ids = dm.input("ids", DType::I64, {1, 1}), pos = dm.input("pos", DType::I64, {});
+    std::vector<Var> cache;
+    for (int64_t i = 0; i < 2 * c.num_layers; ++i)
+      cache.push_back(dm.input("cache" + std::to_string(i), DType::F32, {1, c.num_kv_heads, 8, c.head_dim}));
+    Qwen3Outputs o = qwen3_decode(dm, c, ids, pos, cache);
+    std::vector<Var> dres{o.logits};
+    dres.insert(dres.end(), o.cache.begin(), o.cache.end());
+    output(dg, dres);
+    BOOST_TEST(dm.parameters().size() == pm.parameters().size());
+    for (size_t k = 0; k < dm.parameters().size(); ++k) BOOST_TEST(dm.parameters()[k].name == pm.parameters()[k].name);
+    for (const ir::Graph* g : {&pg, &dg}) {
+      const Program prog = compile(*g, *d);
+      BOOST_TEST(prog.report.count(Route::HostStaged) == 0, d->name());
+      BOOST_TEST(prog.report.count(Route::Unsupported) == 0, d->name());
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(decode_through_the_cache_equals_the_full_prefill) {
+  const Reference ref = reference();
+  Qwen3Generator gen(kDir);
+  std::vector<int64_t> ids = ref.prompt;
+  ids.insert(ids.end(), ref.greedy.begin(), ref.greedy.begin() + 8);
+  for (Device* d : devices()) {
+    const Tensor full = gen.prefill_logits(ids, *d);
+    // From a one-token prefill (every later position decoded), and from the prompt, with a
+    // cache longer than the sequence (positions past pos hold zeros and are masked).
+    for (auto [prefill, cache_len] : {std::pair<int64_t, int64_t>{1, 0}, {int64_t(ref.prompt.size()), 64}}) {
+      const Tensor dec = gen.decode_logits(ids, prefill, *d, cache_len);
+      const double diff = max_abs_diff(dec, full);
+      BOOST_TEST_MESSAGE(d->name() << ": prefill " << prefill << ", cache " << cache_len << ": max |decode - prefill| = " << diff);
+      BOOST_TEST(diff <= 1e-4, d->name() << " prefill " << prefill << ": " << diff);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(greedy_generation_equals_transformers_and_sampling_repeats_per_seed) {
+  const Reference ref = reference();
+  Qwen3Generator gen(kDir);
+  const int64_t n = int64_t(ref.greedy.size());
+  std::vector<int64_t> first;
+  for (Device* d : devices()) {
+    const GenerationResult g = gen.generate(ref.prompt, n, {}, *d);
+    BOOST_TEST(g.ids == ref.greedy, d->name());
+    BOOST_TEST(g.prefill_tokens == int64_t(ref.prompt.size()));
+    BOOST_TEST(g.decode_steps == n - 1);
+    // cuda records the decode step once per direction and replays it per token; the host
+    // devices run it.
+    BOOST_TEST(gen.replays(*d) == (d->name() == "cuda"), d->name());
+    const SamplingOptions s{.temperature = 0.9, .top_k = 40, .top_p = 0.95, .seed = 7};
+    const std::vector<int64_t> a = gen.generate(ref.prompt, n, s, *d).ids, b = gen.generate(ref.prompt, n, s, *d).ids;
+    BOOST_TEST(a == b, d->name());
+    if (first.empty()) first = a;
+    BOOST_TEST(a == first, d->name() << ": the same seed draws the same tokens on every device");
+    SamplingOptions other = s;
+    other.seed = 8;
+    BOOST_TEST(gen.generate(ref.prompt, n, other, *d).ids != a, d->name() << ": another seed, other tokens");
+  }
+}
+
+BOOST_AUTO_TEST_CASE(sampling_keeps_top_k_and_top_p_and_follows_the_softmax) {
+  const std::vector<float> l{1.0f, 3.0f, 2.0f, 3.0f, -1.0f};
+  BOOST_TEST(sample_token(l.data(), 5, {}, 0) == 1);  // greedy: the first maximum
+  for (uint64_t step = 0; step < 50; ++step) {
+    BOOST_TEST(sample_token(l.data(), 5, {.temperature = 1, .top_k = 1, .seed = 3}, step) == 1);
+    const int64_t t = sample_token(l.data(), 5, {.temperature = 1, .top_k = 2, .seed = 3}, step);
+    BOOST_TEST((t == 1 || t == 3));
+    BOOST_TEST(sample_token(l.data(), 5, {.temperature = 1, .top_p = 0.01, .seed = 3}, step) == 1);
+  }
+  // With two tokens at logits 0 and log 3 and temperature 1, the second comes 3 times in 4.
+  const std::vector<float> two{0.0f, float(std::log(3.0))};
+  int hits = 0;
+  const int draws = 20000;
+  for (int i = 0; i < draws; ++i) hits += sample_token(two.data(), 2, {.temperature = 1, .seed = 11}, uint64_t(i)) == 1;
+  BOOST_TEST(std::abs(double(hits) / draws - 0.75) < 0.015, hits);
+  // top_p = 0.7 keeps only the most probable token of the two (0.75 >= 0.7).
+  for (int i = 0; i < 20; ++i) BOOST_TEST(sample_token(two.data(), 2, {.temperature = 1, .top_p = 0.7, .seed = 1}, uint64_t(i)) == 1);
+  expect_error([&] { sample_token(l.data(), 5, {.temperature = -1}, 0); }, {"temperature"});
+  expect_error([&] { sample_token(l.data(), 5, {.temperature = 1, .top_k = -2}, 0); }, {"top_k"});
+  expect_error([&] { sample_token(l.data(), 5, {.temperature = 1, .top_p = 0}, 0); }, {"top_p"});
+}
+
+BOOST_AUTO_TEST_CASE(gguf_copies_load_and_stay_within_their_measured_tolerances) {
+  const Reference ref = reference();
+  const Qwen3Config want = Qwen3Config::from_file(kDir + "/config.json");
+  // Against transformers run on the weights each file holds (decoded to f32 by gguf-py):
+  // 1e-4, as for safetensors. Against the f32 model: F16 weights (11-bit mantissas) move
+  // the logits (|logit| <= 2.3 here) by at most 1.96e-3, Q8_0 (8 bits per weight and an f16
+  // scale per block of 32) by 5.7e-2 (measured in make_qwen3_tiny.py); the bounds leave room.
+  struct Case {
+    const char* file;
+    const char* logits;
+    double vs_f32;
+  };
+  for (const Case& k : {Case{"qwen3-tiny-f16.gguf", "logits_f16.npy", 2.5e-3}, Case{"qwen3-tiny-q8_0.gguf", "logits_q8_0.npy", 8e-2}}) {
+    Qwen3Generator gen(kDir + "/" + k.file);
+    const Qwen3Config& c = gen.config();
+    BOOST_TEST((c.vocab_size == want.vocab_size && c.hidden_size == want.hidden_size && c.num_layers == want.num_layers &&
+                c.num_heads == want.num_heads && c.num_kv_heads == want.num_kv_heads && c.head_dim == want.head_dim &&
+                c.intermediate_size == want.intermediate_size && c.max_positions == want.max_positions &&
+                c.rope_theta == want.rope_theta && c.tie_word_embeddings),
+               k.file);
+    BOOST_TEST(std::abs(c.rms_norm_eps - want.rms_norm_eps) < 1e-12);
+    const Tensor same_weights = io::read_npy(kDir + "/" + k.logits);
+    for (Device* d : devices()) {
+      const Tensor l = gen.prefill_logits(ref.prompt, *d);
+      const double exact = max_abs_diff(l, same_weights), drift = max_abs_diff(l, ref.logits);
+      BOOST_TEST_MESSAGE(k.file << " on " << d->name() << ": max |logit - transformers on the file's weights| = " << exact
+                                << ", max |logit - f32 model| = " << drift);
+      BOOST_TEST(exact <= 1e-4, k.file << " on " << d->name() << ": " << exact);
+      BOOST_TEST(drift <= k.vs_f32, k.file << " on " << d->name() << ": " << drift);
+      BOOST_TEST(top1(l) == top1(ref.logits), k.file << " on " << d->name());
+    }
+  }
+  BOOST_TEST(gguf_tensor_name("model/layers/1/self_attn/k_norm/weight") == "blk.1.attn_k_norm.weight");
+  BOOST_TEST(gguf_tensor_name("model/layers/0/mlp/down_proj/weight") == "blk.0.ffn_down.weight");
+  BOOST_TEST(gguf_tensor_name("lm_head/weight") == "output.weight");
+  expect_error([] { gguf_tensor_name("model/layers/x/mlp/down_proj/weight"); }, {"not a Qwen3 parameter"});
+}
+
+// A copy of the tiny model folder in a scratch folder, for breaking.
+struct Scratch {
+  fs::path dir = test::scratch_dir("rlx-qwen3-");
+  Scratch() {
+    fs::copy_file(kDir + "/config.json", dir / "config.json", fs::copy_options::overwrite_existing);
+    fs::copy_file(kDir + "/model.safetensors", dir / "model.safetensors", fs::copy_options::overwrite_existing);
+  }
+  ~Scratch() {
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+  }
+};
+
+// Untied: lm_head.weight is a parameter of its own. The tiny model's embedding copied into it
+// must give the tied model's logits; without it the folder is refused naming the tensor.
+BOOST_AUTO_TEST_CASE(an_untied_lm_head_loads_from_its_own_tensor) {
+  const Reference ref = reference();
+  Scratch s;
+  {
+    std::ifstream f(kDir + "/config.json");
+    nlohmann::json j = nlohmann::json::parse(f);
+    j["tie_word_embeddings"] = false;
+    std::ofstream(s.dir / "config.json") << j.dump(1);
+  }
+  expect_error([&] { Qwen3Generator g(s.dir.string()); }, {"model.safetensors", "'lm_head.weight' is missing"});
+  std::vector<std::pair<std::string, Tensor>> all;
+  {
+    const io::SafetensorsFile f((s.dir / "model.safetensors").string());
+    for (const io::SafetensorsEntry& e : f.tensors()) all.emplace_back(e.name, f.tensor(e.name));
+    all.emplace_back("lm_head.weight", f.tensor("model.embed_tokens.weight"));
+  }
+  io::write_safetensors((s.dir / "model.safetensors").string(), all);
+  Qwen3Generator g(s.dir.string());
+  BOOST_TEST(!g.config().tie_word_embeddings);
+  BOOST_TEST(g.parameter_count() == Qwen3Generator(kDir).parameter_count() + 512 * 64);
+  const double diff = max_abs_diff(g.prefill_logits(ref.prompt, DeviceRegistry::get().at("cpu")), ref.logits);
+  BOOST_TEST_MESSAGE("untied, cpu: max |logit - transformers| = " << diff);
+  BOOST_TEST(diff <= 1e-4, diff);
+}
+
+// A sharded checkpoint: the tensors split over two files listed by model.safetensors.index.json.
+BOOST_AUTO_TEST_CASE(a_sharded_checkpoint_loads_through_its_index) {
+  const Reference ref = reference();
+  Scratch s;
+  nlohmann::json index = {{"metadata", {{"total_size", 0}}}, {"weight_map", nlohmann::json::object()}};
+  {
+    const io::SafetensorsFile f((s.dir / "model.safetensors").string());
+    std::vector<std::pair<std::string, Tensor>> shard[2];
+    for (const io::SafetensorsEntry& e : f.tensors()) {
+      const int k = e.name.find("layers.1.") != std::string::npos ? 1 : 0;
+      shard[k].emplace_back(e.name, f.tensor(e.name));
+      index["weight_map"][e.name] = "model-0000" + std::to_string(k + 1) + "-of-00002.safetensors";
+    }
+    for (int k = 0; k < 2; ++k)
+      io::write_safetensors((s.dir / ("model-0000" + std::to_string(k + 1) + "-of-00002.safetensors")).string(), shard[k]);
+  }
+  fs::remove(s.dir / "model.safetensors");
+  auto write_index = [&](const nlohmann::json& j) { std::ofstream(s.dir / "model.safetensors.index.json") << j.dump(1); };
+  write_index(index);
+  Qwen3Generator g(s.dir.string());
+  const double diff = max_abs_diff(g.prefill_logits(ref.prompt, DeviceRegistry::get().at("cpu")), ref.logits);
+  BOOST_TEST_MESSAGE("sharded, cpu: max |logit - transformers| = " << diff);
+  BOOST_TEST(diff <= 1e-4, diff);
+  nlohmann::json bad = index;
+  bad["weight_map"]["model.norm.weight"] = "../model.safetensors";
+  write_index(bad);
+  expect_error([&] { Qwen3Generator q(s.dir.string()); }, {"model.safetensors.index.json", "model.norm.weight", "not the name of a file beside the index"});
+  bad = index;
+  bad["weight_map"].erase("model.layers.0.mlp.up_proj.weight");
+  write_index(bad);
+  expect_error([&] { Qwen3Generator q(s.dir.string()); }, {"model.safetensors.index.json", "model.layers.0.mlp.up_proj.weight", "missing from weight_map"});
+  bad = index;
+  bad["weight_map"]["model.norm.weight"] = "model-00003-of-00002.safetensors";
+  write_index(bad);
+  expect_error([&] { Qwen3Generator q(s.dir.string()); }, {"model-00003-of-00002.safetensors"});
+  write_index({{"weights", 1}});
+  expect_error([&] { Qwen3Generator q(s.dir.string()); }, {"model.safetensors.index.json", "no \"weight_map\""});
+}
+
+BOOST_AUTO_TEST_CASE(missing_files_tensors_and_bad_ids_are_refused_by_name) {
+  {
+    Scratch s;
+    const io::SafetensorsFile f((s.dir / "model.safetensors").string());
+    std::vector<std::pair<std::string, Tensor>> kept;
+    for (const io::SafetensorsEntry& e : f.tensors())
+      if (e.name != "model.layers.1.self_attn.q_norm.weight") kept.emplace_back(e.name, f.tensor(e.name));
+    io::write_safetensors((s.dir / "model.safetensors").string(), kept);
+    expect_error([&] { Qwen3Generator g(s.dir.string()); }, {"model.safetensors", "model.layers.1.self_attn.q_norm.weight", "missing"});
+    fs::remove(s.dir / "model.safetensors");
+    expect_error([&] { Qwen3Generator g(s.dir.string()); }, {"model.safetensors", "missing", "model.safetensors.index.json"});
+    fs::remove(s.dir / "config.json");
+    expect_error([&] { Qwen3Generator g(s.dir.string()); }, {"config.json", "missing"});
+  }
+  {
+    // The F16 file with one name or value changed in place (same length): a missing tensor,
+    // another architecture.
+    Scratch s;
+    std::ifstream in(kDir + "/qwen3-tiny-f16.gguf", std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    auto broken = [&](const std::string& from, const std::string& to) {
+      std::string b = bytes;
+      const size_t at = b.find(from);
+      BOOST_REQUIRE(at != std::string::npos);
+      b.replace(at, from.size(), to);
+      const std::string path = (s.dir / "broken.gguf").string();
+      std::ofstream(path, std::ios::binary) << b;
+      return path;
+    };
+    expect_error([&] { Qwen3Generator g(broken("blk.1.attn_k_norm.weight", "blk.1.attn_k_norX.weight")); },
+                 {"broken.gguf", "'blk.1.attn_k_norm.weight'", "model.layers.1.self_attn.k_norm.weight", "missing"});
+    expect_error([&] { Qwen3Generator g(broken(std::string("\x05\0\0\0\0\0\0\0qwen3", 13), std::string("\x05\0\0\0\0\0\0\0llama", 13))); },
+                 {"broken.gguf", "general.architecture", "\"llama\""});
+  }
+  expect_error([] { Qwen3Generator g("/nonexistent/qwen3"); }, {"/nonexistent/qwen3", "not a model folder"});
+  expect_error([] { Qwen3Generator g("/nonexistent/q.gguf"); }, {"/nonexistent/q.gguf"});
+  expect_error([] { Qwen3Generator g(kDir + "/logits.npy"); }, {"logits.npy"});
+  Qwen3Generator gen(kDir);
+  Device& cpu = DeviceRegistry::get().at("cpu");
+  expect_error([&] { gen.generate({1, 512, 3}, 4, {}, cpu); }, {"token id 512 at 1", "[0, 512)"});
+  expect_error([&] { gen.generate({}, 4, {}, cpu); }, {"no token ids"});
+  expect_error([&] { gen.generate({1, 2}, 127, {}, cpu); }, {"exceed the model's 128 positions"});
+  expect_error([&] { gen.generate({1, 2}, 3, {.temperature = 1, .top_p = 2}, cpu); }, {"top_p"});
+  expect_error([&] { gen.prefill_logits({-1}, cpu); }, {"token id -1"});
+}
+
+BOOST_AUTO_TEST_CASE(rlx_generate_prints_the_greedy_ids_and_refuses_bad_input) {
+  const Reference ref = reference();
+  const fs::path dir = test::scratch_dir("rlx-qwen3-cli-");
+  auto cli = [&](const std::string& args) { return test::run_cli(RLX_CLI, args, dir); };
+  std::string prompt, greedy;
+  for (int64_t t : ref.prompt) prompt += (prompt.empty() ? "" : ",") + std::to_string(t);
+  for (int64_t t : ref.greedy) greedy += (greedy.empty() ? "" : ",") + std::to_string(t);
+  test::CliResult r = cli("generate --model " + kDir + " --prompt-ids " + prompt + " --max-new " + std::to_string(ref.greedy.size()));
+  BOOST_TEST(r.code == 0, r.err);
+  BOOST_TEST(r.out == greedy + "\n", r.out);
+  BOOST_TEST((test::has(r.err, "prefill 12 tokens") && test::has(r.err, "tokens/s")), r.err);
+  r = cli("generate --model " + kDir + "/qwen3-tiny-q8_0.gguf --prompt-ids " + prompt +
+          " --max-new 4 --temperature 0.8 --top-k 20 --top-p 0.9 --seed 5");
+  BOOST_TEST(r.code == 0, r.err);
+  const std::string sampled = r.out;
+  r = cli("generate --model " + kDir + "/qwen3-tiny-q8_0.gguf --prompt-ids " + prompt +
+          " --max-new 4 --temperature 0.8 --top-k 20 --top-p 0.9 --seed 5 --device reference");
+  BOOST_TEST((r.code == 0 && r.out == sampled), r.out << r.err);
+  r = cli("generate --model " + kDir + " --prompt-ids 1,2 --max-new 2 --explain");
+  BOOST_TEST((r.code == 0 && test::has(r.out, "dispatch report") && test::has(r.out, "model.layers.1.self_attn") &&
+              test::has(r.out, "lm_head")),
+             r.out);
+  r = cli("generate --model " + kDir + " --prompt-ids 1,512");
+  BOOST_TEST((r.code == 2 && test::has(r.err, "token id 512")), r.err);
+  r = cli("generate --model " + kDir + " --prompt-ids 1,x");
+  BOOST_TEST((r.code == 2 && test::has(r.err, "--prompt-ids expects integers")), r.err);
+  r = cli("generate --model " + kDir + " --prompt-ids 1,,2");
+  BOOST_TEST((r.code == 2 && test::has(r.err, "--prompt-ids")), r.err);
+  r = cli("generate --model " + kDir + " --prompt-ids 1 --max-new 0");
+  BOOST_TEST((r.code == 2 && test::has(r.err, "--max-new")), r.err);
+  r = cli("generate --model " + kDir + " --prompt-ids 1 --temperature -1");
+  BOOST_TEST((r.code == 2 && test::has(r.err, "--temperature")), r.err);
+  r = cli("generate --model " + kDir + " --prompt-ids 1 --temperature 1 --top-p 0");
+  BOOST_TEST((r.code == 2 && test::has(r.err, "--top-p")), r.err);
+  r = cli("generate --model /nonexistent/qwen3 --prompt-ids 1");
+  BOOST_TEST((r.code == 2 && test::has(r.err, "/nonexistent/qwen3")), r.err);
+  r = cli("generate --prompt-ids 1");
+  BOOST_TEST((r.code == 2 && test::has(r.err, "generate needs --model")), r.err);
+  r = cli("generate --model " + kDir);
+  BOOST_TEST((r.code == 2 && test::has(r.err, "--prompt-ids")), r.err);
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+}
+
+}  // namespace
+}  // namespace rlx::nn
