@@ -50,8 +50,9 @@ const char* kUsage =
     "        [--depth DEPTH.npy] [--alpha ALPHA.npy]\n"
     "  splat fit --images DIR --cameras CAMS.json [--init random|POINTS.ply] [--count N] --iters N [--lr L]\n"
     "        [--device D] [--background r,g,b] [--seed S] [--report-every K] [--snapshots DIR] [--snapshot-every K] -o OUT.ply\n"
-    "  embed --model DIR \"sentence\" ... [--device D] [--out emb.npy] [--explain]\n"
-    "        sentence embeddings of a sentence-transformers BERT folder (all-MiniLM-L6-v2)\n"
+    "  embed --model DIR|DIR/onnx/model.onnx \"sentence\" ... [--device D] [--out emb.npy] [--explain]\n"
+    "        sentence embeddings of a sentence-transformers BERT folder (all-MiniLM-L6-v2), or of\n"
+    "        its ONNX export (the tokenizer and config from the folder)\n"
     "policies: prefer-native (default), force-common-ir, strict, allow-host\n"
     "--deny OP,...: treat these ops as having no native kernel (exercises lowerings, rewrites, staging)\n";
 
