@@ -127,32 +127,30 @@ Tensor read_tensor(const onnx::TensorProto& t, const std::string& what, const st
       throw InputError(what + ": " + field + " holds " + std::to_string(have) + " values, " + shape_str(shape) + " needs " +
                        std::to_string(n));
   };
+  // (the typed field each element type uses, its count checked before allocating)
+  switch (*dt) {
+    case DType::F32: count_is(t.float_data_size(), "float_data"); break;
+    case DType::F64: count_is(t.double_data_size(), "double_data"); break;
+    case DType::I64: count_is(t.int64_data_size(), "int64_data"); break;
+    default: count_is(t.int32_data_size(), "int32_data");
+  }
   Tensor r = Tensor::empty(*dt, shape);
   switch (*dt) {
-    case DType::F32:
-      count_is(t.float_data_size(), "float_data");
-      copy_field(t.float_data(), n, [&](int64_t i, float v) { r.data<float>()[i] = v; });
-      break;
-    case DType::F64:
-      count_is(t.double_data_size(), "double_data");
-      copy_field(t.double_data(), n, [&](int64_t i, double v) { r.data<double>()[i] = v; });
-      break;
-    case DType::I64:
-      count_is(t.int64_data_size(), "int64_data");
-      copy_field(t.int64_data(), n, [&](int64_t i, int64_t v) { r.data<int64_t>()[i] = v; });
-      break;
+    case DType::F32: copy_field(t.float_data(), n, [&](int64_t i, float v) { r.data<float>()[i] = v; }); break;
+    case DType::F64: copy_field(t.double_data(), n, [&](int64_t i, double v) { r.data<double>()[i] = v; }); break;
+    case DType::I64: copy_field(t.int64_data(), n, [&](int64_t i, int64_t v) { r.data<int64_t>()[i] = v; }); break;
     case DType::F16:
-    case DType::BF16: {
+    case DType::BF16:
       // (int32_data holds each 16-bit pattern in the low half)
-      count_is(t.int32_data_size(), "int32_data");
       copy_field(t.int32_data(), n, [&](int64_t i, int32_t v) {
         const uint16_t bits = uint16_t(v);
         std::memcpy(static_cast<char*>(r.raw()) + 2 * i, &bits, 2);
       });
       break;
-    }
+    case DType::Bool:
+      copy_field(t.int32_data(), n, [&](int64_t i, int32_t v) { r.data<bool>()[i] = v != 0; });
+      break;
     default:
-      count_is(t.int32_data_size(), "int32_data");
       visit_dtype(*dt, [&](auto z) {
         using T = decltype(z);
         if constexpr (std::is_integral_v<T>)

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <numeric>
 
 #include "core/checked.hpp"
@@ -16,7 +17,7 @@ namespace rlx::io::onnx_detail {
 namespace {
 
 int64_t axis_in(const NodeContext& c, int64_t axis, int64_t rank, const char* what = "axis") {
-  if (axis < -rank || axis >= std::max<int64_t>(rank, 1))
+  if (axis < -rank || axis >= rank)
     c.fail(std::string(what) + " " + std::to_string(axis) + " is outside a rank-" + std::to_string(rank) + " tensor");
   return axis < 0 ? axis + rank : axis;
 }
@@ -150,6 +151,7 @@ Var pool(NodeContext& c, bool is_max) {
   if (is_max && c.attr_int("storage_order", 0)) c.fail("storage_order=1 is not supported");
   if (is_max && c.wants_output(1)) c.fail("the Indices output is not supported");
   Var x = c.var(0);
+  if (!is_float(x.dtype())) c.fail("pooling of " + std::string(dtype_name(x.dtype())) + " is not supported (floats only)");
   Window w = window(c, x, kernel_of(c));
   if (w.dilation != std::array<int64_t, 2>{1, 1}) c.fail("dilated pooling is not supported");
   if (is_max) {
@@ -285,6 +287,7 @@ std::map<std::string, Converter> make_table() {
   t["Clip"] = [](NodeContext& c) -> std::vector<Result> {
     Var x = c.var(0);
     if (c.opset() < 11) {
+      if (!is_float(x.dtype())) c.fail("Clip of " + std::string(dtype_name(x.dtype())) + " with attribute bounds");
       x = maximum(x, scalar_like(x, c.attr_float("min", -INFINITY)));
       return {minimum(x, scalar_like(x, c.attr_float("max", INFINITY)))};
     }
@@ -312,7 +315,9 @@ std::map<std::string, Converter> make_table() {
     if (c.wants_output(1)) {
       Tensor one = Tensor::empty(DType::Bool, {});
       one.data<bool>()[0] = true;
-      r.emplace_back(filled(DType::Bool, c.type(0).shape, one));
+      const Shape& s = c.type(0).shape;
+      if (numel(s) <= c.max_known()) r.emplace_back(filled(DType::Bool, s, one));
+      else r.emplace_back(broadcast_to(constant(c.graph(), one), s));
     }
     return r;
   };
@@ -380,8 +385,14 @@ std::map<std::string, Converter> make_table() {
     Tensor r = Tensor::empty(dt, {int64_t(count)});
     visit_dtype(dt, [&](auto z) {
       using T = decltype(z);
-      if constexpr (std::is_arithmetic_v<T>)
+      if constexpr (std::is_arithmetic_v<T>) {
+        // (integer ranges: both ends must fit the type, which every value between then does)
+        if constexpr (std::is_integral_v<T>)
+          for (double v : {start, start + (count > 0 ? count - 1 : 0) * delta})
+            if (v < double(std::numeric_limits<T>::lowest()) || v > double(std::numeric_limits<T>::max()))
+              c.fail("Range leaves the range of " + std::string(dtype_name(dt)));
         for (int64_t i = 0; i < int64_t(count); ++i) r.data<T>()[i] = T(start + double(i) * delta);
+      }
     });
     return {r};
   };
@@ -390,6 +401,7 @@ std::map<std::string, Converter> make_table() {
     Var x = c.var(0);
     std::vector<int64_t> s = c.opset() >= 5 ? c.ints(1, "shape") : c.attr_ints("shape");
     const bool allowzero = c.attr_int("allowzero", 0) != 0;
+    int64_t fixed = 1;
     for (size_t i = 0; i < s.size(); ++i) {
       if (s[i] == 0 && !allowzero) {
         if (i >= size_t(x.rank())) c.fail("shape entry 0 at " + std::to_string(i) + " copies a dimension the input lacks");
@@ -397,6 +409,7 @@ std::map<std::string, Converter> make_table() {
       } else if (s[i] < -1) {
         c.fail("shape entry " + std::to_string(s[i]) + " is negative");
       }
+      if (s[i] != -1) fixed = checked_mul(fixed, s[i], "Reshape's shape");
     }
     return {reshape(x, Shape(s.begin(), s.end()))};
   };
@@ -534,6 +547,7 @@ std::map<std::string, Converter> make_table() {
   t["Gemm"] = [](NodeContext& c) -> std::vector<Result> {
     Var a = c.var(0), b = c.var(1);
     if (a.rank() != 2 || b.rank() != 2) c.fail("A and B must be matrices");
+    if (!is_float(a.dtype())) c.fail("Gemm of " + std::string(dtype_name(a.dtype())) + " is not supported (floats only)");
     const bool ta = c.attr_int("transA", 0) != 0, tb = c.attr_int("transB", 0) != 0;
     const double alpha = c.attr_float("alpha", 1.0), beta = c.attr_float("beta", 1.0);
     // (the common nn.Linear form is rlx's linear, which devices run as one GEMM with its bias)
