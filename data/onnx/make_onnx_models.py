@@ -90,7 +90,7 @@ def const(name, array):
 def ops_model(opset):
     """One graph over the operators whose form changes with the opset (Squeeze, Unsqueeze,
     ReduceMean, ReduceSum, Split, Slice, Softmax) and the shape computations torch exports
-    (Shape, Gather, Concat, Reshape, Range, ConstantOfShape, Expand, Equal, Where, Cast)."""
+    (Shape, Gather, Concat, Reshape, Range, ConstantOfShape, Expand, Equal, Where, Cast), GatherND."""
     rng = np.random.default_rng(opset)
     nodes = []
     inits = [numpy_helper.from_array(rng.standard_normal((4, 5)).astype(np.float32), "w"),
@@ -152,6 +152,10 @@ def ops_model(opset):
                helper.make_tensor_value_info("out1", TensorProto.FLOAT, ["B", 6]),
                helper.make_tensor_value_info("out2", TensorProto.FLOAT, ["B", 5, 6]),
                helper.make_tensor_value_info("out3", TensorProto.FLOAT, ["B", 3])]
+    # GatherND (index tuples into the first two axes, one negative), as torch's dynamo exporter writes boolean indexing.
+    nodes += [const("tuples", np.array([[0, 1], [2, -1], [1, 3]], dtype=np.int64)),
+              N("GatherND", ["x", "tuples"], ["picked"], name="gather_nd")]
+    outputs.append(helper.make_tensor_value_info("picked", TensorProto.FLOAT, [3, 4]))
     if opset >= 17:
         nodes += [const("ln_scale", rng.uniform(0.5, 1.5, 14).astype(np.float32)),
                   const("ln_bias", rng.uniform(-0.5, 0.5, 14).astype(np.float32)),

@@ -496,6 +496,32 @@ std::map<std::string, Converter> make_table() {
     Var wrapped = where(lt(idx, scalar_like(idx, 0.0)), idx + scalar_like(idx, double(d)), idx);
     return {gather(x, wrapped, a)};
   };
+  // GatherND (batch_dims 0) as one gather over data with its first k axes flattened: each index
+  // tuple becomes its row-major position there.
+  t["GatherND"] = [](NodeContext& c) -> std::vector<Result> {
+    if (c.attr_int("batch_dims", 0) != 0) c.fail("batch_dims other than 0 is not supported");
+    Var x = c.var(0), idx = c.var(1);
+    if (idx.dtype() != DType::I64 || idx.rank() < 1) c.fail("indices must be i64 of rank 1 or more, got " + idx.type().str());
+    const int64_t k = idx.shape().back();
+    if (k < 1 || k > x.rank()) c.fail("index tuples of " + std::to_string(k) + " for data of rank " + std::to_string(x.rank()));
+    const Shape lead(idx.shape().begin(), idx.shape().end() - 1);
+    Var position;
+    int64_t stride = 1;
+    for (int64_t j = k - 1; j >= 0; --j) {
+      const int64_t d = x.shape()[size_t(j)];
+      std::vector<int64_t> lo(size_t(idx.rank()), 0), hi(idx.shape().begin(), idx.shape().end());
+      lo.back() = j;
+      hi.back() = j + 1;
+      Var ij = reshape(slice(idx, lo, hi), lead);
+      ij = where(lt(ij, scalar_like(ij, 0.0)), ij + scalar_like(ij, double(d)), ij);  // (negative: from the end)
+      Var term = stride == 1 ? ij : ij * scalar_like(ij, double(stride));
+      position = position.defined() ? term + position : term;
+      stride = checked_mul(stride, d, "GatherND's indexed extent");
+    }
+    Shape flat{stride};
+    flat.insert(flat.end(), x.shape().begin() + k, x.shape().end());
+    return {gather(reshape(x, flat), position, 0)};
+  };
   t["Expand"] = [](NodeContext& c) -> std::vector<Result> {
     Var x = c.var(0);
     const std::vector<int64_t> s = c.ints(1, "shape");
