@@ -430,6 +430,8 @@ class Importer {
     Shape file_shape;
     std::vector<std::string> dim_names;
     for (const auto& d : tt.shape().dim()) {
+      if (d.has_dim_value() && d.dim_value() < 0)
+        throw InputError(m_.path + ": input '" + name + "' has the negative dimension " + std::to_string(d.dim_value()));
       file_shape.push_back(d.has_dim_value() ? d.dim_value() : -1);
       dim_names.push_back(d.has_dim_param() ? d.dim_param() : "?");
     }
