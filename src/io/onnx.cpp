@@ -465,6 +465,7 @@ class Importer {
     Slot& s = slots_.at(name);
     if (s.var.defined()) return s.var;
     if (s.weight && o_.weights_as_parameters) {
+      LocationScope at(ir::Location{.name = name});  // (a weight is located by its initializer's name)
       s.var = input(out_.graph, name, s.known->dtype(), s.known->shape());
       out_.weight_names.push_back(name);
       out_.weights.push_back(*s.known);
