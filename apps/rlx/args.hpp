@@ -49,9 +49,9 @@ struct Args {
           if (i + 1 >= argc) throw UsageError("option --" + key + " needs a value");
           val = argv[++i];
         }
-        // Only --input names several things; any other option given twice is a mistake
-        // that keeping either value would hide.
-        if (key != "input" && opt.count(key)) throw UsageError("option --" + key + " is given twice");
+        // Only --input and --shape name several things; any other option given twice is a
+        // mistake that keeping either value would hide.
+        if (key != "input" && key != "shape" && opt.count(key)) throw UsageError("option --" + key + " is given twice");
         opt.emplace(key, val);
       } else {
         throw UsageError("unknown option --" + key);

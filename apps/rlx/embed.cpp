@@ -1,5 +1,6 @@
 // rlx embed: sentence embeddings of a BERT sentence-transformers model folder
-// (all-MiniLM-L6-v2 and its kin, nn/models/bert.hpp), printed and optionally written as .npy.
+// (all-MiniLM-L6-v2 and its kin, nn/models/bert.hpp), or of its ONNX export inside such a
+// folder (onnx/model.onnx), printed and optionally written as .npy.
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -14,13 +15,13 @@ namespace rlx::cli {
 int cmd_embed(const Args& a) {
   namespace fs = std::filesystem;
   const std::string model = a.get("model", "");
-  if (model.empty()) throw UsageError("embed needs --model PATH (a sentence-transformers model folder)");
+  if (model.empty()) throw UsageError("embed needs --model PATH (a sentence-transformers model folder, or its onnx/model.onnx)");
   if (a.pos.empty()) throw UsageError("embed needs at least one sentence");
   const std::string ext = fs::path(model).extension().string();
-  if (ext == ".onnx" || ext == ".gguf")
-    throw UsageError("--model " + model + ": " + ext.substr(1) +
-                     " models are not yet supported by rlx embed; pass a model folder (config.json, vocab.txt, "
-                     "model.safetensors)");
+  if (ext == ".gguf")
+    throw UsageError("--model " + model +
+                     ": gguf models are not yet supported by rlx embed; pass a model folder (config.json, vocab.txt, "
+                     "model.safetensors) or an .onnx file in one");
   // The output is checked before the model loads: a bad --out fails fast.
   const std::string out = a.get("out", "");
   if (!out.empty()) {

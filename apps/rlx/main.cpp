@@ -18,6 +18,7 @@
 #include "dist/session.hpp"
 #include "dispatch/coverage.hpp"
 #include "io/npy.hpp"
+#include "io/onnx.hpp"
 #include "ir/frontend.hpp"
 #include "ir/op_registry.hpp"
 #include "ir/text.hpp"
@@ -37,7 +38,9 @@ const char* kUsage =
     "  devices                          list devices and what runs their kernels\n"
     "  ops [--json]                     op x dtype x device coverage matrix\n"
     "  compile FILE [--device D] [--policy P] [--deny OP,...] [--emit l1|l2|l3] [--explain] [--json]\n"
+    "        FILE: text IR (.rlx) or an ONNX model (.onnx: --shape NAME=D0,D1,... binds an input's shape)\n"
     "  run FILE [--device D] [--policy P] --input NAME=FILE.npy ... --output DIR\n"
+    "        (an .onnx model's inputs take the .npy files' shapes; its weights come from the file)\n"
     "  demo [--device D]                build, explain, compile and run a built-in graph\n"
     "  gen poisson --dim 2|3 --n N [--shuffle SEED] -o FILE.mtx   (--shuffle: rows numbered at random)\n"
     "  solve FILE.mtx|poisson3d:N [--rhs b.mtx|ones|random] [--method cg|pcg|bicgstab|gmres|minres|lu|klu|cholesky]\n"
@@ -51,8 +54,9 @@ const char* kUsage =
     "        [--depth DEPTH.npy] [--alpha ALPHA.npy]\n"
     "  splat fit --images DIR --cameras CAMS.json [--init random|POINTS.ply] [--count N] --iters N [--lr L]\n"
     "        [--device D] [--background r,g,b] [--seed S] [--report-every K] [--snapshots DIR] [--snapshot-every K] -o OUT.ply\n"
-    "  embed --model DIR \"sentence\" ... [--device D] [--out emb.npy] [--explain]\n"
-    "        sentence embeddings of a sentence-transformers BERT folder (all-MiniLM-L6-v2)\n"
+    "  embed --model DIR|DIR/onnx/model.onnx \"sentence\" ... [--device D] [--out emb.npy] [--explain]\n"
+    "        sentence embeddings of a sentence-transformers BERT folder (all-MiniLM-L6-v2), or of\n"
+    "        its ONNX export (the tokenizer and config from the folder)\n"
     "  generate --model DIR|FILE.gguf --prompt-ids 1,2,3 [--max-new N] [--device D] [--temperature T] [--top-k K]\n"
     "        [--top-p P] [--seed S] [--explain]   Qwen3 token generation: new ids on stdout, tokens/s on stderr\n"
     "policies: prefer-native (default), force-common-ir, strict, allow-host\n"
@@ -83,6 +87,52 @@ CompileOptions options_from(const Args& a) {
   return o;
 }
 
+bool is_onnx(const std::string& file) { return std::filesystem::path(file).extension() == ".onnx"; }
+
+// An ONNX model as a graph for the given input shapes (io/onnx.hpp): the model's inputs are the
+// first parameters, its weights (returned in `weights`) the rest.
+ir::Graph import_onnx(const std::string& file, const std::map<std::string, Shape>& shapes, std::vector<Tensor>* weights) {
+  const io::OnnxModelFile f(file);
+  io::OnnxImportOptions o;
+  o.evaluate = evaluator_for(DeviceRegistry::get().at("reference"));
+  const std::vector<std::string> names = f.input_names();
+  for (const auto& [n, s] : shapes) {
+    if (std::find(names.begin(), names.end(), n) == names.end()) throw InputError(file + ": the model has no input named '" + n + "'");
+    o.input_shapes[n] = s;
+  }
+  io::OnnxGraph m = f.import_graph(o);
+  if (weights) *weights = m.weights;
+  return std::move(m.graph);
+}
+
+// --shape NAME=D0,D1,... (repeatable): an ONNX input's shape.
+std::map<std::string, Shape> shapes_from(const Args& a) {
+  std::map<std::string, Shape> r;
+  for (auto [it, end] = a.opt.equal_range("shape"); it != end; ++it) {
+    const std::string& v = it->second;
+    const size_t eq = v.find('=');
+    if (eq == std::string::npos || eq == 0) throw UsageError("--shape expects NAME=D0,D1,..., got '" + v + "'");
+    const std::string name = v.substr(0, eq);
+    if (r.count(name)) throw UsageError("--shape " + name + "= is given twice");
+    Shape s;
+    for (size_t i = eq + 1; i <= v.size();) {
+      size_t j = v.find(',', i);
+      if (j == std::string::npos) j = v.size();
+      const std::string d = v.substr(i, j - i);
+      char* stop = nullptr;
+      errno = 0;
+      const long long x = d.empty() ? -1 : std::strtoll(d.c_str(), &stop, 10);
+      if (d.empty() || *stop != '\0' || errno || x < 0)
+        throw UsageError("--shape " + name + ": '" + d + "' is not a dimension (a non-negative integer)");
+      s.push_back(x);
+      if (j == v.size()) break;
+      i = j + 1;
+    }
+    r[name] = s;
+  }
+  return r;
+}
+
 int cmd_devices() {
   for (Device* d : DeviceRegistry::get().all()) {
     std::string why = d->unavailable();
@@ -102,7 +152,8 @@ int cmd_ops(const Args& a) {
 int cmd_compile(const Args& a) {
   if (a.pos.size() != 1) throw UsageError("compile takes one FILE");
   std::string file = a.pos[0];
-  ir::Graph g = ir::parse_graph(read_file(file), file);
+  if (a.has("shape") && !is_onnx(file)) throw UsageError("--shape is for .onnx models; " + file + " states its own shapes");
+  ir::Graph g = is_onnx(file) ? import_onnx(file, shapes_from(a), nullptr) : ir::parse_graph(read_file(file), file);
   Device& d = DeviceRegistry::get().at(a.get("device", "cpu"));
   std::string emit = a.get("emit", "");
   if (!emit.empty() && emit != "l1" && emit != "l2" && emit != "l3")
@@ -129,7 +180,6 @@ int cmd_run(const Args& a) {
   std::string file = a.pos[0];
   std::string outdir = a.get("output", "");
   if (outdir.empty()) throw UsageError("run needs --output DIR");
-  ir::Graph g = ir::parse_graph(read_file(file), file);
   // The output folder is checked before any work: a path that is a file, or cannot be
   // made, is bad usage naming it.
   {
@@ -147,8 +197,17 @@ int cmd_run(const Args& a) {
     if (given.count(name)) throw UsageError("--input " + name + "= is given twice (" + given[name].first + " and " + path + ")");
     given[name] = {path, io::read_npy(path)};
   }
+  std::vector<Tensor> weights;  // an ONNX model's, after its inputs
+  ir::Graph g;
+  if (is_onnx(file)) {
+    std::map<std::string, Shape> shapes;
+    for (const auto& [name, v] : given) shapes[name] = v.second.shape();
+    g = import_onnx(file, shapes, &weights);
+  } else {
+    g = ir::parse_graph(read_file(file), file);
+  }
   std::vector<Tensor> inputs;
-  for (size_t i = 0; i < g.params.size(); ++i) {
+  for (size_t i = 0; i + weights.size() < g.params.size(); ++i) {
     std::string n = g.param_name(i);
     auto it = given.find(n);
     if (it == given.end()) throw InputError(file + ": input '" + n + "' (" + g.type(g.params[i]).str() + ") was not given (--input " + n + "=FILE.npy)");
@@ -160,6 +219,7 @@ int cmd_run(const Args& a) {
     given.erase(it);
   }
   if (!given.empty()) throw InputError(file + ": the graph has no input named '" + given.begin()->first + "'");
+  inputs.insert(inputs.end(), weights.begin(), weights.end());
   Device& d = DeviceRegistry::get().at(a.get("device", "cpu"));
   Program p;
   try {
@@ -274,7 +334,8 @@ int main(int argc, char** argv) {
   try {
     if (cmd == "devices") return cmd_devices();
     if (cmd == "ops") return cmd_ops(Args(argc, argv, 2, {}, {"json"}));
-    if (cmd == "compile") return cmd_compile(Args(argc, argv, 2, {"device", "policy", "emit", "deny"}, {"explain", "json"}));
+    if (cmd == "compile")
+      return cmd_compile(Args(argc, argv, 2, {"device", "policy", "emit", "deny", "shape"}, {"explain", "json"}));
     if (cmd == "run") return cmd_run(Args(argc, argv, 2, {"device", "policy", "deny", "input", "output"}, {}));
     if (cmd == "demo") return cmd_demo(Args(argc, argv, 2, {"device", "policy"}, {}));
     if (cmd == "gen") return cmd_gen(Args(argc, argv, 2, {"dim", "n", "out", "shuffle"}, {}));

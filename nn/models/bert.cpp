@@ -10,10 +10,11 @@
 #include "core/error.hpp"
 #include "core/half.hpp"
 #include "io/json_text.hpp"
+#include "io/onnx.hpp"
 #include "io/safetensors.hpp"
 #include "nn/layers.hpp"
-#include "runtime/device.hpp"
 #include "nn/models/model_files.hpp"
+#include "runtime/device.hpp"
 #include "runtime/executor.hpp"
 #include "runtime/runtime.hpp"
 
@@ -179,7 +180,8 @@ std::vector<Tensor> load_sharded_parameters(const Model& m, const std::string& i
   return out;
 }
 
-// One compiled forward program: ids, token_type_ids, attention_mask, then the parameters.
+// One compiled forward program: ids, token_type_ids, attention_mask, then the parameters
+// (from ONNX: the model's inputs by name, then weights_[weights[i]]).
 struct SentenceEmbedder::Compiled {
   ir::Graph graph;
   std::unique_ptr<Program> program;
@@ -190,6 +192,8 @@ struct SentenceEmbedder::Compiled {
   bool tried_replay = false;
   std::vector<Tensor> in, out;
   std::unique_ptr<Replay> replay;
+  std::vector<std::string> inputs;
+  std::vector<size_t> weights;
 };
 
 namespace {
@@ -253,6 +257,38 @@ void check_modules(const std::string& folder) {
   if (!normalize) throw InputError(p + ": no Normalize module; rlx's sentence embedder always L2-normalises");
 }
 
+bool is_onnx(const std::string& model) { return fs::path(model).extension() == ".onnx"; }
+
+// The folder of config.json and vocab.txt: the model itself, or for an .onnx file its own
+// folder or the one above it (sentence-transformers keeps onnx/model.onnx in the model folder).
+std::string model_folder(const std::string& model) {
+  if (!is_onnx(model)) return model;
+  std::error_code ec;
+  if (!fs::is_regular_file(model, ec)) throw InputError(model + ": no such file");
+  const fs::path here = fs::absolute(model, ec).parent_path();
+  for (const fs::path& d : {here, here.parent_path()})
+    if (fs::exists(d / "config.json", ec) && fs::exists(d / "vocab.txt", ec)) return d.string();
+  throw InputError(model + ": no config.json and vocab.txt beside it or in the folder above (sentence-transformers' "
+                   "onnx/model.onnx layout); the tokenizer and the model's sizes come from them");
+}
+
+const char* const kOnnxInputs[] = {"input_ids", "attention_mask", "token_type_ids"};
+
+// The imported encoder's inputs must be ids, mask and (optionally) token types, i64 [batch, sequence].
+void check_onnx_inputs(const io::OnnxModelFile& f) {
+  std::vector<std::string> names = f.input_names();
+  for (const char* need : {"input_ids", "attention_mask"})
+    if (std::find(names.begin(), names.end(), need) == names.end())
+      throw InputError(f.path() + ": the model has no input '" + need + "' (a BERT encoder's inputs are input_ids, attention_mask, token_type_ids)");
+  for (const std::string& n : names) {
+    if (std::find(std::begin(kOnnxInputs), std::end(kOnnxInputs), n) == std::end(kOnnxInputs))
+      throw InputError(f.path() + ": the input '" + n + "' is none of input_ids, attention_mask, token_type_ids");
+    const TensorType t = f.input_type(n);
+    if (t.dtype != DType::I64 || t.shape.size() != 2)
+      throw InputError(f.path() + ": the input '" + n + "' must be i64 [batch, sequence], the file has " + t.str());
+  }
+}
+
 BertConfig checked_config(const std::string& folder) {
   std::error_code ec;
   const fs::path config = fs::path(folder) / "config.json";
@@ -263,17 +299,26 @@ BertConfig checked_config(const std::string& folder) {
 
 }  // namespace
 
-SentenceEmbedder::SentenceEmbedder(const std::string& folder)
-    : folder_(folder),
-      config_(checked_config(folder)),
-      tokenizer_(WordPieceTokenizer::from_file((fs::path(folder) / "vocab.txt").string(),
-                                               {.max_length = max_length_of(folder, config_)})) {
+SentenceEmbedder::SentenceEmbedder(const std::string& model)
+    : folder_(model_folder(model)),
+      config_(checked_config(folder_)),
+      tokenizer_(WordPieceTokenizer::from_file((fs::path(folder_) / "vocab.txt").string(),
+                                               {.max_length = max_length_of(folder_, config_)})) {
+  const std::string& folder = folder_;
   check_pooling(folder);
   check_modules(folder);
   const std::string vocab = (fs::path(folder) / "vocab.txt").string();
   if (tokenizer_.vocab_size() != config_.vocab_size)
     throw InputError(vocab + ": " + std::to_string(tokenizer_.vocab_size()) + " tokens, config.json says vocab_size " +
                      std::to_string(config_.vocab_size));
+  if (is_onnx(model)) {
+    onnx_ = std::make_shared<const io::OnnxModelFile>(model);
+    check_onnx_inputs(*onnx_);
+    Compiled probe;  // (imported once here: the weights and the output are checked before any embed)
+    import_onnx(probe, 1, 2);
+    for (const Tensor& w : weights_) parameter_count_ += w.numel();
+    return;
+  }
   ir::Graph g;
   Model m(g);
   build_embedder(m, config_, 1, 2);
@@ -291,14 +336,60 @@ SentenceEmbedder::SentenceEmbedder(const std::string& folder)
 SentenceEmbedder::~SentenceEmbedder() = default;
 
 const std::vector<Tensor>& SentenceEmbedder::weights_on(Device& d) { return model_files::weights_on(device_weights_, weights_, d); }
+// The ONNX encoder for [batch, length] with the embedder's pooling and normalisation after it;
+// the weights it reads are found in weights_ by initializer name (added on first sight).
+void SentenceEmbedder::import_onnx(Compiled& c, int64_t batch, int64_t length) {
+  io::OnnxImportOptions o;
+  for (const std::string& n : onnx_->input_names()) o.input_shapes[n] = {batch, length};
+  o.evaluate = evaluator_for(DeviceRegistry::get().at("reference"));
+  io::OnnxGraph g = onnx_->import_graph(o);
+  c.graph = std::move(g.graph);
+  c.inputs = g.inputs;
+  size_t out = g.outputs.size();
+  for (size_t i = 0; i < g.outputs.size(); ++i)
+    if (g.outputs[i] == "last_hidden_state" || (out == g.outputs.size() && c.graph.type(c.graph.results[i]).shape.size() == 3))
+      out = i;
+  if (out == g.outputs.size()) throw InputError(onnx_->path() + ": no output last_hidden_state, nor any [batch, sequence, hidden] output");
+  Var hidden(&c.graph, c.graph.results[out]);
+  const Shape want{batch, length, config_.hidden_size};
+  if (hidden.dtype() != DType::F32 || hidden.shape() != want)
+    throw InputError(onnx_->path() + ": the output '" + g.outputs[out] + "' is " + hidden.type().str() + ", config.json's model gives f32" +
+                     shape_str(want));
+  const size_t mask_at = size_t(std::find(c.inputs.begin(), c.inputs.end(), "attention_mask") - c.inputs.begin());
+  Var mask(&c.graph, c.graph.params.at(mask_at));
+  c.graph.results.clear();
+  Var pooled;
+  {
+    ModuleLocation at("pooling");
+    pooled = mean_pool(hidden, mask);
+  }
+  {
+    ModuleLocation at("normalize");
+    output(c.graph, {l2_normalize(pooled)});
+  }
+  for (size_t i = 0; i < g.weight_names.size(); ++i) {
+    auto it = std::find(weight_names_.begin(), weight_names_.end(), g.weight_names[i]);
+    if (it == weight_names_.end()) {
+      weight_names_.push_back(g.weight_names[i]);
+      weights_.push_back(g.weights[i]);
+      device_weights_.clear();
+      it = weight_names_.end() - 1;
+    }
+    c.weights.push_back(size_t(it - weight_names_.begin()));
+  }
+}
 
 SentenceEmbedder::Compiled& SentenceEmbedder::compiled(int64_t batch, int64_t length, Device& d) {
   const std::string key = d.name() + "/" + std::to_string(batch) + "x" + std::to_string(length);
   auto it = programs_.find(key);
   if (it != programs_.end()) return *it->second;
   auto c = std::make_unique<Compiled>();
-  Model m(c->graph);
-  output(c->graph, {build_embedder(m, config_, batch, length)});
+  if (onnx_) {
+    import_onnx(*c, batch, length);
+  } else {
+    Model m(c->graph);
+    output(c->graph, {build_embedder(m, config_, batch, length)});
+  }
   c->program = std::make_unique<Program>(compile(c->graph, d));
   c->executor = std::make_unique<Executor>(*c->program, d);
   return *programs_.emplace(key, std::move(c)).first->second;
@@ -326,15 +417,24 @@ Tensor SentenceEmbedder::embed(const TokenBatch& batch, Device& d) {
   check_range(batch.ids, config_.vocab_size, "token id");
   check_range(batch.token_type_ids, config_.type_vocab_size, "token type");
   Compiled& c = compiled(b, len, d);
-  const Tensor* ids[3] = {&batch.ids, &batch.token_type_ids, &batch.attention_mask};
   const std::vector<Tensor>& w = weights_on(d);
+  // The program's data inputs in its order (an ONNX model names its own), then its weights.
+  std::vector<const Tensor*> data{&batch.ids, &batch.token_type_ids, &batch.attention_mask};
+  std::vector<Tensor> weights = w;
+  if (onnx_) {
+    data.clear();
+    weights.clear();
+    for (const std::string& n : c.inputs)
+      data.push_back(n == "input_ids" ? &batch.ids : n == "attention_mask" ? &batch.attention_mask : &batch.token_type_ids);
+    for (size_t i : c.weights) weights.push_back(w[i]);
+  }
   Allocator* a = d.allocator();
   // Recording pays off only where launches cost (not on host devices), and RLX_PROFILE's
   // per-kernel times need the kernels issued one by one.
   if (!c.tried_replay && !a->host_accessible() && !std::getenv("RLX_PROFILE")) {
     c.tried_replay = true;
-    for (const Tensor* t : ids) c.in.push_back(t->to(a));
-    c.in.insert(c.in.end(), w.begin(), w.end());
+    for (const Tensor* t : data) c.in.push_back(t->to(a));
+    c.in.insert(c.in.end(), weights.begin(), weights.end());
     c.out = {Tensor::empty(DType::F32, {b, config_.hidden_size}, a)};
     try {
       c.replay = c.executor->capture(c.in, c.out);
@@ -344,18 +444,19 @@ Tensor SentenceEmbedder::embed(const TokenBatch& batch, Device& d) {
     if (c.replay) return c.out[0].clone();  // capture() has run the program on these ids
   }
   if (c.replay) {
-    for (int i = 0; i < 3; ++i) {
-      if (ids[i]->is_host())
-        a->copy_from_host(c.in[size_t(i)].raw(), ids[i]->raw(), size_t(ids[i]->nbytes()));
+    for (size_t i = 0; i < data.size(); ++i) {
+      if (data[i]->is_host())
+        a->copy_from_host(c.in[i].raw(), data[i]->raw(), size_t(data[i]->nbytes()));
       else
-        a->copy_within(c.in[size_t(i)].raw(), (ids[i]->is_contiguous() ? *ids[i] : ids[i]->to(a)).raw(),
-                       size_t(ids[i]->nbytes()));
+        a->copy_within(c.in[i].raw(), (data[i]->is_contiguous() ? *data[i] : data[i]->to(a)).raw(),
+                       size_t(data[i]->nbytes()));
     }
     c.replay->launch();
     return c.out[0].clone();  // the next call overwrites c.out
   }
-  std::vector<Tensor> in{batch.ids, batch.token_type_ids, batch.attention_mask};
-  in.insert(in.end(), w.begin(), w.end());
+  std::vector<Tensor> in;
+  for (const Tensor* t : data) in.push_back(*t);
+  in.insert(in.end(), weights.begin(), weights.end());
   return c.executor->run(in)[0];
 }
 

@@ -9,6 +9,7 @@
 //
 //   nn::SentenceEmbedder e("path/to/all-MiniLM-L6-v2");   // config.json, vocab.txt, model.safetensors
 //   Tensor emb = e.embed({"A man is eating food."}, DeviceRegistry::get().at("cpu"));  // f32 [1, 384]
+//   nn::SentenceEmbedder o("path/to/all-MiniLM-L6-v2/onnx/model.onnx");  // the encoder from ONNX
 #pragma once
 #include <cstdint>
 #include <map>
@@ -20,6 +21,9 @@
 #include "nn/models/tokenizer.hpp"
 
 namespace rlx {
+namespace io {
+class OnnxModelFile;
+}
 class Device;
 struct Program;
 class Executor;
@@ -64,9 +68,13 @@ std::vector<Tensor> load_sharded_parameters(const Model& m, const std::string& i
 // 1_Pooling/config.json (which must ask for mean pooling) and modules.json (Transformer,
 // Pooling, Normalize and nothing else). Programs are compiled per device
 // and per [batch, length] and kept; the weights are uploaded to a device once.
+// Given an .onnx file instead of a folder, the encoder is that model imported (io/onnx.hpp:
+// inputs input_ids, attention_mask and optionally token_type_ids, [batch, sequence]; output
+// last_hidden_state, else its only rank-3 output), the folder being the file's own or the one
+// above it (sentence-transformers' onnx/model.onnx); pooling and normalisation are the same.
 class SentenceEmbedder {
  public:
-  explicit SentenceEmbedder(const std::string& folder);
+  explicit SentenceEmbedder(const std::string& model);
   ~SentenceEmbedder();
   SentenceEmbedder(const SentenceEmbedder&) = delete;
   SentenceEmbedder& operator=(const SentenceEmbedder&) = delete;
@@ -92,7 +100,10 @@ class SentenceEmbedder {
   struct Compiled;
   Compiled& compiled(int64_t batch, int64_t length, Device& d);
   const std::vector<Tensor>& weights_on(Device& d);
+  void import_onnx(Compiled& c, int64_t batch, int64_t length);
   std::string folder_;
+  std::shared_ptr<const io::OnnxModelFile> onnx_;  // the encoder, when read from ONNX
+  std::vector<std::string> weight_names_;         // ONNX: the initializer behind each of weights_
   BertConfig config_;
   WordPieceTokenizer tokenizer_;
   std::vector<Tensor> weights_;  // host, in parameter order

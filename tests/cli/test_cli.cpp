@@ -425,3 +425,34 @@ BOOST_AUTO_TEST_CASE(solve_errors_name_the_matrix_and_sizes_are_checked) {
   BOOST_TEST(r.code == 2);
   BOOST_TEST(has(r.err, wide + ":2: "), r.err);
 }
+
+#ifdef RLX_HAVE_ONNX
+// ONNX models (data/onnx) through compile and run: shapes bound by --shape or by the .npy inputs,
+// the report naming the model's nodes, bad models exit 2 naming the file.
+BOOST_AUTO_TEST_CASE(onnx_models_compile_and_run_and_bad_ones_exit_2) {
+  const std::string dir = std::string(RLX_DATA) + "/onnx/";
+  auto r = rlx_cli("compile " + dir + "mlp.onnx --shape x=3,16 --device cpu --explain");
+  BOOST_TEST(r.code == 0, r.err);
+  BOOST_TEST(has(r.out, "/fc1/Gemm"), r.out);
+  BOOST_TEST(has(r.out, "unsupported=0"), r.out);
+  r = rlx_cli("run " + dir + "mlp.onnx --input x=" + dir + "mlp_in_x.npy --output " + (scratch() / "onnx_out").string());
+  BOOST_TEST(r.code == 0, r.err);
+  const Tensor got = io::read_npy((scratch() / "onnx_out" / "out0.npy").string()), want = io::read_npy(dir + "mlp_out0.npy");
+  BOOST_TEST_REQUIRE((got.shape() == want.shape()));
+  for (int64_t i = 0; i < got.numel(); ++i) BOOST_TEST(std::abs(got.data<float>()[i] - want.data<float>()[i]) <= 2e-5);
+  r = rlx_cli("compile " + dir + "mlp.onnx --device cpu");
+  BOOST_TEST((r.code == 2 && has(r.err, "mlp.onnx") && has(r.err, "symbolic ('batch')")), r.err);
+  r = rlx_cli("compile " + dir + "mlp.onnx --shape y=3,16");
+  BOOST_TEST((r.code == 2 && has(r.err, "no input named 'y'")), r.err);
+  r = rlx_cli("compile " + dir + "bad_cycle.onnx");
+  BOOST_TEST((r.code == 2 && has(r.err, "bad_cycle.onnx") && has(r.err, "cycle through node")), r.err);
+  r = rlx_cli("compile " + dir + "bad_undefined.onnx");
+  BOOST_TEST((r.code == 2 && has(r.err, "bad_undefined.onnx") && has(r.err, "reads 'nowhere'")), r.err);
+  r = rlx_cli("compile " + dir + "bad_unsupported.onnx");
+  BOOST_TEST((r.code == 2 && has(r.err, "'where_nonzero' (NonZero)") && has(r.err, "'my_einsum' (Einsum)")), r.err);
+  r = rlx_cli("compile " + write_text("junk.onnx", "not a model"));
+  BOOST_TEST((r.code == 2 && has(r.err, "junk.onnx: not an ONNX model")), r.err);
+  BOOST_TEST(has(rlx_cli("compile " + dir + "mlp.onnx --shape x=3,a").err, "'a' is not a dimension"));
+  BOOST_TEST(has(rlx_cli("compile " + demo + " --shape x=3").err, "--shape is for .onnx models"));
+}
+#endif

@@ -27,7 +27,7 @@ struct Command {
 const std::vector<Command>& commands() {
   static const std::vector<Command> c = {
       {"ops", {}, {"json"}},
-      {"compile", {"device", "policy", "emit", "deny"}, {"explain", "json"}},
+      {"compile", {"device", "policy", "emit", "deny", "shape"}, {"explain", "json"}},
       {"run", {"device", "policy", "deny", "input", "output"}, {}},
       {"demo", {"device", "policy"}, {}},
       {"gen", {"dim", "n", "out", "shuffle"}, {}},

