@@ -16,109 +16,12 @@
 #include "runtime/device.hpp"
 #include "runtime/executor.hpp"
 #include "runtime/runtime.hpp"
-#include "tests/splat/oracle.hpp"
+#include "tests/splat/helpers.hpp"
 #include "tests/support/seed.hpp"
 
 namespace rlx::test {
 namespace {
-
-using Scene = splat_oracle::Scene;
-using splat_oracle::random_scene;
-
 uint64_t seed() { return run_seed("test_splat"); }
-
-Tensor tensor(DType t, Shape shape, const std::vector<double>& v) {
-  Tensor r = Tensor::empty(t, std::move(shape));
-  for (size_t i = 0; i < v.size(); ++i) {
-    if (t == DType::F64) r.data<double>()[i] = v[i];
-    else r.data<float>()[i] = float(v[i]);
-  }
-  return r;
-}
-std::vector<double> values(const Tensor& x) {
-  Tensor c = x.contiguous();
-  std::vector<double> r(static_cast<size_t>(c.numel()));
-  for (size_t i = 0; i < r.size(); ++i)
-    r[i] = c.dtype() == DType::F64 ? c.data<double>()[i] : double(c.data<float>()[i]);
-  return r;
-}
-
-std::vector<Tensor> scene_inputs(const Scene& s, DType t) {
-  return {tensor(t, {s.n, 3}, s.means),      tensor(t, {s.n, 3}, s.log_scales),
-          tensor(t, {s.n, 4}, s.quats),      tensor(t, {s.n}, s.opacity_logits),
-          tensor(t, {s.n, s.k, 3}, s.sh),    tensor(t, {4, 4}, {s.view.begin(), s.view.end()}),
-          tensor(t, {3}, {s.background.begin(), s.background.end()})};
-}
-ir::Attrs camera_attrs(const Scene& s) {
-  return {{"width", s.width}, {"height", s.height}, {"fx", s.fx}, {"fy", s.fy}, {"cx", s.cx}, {"cy", s.cy}};
-}
-
-// A graph of splat_render over the scene's inputs (plus, with `with_grad`, three cotangent
-// inputs and the VJP with respect to means, log_scales, quats, opacity_logits, sh, background).
-struct RenderGraph {
-  ir::Graph g;
-  std::vector<Var> in;
-  RenderGraph(const Scene& s, DType t, bool with_grad, bool through_lowering = false) {
-    const char* names[] = {"means", "log_scales", "quats", "opacity_logits", "sh", "viewmat", "background"};
-    const std::vector<Tensor> x = scene_inputs(s, t);
-    for (size_t i = 0; i < 7; ++i) in.push_back(input(g, names[i], t, x[i].shape()));
-    // through_lowering: the lowering body inlined, so grad differentiates the L2 ops.
-    std::vector<Var> y = through_lowering ? ir::OpRegistry::get().at("splat_render").lower(in, camera_attrs(s))
-                                          : op_multi("splat_render", in, camera_attrs(s));
-    output(g, y);
-    if (!with_grad) return;
-    std::vector<Var> cts;
-    for (const Var& v : y) cts.push_back(input(g, "cotangent" + std::to_string(cts.size()), t, v.shape()));
-    output(g, vjp(y, cts, {in[0], in[1], in[2], in[3], in[4], in[6]}));
-  }
-};
-
-std::vector<Tensor> run_on(const std::string& device, const ir::Graph& g, const std::vector<Tensor>& inputs,
-                           Policy policy = Policy::PreferNative) {
-  Device& d = DeviceRegistry::get().at(device);
-  CompileOptions o;
-  o.policy = policy;
-  Program p = compile(g, d, o);
-  return run(p, d, inputs);
-}
-
-// The largest |a - b| over all elements of all results (first `count` results).
-double max_diff(const std::vector<Tensor>& a, const std::vector<std::vector<double>>& b) {
-  double worst = 0;
-  for (size_t r = 0; r < b.size(); ++r) {
-    const std::vector<double> av = values(a[r]);
-    BOOST_REQUIRE_EQUAL(av.size(), b[r].size());
-    for (size_t i = 0; i < av.size(); ++i) {
-      const double d = std::abs(av[i] - b[r][i]);
-      worst = std::isnan(d) ? INFINITY : std::max(worst, d);
-    }
-  }
-  return worst;
-}
-
-// The devices that run here (reference, cpu, and cuda where a GPU is present).
-std::vector<std::string> devices() {
-  std::vector<std::string> r;
-  for (Device* d : DeviceRegistry::get().runnable()) r.push_back(d->name());
-  return r;
-}
-// Every device that runs here, native and through the common-IR lowering.
-std::vector<std::pair<std::string, Policy>> routes() {
-  std::vector<std::pair<std::string, Policy>> r;
-  for (const std::string& d : devices()) r.push_back({d, Policy::PreferNative}), r.push_back({d, Policy::ForceCommonIR});
-  return r;
-}
-
-// Random cotangents of the three outputs of an h x w render, appended to in.
-void add_cotangents(std::mt19937_64& rng, std::vector<Tensor>& in, DType t, int64_t h, int64_t w) {
-  std::normal_distribution<double> normal;
-  for (const Shape& sh : {Shape{h, w, 3}, Shape{h, w}, Shape{h, w}}) {
-    std::vector<double> u(static_cast<size_t>(numel(sh)));
-    for (double& e : u) e = normal(rng);
-    in.push_back(tensor(t, sh, u));
-  }
-}
-
 }  // namespace
 
 // Image values are O(1); the bounds are absolute. f64: rounding only. f32: the kernels'
