@@ -229,18 +229,13 @@ void composite_backward(const ir::Node& n, std::span<const Tensor> in, std::span
   const Composite<T> c(n, in, 11, "splat_composite_backward");
   const int64_t count = c.held[0].shape()[0];
   std::vector<splat::SplatGrad<T>> g;
+  const std::vector<Tensor>& h = c.held;
   splat::host::composite_tiles_backward(kExec, c.cam, count, c.splats.data(), c.list(), c.ranges(), c.bg(),
-                                        c.held[8].template data<T>(), c.held[9].template data<T>(), c.held[10].template data<T>(), g,
-                                        out[5].data<T>());
-  T *gxy = out[0].data<T>(), *gc = out[1].data<T>(), *go = out[2].data<T>(), *grgb = out[3].data<T>(),
-    *gd = out[4].data<T>();
+                                        h[8].data<T>(), h[9].data<T>(), h[10].data<T>(), g, out[5].data<T>());
   kExec.for_range(count, 1024, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) {
-      const splat::SplatGrad<T>& s = g[size_t(i)];
-      gxy[2 * i] = s.u, gxy[2 * i + 1] = s.v, gc[3 * i] = s.a, gc[3 * i + 1] = s.b, gc[3 * i + 2] = s.c;
-      go[i] = s.opacity, gd[i] = s.depth;
-      for (int ch = 0; ch < 3; ++ch) grgb[3 * i + ch] = s.rgb[ch];
-    }
+    for (int64_t i = b; i < e; ++i)
+      splat::store_grad(g[size_t(i)], i, out[0].data<T>(), out[1].data<T>(), out[2].data<T>(), out[3].data<T>(),
+                        out[4].data<T>());
   });
 }
 

@@ -638,10 +638,7 @@ __global__ void __launch_bounds__(128) sum_gaussian_rows(i64 n, const int2* runs
     T f[kFields] = {};
     for (int k = runs[i].x; k < runs[i].y; ++k)
       for (int q = 0; q < kFields; ++q) f[q] += grad[i64(rows[k]) * kFields + q];
-    const splat::SplatGrad<T> g = unpack(f);
-    gxy[2 * i] = g.u, gxy[2 * i + 1] = g.v, gc[3 * i] = g.a, gc[3 * i + 1] = g.b, gc[3 * i + 2] = g.c;
-    go[i] = g.opacity, gd[i] = g.depth;
-    for (int ch = 0; ch < 3; ++ch) grgb[3 * i + ch] = g.rgb[ch];
+    splat::store_grad(unpack(f), i, gxy, gc, go, grgb, gd);
   }
 }
 #undef RLX_SPLAT_FOR_EACH

@@ -247,13 +247,8 @@ void composite_backward_kernel(const ir::Node& n, std::span<const Tensor> in, st
                                         c.bg.data(), gi.data(), ga.data(), gd.data(), g, g_bg);
   std::vector<double> gxy = zeros(2 * count), gc = zeros(3 * count), go = zeros(count), grgb = zeros(3 * count),
                       gdp = zeros(count);
-  for (int64_t i = 0; i < count; ++i) {
-    const splat::SplatGrad<double>& e = g[size_t(i)];
-    gxy[size_t(2 * i)] = e.u, gxy[size_t(2 * i + 1)] = e.v;
-    gc[size_t(3 * i)] = e.a, gc[size_t(3 * i + 1)] = e.b, gc[size_t(3 * i + 2)] = e.c;
-    go[size_t(i)] = e.opacity, gdp[size_t(i)] = e.depth;
-    for (int ch = 0; ch < 3; ++ch) grgb[size_t(3 * i + ch)] = e.rgb[ch];
-  }
+  for (int64_t i = 0; i < count; ++i)
+    splat::store_grad(g[size_t(i)], i, gxy.data(), gc.data(), go.data(), grgb.data(), gdp.data());
   put(out[0], gxy), put(out[1], gc), put(out[2], go), put(out[3], grgb), put(out[4], gdp);
   put(out[5], std::vector<double>(g_bg, g_bg + 3));
 }

@@ -57,10 +57,12 @@ double scale_of(const std::vector<std::vector<double>>& v) {
 }
 
 // Central differences of L = sum_k <u_k, y_k> for a graph whose first inputs are the op's and
-// whose results are y_k followed by the VJP (one result per entry of wrt): `trials` random
-// elements of each wrt input, h = 1e-6, in f64; returns the worst |vjp - fd| / scale.
+// whose results are y_k followed by the VJP (one result per entry of wrt): 10 random elements
+// of each wrt input, h = rel_step |x| (|x| at least 1e-2), in f64; returns the worst
+// |vjp - fd| / scale. Compositing has thresholds (α against 1/255) that a step can cross, so
+// its steps are smaller (1e-7) than those of the smooth per-Gaussian stages (1e-6).
 double vjp_against_fd(const std::string& device, const ir::Graph& g, const std::vector<Tensor>& in, size_t outputs,
-                      size_t first_cotangent, const std::vector<size_t>& wrt, std::mt19937_64& rng,
+                      size_t first_cotangent, const std::vector<size_t>& wrt, double rel_step, std::mt19937_64& rng,
                       std::string& where) {
   const std::vector<Tensor> base = run_on(device, g, in);
   auto objective = [&](const std::vector<Tensor>& x) {
@@ -78,20 +80,26 @@ double vjp_against_fd(const std::string& device, const ir::Graph& g, const std::
     if (grad.empty()) continue;
     std::uniform_int_distribution<size_t> pick(0, grad.size() - 1);
     double worst = 0, scale = 1e-3;
+    std::string detail;
     for (int trial = 0; trial < 10; ++trial) {
       const size_t e = pick(rng);
+      // A step relative to the element: conics of wide Gaussians are ~1e-3, and an absolute
+      // 1e-6 would move many pixels' α across the 1/255 threshold.
+      const double h = rel_step * std::max(std::abs(in[wrt[j]].data<double>()[e]), 1e-2);
       double side[2];
       for (int sgn = 0; sgn < 2; ++sgn) {
         std::vector<Tensor> x = in;
         x[wrt[j]] = x[wrt[j]].clone();
-        x[wrt[j]].data<double>()[e] += sgn ? -1e-6 : 1e-6;
+        x[wrt[j]].data<double>()[e] += sgn ? -h : h;
         side[sgn] = objective(x);
       }
-      const double fd = (side[0] - side[1]) / 2e-6;
+      const double fd = (side[0] - side[1]) / (2 * h);
       scale = std::max({scale, std::abs(fd), std::abs(grad[e])});
-      worst = std::max(worst, std::abs(fd - grad[e]));
+      if (std::abs(fd - grad[e]) > worst)
+        worst = std::abs(fd - grad[e]),
+        detail = " element " + std::to_string(e) + " vjp " + std::to_string(grad[e]) + " fd " + std::to_string(fd);
     }
-    if (worst / scale > worst_rel) worst_rel = worst / scale, where = "input " + std::to_string(wrt[j]);
+    if (worst / scale > worst_rel) worst_rel = worst / scale, where = "input " + std::to_string(wrt[j]) + detail;
   }
   return worst_rel;
 }
@@ -178,7 +186,8 @@ BOOST_AUTO_TEST_CASE(the_splat_stages_rewrite_replaces_the_fused_op) {
 
 // Each differentiable stage's backward op (its registered VJP) against central differences
 // of the stage in f64, on every device: splat_project, splat_sh_to_rgb (every SH degree),
-// splat_composite (with the list of a real scene held fixed). Normalized error <= 1e-5.
+// splat_composite (with the list of a real scene held fixed). Normalized error <= 1e-5, for
+// compositing 1e-4 (2e-5 seen once in 320 runs, near its thresholds; a wrong rule is O(1)).
 BOOST_AUTO_TEST_CASE(stage_backwards_match_finite_differences) {
   std::mt19937_64 rng(seed() + 2);
   const DType t = DType::F64;
@@ -201,7 +210,7 @@ BOOST_AUTO_TEST_CASE(stage_backwards_match_finite_differences) {
       for (const Tensor& u : random_like(rng, {{n, 2}, {n, 3}, {n}, {n}})) args.push_back(u);
       for (const std::string& d : devices()) {
         std::string where;
-        const double e = vjp_against_fd(d, g, args, 4, 5, {0, 1, 2, 3}, rng, where);
+        const double e = vjp_against_fd(d, g, args, 4, 5, {0, 1, 2, 3}, 1e-6, rng, where);
         BOOST_CHECK_MESSAGE(e <= 1e-5, d << " splat_project K=" << k << " " << where << ": |vjp - fd| / scale " << e
                                          << " (RLX_TEST_SEED=" << seed() << ")");
       }
@@ -218,7 +227,7 @@ BOOST_AUTO_TEST_CASE(stage_backwards_match_finite_differences) {
       std::vector<Tensor> args{x[0], x[4], x[5], random_like(rng, {{n, 3}})[0]};
       for (const std::string& d : devices()) {
         std::string where;
-        const double e = vjp_against_fd(d, g, args, 1, 3, {0, 1}, rng, where);
+        const double e = vjp_against_fd(d, g, args, 1, 3, {0, 1}, 1e-6, rng, where);
         BOOST_CHECK_MESSAGE(e <= 1e-5, d << " splat_sh_to_rgb K=" << k << " " << where << ": |vjp - fd| / scale " << e
                                          << " (RLX_TEST_SEED=" << seed() << ")");
       }
@@ -243,8 +252,8 @@ BOOST_AUTO_TEST_CASE(stage_backwards_match_finite_differences) {
         args.push_back(u);
       for (const std::string& d : devices()) {
         std::string where;
-        const double e = vjp_against_fd(d, g, args, 3, 8, {0, 1, 2, 3, 4, 7}, rng, where);
-        BOOST_CHECK_MESSAGE(e <= 1e-5, d << " splat_composite K=" << k << " " << where << ": |vjp - fd| / scale "
+        const double e = vjp_against_fd(d, g, args, 3, 8, {0, 1, 2, 3, 4, 7}, 1e-7, rng, where);
+        BOOST_CHECK_MESSAGE(e <= 1e-4, d << " splat_composite K=" << k << " " << where << ": |vjp - fd| / scale "
                                          << e << " (RLX_TEST_SEED=" << seed() << ")");
       }
     }

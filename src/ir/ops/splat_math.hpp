@@ -674,4 +674,14 @@ RLX_SPLAT_HD inline Splat2D<T> splat_of(int64_t i, const T* xy, const T* conic, 
           {rgb[3 * i], rgb[3 * i + 1], rgb[3 * i + 2]}};
 }
 
+// The composite stage's cotangents of Gaussian i (structure of arrays) from its SplatGrad.
+template <class T>
+RLX_SPLAT_HD inline void store_grad(const SplatGrad<T>& g, int64_t i, T* g_xy, T* g_conic, T* g_opacity, T* g_rgb,
+                                    T* g_depth) {
+  g_xy[2 * i] = g.u, g_xy[2 * i + 1] = g.v;
+  g_conic[3 * i] = g.a, g_conic[3 * i + 1] = g.b, g_conic[3 * i + 2] = g.c;
+  g_opacity[i] = g.opacity, g_depth[i] = g.depth;
+  for (int ch = 0; ch < 3; ++ch) g_rgb[3 * i + ch] = g.rgb[ch];
+}
+
 }  // namespace rlx::splat
