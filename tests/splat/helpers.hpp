@@ -112,4 +112,35 @@ inline void add_cotangents(std::mt19937_64& rng, std::vector<Tensor>& in, DType 
   }
 }
 
+// v[g*width .. g*width + width) = x.
+inline void set_row(std::vector<double>& v, int64_t g, int width, const std::vector<double>& x) {
+  for (int i = 0; i < width; ++i) v[size_t(g * width + i)] = x[size_t(i)];
+}
+// Gaussian g's mean at camera coordinates (x, y, z) (through the inverse of the scene's view).
+inline void place_in_camera(Scene& s, int64_t g, double x, double y, double z) {
+  const double p[3] = {x - s.view[3], y - s.view[7], z - s.view[11]};
+  for (int i = 0; i < 3; ++i)
+    s.means[size_t(3 * g + i)] = s.view[size_t(i)] * p[0] + s.view[size_t(4 + i)] * p[1] + s.view[size_t(8 + i)] * p[2];
+}
+// A random scene of n >= 12 Gaussians (SH degree 1, 20 x 20) whose first 12 are degenerate:
+// zero, tiny, huge and infinite scales, a zero-norm quaternion, NaN mean and opacity, an
+// infinite SH coefficient, on the camera plane, behind it, off-screen, an opacity logit of 1e30.
+inline Scene degenerate_scene(std::mt19937_64& rng, int64_t n) {
+  const double inf = INFINITY, nan = NAN;
+  Scene s = random_scene(rng, n, 4, 20, 20);
+  set_row(s.log_scales, 0, 3, {-inf, -inf, -inf});  // zero scale
+  set_row(s.log_scales, 1, 3, {-60, -60, -60});     // tiny
+  set_row(s.log_scales, 2, 3, {80, 80, 80});        // huge (overflows f32)
+  set_row(s.log_scales, 3, 3, {inf, 0, 0});
+  set_row(s.quats, 4, 4, {0, 0, 0, 0});  // zero-norm quaternion
+  set_row(s.means, 5, 3, {nan, 0, 0});
+  set_row(s.opacity_logits, 6, 1, {nan});
+  s.sh[size_t(7 * 4 * 3)] = inf;
+  place_in_camera(s, 8, 0.1, 0.1, 0.0);     // on the camera plane
+  place_in_camera(s, 9, 0.3, -0.2, -3.0);   // behind it
+  place_in_camera(s, 10, 40.0, -30.0, 2.0);  // off-screen
+  set_row(s.opacity_logits, 11, 1, {1e30});
+  return s;
+}
+
 }  // namespace rlx::test

@@ -219,28 +219,7 @@ BOOST_AUTO_TEST_CASE(recording_a_render_is_refused_on_cuda) {
 // Degenerate Gaussians and images: results and gradients finite on every route, no throw.
 BOOST_AUTO_TEST_CASE(degenerate_input_gives_finite_results_and_gradients) {
   std::mt19937_64 rng(seed() + 3);
-  const double inf = INFINITY, nan = NAN;
-  Scene s = random_scene(rng, 12, 4, 20, 20);
-  auto set = [&](std::vector<double>& v, int64_t g, int width, std::vector<double> x) {
-    for (int i = 0; i < width; ++i) v[size_t(g * width + i)] = x[size_t(i)];
-  };
-  set(s.log_scales, 0, 3, {-inf, -inf, -inf});  // zero scale
-  set(s.log_scales, 1, 3, {-60, -60, -60});     // tiny
-  set(s.log_scales, 2, 3, {80, 80, 80});        // huge (overflows f32)
-  set(s.log_scales, 3, 3, {inf, 0, 0});
-  set(s.quats, 4, 4, {0, 0, 0, 0});             // zero-norm quaternion
-  set(s.means, 5, 3, {nan, 0, 0});
-  set(s.opacity_logits, 6, 1, {nan});
-  s.sh[size_t(7 * 4 * 3)] = inf;
-  // on the camera plane and behind it (camera coordinates through the inverse view)
-  auto place = [&](int64_t g, double x, double y, double z) {
-    const double p[3] = {x - s.view[3], y - s.view[7], z - s.view[11]};
-    for (int i = 0; i < 3; ++i) s.means[size_t(3 * g + i)] = s.view[size_t(i)] * p[0] + s.view[size_t(4 + i)] * p[1] + s.view[size_t(8 + i)] * p[2];
-  };
-  place(8, 0.1, 0.1, 0.0);
-  place(9, 0.3, -0.2, -3.0);
-  place(10, 40.0, -30.0, 2.0);  // off-screen
-  set(s.opacity_logits, 11, 1, {1e30});
+  const Scene s = degenerate_scene(rng, 12);
   std::vector<Scene> scenes{s};
   Scene tiny = random_scene(rng, 5, 1, 1, 1);  // 1 x 1 image
   scenes.push_back(tiny);

@@ -286,39 +286,16 @@ BOOST_AUTO_TEST_CASE(grad_through_the_stages_equals_the_fused_backward) {
 // result and every gradient finite, no throw; f64 images equal the oracle's.
 BOOST_AUTO_TEST_CASE(degenerate_input_is_finite_through_every_stage) {
   std::mt19937_64 rng(seed() + 4);
-  const double inf = INFINITY, nan = NAN;
-  Scene s = random_scene(rng, 14, 4, 20, 20);
-  auto set = [&](std::vector<double>& v, int64_t g, int width, std::vector<double> x) {
-    for (int i = 0; i < width; ++i) v[size_t(g * width + i)] = x[size_t(i)];
-  };
-  set(s.log_scales, 0, 3, {-inf, -inf, -inf});  // zero scale
-  set(s.log_scales, 1, 3, {-60, -60, -60});     // tiny
-  set(s.log_scales, 2, 3, {80, 80, 80});        // huge (overflows f32)
-  set(s.log_scales, 3, 3, {inf, 0, 0});
-  set(s.quats, 4, 4, {0, 0, 0, 0});  // zero-norm quaternion
-  set(s.means, 5, 3, {nan, 0, 0});
-  set(s.opacity_logits, 6, 1, {nan});
-  s.sh[size_t(7 * 4 * 3)] = inf;
-  set(s.log_scales, 12, 3, {-2, nan, -2});
-  set(s.quats, 13, 4, {1e-30, 0, 0, 0});  // below the zero-norm threshold
-  auto place = [&](int64_t g, double x, double y, double z) {  // camera coordinates through the inverse view
-    const double p[3] = {x - s.view[3], y - s.view[7], z - s.view[11]};
-    for (int i = 0; i < 3; ++i)
-      s.means[size_t(3 * g + i)] = s.view[size_t(i)] * p[0] + s.view[size_t(4 + i)] * p[1] + s.view[size_t(8 + i)] * p[2];
-  };
-  place(8, 0.1, 0.1, 0.0);     // on the camera plane
-  place(9, 0.3, -0.2, -3.0);   // behind
-  place(10, 40.0, -30.0, 2.0);  // off-screen
-  set(s.opacity_logits, 11, 1, {1e30});
-  std::vector<Scene> scenes{s, random_scene(rng, 5, 1, 1, 1), random_scene(rng, 0, 1, 19, 7),
-                            random_scene(rng, 3, 1, 40, 40)};
-  // The last: three Gaussians in one corner, so most tiles are empty.
+  Scene s = degenerate_scene(rng, 14);
+  set_row(s.log_scales, 12, 3, {-2, NAN, -2});
+  set_row(s.quats, 13, 4, {1e-30, 0, 0, 0});  // below the zero-norm threshold
+  // Three small Gaussians in one corner of a 40 x 40 image: most tiles are empty.
+  Scene corner = random_scene(rng, 3, 1, 40, 40);
   for (int64_t g = 0; g < 3; ++g) {
-    place(g, -0.9 + 0.05 * double(g), -0.9, 3.0);
-    set(scenes.back().means, g, 3, {s.means[size_t(3 * g)], s.means[size_t(3 * g + 1)], s.means[size_t(3 * g + 2)]});
-    set(scenes.back().log_scales, g, 3, {-4, -4, -4});
+    place_in_camera(corner, g, -0.9 + 0.05 * double(g), -0.9, 3.0);
+    set_row(corner.log_scales, g, 3, {-4, -4, -4});
   }
-  scenes.back().view = s.view;
+  std::vector<Scene> scenes{s, random_scene(rng, 5, 1, 1, 1), random_scene(rng, 0, 1, 19, 7), corner};
   for (const Scene& sc : scenes)
     for (DType t : {DType::F32, DType::F64}) {
       StagedGraph sg(sc, t, true, true);
