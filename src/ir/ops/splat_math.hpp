@@ -1,5 +1,7 @@
 // The arithmetic of Gaussian splatting (docs/splat.md) that every device's splat kernels
-// share: per-Gaussian projection and SH colour, per-pixel compositing and its backward.
+// share: per-Gaussian projection and SH colour, tile keys and ranges, per-pixel compositing
+// and its backward, and the per-element bodies of the stage ops (splat_stages.cpp), which
+// the fused kernels and the stage kernels both call.
 // Written once as templates over the number type (float, double, or Dual for derivatives),
 // callable from host and CUDA device code. The pipeline around it (tiles, sort, threads)
 // belongs to each device. Internal to the kernels; the op declarations are in splat.cpp.
