@@ -566,7 +566,8 @@ __global__ void __launch_bounds__(256) tile_counts_stage(i64 n, int width, int h
 }
 
 // Keys and ids of Gaussian i at [ends[i] - count, ends[i]); bad |= 1 where the offsets are
-// not the counts' running sum or pass the capacity (nothing is written for that Gaussian).
+// not the counts' running sum or pass the capacity (nothing is written for that Gaussian, so
+// every write lies in [0, capacity) whatever the offsets).
 template <class T>
 __global__ void __launch_bounds__(256) tile_keys_stage(i64 n, int width, int height, const T* xy, const T* depth,
                                                        const int64_t* radius, const int64_t* ends, i64 capacity,
@@ -575,7 +576,7 @@ __global__ void __launch_bounds__(256) tile_keys_stage(i64 n, int width, int hei
   RLX_SPLAT_FOR_EACH(i, n) {
     const splat::TileRect r = splat::stage_rect(xy[2 * i], xy[2 * i + 1], radius[i], cam);
     const i64 at = ends[i] - splat::rect_area(r);
-    if (at != (i == 0 ? 0 : ends[i - 1]) || ends[i] > capacity) {
+    if (at < 0 || at != (i == 0 ? 0 : ends[i - 1]) || ends[i] > capacity) {
       atomicOr(bad, 1);
       continue;
     }
