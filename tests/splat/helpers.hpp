@@ -75,18 +75,26 @@ inline std::vector<Tensor> run_on(const std::string& device, const ir::Graph& g,
   return run(p, d, inputs);
 }
 
-// The largest |a - b| over all elements of all results (first `count` results).
-inline double max_diff(const std::vector<Tensor>& a, const std::vector<std::vector<double>>& b) {
+// How many values of all results differ from b by more than tol, and the largest |a - b|
+// (infinite where one is NaN).
+inline std::pair<int64_t, double> beyond(const std::vector<Tensor>& a, const std::vector<std::vector<double>>& b,
+                                         double tol) {
+  int64_t count = 0;
   double worst = 0;
   for (size_t r = 0; r < b.size(); ++r) {
     const std::vector<double> av = values(a[r]);
     BOOST_REQUIRE_EQUAL(av.size(), b[r].size());
     for (size_t i = 0; i < av.size(); ++i) {
       const double d = std::abs(av[i] - b[r][i]);
+      count += !(d <= tol);
       worst = std::isnan(d) ? INFINITY : std::max(worst, d);
     }
   }
-  return worst;
+  return {count, worst};
+}
+// The largest |a - b| over all elements of the first b.size() results.
+inline double max_diff(const std::vector<Tensor>& a, const std::vector<std::vector<double>>& b) {
+  return beyond(a, b, INFINITY).second;
 }
 
 // The devices that run here (reference, cpu, and cuda where a GPU is present).

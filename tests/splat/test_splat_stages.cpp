@@ -117,22 +117,6 @@ std::vector<Tensor> random_like(std::mt19937_64& rng, const std::vector<Shape>& 
 
 }  // namespace
 
-// How many values of all results differ from b by more than tol, and the largest difference.
-std::pair<int64_t, double> beyond(const std::vector<Tensor>& a, const std::vector<std::vector<double>>& b, double tol) {
-  int64_t count = 0;
-  double worst = 0;
-  for (size_t r = 0; r < b.size(); ++r) {
-    const std::vector<double> av = values(a[r]);
-    BOOST_REQUIRE_EQUAL(av.size(), b[r].size());
-    for (size_t i = 0; i < av.size(); ++i) {
-      const double d = std::abs(av[i] - b[r][i]);
-      count += !(d <= tol);
-      worst = std::isnan(d) ? INFINITY : std::max(worst, d);
-    }
-  }
-  return {count, worst};
-}
-
 // The staged pipeline equals the oracle and the fused op on every device. f64: rounding only
 // (1e-9 against the oracle, 1e-12 against the fused op). f32: the kernels' float arithmetic
 // (2e-4), but a threshold test (α against 1/255, T against 1e-4) decided differently by one
