@@ -7,7 +7,8 @@
 // --dump DIR writes the scene as raw little-endian f32 files plus camera.txt, and the device's
 // image, for apps/bench/peers_splat.py to time gsplat on the same Gaussians and compare. --check compares the
 // device's forward image with the cpu device's (max |difference| and the share of pixels
-// beyond 1e-3: f32 threshold tests decided differently move single pixels).
+// beyond 1e-3: f32 threshold tests decided differently move single pixels). --staged 1 times
+// the stage ops instead (the splat-stages rewrite, its list sized by N x tiles).
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -37,6 +38,7 @@ struct Options {
   std::string device = "cuda";
   std::string dump;
   bool check = false;
+  bool staged = false;
 };
 
 struct Scene {
@@ -135,7 +137,10 @@ void bench_scene(Device& dev, int64_t n, int64_t width, int64_t height, const Op
     for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = 1.0f / float(width * height);
     fb_in.push_back(t);
   }
-  Program pf = compile(fwd, dev), pb = compile(g, dev);
+  // --staged 1: the fused kernels denied, so both programs take the splat-stages rewrite.
+  CompileOptions co;
+  if (o.staged) co.deny_native = {"splat_render", "splat_render_backward"};
+  Program pf = compile(fwd, dev, co), pb = compile(g, dev, co);
   Executor ef(pf, dev), eb(pb, dev);
   std::vector<Tensor> dev_f, dev_b;
   for (const Tensor& t : host_in) dev_f.push_back(t.to(dev.allocator()));
@@ -160,12 +165,13 @@ void bench_scene(Device& dev, int64_t n, int64_t width, int64_t height, const Op
     const Tensor image = ef.run(dev_f)[0].to(host_allocator());
     write_f32(dir + "/image.f32", image.data<float>(), size_t(image.numel()));
   }
-  std::printf("splat n=%lld %lldx%lld  forward %9.3f ms   forward+backward %9.3f ms", (long long)n, (long long)width,
-              (long long)height, tf * 1e3, tb * 1e3);
+  std::printf("splat%s n=%lld %lldx%lld  forward %9.3f ms   forward+backward %9.3f ms", o.staged ? " (staged)" : "",
+              (long long)n, (long long)width, (long long)height, tf * 1e3, tb * 1e3);
   if (before >= 0) std::printf("   device memory held beyond the inputs: %.0f / %.0f MiB", after_f - before, after_b - before);
   std::printf("\n");
   Result r("splat");
-  r.add("device", dev.name()).add("gaussians", n).add("width", width).add("height", height);
+  r.add("device", dev.name()).add("route", o.staged ? "splat-stages" : "fused").add("gaussians", n);
+  r.add("width", width).add("height", height);
   r.add("forward_ms", tf * 1e3, "%.4f").add("forward_backward_ms", tb * 1e3, "%.4f").add("reps", int64_t(o.reps));
   if (before >= 0) r.add("held_forward_mib", after_f - before, "%.1f").add("held_backward_mib", after_b - before, "%.1f");
   r.print();
@@ -204,6 +210,10 @@ int bench_splat(int argc, char** argv) {
       .option("--check", "0|1 (compare the image with the cpu device's)", [&](const std::string& v) {
         if (v != "0" && v != "1") throw std::invalid_argument(v);
         o.check = v == "1";
+      })
+      .option("--staged", "0|1 (deny the fused kernels: time the splat-stages rewrite)", [&](const std::string& v) {
+        if (v != "0" && v != "1") throw std::invalid_argument(v);
+        o.staged = v == "1";
       });
   args.parse(argc, argv);
   return run_bench("rlx-bench splat", [&] {

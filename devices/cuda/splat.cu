@@ -97,29 +97,26 @@ __global__ void __launch_bounds__(256) emit_keys(const splat::Splat2D<T>* __rest
   for (i64 i = i64(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += i64(gridDim.x) * blockDim.x) {
     i64 at = offsets[i];
     if (offsets[i + 1] == at) continue;
-    const splat::TileRect r = rects[i];
-    // depth > 0.2: the bits of a positive float order as its values
-    const uint64_t bits = __float_as_uint(float(splats[i].depth));
-    for (int y = r.y0; y < r.y1; ++y)
-      for (int x = r.x0; x < r.x1; ++x, ++at) {
-        keys[at] = uint64_t(uint32_t(y * tiles_x + x)) << 32 | bits;
-        if (slot_gaussian) {
-          values[at] = int(at);
-          slot_gaussian[at] = int(i);
-        } else {
-          values[at] = int(i);
-        }
+    splat::for_tile_keys(rects[i], tiles_x, float(splats[i].depth), [&](i64 k, uint64_t key) {
+      keys[at + k] = key;
+      if (slot_gaussian) {
+        values[at + k] = int(at + k);
+        slot_gaussian[at + k] = int(i);
+      } else {
+        values[at + k] = int(i);
       }
+    });
   }
 }
 
 // ranges[t] = [first, end) of tile t in the sorted keys (zeroed before: empty tiles stay [0, 0)).
-__global__ void __launch_bounds__(256) tile_ranges(const uint64_t* __restrict__ keys, i64 total, int2* __restrict__ ranges) {
-  for (i64 k = i64(blockIdx.x) * blockDim.x + threadIdx.x; k < total; k += i64(gridDim.x) * blockDim.x) {
-    const uint32_t t = uint32_t(keys[k] >> 32);
-    if (k == 0 || uint32_t(keys[k - 1] >> 32) != t) ranges[t].x = int(k);
-    if (k == total - 1 || uint32_t(keys[k + 1] >> 32) != t) ranges[t].y = int(k + 1);
-  }
+template <class Key, class Range>
+__global__ void __launch_bounds__(256) tile_ranges(const Key* __restrict__ keys, i64 total, i64 tiles,
+                                                   Range* __restrict__ ranges) {
+  for (i64 k = i64(blockIdx.x) * blockDim.x + threadIdx.x; k < total; k += i64(gridDim.x) * blockDim.x)
+    splat::tile_range_entry(
+        keys, total, k, tiles, [&](i64 t, i64 at) { ranges[t].x = decltype(ranges[t].x)(at); },
+        [&](i64 t, i64 at) { ranges[t].y = decltype(ranges[t].y)(at); });
 }
 
 // The pixel of this thread in its tile's block.
@@ -407,7 +404,7 @@ struct Binned {
     cub_call("cub::DeviceRadixSort::SortPairs", [&](void* t, size_t& b) {
       return cub::DeviceRadixSort::SortPairs(t, b, kb, vb, int(total), 0, 32 + tile_bits, stream());
     });
-    tile_ranges<<<grid_for(total, 256), 256, 0, stream()>>>(kb.Current(), total, ranges.as<int2>());
+    tile_ranges<<<grid_for(total, 256), 256, 0, stream()>>>(kb.Current(), total, i64(tiles), ranges.as<int2>());
     check_launch("splat tile_ranges");
     sorted_values = vb.Current();
   }
@@ -510,12 +507,378 @@ std::string splat_limits(const ir::Node& n, const ir::Graph& g) {
   return "";
 }
 
+// ---------------------------------------------------------------- the stage ops
+// A thread per Gaussian (projection, colour, tile counts, keys), per sorted entry (tile
+// ranges), and the rasterizer above for compositing (a block per tile, a thread per pixel),
+// with the per-element functions of splat_math.hpp. What a stage op checks of its inputs
+// (offsets, lists, ranges) is flagged on the device and read back once, so these ops, like
+// splat_render, refuse to be recorded into a CUDA graph.
+
+struct I64Range {  // a row of the [tiles, 2] i64 ranges
+  long long x, y;
+};
+
+__device__ splat::Camera image_camera(int width, int height) {
+  splat::Camera c;
+  c.width = width, c.height = height;
+  return c;
+}
+
+CameraArgs camera_args(const ir::Node& n) {
+  const ir::Attrs& a = n.attrs;
+  if (!a.has("fx")) return {1.0, 1.0, 0.0, 0.0, 1, 1};  // splat_sh_to_rgb reads only the camera centre
+  return {a.get_float("fx"), a.get_float("fy"), a.get_float("cx"), a.get_float("cy"), int(a.get_int("width")),
+          int(a.get_int("height"))};
+}
+
+#define RLX_SPLAT_FOR_EACH(i, n) for (i64 i = i64(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); i += i64(gridDim.x) * blockDim.x)
+
+template <class T>
+__global__ void __launch_bounds__(128) project_stage(i64 n, CameraArgs ca, const T* view, const T* m, const T* ls,
+                                                     const T* q, const T* o, T* xy, T* conic, T* depth, T* opacity,
+                                                     int64_t* radius) {
+  const splat::Camera cam = camera(ca, view);
+  RLX_SPLAT_FOR_EACH(i, n)
+  splat::project_stage(m + 3 * i, ls + 3 * i, q + 4 * i, o[i], cam, xy + 2 * i, conic + 3 * i, depth + i, opacity + i,
+                       radius + i);
+}
+
+template <class T>
+__global__ void __launch_bounds__(128) project_stage_backward(i64 n, CameraArgs ca, const T* view, const T* m,
+                                                              const T* ls, const T* q, const T* o, const T* gxy,
+                                                              const T* gc, const T* gd, const T* go, T* g_m, T* g_ls,
+                                                              T* g_q, T* g_o) {
+  const splat::Camera cam = camera(ca, view);
+  RLX_SPLAT_FOR_EACH(i, n)
+  splat::project_stage_backward(m + 3 * i, ls + 3 * i, q + 4 * i, o[i], cam, gxy + 2 * i, gc + 3 * i, gd[i], go[i],
+                                g_m + 3 * i, g_ls + 3 * i, g_q + 4 * i, g_o + i);
+}
+
+template <class T>
+__global__ void __launch_bounds__(128) sh_stage(i64 n, int k_count, const T* view, const T* m, const T* sh, T* rgb) {
+  const splat::Camera cam = camera(CameraArgs{1.0, 1.0, 0.0, 0.0, 1, 1}, view);
+  RLX_SPLAT_FOR_EACH(i, n) splat::sh_stage(k_count, m + 3 * i, sh + i64(3) * k_count * i, cam, rgb + 3 * i);
+}
+
+template <class T>
+__global__ void __launch_bounds__(128) sh_stage_backward(i64 n, int k_count, const T* view, const T* m, const T* sh,
+                                                         const T* g, T* g_m, T* g_sh) {
+  const splat::Camera cam = camera(CameraArgs{1.0, 1.0, 0.0, 0.0, 1, 1}, view);
+  RLX_SPLAT_FOR_EACH(i, n)
+  splat::sh_stage_backward(k_count, m + 3 * i, sh + i64(3) * k_count * i, cam, g + 3 * i, g_m + 3 * i,
+                           g_sh + i64(3) * k_count * i);
+}
+
+template <class T>
+__global__ void __launch_bounds__(256) tile_counts_stage(i64 n, int width, int height, const T* xy,
+                                                         const int64_t* radius, int64_t* counts) {
+  const splat::Camera cam = image_camera(width, height);
+  RLX_SPLAT_FOR_EACH(i, n) counts[i] = splat::rect_area(splat::stage_rect(xy[2 * i], xy[2 * i + 1], radius[i], cam));
+}
+
+// Keys and ids of Gaussian i at [ends[i] - count, ends[i]); bad |= 1 where the offsets are
+// not the counts' running sum or pass the capacity (nothing is written for that Gaussian, so
+// every write lies in [0, capacity) whatever the offsets).
+template <class T>
+__global__ void __launch_bounds__(256) tile_keys_stage(i64 n, int width, int height, const T* xy, const T* depth,
+                                                       const int64_t* radius, const int64_t* ends, i64 capacity,
+                                                       int64_t* keys, int64_t* ids, int* bad) {
+  const splat::Camera cam = image_camera(width, height);
+  RLX_SPLAT_FOR_EACH(i, n) {
+    const splat::TileRect r = splat::stage_rect(xy[2 * i], xy[2 * i + 1], radius[i], cam);
+    const i64 at = ends[i] - splat::rect_area(r);
+    if (at < 0 || at != (i == 0 ? 0 : ends[i - 1]) || ends[i] > capacity) {
+      atomicOr(bad, 1);
+      continue;
+    }
+    splat::for_tile_keys(r, cam.tiles_x(), float(depth[i]), [&](i64 k, uint64_t key) {
+      keys[at + k] = int64_t(key);
+      ids[at + k] = i;
+    });
+  }
+}
+
+// The list past its count: keys of no tile, no Gaussian.
+__global__ void __launch_bounds__(256) pad_keys(i64 n, const int64_t* ends, i64 capacity, int64_t* keys, int64_t* ids) {
+  const i64 total = n == 0 ? 0 : ends[n - 1];
+  RLX_SPLAT_FOR_EACH(k, capacity) if (k >= total) keys[k] = splat::kPadKey, ids[k] = splat::kPadId;
+}
+
+template <class T>
+__global__ void __launch_bounds__(256) pack_splats(i64 n, const T* xy, const T* conic, const T* opacity, const T* rgb,
+                                                   const T* depth, splat::Splat2D<T>* splats) {
+  RLX_SPLAT_FOR_EACH(i, n) splats[i] = splat::splat_of(i, xy, conic, opacity, rgb, depth);
+}
+
+// The composite stage's list and ranges as the rasterizer reads them (int), checked: each
+// tile's range lies in the list and names Gaussians in [0, n) (bad |= 1 otherwise).
+__global__ void __launch_bounds__(256) narrow_lists(i64 n, i64 len, i64 tiles, const int64_t* list,
+                                                    const I64Range* ranges, int* list32, int2* ranges32, int* bad) {
+  RLX_SPLAT_FOR_EACH(k, len) list32[k] = int(list[k]);
+  RLX_SPLAT_FOR_EACH(t, tiles) {
+    const I64Range r = ranges[t];
+    if (r.x < 0 || r.y < r.x || r.y > len) {
+      atomicOr(bad, 1);
+      ranges32[t] = make_int2(0, 0);
+      continue;
+    }
+    for (i64 k = r.x; k < r.y; ++k)
+      if (list[k] < 0 || list[k] >= n) atomicOr(bad, 1);
+    ranges32[t] = make_int2(int(r.x), int(r.y));
+  }
+}
+
+__global__ void __launch_bounds__(256) iota_int(i64 n, int* out) {
+  RLX_SPLAT_FOR_EACH(k, n) out[k] = int(k);
+}
+
+// runs[g] = [begin, end) of Gaussian g among the sorted list entries (ids ascending).
+__global__ void __launch_bounds__(256) gaussian_runs(const int* ids, i64 len, i64 n, int2* runs) {
+  RLX_SPLAT_FOR_EACH(k, len) {
+    const int g = ids[k];
+    if (g < 0 || g >= n) continue;
+    if (k == 0 || ids[k - 1] != g) runs[g].x = int(k);
+    if (k == len - 1 || ids[k + 1] != g) runs[g].y = int(k + 1);
+  }
+}
+
+// Each Gaussian's screen cotangent: its list rows of grad summed in list order.
+template <class T>
+__global__ void __launch_bounds__(128) sum_gaussian_rows(i64 n, const int2* runs, const int* rows, const T* grad,
+                                                         T* gxy, T* gc, T* go, T* grgb, T* gd) {
+  RLX_SPLAT_FOR_EACH(i, n) {
+    T f[kFields] = {};
+    for (int k = runs[i].x; k < runs[i].y; ++k)
+      for (int q = 0; q < kFields; ++q) f[q] += grad[i64(rows[k]) * kFields + q];
+    splat::store_grad(unpack(f), i, gxy, gc, go, grgb, gd);
+  }
+}
+#undef RLX_SPLAT_FOR_EACH
+
+// A device flag raised by the checks above, read back (one synchronization).
+struct Flag {
+  Scratch s{sizeof(int)};
+  Flag() { check(cudaMemsetAsync(s.get(), 0, sizeof(int), stream()), "splat: clearing a flag"); }
+  int* get() const { return s.as<int>(); }
+  bool raised() const {
+    int v = 0;
+    check(cudaMemcpyAsync(&v, s.get(), sizeof(int), cudaMemcpyDeviceToHost, stream()), "splat: reading a flag");
+    check(cudaStreamSynchronize(stream()), "splat: reading a flag");
+    return v != 0;
+  }
+};
+
+template <class T>
+void project_op(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
+  const i64 count = in[0].shape()[0];
+  if (count == 0) return;
+  Tensor c[5];
+  for (int k = 0; k < 5; ++k) c[k] = contiguous(in[k]);
+  project_stage<T><<<grid_for(count, 128), 128, 0, stream()>>>(
+      count, camera_args(n), c[4].data<T>(), c[0].data<T>(), c[1].data<T>(), c[2].data<T>(), c[3].data<T>(),
+      out[0].data<T>(), out[1].data<T>(), out[2].data<T>(), out[3].data<T>(), out[4].data<int64_t>());
+  check_launch("splat_project");
+}
+
+template <class T>
+void project_backward_op(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
+  const i64 count = in[0].shape()[0];
+  if (count == 0) return;
+  Tensor c[9];
+  for (int k = 0; k < 9; ++k) c[k] = contiguous(in[k]);
+  project_stage_backward<T><<<grid_for(count, 128), 128, 0, stream()>>>(
+      count, camera_args(n), c[4].data<T>(), c[0].data<T>(), c[1].data<T>(), c[2].data<T>(), c[3].data<T>(),
+      c[5].data<T>(), c[6].data<T>(), c[7].data<T>(), c[8].data<T>(), out[0].data<T>(), out[1].data<T>(),
+      out[2].data<T>(), out[3].data<T>());
+  check_launch("splat_project_backward");
+}
+
+template <class T>
+void sh_op(const ir::Node&, std::span<const Tensor> in, std::span<Tensor> out) {
+  const i64 count = in[0].shape()[0];
+  if (count == 0) return;
+  const Tensor m = contiguous(in[0]), sh = contiguous(in[1]), v = contiguous(in[2]);
+  sh_stage<T><<<grid_for(count, 128), 128, 0, stream()>>>(count, int(sh.shape()[1]), v.data<T>(), m.data<T>(),
+                                                          sh.data<T>(), out[0].data<T>());
+  check_launch("splat_sh_to_rgb");
+}
+
+template <class T>
+void sh_backward_op(const ir::Node&, std::span<const Tensor> in, std::span<Tensor> out) {
+  const i64 count = in[0].shape()[0];
+  if (count == 0) return;
+  const Tensor m = contiguous(in[0]), sh = contiguous(in[1]), v = contiguous(in[2]), g = contiguous(in[3]);
+  sh_stage_backward<T><<<grid_for(count, 128), 128, 0, stream()>>>(count, int(sh.shape()[1]), v.data<T>(),
+                                                                   m.data<T>(), sh.data<T>(), g.data<T>(),
+                                                                   out[0].data<T>(), out[1].data<T>());
+  check_launch("splat_sh_to_rgb_backward");
+}
+
+template <class T>
+void tile_counts_op(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
+  const i64 count = in[0].shape()[0];
+  if (count == 0) return;
+  const Tensor xy = contiguous(in[0]), r = contiguous(in[1]);
+  tile_counts_stage<T><<<grid_for(count, 256), 256, 0, stream()>>>(count, int(n.attrs.get_int("width")),
+                                                                   int(n.attrs.get_int("height")), xy.data<T>(),
+                                                                   r.data<int64_t>(), out[0].data<int64_t>());
+  check_launch("splat_tile_counts");
+}
+
+template <class T>
+void tile_keys_op(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
+  refuse_recording("splat_tile_keys");
+  const i64 count = in[0].shape()[0], cap = n.attrs.get_int("capacity");
+  const Tensor xy = contiguous(in[0]), d = contiguous(in[1]), r = contiguous(in[2]), e = contiguous(in[3]);
+  Flag bad;
+  pad_keys<<<grid_for(cap, 256), 256, 0, stream()>>>(count, e.data<int64_t>(), cap, out[0].data<int64_t>(),
+                                                     out[1].data<int64_t>());
+  check_launch("splat_tile_keys padding");
+  if (count == 0) return;
+  tile_keys_stage<T><<<grid_for(count, 256), 256, 0, stream()>>>(
+      count, int(n.attrs.get_int("width")), int(n.attrs.get_int("height")), xy.data<T>(), d.data<T>(),
+      r.data<int64_t>(), e.data<int64_t>(), cap, out[0].data<int64_t>(), out[1].data<int64_t>(), bad.get());
+  check_launch("splat_tile_keys");
+  if (bad.raised()) {
+    int64_t total = 0;
+    check(cudaMemcpy(&total, e.data<int64_t>() + count - 1, sizeof(total), cudaMemcpyDeviceToHost),
+          "splat_tile_keys: reading the count");
+    throw InputError("splat_tile_keys on cuda: the offsets are not the running sum of the tile counts, or the " +
+                     std::to_string(total) + " (Gaussian, tile) intersections exceed the capacity " +
+                     std::to_string(cap) + "; build the pipeline with a capacity of at least the count");
+  }
+}
+
+void tile_ranges_op(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
+  const Tensor k = contiguous(in[0]);
+  const i64 tiles = out[0].shape()[0];
+  check(cudaMemsetAsync(out[0].raw(), 0, out[0].nbytes(), stream()), "splat_tile_ranges: clearing");
+  if (k.numel() == 0) return;
+  tile_ranges<<<grid_for(k.numel(), 256), 256, 0, stream()>>>(k.data<int64_t>(), k.numel(), tiles,
+                                                              reinterpret_cast<I64Range*>(out[0].data<int64_t>()));
+  check_launch("splat_tile_ranges");
+}
+
+// splat_composite's inputs as the rasterizer reads them: splats, and the list and ranges in
+// int, checked.
+template <class T>
+struct StagedLists {
+  Tensor held[8];
+  i64 count, len, tiles;
+  int tiles_x, width, height;
+  Scratch splats, list32, ranges32;
+
+  StagedLists(const char* op, const ir::Node& n, std::span<const Tensor> in)
+      : count(in[0].shape()[0]),
+        len(in[5].shape()[0]),
+        tiles(in[6].shape()[0]),
+        width(int(n.attrs.get_int("width"))),
+        height(int(n.attrs.get_int("height"))),
+        splats(at_least_1(size_t(in[0].shape()[0]) * sizeof(splat::Splat2D<T>))),
+        list32(at_least_1(size_t(in[5].shape()[0]) * sizeof(int))),
+        ranges32(at_least_1(size_t(in[6].shape()[0]) * sizeof(int2))) {
+    refuse_recording(op);
+    for (int k = 0; k < 8; ++k) held[k] = contiguous(in[k]);
+    tiles_x = int((width + splat::kTile - 1) / splat::kTile);
+    if (count > 0)
+      pack_splats<T><<<grid_for(count, 256), 256, 0, stream()>>>(count, held[0].data<T>(), held[1].data<T>(),
+                                                                 held[2].data<T>(), held[3].data<T>(),
+                                                                 held[4].data<T>(), splats.as<splat::Splat2D<T>>());
+    Flag bad;
+    narrow_lists<<<grid_for(std::max(len, tiles), 256), 256, 0, stream()>>>(
+        count, len, tiles, held[5].data<int64_t>(), reinterpret_cast<const I64Range*>(held[6].data<int64_t>()),
+        list32.as<int>(), ranges32.as<int2>(), bad.get());
+    check_launch(op);
+    if (bad.raised())
+      throw InputError(std::string(op) + " on cuda: a tile's range lies outside the list of " + std::to_string(len) +
+                       " entries or names a Gaussian outside [0, " + std::to_string(count) + ")");
+  }
+  const T* bg() const { return held[7].data<T>(); }
+};
+
+template <class T>
+void composite_op(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
+  const StagedLists<T> s("splat_composite", n, in);
+  rasterize<T><<<unsigned(s.tiles), dim3(splat::kTile, splat::kTile), 0, stream()>>>(
+      s.splats.template as<splat::Splat2D<T>>(), s.list32.template as<int>(), s.ranges32.template as<int2>(),
+      s.tiles_x, s.width, s.height, s.bg(), out[0].data<T>(), out[1].data<T>(), out[2].data<T>());
+  check_launch("splat_composite");
+}
+
+// The rasterizer's deterministic backward with the list positions as slots: each position's
+// share in its own row; then the rows of each Gaussian (found by a stable sort of the list by
+// Gaussian) summed in list order.
+template <class T>
+void composite_backward_op(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
+  const StagedLists<T> s("splat_composite_backward", n, in);
+  const Tensor gi = contiguous(in[8]), ga = contiguous(in[9]), gd = contiguous(in[10]);
+  for (Tensor& o : out)
+    if (o.nbytes() > 0) check(cudaMemsetAsync(o.raw(), 0, o.nbytes(), stream()), "splat: clearing gradients");
+  const size_t len = size_t(s.len);
+  Scratch grad(at_least_1(len * kFields * sizeof(T))), tile_bg(size_t(s.tiles) * 3 * sizeof(T));
+  Scratch positions(at_least_1(2 * len * sizeof(int))), ids(at_least_1(2 * len * sizeof(int)));
+  Scratch runs(at_least_1(size_t(s.count) * sizeof(int2)));
+  check(cudaMemsetAsync(grad.get(), 0, len * kFields * sizeof(T), stream()), "splat: clearing gradients");
+  iota_int<<<grid_for(s.len, 256), 256, 0, stream()>>>(s.len, positions.as<int>());
+  rasterize_backward<T, false><<<unsigned(s.tiles), dim3(splat::kTile, splat::kTile), 0, stream()>>>(
+      s.splats.template as<splat::Splat2D<T>>(), positions.as<int>(), s.list32.template as<int>(),
+      s.ranges32.template as<int2>(), s.tiles_x, s.width, s.height, s.bg(), gi.data<T>(), ga.data<T>(), gd.data<T>(),
+      grad.as<T>(), tile_bg.as<T>());
+  check_launch("splat_composite_backward rasterize");
+  sum_background<T><<<1, 32, 0, stream()>>>(tile_bg.as<T>(), int(s.tiles), out[5].data<T>());
+  check_launch("splat_composite_backward background");
+  if (s.count == 0) return;
+  check(cudaMemcpyAsync(ids.get(), s.list32.get(), len * sizeof(int), cudaMemcpyDeviceToDevice, stream()),
+        "splat: copying the list");
+  cub::DoubleBuffer<int> kb(ids.as<int>(), ids.as<int>() + len), vb(positions.as<int>(), positions.as<int>() + len);
+  Binned<T>::cub_call("cub::DeviceRadixSort::SortPairs", [&](void* t, size_t& b) {
+    return cub::DeviceRadixSort::SortPairs(t, b, kb, vb, int(len), 0, 32, stream());
+  });
+  check(cudaMemsetAsync(runs.get(), 0, size_t(s.count) * sizeof(int2), stream()), "splat: clearing runs");
+  gaussian_runs<<<grid_for(s.len, 256), 256, 0, stream()>>>(kb.Current(), s.len, s.count, runs.as<int2>());
+  check_launch("splat_composite_backward runs");
+  sum_gaussian_rows<T><<<grid_for(s.count, 128), 128, 0, stream()>>>(
+      s.count, runs.as<int2>(), vb.Current(), grad.as<T>(), out[0].data<T>(), out[1].data<T>(), out[2].data<T>(),
+      out[3].data<T>(), out[4].data<T>());
+  check_launch("splat_composite_backward sums");
+}
+
+// Lists and Gaussians are int on the device (CUB's item counts, the rasterizer's slots).
+std::string stage_limits(const ir::Node& n, const ir::Graph& g) {
+  for (ir::Value v : n.inputs) {
+    const TensorType& t = g.type(v);
+    if (!t.shape.empty() && t.shape[0] >= i64(INT_MAX))
+      return n.op->name + " on cuda: at most 2^31 - 2 Gaussians or list entries, got " + std::to_string(t.shape[0]);
+  }
+  if (n.attrs.has("capacity") && n.attrs.get_int("capacity") >= i64(INT_MAX))
+    return n.op->name + " on cuda: a capacity of at most 2^31 - 2, got " + std::to_string(n.attrs.get_int("capacity"));
+  return "";
+}
+
+template <void (*F32)(const ir::Node&, std::span<const Tensor>, std::span<Tensor>),
+          void (*F64)(const ir::Node&, std::span<const Tensor>, std::span<Tensor>)>
+void by_dtype_of(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
+  if (in[0].dtype() == DType::F64) F64(n, in, out);
+  else F32(n, in, out);
+}
+
 }  // namespace
 
 void add_splat_kernels(KernelTable& t) {
   const DTypeSet types = bit(DType::F32) | bit(DType::F64);
   t.add({"splat_render", types, 0, by_dtype<Render>, splat_limits});
   t.add({"splat_render_backward", types, 0, by_dtype<RenderBackward>, splat_limits});
+#define RLX_SPLAT_STAGE(name, fn) t.add({name, types, 0, by_dtype_of<fn<float>, fn<double>>, stage_limits})
+  RLX_SPLAT_STAGE("splat_project", project_op);
+  RLX_SPLAT_STAGE("splat_project_backward", project_backward_op);
+  RLX_SPLAT_STAGE("splat_sh_to_rgb", sh_op);
+  RLX_SPLAT_STAGE("splat_sh_to_rgb_backward", sh_backward_op);
+  RLX_SPLAT_STAGE("splat_tile_counts", tile_counts_op);
+  RLX_SPLAT_STAGE("splat_tile_keys", tile_keys_op);
+  RLX_SPLAT_STAGE("splat_composite", composite_op);
+  RLX_SPLAT_STAGE("splat_composite_backward", composite_backward_op);
+#undef RLX_SPLAT_STAGE
+  t.add({"splat_tile_ranges", bit(DType::I64), 0, tile_ranges_op, stage_limits});
 }
 
 }  // namespace rlx::cuda

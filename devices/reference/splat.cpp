@@ -1,12 +1,13 @@
 // Gaussian splatting on the reference device (docs/splat.md), in double whatever the
-// dtype: no tiles, no radix sort, one thread. Each pixel walks every visible Gaussian in
+// dtype, one thread. splat_render: no tiles, no radix sort. Each pixel walks every visible Gaussian in
 // depth order and keeps those whose tile rectangle holds the pixel's tile, which is what
 // the tiled rasterizers compute by binning. The per-Gaussian and per-pixel arithmetic is
-// ir/ops/splat_math.hpp's.
+// ir/ops/splat_math.hpp's. The stage ops run splat_host.hpp's loops.
 #include <algorithm>
 #include <vector>
 
 #include "devices/reference/access.hpp"
+#include "ir/ops/splat_host.hpp"
 #include "ir/ops/splat_math.hpp"
 
 namespace rlx::reference {
@@ -114,6 +115,144 @@ void render_backward_kernel(const ir::Node& n, std::span<const Tensor> in, std::
   for (int ch = 0; ch < 3; ++ch) store(out[5], ch, g_bg[ch]);
 }
 
+// ---------------------------------------------------------------- the stage ops
+// The loops of ir/ops/splat_host.hpp, in double and one thread, on copies of the inputs.
+
+std::vector<int64_t> ints(const Tensor& t) {
+  Tensor c = t.contiguous();
+  std::vector<int64_t> r(size_t(c.numel()));
+  for (int64_t i = 0; i < c.numel(); ++i) r[size_t(i)] = load_int(c, i);
+  return r;
+}
+template <class V>
+void put(const Tensor& out, const std::vector<V>& v) {
+  for (size_t e = 0; e < v.size(); ++e) store(out, int64_t(e), v[e]);
+}
+std::vector<double> zeros(int64_t n) { return std::vector<double>(size_t(n), 0.0); }
+
+splat::Camera camera_of(const ir::Node& n, const std::vector<double>& view) {
+  const ir::Attrs& a = n.attrs;
+  return splat::make_camera(a.get_float("fx"), a.get_float("fy"), a.get_float("cx"), a.get_float("cy"),
+                            a.get_int("width"), a.get_int("height"), view.data());
+}
+splat::Camera image_of(const ir::Node& n) {
+  splat::Camera c;
+  c.width = n.attrs.get_int("width"), c.height = n.attrs.get_int("height");
+  return c;
+}
+const splat::host::SerialExec kSerial;
+
+void project_kernel(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
+  const std::vector<double> m = doubles(in[0]), ls = doubles(in[1]), q = doubles(in[2]), o = doubles(in[3]);
+  const int64_t count = in[0].shape()[0];
+  std::vector<double> xy = zeros(2 * count), conic = zeros(3 * count), depth = zeros(count), opacity = zeros(count);
+  std::vector<int64_t> radius(static_cast<size_t>(count));
+  splat::host::project(kSerial, count, m.data(), ls.data(), q.data(), o.data(), camera_of(n, doubles(in[4])),
+                       xy.data(), conic.data(), depth.data(), opacity.data(), radius.data());
+  put(out[0], xy), put(out[1], conic), put(out[2], depth), put(out[3], opacity), put(out[4], radius);
+}
+
+void project_backward_kernel(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
+  const std::vector<double> m = doubles(in[0]), ls = doubles(in[1]), q = doubles(in[2]), o = doubles(in[3]);
+  const std::vector<double> gxy = doubles(in[5]), gc = doubles(in[6]), gd = doubles(in[7]), go = doubles(in[8]);
+  const int64_t count = in[0].shape()[0];
+  std::vector<double> g_m = zeros(3 * count), g_ls = zeros(3 * count), g_q = zeros(4 * count), g_o = zeros(count);
+  splat::host::project_backward(kSerial, count, m.data(), ls.data(), q.data(), o.data(), camera_of(n, doubles(in[4])),
+                                gxy.data(), gc.data(), gd.data(), go.data(), g_m.data(), g_ls.data(), g_q.data(),
+                                g_o.data());
+  put(out[0], g_m), put(out[1], g_ls), put(out[2], g_q), put(out[3], g_o);
+}
+
+// The camera centre is all splat_sh_to_rgb reads of the view matrix.
+splat::Camera view_camera(const Tensor& view) {
+  const std::vector<double> v = doubles(view);
+  return splat::make_camera(1.0, 1.0, 0.0, 0.0, 1, 1, v.data());
+}
+
+void sh_kernel(const ir::Node&, std::span<const Tensor> in, std::span<Tensor> out) {
+  const std::vector<double> m = doubles(in[0]), sh = doubles(in[1]);
+  const int64_t count = in[0].shape()[0];
+  std::vector<double> rgb = zeros(3 * count);
+  splat::host::sh_to_rgb(kSerial, count, int(in[1].shape()[1]), m.data(), sh.data(), view_camera(in[2]), rgb.data());
+  put(out[0], rgb);
+}
+
+void sh_backward_kernel(const ir::Node&, std::span<const Tensor> in, std::span<Tensor> out) {
+  const std::vector<double> m = doubles(in[0]), sh = doubles(in[1]), g = doubles(in[3]);
+  const int64_t count = in[0].shape()[0];
+  std::vector<double> g_m = zeros(3 * count), g_sh = zeros(int64_t(sh.size()));
+  splat::host::sh_to_rgb_backward(kSerial, count, int(in[1].shape()[1]), m.data(), sh.data(), view_camera(in[2]),
+                                  g.data(), g_m.data(), g_sh.data());
+  put(out[0], g_m), put(out[1], g_sh);
+}
+
+void tile_counts_kernel(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
+  const std::vector<double> xy = doubles(in[0]);
+  const std::vector<int64_t> radius = ints(in[1]);
+  std::vector<int64_t> counts(radius.size());
+  splat::host::tile_counts(kSerial, int64_t(radius.size()), xy.data(), radius.data(), image_of(n), counts.data());
+  put(out[0], counts);
+}
+
+void tile_keys_kernel(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
+  const std::vector<double> xy = doubles(in[0]), depth = doubles(in[1]);
+  const std::vector<int64_t> radius = ints(in[2]), ends = ints(in[3]);
+  const int64_t cap = n.attrs.get_int("capacity");
+  std::vector<int64_t> keys(static_cast<size_t>(cap)), ids(static_cast<size_t>(cap));
+  splat::host::tile_keys(kSerial, int64_t(radius.size()), xy.data(), depth.data(), radius.data(), ends.data(),
+                         image_of(n), cap, keys.data(), ids.data());
+  put(out[0], keys), put(out[1], ids);
+}
+
+void tile_ranges_kernel(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
+  const std::vector<int64_t> keys = ints(in[0]);
+  const splat::Camera cam = image_of(n);
+  std::vector<int64_t> ranges(static_cast<size_t>(2 * cam.tiles_x() * cam.tiles_y()));
+  splat::host::tile_ranges(kSerial, int64_t(keys.size()), keys.data(), cam.tiles_x() * cam.tiles_y(), ranges.data());
+  put(out[0], ranges);
+}
+
+// splat_composite's inputs as splats and a checked list.
+struct Composite {
+  splat::Camera cam;
+  std::vector<splat::Splat2D<double>> splats;
+  std::vector<int64_t> list, ranges;
+  std::vector<double> bg;
+  Composite(const ir::Node& n, std::span<const Tensor> in, const char* op)
+      : cam(image_of(n)), list(ints(in[5])), ranges(ints(in[6])), bg(doubles(in[7])) {
+    const std::vector<double> xy = doubles(in[0]), conic = doubles(in[1]), opacity = doubles(in[2]),
+                              rgb = doubles(in[3]), depth = doubles(in[4]);
+    const int64_t count = in[0].shape()[0];
+    splat::host::check_list(count, list.data(), int64_t(list.size()), ranges.data(), cam.tiles_x() * cam.tiles_y(), op);
+    splats = splat::host::splats_of(kSerial, count, xy.data(), conic.data(), opacity.data(), rgb.data(), depth.data());
+  }
+};
+
+void composite_kernel(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
+  const Composite c(n, in, "splat_composite");
+  const int64_t pixels = c.cam.width * c.cam.height;
+  std::vector<double> image = zeros(3 * pixels), alpha = zeros(pixels), depth = zeros(pixels);
+  splat::host::composite_tiles(kSerial, c.cam, c.splats.data(), c.list.data(), c.ranges.data(), c.bg.data(),
+                               image.data(), alpha.data(), depth.data());
+  put(out[0], image), put(out[1], alpha), put(out[2], depth);
+}
+
+void composite_backward_kernel(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
+  const Composite c(n, in, "splat_composite_backward");
+  const std::vector<double> gi = doubles(in[8]), ga = doubles(in[9]), gd = doubles(in[10]);
+  const int64_t count = in[0].shape()[0];
+  std::vector<splat::SplatGrad<double>> g;
+  double g_bg[3];
+  splat::host::composite_tiles_backward(kSerial, c.cam, count, c.splats.data(), c.list.data(), c.ranges.data(),
+                                        c.bg.data(), gi.data(), ga.data(), gd.data(), g, g_bg);
+  std::vector<double> gxy = zeros(2 * count), gc = zeros(3 * count), go = zeros(count), grgb = zeros(3 * count),
+                      gdp = zeros(count);
+  for (int64_t i = 0; i < count; ++i)
+    splat::store_grad(g[size_t(i)], i, gxy.data(), gc.data(), go.data(), grgb.data(), gdp.data());
+  put(out[0], gxy), put(out[1], gc), put(out[2], go), put(out[3], grgb), put(out[4], gdp);
+  put(out[5], std::vector<double>(g_bg, g_bg + 3));
+}
+
 constexpr DTypeSet kSplatTypes = bit(DType::F32) | bit(DType::F64);
 
 }  // namespace
@@ -121,6 +260,15 @@ constexpr DTypeSet kSplatTypes = bit(DType::F32) | bit(DType::F64);
 void add_splat_kernels(KernelTable& t) {
   t.add({"splat_render", kSplatTypes, 0, render_kernel, {}});
   t.add({"splat_render_backward", kSplatTypes, 0, render_backward_kernel, {}});
+  t.add({"splat_project", kSplatTypes, 0, project_kernel, {}});
+  t.add({"splat_project_backward", kSplatTypes, 0, project_backward_kernel, {}});
+  t.add({"splat_sh_to_rgb", kSplatTypes, 0, sh_kernel, {}});
+  t.add({"splat_sh_to_rgb_backward", kSplatTypes, 0, sh_backward_kernel, {}});
+  t.add({"splat_tile_counts", kSplatTypes, 0, tile_counts_kernel, {}});
+  t.add({"splat_tile_keys", kSplatTypes, 0, tile_keys_kernel, {}});
+  t.add({"splat_tile_ranges", bit(DType::I64), 0, tile_ranges_kernel, {}});
+  t.add({"splat_composite", kSplatTypes, 0, composite_kernel, {}});
+  t.add({"splat_composite_backward", kSplatTypes, 0, composite_backward_kernel, {}});
 }
 
 }  // namespace rlx::reference

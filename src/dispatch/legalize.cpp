@@ -144,6 +144,39 @@ class Emitter {
       why_native = c.why.empty() ? "no kernel" : c.why;
     }
 
+    // The named rewrites of one kind (tried before the lowering, or after it); the first
+    // whose result is legal wins. Failures are kept for the report.
+    std::vector<std::string> tried;
+    auto rewrite = [&](bool early) -> bool {
+      for (auto& rule : rewrite_rules()) {
+        if (rule.before_lowering != early || !rule.applies(n, src)) continue;
+        if (policy_ == Policy::Strict && !rule.lossless) {
+          tried.push_back(rule.name + " is lossy (policy strict)");
+          continue;
+        }
+        std::vector<Var> args;
+        auto scratch = scratch_for(n, src, args);
+        std::vector<std::string> inner;
+        try {
+          output(*scratch, rule.build(n, args));
+          Outcome c = inline_scratch(*scratch, in, out, depth, inner);
+          if (c.ok) {
+            c.route = Route::Rewritten;
+            c.rule = rule.name;
+            c.why = rule.summary;
+            o = std::move(c);
+            return true;
+          }
+          tried.push_back(rule.name + " -> " + c.why);
+        } catch (const Error& e) {
+          tried.push_back(rule.name + " -> " + e.what());
+        }
+        rollback();
+      }
+      return false;
+    };
+    if (policy_ != Policy::ForceCommonIR && rewrite(true)) return o;
+
     if (n.op->lower) {
       std::vector<Var> args;
       auto scratch = scratch_for(n, src, args);
@@ -170,31 +203,7 @@ class Emitter {
       why_lower = "no lowering body";
     }
 
-    std::vector<std::string> tried;
-    for (auto& rule : rewrite_rules()) {
-      if (!rule.applies(n, src)) continue;
-      if (policy_ == Policy::Strict && !rule.lossless) {
-        tried.push_back(rule.name + " is lossy (policy strict)");
-        continue;
-      }
-      std::vector<Var> args;
-      auto scratch = scratch_for(n, src, args);
-      std::vector<std::string> inner;
-      try {
-        output(*scratch, rule.build(n, args));
-        Outcome c = inline_scratch(*scratch, in, out, depth, inner);
-        if (c.ok) {
-          c.route = Route::Rewritten;
-          c.rule = rule.name;
-          c.why = rule.summary;
-          return c;
-        }
-        tried.push_back(rule.name + " -> " + c.why);
-      } catch (const Error& e) {
-        tried.push_back(rule.name + " -> " + e.what());
-      }
-      rollback();
-    }
+    if (rewrite(false)) return o;
     if (tried.empty()) {
       why_rewrite = "no rule applies";
     } else {

@@ -1,6 +1,8 @@
 #include "dispatch/rewrites.hpp"
 
 #include "ir/op_registry.hpp"
+#include "ir/ops/splat_stages.hpp"
+#include "passes/autodiff.hpp"
 
 namespace rlx {
 
@@ -81,12 +83,38 @@ RewriteRule dequant_then_matmul_rule() {
   return r;
 }
 
+// splat_render and its backward as the staged pipeline (docs/splat.md, "The stages as ops"):
+// the native kernels' arithmetic in separate ops, so a device with the stage kernels and
+// without the fused ones renders tiled rather than through the dense O(H W N) lowering.
+// The intersection list is sized by the bound N x tiles (the capacity the values cannot
+// exceed); past 2^31 - 1 entries the rule does not apply and says so. The backward is the
+// stages' VJPs (grad of the staged forward).
+RewriteRule splat_stages_rule() {
+  RewriteRule r;
+  r.name = "splat-stages";
+  r.lossless = true;
+  r.before_lowering = true;
+  r.summary = "splat_render as its stage ops (project, sh_to_rgb, tile counts/keys, sort, ranges, composite)";
+  r.applies = [](const ir::Node& n, const ir::Graph&) {
+    return n.op->name == "splat_render" || n.op->name == "splat_render_backward";
+  };
+  r.build = [](const ir::Node& n, const std::vector<Var>& in) {
+    const int64_t cap = ir::splat_capacity_bound(in[0].shape()[0], n.attrs.get_int("width"),
+                                                 n.attrs.get_int("height"), int64_t(INT32_MAX));
+    const ir::SplatStages s = ir::splat_stages({in.begin(), in.begin() + 7}, n.attrs, cap);
+    if (n.op->name == "splat_render") return std::vector<Var>{s.image, s.alpha, s.depth};
+    return vjp({s.image, s.alpha, s.depth}, {in[7], in[8], in[9]}, {in[0], in[1], in[2], in[3], in[4], in[6]});
+  };
+  return r;
+}
+
 }  // namespace
 
 const std::vector<RewriteRule>& rewrite_rules() {
   static const std::vector<RewriteRule> rules = {promote_rule(DType::F16, "promote-f16-to-f32"),
                                                  promote_rule(DType::BF16, "promote-bf16-to-f32"),
-                                                 complex_matmul_rule(), dequant_then_matmul_rule()};
+                                                 complex_matmul_rule(), dequant_then_matmul_rule(),
+                                                 splat_stages_rule()};
   return rules;
 }
 

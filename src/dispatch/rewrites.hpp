@@ -13,6 +13,9 @@ namespace rlx {
 struct RewriteRule {
   std::string name;
   bool lossless = true;  // allowed under policy=strict
+  // Tried before the op's common-IR lowering (not under policy=force-common-ir): for an
+  // op whose lowering is a slow fallback and whose rewrite is the better route.
+  bool before_lowering = false;
   std::string summary;
   std::function<bool(const ir::Node& n, const ir::Graph& g)> applies;
   // Builds the replacement from the node's inputs (Vars on a scratch graph).

@@ -40,6 +40,7 @@ OpRegistry& OpRegistry::get() {
     register_sort_ops(*reg);
     register_optim_ops(*reg);
     register_splat_ops(*reg);
+    register_splat_stage_ops(*reg);
     register_dist_ops(*reg);
     register_quant_ops(*reg);
     return reg;

@@ -116,6 +116,7 @@ void register_dense_la_ops(OpRegistry& r);
 void register_sort_ops(OpRegistry& r);
 void register_optim_ops(OpRegistry& r);
 void register_splat_ops(OpRegistry& r);
+void register_splat_stage_ops(OpRegistry& r);
 void register_dist_ops(OpRegistry& r);
 
 }  // namespace rlx::ir

@@ -171,7 +171,7 @@ inline Image render(const Scene& s) {
 
 // A scene seen by a random camera: Gaussians placed in camera space (on screen or a little
 // off it, depth 1..8, a few pixels wide), then moved to the world.
-Scene random_scene(std::mt19937_64& rng, int64_t n, int64_t k, int64_t w, int64_t h, double logit_lo = -2,
+inline Scene random_scene(std::mt19937_64& rng, int64_t n, int64_t k, int64_t w, int64_t h, double logit_lo = -2,
                    double logit_hi = 3) {
   std::uniform_real_distribution<double> u01(0, 1);
   std::normal_distribution<double> normal;

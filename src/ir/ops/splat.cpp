@@ -7,6 +7,7 @@
 
 #include "core/checked.hpp"
 #include "ir/ops/splat_math.hpp"
+#include "ir/ops/splat_stages.hpp"
 #include "ir/ops/vjp.hpp"
 
 namespace rlx::ir {
@@ -243,10 +244,12 @@ std::vector<Var> render_dense(const std::vector<Var>& in, const Attrs& at) {
   return {reshape(image, {h, w, 3}), reshape(1.0 - t_final, {h, w}), reshape(depth, {h, w})};
 }
 
+}  // namespace
+
 // A small scene in front of an identity camera: n Gaussians at depths 3..5 on a 20 x 12
 // image (two tiles), degree-1 colours, opacities at most sigmoid(2) < 0.99, so the examples'
 // finite differences stay away from the clamp.
-std::vector<Var> example_scene(ExampleInputs& x, DType t, int64_t n) {
+std::vector<Var> splat_example_scene(ExampleInputs& x, DType t, int64_t n) {
   Graph& g = x.graph();
   Var means = x.in(t, {n, 3}, {.lo = -1, .hi = 1}) + constant(g, example_tensor(t, {1, 3}, {0, 0, 4}));
   Var ls = x.in(t, {n, 3}, {.lo = -1.3, .hi = -0.6});
@@ -257,10 +260,11 @@ std::vector<Var> example_scene(ExampleInputs& x, DType t, int64_t n) {
   Var bg = x.in(t, {3}, {.lo = 0, .hi = 1});
   return {means, ls, quats, ologit, sh, view, bg};
 }
-const Attrs kExampleCamera{{"width", int64_t(20)}, {"height", int64_t(12)}, {"fx", 12.0},
-                           {"fy", 12.0},           {"cx", 10.0},            {"cy", 6.0}};
-
-}  // namespace
+const Attrs& splat_example_camera() {
+  static const Attrs a{{"width", int64_t(20)}, {"height", int64_t(12)}, {"fx", 12.0},
+                       {"fy", 12.0},           {"cx", 10.0},            {"cy", 6.0}};
+  return a;
+}
 
 void register_splat_ops(OpRegistry& r) {
   r.add({.name = "splat_render", .level = Level::L1, .cls = OpClass::Composite, .min_inputs = 7, .max_inputs = 7,
@@ -277,7 +281,7 @@ void register_splat_ops(OpRegistry& r) {
          .nondiff_inputs = {5},
          .dtypes = kSplatTypes,
          .doc = "3D Gaussian splatting render: image, alpha, expected depth (docs/splat.md)",
-         .example = [](ExampleInputs& x, DType t) { return op_multi("splat_render", example_scene(x, t, 6), kExampleCamera); }});
+         .example = [](ExampleInputs& x, DType t) { return op_multi("splat_render", splat_example_scene(x, t, 6), splat_example_camera()); }});
   r.add({.name = "splat_render_backward", .level = Level::Lib, .cls = OpClass::Library, .min_inputs = 10,
          .max_inputs = 10, .attrs = kCameraAttrs,
          .infer = [](const std::vector<TensorType>& in, const Attrs& a, auto&) {
@@ -293,11 +297,11 @@ void register_splat_ops(OpRegistry& r) {
          .dtypes = kSplatTypes,
          .doc = "splat_render's VJP: cotangents of means, log_scales, quats, opacity_logits, sh, background",
          .example = [](ExampleInputs& x, DType t) {
-           std::vector<Var> a = example_scene(x, t, 6);
+           std::vector<Var> a = splat_example_scene(x, t, 6);
            a.push_back(x.in(t, {12, 20, 3}));
            a.push_back(x.in(t, {12, 20}));
            a.push_back(x.in(t, {12, 20}));
-           return op_multi("splat_render_backward", a, kExampleCamera);
+           return op_multi("splat_render_backward", a, splat_example_camera());
          }});
 }
 

@@ -1,11 +1,14 @@
 // The arithmetic of Gaussian splatting (docs/splat.md) that every device's splat kernels
-// share: per-Gaussian projection and SH colour, per-pixel compositing and its backward.
+// share: per-Gaussian projection and SH colour, tile keys and ranges, per-pixel compositing
+// and its backward, and the per-element bodies of the stage ops (splat_stages.cpp), which
+// the fused kernels and the stage kernels both call.
 // Written once as templates over the number type (float, double, or Dual for derivatives),
 // callable from host and CUDA device code. The pipeline around it (tiles, sort, threads)
 // belongs to each device. Internal to the kernels; the op declarations are in splat.cpp.
 #pragma once
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 
 #ifdef __CUDACC__
 #define RLX_SPLAT_HD __host__ __device__
@@ -242,6 +245,43 @@ RLX_SPLAT_HD inline TileRect tile_rect(T u, T v, T radius, const Camera& cam) {
   return r;
 }
 
+// EWA projection and the tile rectangle together: false when culled, off-screen included.
+template <class T>
+RLX_SPLAT_HD bool project_on_screen(const T m[3], const T ls[3], const T q[4], T ologit, const Camera& cam,
+                                    Projected<T>& p, T& radius, TileRect& rect) {
+  if (!project(m, ls, q, ologit, cam, p, radius)) return false;
+  rect = tile_rect(p.u, p.v, radius, cam);
+  return !rect.empty();
+}
+
+// The sort key of one (Gaussian, tile) intersection: tile << 32 | the bits of the f32 depth.
+// Depths of drawn Gaussians exceed 0.2, and the bits of a positive float order as its values.
+RLX_SPLAT_HD inline uint64_t tile_key(int64_t tile, float depth) {
+  uint32_t bits;
+  memcpy(&bits, &depth, 4);
+  return uint64_t(tile) << 32 | bits;
+}
+
+// f(k, key) for the k-th tile of rectangle r, row by row: the order every device emits keys
+// in, so that a stable sort leaves a tile's ties in Gaussian order.
+template <class F>
+RLX_SPLAT_HD void for_tile_keys(const TileRect& r, int64_t tiles_x, float depth, F f) {
+  int64_t k = 0;
+  for (int32_t y = r.y0; y < r.y1; ++y)
+    for (int32_t x = r.x0; x < r.x1; ++x, ++k) f(k, tile_key(int64_t(y) * tiles_x + x, depth));
+}
+
+// Entry k of `total` keys sorted by tile: begin(tile, k) where a tile's run starts, end(tile,
+// k + 1) where it ends. Keys of tile >= tiles (the padding of a list sized by a capacity) are
+// no tile's.
+template <class Key, class Begin, class End>
+RLX_SPLAT_HD void tile_range_entry(const Key* keys, int64_t total, int64_t k, int64_t tiles, Begin begin, End end) {
+  const uint64_t t = uint64_t(keys[k]) >> 32;
+  if (t >= uint64_t(tiles)) return;
+  if (k == 0 || uint64_t(keys[k - 1]) >> 32 != t) begin(int64_t(t), k);
+  if (k == total - 1 || uint64_t(keys[k + 1]) >> 32 != t) end(int64_t(t), k + 1);
+}
+
 // ---------------------------------------------------------------- spherical harmonics
 
 inline constexpr int kMaxShCoeffs = 16;
@@ -447,6 +487,23 @@ RLX_SPLAT_HD void composite_backward(T px, T py, const PixelOut<T>& fwd, const T
 
 // ---------------------------------------------------------------- one Gaussian, both passes
 
+template <class T>
+RLX_SPLAT_HD inline bool all_finite(const T* x, int64_t n) {
+  for (int64_t k = 0; k < n; ++k)
+    if (!finite(x[k])) return false;
+  return true;
+}
+
+// The colour of a Gaussian with mean m and coefficients coeff[K][3], seen from the camera:
+// sum_k basis_k(d) coeff[k][c] + 0.5, clamped at 0.
+template <class T>
+RLX_SPLAT_HD void colour_of(int k_count, const T m[3], const T* coeff, const Camera& cam, T rgb[3]) {
+  T dir[3], pre[3];
+  view_direction(m, cam, dir);
+  sh_colour(k_count, dir, [&](int k, int ch) { return coeff[3 * k + ch]; }, pre);
+  for (int ch = 0; ch < 3; ++ch) rgb[ch] = pre[ch] > T(0) ? pre[ch] : T(0);
+}
+
 // The parameters of Gaussian i in contiguous arrays (docs/splat.md): means [N,3],
 // log_scales [N,3], quats [N,4], opacity_logits [N], sh [N,K,3].
 template <class T>
@@ -462,32 +519,27 @@ RLX_SPLAT_HD bool prepare(const Scene<T>& sc, int64_t i, const Camera& cam, Spla
   const T* m = sc.means + 3 * i;
   Projected<T> p;
   T radius;
-  if (!project(m, sc.log_scales + 3 * i, sc.quats + 4 * i, sc.opacity_logits[i], cam, p, radius)) return false;
+  if (!project_on_screen(m, sc.log_scales + 3 * i, sc.quats + 4 * i, sc.opacity_logits[i], cam, p, radius, rect))
+    return false;
   const T* coeff = sc.sh + int64_t(3) * sc.k_count * i;
-  for (int k = 0; k < 3 * sc.k_count; ++k)
-    if (!finite(coeff[k])) return false;
-  rect = tile_rect(p.u, p.v, radius, cam);
-  if (rect.empty()) return false;
-  T dir[3], rgb[3];
-  view_direction(m, cam, dir);
-  sh_colour(sc.k_count, dir, [&](int k, int ch) { return coeff[3 * k + ch]; }, rgb);
+  if (!all_finite(coeff, 3 * sc.k_count)) return false;
   s = {p.u, p.v, p.a, p.b, p.c, p.opacity, p.depth, {}};
-  for (int ch = 0; ch < 3; ++ch) s.rgb[ch] = rgb[ch] > T(0) ? rgb[ch] : T(0);
+  colour_of(sc.k_count, m, coeff, cam, s.rgb);
   return true;
 }
 
-// Cotangents of Gaussian i's parameters from its screen cotangent g (for a visible Gaussian):
-// the projection's and the SH colour's Jacobians by forward-mode numbers, contracted with g.
-// Writes g_means[3], g_log_scales[3], g_quats[4], *g_opacity_logit, g_sh[K*3].
+// Cotangents of a visible Gaussian's mean, log-scales, quaternion and opacity logit from
+// those of its projection (g's u, v, conic, depth, opacity; its rgb is not read): the
+// projection's Jacobian by forward-mode numbers, contracted with g. Writes g_means[3],
+// g_log_scales[3], g_quats[4], *g_opacity_logit.
 template <class T>
-RLX_SPLAT_HD void gaussian_backward(const Scene<T>& sc, int64_t i, const Camera& cam, const SplatGrad<T>& g,
-                                    T* g_means, T* g_log_scales, T* g_quats, T* g_opacity_logit, T* g_sh) {
+RLX_SPLAT_HD void project_backward(const T m[3], const T ls[3], const T q[4], T ologit, const Camera& cam,
+                                   const SplatGrad<T>& g, T* g_means, T* g_log_scales, T* g_quats, T* g_opacity_logit) {
   using P = Dual<T, 11>;
-  const T* m = sc.means + 3 * i;
   P pm[3], pls[3], pq[4];
-  for (int k = 0; k < 3; ++k) pm[k] = seed<T, 11>(m[k], k), pls[k] = seed<T, 11>(sc.log_scales[3 * i + k], 3 + k);
-  for (int k = 0; k < 4; ++k) pq[k] = seed<T, 11>(sc.quats[4 * i + k], 6 + k);
-  const P po = seed<T, 11>(sc.opacity_logits[i], 10);
+  for (int k = 0; k < 3; ++k) pm[k] = seed<T, 11>(m[k], k), pls[k] = seed<T, 11>(ls[k], 3 + k);
+  for (int k = 0; k < 4; ++k) pq[k] = seed<T, 11>(q[k], 6 + k);
+  const P po = seed<T, 11>(ologit, 10);
   Projected<P> p;
   T radius;
   project(pm, pls, pq, po, cam, p, radius);
@@ -495,27 +547,143 @@ RLX_SPLAT_HD void gaussian_backward(const Scene<T>& sc, int64_t i, const Camera&
   for (int j = 0; j < 11; ++j)
     d[j] = g.u * p.u.d[j] + g.v * p.v.d[j] + g.a * p.a.d[j] + g.b * p.b.d[j] + g.c * p.c.d[j] +
            g.depth * p.depth.d[j] + g.opacity * p.opacity.d[j];
-  // The colour: sh coefficients linearly, the mean through the view direction.
+  for (int k = 0; k < 3; ++k) g_means[k] = d[k], g_log_scales[k] = d[3 + k];
+  for (int k = 0; k < 4; ++k) g_quats[k] = d[6 + k];
+  *g_opacity_logit = d[10];
+}
+
+// Cotangents of colour_of's inputs from g_rgb: the coefficients linearly, the mean through
+// the view direction (added to g_means). Writes g_sh[K*3].
+template <class T>
+RLX_SPLAT_HD void colour_backward(int k_count, const T m[3], const T* coeff, const Camera& cam, const T g_rgb[3],
+                                  T* g_means, T* g_sh) {
   using D = Dual<T, 3>;
   D dm[3], dir[3], pre[3];
   for (int k = 0; k < 3; ++k) dm[k] = seed<T, 3>(m[k], k);
   view_direction(dm, cam, dir);
-  const T* coeff = sc.sh + int64_t(3) * sc.k_count * i;
-  sh_colour(sc.k_count, dir, [&](int k, int ch) { return coeff[3 * k + ch]; }, pre);
+  sh_colour(k_count, dir, [&](int k, int ch) { return coeff[3 * k + ch]; }, pre);
   D basis[kMaxShCoeffs];
-  sh_basis(sc.k_count, dir[0], dir[1], dir[2], basis);
+  sh_basis(k_count, dir[0], dir[1], dir[2], basis);
   T g_pre[3];
-  for (int ch = 0; ch < 3; ++ch) g_pre[ch] = pre[ch].v > T(0) ? g.rgb[ch] : T(0);
-  for (int k = 0; k < sc.k_count; ++k)
+  for (int ch = 0; ch < 3; ++ch) g_pre[ch] = pre[ch].v > T(0) ? g_rgb[ch] : T(0);
+  for (int k = 0; k < k_count; ++k)
     for (int ch = 0; ch < 3; ++ch) g_sh[3 * k + ch] = basis[k].v * g_pre[ch];
   for (int k = 0; k < 3; ++k) {
     T dc = 0;
     for (int ch = 0; ch < 3; ++ch) dc += g_pre[ch] * pre[ch].d[k];
-    g_means[k] = d[k] + dc;
-    g_log_scales[k] = d[3 + k];
+    g_means[k] += dc;
   }
-  for (int k = 0; k < 4; ++k) g_quats[k] = d[6 + k];
-  *g_opacity_logit = d[10];
+}
+
+// Cotangents of Gaussian i's parameters from its screen cotangent g (for a visible Gaussian):
+// the projection's and the colour's. Writes g_means[3], g_log_scales[3], g_quats[4],
+// *g_opacity_logit, g_sh[K*3].
+template <class T>
+RLX_SPLAT_HD void gaussian_backward(const Scene<T>& sc, int64_t i, const Camera& cam, const SplatGrad<T>& g,
+                                    T* g_means, T* g_log_scales, T* g_quats, T* g_opacity_logit, T* g_sh) {
+  const T* m = sc.means + 3 * i;
+  project_backward(m, sc.log_scales + 3 * i, sc.quats + 4 * i, sc.opacity_logits[i], cam, g, g_means, g_log_scales,
+                   g_quats, g_opacity_logit);
+  colour_backward(sc.k_count, m, sc.sh + int64_t(3) * sc.k_count * i, cam, g.rgb, g_means, g_sh);
+}
+
+// ---------------------------------------------------------------- the stages as ops
+
+// The largest radius splat_project reports (radii are i64); far beyond any image.
+inline constexpr int64_t kMaxRadius = int64_t(1) << 62;
+
+// splat_project for one Gaussian: screen mean, conic, depth, opacity and radius; all zero
+// (radius 0) when it is culled (docs/splat.md, "The stages as ops").
+template <class T>
+RLX_SPLAT_HD void project_stage(const T m[3], const T ls[3], const T q[4], T ologit, const Camera& cam, T xy[2],
+                                T conic[3], T* depth, T* opacity, int64_t* radius) {
+  Projected<T> p;
+  T r;
+  TileRect rect;
+  if (!project_on_screen(m, ls, q, ologit, cam, p, r, rect)) {
+    xy[0] = xy[1] = conic[0] = conic[1] = conic[2] = *depth = *opacity = T(0);
+    *radius = 0;
+    return;
+  }
+  xy[0] = p.u, xy[1] = p.v, conic[0] = p.a, conic[1] = p.b, conic[2] = p.c, *depth = p.depth, *opacity = p.opacity;
+  *radius = r < T(kMaxRadius) ? int64_t(r) : kMaxRadius;
+}
+
+// splat_project_backward for one Gaussian: zeros for a culled one.
+template <class T>
+RLX_SPLAT_HD void project_stage_backward(const T m[3], const T ls[3], const T q[4], T ologit, const Camera& cam,
+                                         const T g_xy[2], const T g_conic[3], T g_depth, T g_opacity, T* g_means,
+                                         T* g_log_scales, T* g_quats, T* g_opacity_logit) {
+  Projected<T> p;
+  T r;
+  TileRect rect;
+  if (!project_on_screen(m, ls, q, ologit, cam, p, r, rect)) {
+    for (int k = 0; k < 3; ++k) g_means[k] = g_log_scales[k] = T(0);
+    for (int k = 0; k < 4; ++k) g_quats[k] = T(0);
+    *g_opacity_logit = T(0);
+    return;
+  }
+  SplatGrad<T> g;
+  g.u = g_xy[0], g.v = g_xy[1], g.a = g_conic[0], g.b = g_conic[1], g.c = g_conic[2], g.depth = g_depth;
+  g.opacity = g_opacity;
+  project_backward(m, ls, q, ologit, cam, g, g_means, g_log_scales, g_quats, g_opacity_logit);
+}
+
+// splat_sh_to_rgb for one Gaussian: colour_of, or 0 when the mean or a coefficient is not
+// finite (such a Gaussian is culled by the pipeline).
+template <class T>
+RLX_SPLAT_HD void sh_stage(int k_count, const T m[3], const T* coeff, const Camera& cam, T rgb[3]) {
+  if (!all_finite(m, 3) || !all_finite(coeff, 3 * k_count)) {
+    rgb[0] = rgb[1] = rgb[2] = T(0);
+    return;
+  }
+  colour_of(k_count, m, coeff, cam, rgb);
+}
+
+// splat_sh_to_rgb_backward for one Gaussian: writes g_means[3] and g_sh[K*3] (zeros where
+// sh_stage gave 0).
+template <class T>
+RLX_SPLAT_HD void sh_stage_backward(int k_count, const T m[3], const T* coeff, const Camera& cam, const T g_rgb[3],
+                                    T* g_means, T* g_sh) {
+  for (int k = 0; k < 3; ++k) g_means[k] = T(0);
+  if (!all_finite(m, 3) || !all_finite(coeff, 3 * k_count)) {
+    for (int k = 0; k < 3 * k_count; ++k) g_sh[k] = T(0);
+    return;
+  }
+  colour_backward(k_count, m, coeff, cam, g_rgb, g_means, g_sh);
+}
+
+// The tile rectangle of a Gaussian as the tile stages see it: empty for radius 0 (culled).
+template <class T>
+RLX_SPLAT_HD inline TileRect stage_rect(T u, T v, int64_t radius, const Camera& cam) {
+  if (radius <= 0) return {};
+  return tile_rect(u, v, T(radius), cam);
+}
+RLX_SPLAT_HD inline int64_t rect_area(const TileRect& r) {
+  return r.empty() ? 0 : int64_t(r.x1 - r.x0) * (r.y1 - r.y0);
+}
+
+// The padding of the intersection list past its count: a key of no tile (it sorts last) and
+// no Gaussian.
+inline constexpr int64_t kPadKey = INT64_MAX;
+inline constexpr int64_t kPadId = -1;
+
+// The Splat2D of Gaussian i from the composite stage's inputs (structure of arrays).
+template <class T>
+RLX_SPLAT_HD inline Splat2D<T> splat_of(int64_t i, const T* xy, const T* conic, const T* opacity, const T* rgb,
+                                        const T* depth) {
+  return {xy[2 * i], xy[2 * i + 1], conic[3 * i], conic[3 * i + 1], conic[3 * i + 2], opacity[i], depth[i],
+          {rgb[3 * i], rgb[3 * i + 1], rgb[3 * i + 2]}};
+}
+
+// The composite stage's cotangents of Gaussian i (structure of arrays) from its SplatGrad.
+template <class T>
+RLX_SPLAT_HD inline void store_grad(const SplatGrad<T>& g, int64_t i, T* g_xy, T* g_conic, T* g_opacity, T* g_rgb,
+                                    T* g_depth) {
+  g_xy[2 * i] = g.u, g_xy[2 * i + 1] = g.v;
+  g_conic[3 * i] = g.a, g_conic[3 * i + 1] = g.b, g_conic[3 * i + 2] = g.c;
+  g_opacity[i] = g.opacity, g_depth[i] = g.depth;
+  for (int ch = 0; ch < 3; ++ch) g_rgb[3 * i + ch] = g.rgb[ch];
 }
 
 }  // namespace rlx::splat
