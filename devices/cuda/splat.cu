@@ -825,7 +825,7 @@ void composite_backward_op(const ir::Node& n, std::span<const Tensor> in, std::s
       s.ranges32.template as<int2>(), s.tiles_x, s.width, s.height, s.bg(), gi.data<T>(), ga.data<T>(), gd.data<T>(),
       grad.as<T>(), tile_bg.as<T>());
   check_launch("splat_composite_backward rasterize");
-  sum_background<T><<<1, 32, 0, stream()>>>(tile_bg.as<T>(), int(s.tiles), out[5].data<T>());
+  sum_background<T><<<1, kBgThreads, 0, stream()>>>(tile_bg.as<T>(), int(s.tiles), out[5].data<T>());
   check_launch("splat_composite_backward background");
   if (s.count == 0) return;
   check(cudaMemcpyAsync(ids.get(), s.list32.get(), len * sizeof(int), cudaMemcpyDeviceToDevice, stream()),
