@@ -4,8 +4,9 @@
 //   dequantize     every format: one thread per element.
 //   matmul_packed  Q8_0, Q4_0, Q4_K natively (the other formats take dequant-then-matmul).
 //                  Up to kWarpM rows of x: a warp per weight row, each lane decoding every
-//                  32nd weight of the row once and multiplying it into every row of x, then a
-//                  warp reduction (the GEMV of a decode step). More rows: the weight decoded
+//                  32nd group of 32 weights (a block, or a Q4_K sub-block) once and
+//                  multiplying it into every row of x, then a warp reduction (the GEMV of a
+//                  decode step). More rows: the weight decoded
 //                  into scratch, then cuBLAS sgemm in full f32 (no TF32).
 #include <cstdint>
 
@@ -29,20 +30,66 @@ __global__ void __launch_bounds__(256) dequantize_kernel(uint32_t type, int bloc
   }
 }
 
-// Warp w of the grid computes y[:, w] (weight row w) for the m <= kWarpM rows of x.
-__global__ void __launch_bounds__(256) gemv_kernel(uint32_t type, int block, int bytes, const unsigned char* __restrict__ w,
-                                                   int64_t n, int64_t row_bytes, int64_t k, const float* __restrict__ x,
-                                                   int m, float* __restrict__ y) {
+// 32 consecutive weights of a row at once — a Q8_0 or Q4_0 block, or sub-block `g % 8` of a
+// Q4_K block — with the group's scales read once: the values decode_element gives, bit for bit.
+template <uint32_t Type>
+__device__ inline void decode_group(const unsigned char* row, int64_t g, float (&v)[32]) {
+  if constexpr (Type == ggml::kQ8_0) {
+    const unsigned char* b = row + g * 34;
+    const float d = ggml::half(b);
+#pragma unroll
+    for (int j = 0; j < 32; ++j) v[j] = ggml::mul(float(int8_t(b[2 + j])), d);
+  } else if constexpr (Type == ggml::kQ4_0) {
+    const unsigned char* b = row + g * 18;
+    const float d = ggml::half(b);
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+      v[j] = ggml::mul(float((b[2 + j] & 0xf) - 8), d);
+      v[j + 16] = ggml::mul(float((b[2 + j] >> 4) - 8), d);
+    }
+  } else {
+    const unsigned char* b = row + (g / 8) * 144;
+    const int sub = int(g % 8);
+    float dl, ml;
+    ggml::k_sub_block(b, sub, dl, ml);
+    const unsigned char* q = b + 16 + 32 * (sub / 2);
+    const int shift = 4 * (sub & 1);
+#pragma unroll
+    for (int l = 0; l < 32; ++l) v[l] = ggml::sub(ggml::mul(dl, float((q[l] >> shift) & 0xf)), ml);
+  }
+}
+
+// Warp w of the grid computes y[:, w] (weight row w) for the m <= kWarpM rows of x: lane l
+// decodes the row's 32-weight groups l, l + 32, ... (whole blocks, so a lane's loads stay in
+// one block and the scales are read once per group), multiplies each into every row of x,
+// and the warp adds its lanes' sums.
+template <uint32_t Type>
+__global__ void __launch_bounds__(256) gemv_kernel(const unsigned char* __restrict__ w, int64_t n, int64_t row_bytes,
+                                                   int64_t k, const float* __restrict__ x, int m, float* __restrict__ y) {
   const int64_t row = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   const int lane = threadIdx.x % 32;
   if (row >= n) return;  // whole warps leave together (n rows, 32 lanes each)
   const unsigned char* p = w + row * row_bytes;
   float acc[kWarpM] = {};
-  for (int64_t e = lane; e < k; e += 32) {
-    const float v = ggml::decode_element(type, p + (e / block) * bytes, int(e % block));
+  const int64_t groups = k / 32;
+  for (int64_t g = lane; g < groups; g += 32) {
+    float v[32];
+    decode_group<Type>(p, g, v);
 #pragma unroll
-    for (int i = 0; i < kWarpM; ++i)
-      if (i < m) acc[i] = fmaf(x[i * k + e], v, acc[i]);
+    for (int i = 0; i < kWarpM; ++i) {
+      if (i >= m) break;
+      const float4* xr = reinterpret_cast<const float4*>(x + int64_t(i) * k + g * 32);
+      float a = acc[i];
+#pragma unroll
+      for (int q = 0; q < 8; ++q) {
+        const float4 xv = xr[q];
+        a = fmaf(xv.x, v[4 * q], a);
+        a = fmaf(xv.y, v[4 * q + 1], a);
+        a = fmaf(xv.z, v[4 * q + 2], a);
+        a = fmaf(xv.w, v[4 * q + 3], a);
+      }
+      acc[i] = a;
+    }
   }
 #pragma unroll
   for (int i = 0; i < kWarpM; ++i) {
@@ -69,13 +116,21 @@ bool native_type(const std::string& t) { return t == "Q8_0" || t == "Q4_0" || t 
 
 void run_matmul_packed(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
   const ggml::BlockFormat& f = ggml::format_named(n.attrs.get_string("type"));
-  const Tensor x = contiguous(in[0]), w = contiguous(in[1]);
+  Tensor x = contiguous(in[0]);
+  const Tensor w = contiguous(in[1]);
+  // (the GEMV reads x four floats at a time: a view starting off a 16-byte boundary is copied)
+  if (reinterpret_cast<uintptr_t>(x.raw()) % 16 != 0) x = x.to(allocator());
   const int64_t k = n.attrs.get_int("k"), rows = w.shape()[0], m = x.numel() / k;
   float* y = out[0].data<float>();
   if (m == 0 || rows == 0) return;
   if (m <= kWarpM) {
-    gemv_kernel<<<grid_for(rows * 32, 256), 256, 0, stream()>>>(f.type, f.block, f.bytes, w.data<unsigned char>(), rows,
-                                                                w.shape()[1], k, x.data<float>(), int(m), y);
+    auto go = [&](auto kernel) {
+      kernel<<<grid_for(rows * 32, 256), 256, 0, stream()>>>(w.data<unsigned char>(), rows, w.shape()[1], k,
+                                                             x.data<float>(), int(m), y);
+    };
+    if (f.type == ggml::kQ8_0) go(gemv_kernel<ggml::kQ8_0>);
+    else if (f.type == ggml::kQ4_0) go(gemv_kernel<ggml::kQ4_0>);
+    else go(gemv_kernel<ggml::kQ4_K>);
     check_launch("matmul_packed (gemv)");
     return;
   }
