@@ -26,21 +26,9 @@ import time
 
 import numpy as np
 
+from peers_splat import load  # the scene files rlx-bench splat --dump writes
+
 TILE = 16
-
-
-def load(d):
-    with open(os.path.join(d, "camera.txt")) as f:
-        n, k, w, h, fx, fy, cx, cy = f.read().split()
-    n, k, w, h = int(n), int(k), int(w), int(h)
-
-    def arr(name, shape):
-        return np.fromfile(os.path.join(d, name), dtype="<f4").reshape(shape)
-
-    return dict(n=n, k=k, w=w, h=h, fx=float(fx), fy=float(fy), cx=float(cx), cy=float(cy),
-                means=arr("means.f32", (n, 3)), log_scales=arr("log_scales.f32", (n, 3)),
-                quats=arr("quats.f32", (n, 4)), logits=arr("opacity_logits.f32", (n,)),
-                sh=arr("sh.f32", (n, k, 3)), background=arr("background.f32", (3,)))
 
 
 SH_C0 = 0.28209479177387814
