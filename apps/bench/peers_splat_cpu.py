@@ -161,8 +161,9 @@ def render(torch, s, prm, view, max_pairs, checkpoint):
         gi, ti = g[lo:hi], tile[lo:hi]
         if checkpoint:
             import torch.utils.checkpoint as cp
-            uniq, a, b, c, d = cp.checkpoint(lambda *x: composite_chunk(torch, s, *x, gi, ti, tiles_x), *args,
-                                             use_reentrant=False)
+            # (gi, ti bound now: the backward recomputes this chunk after the loop has moved on)
+            uniq, a, b, c, d = cp.checkpoint(lambda *x, gi=gi, ti=ti: composite_chunk(torch, s, *x, gi, ti, tiles_x),
+                                             *args, use_reentrant=False)
         else:
             uniq, a, b, c, d = composite_chunk(torch, s, *args, gi, ti, tiles_x)
         rgb_t = rgb_t.index_add(0, uniq, a)
