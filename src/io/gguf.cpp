@@ -467,7 +467,8 @@ PackedTensor GgufFile::packed(std::string_view name) const {
     throw InputError(path_ + ": tensor " + shown(t.name) + " has rows of " + std::to_string(k) + " elements, not a multiple of " +
                      f->name + "'s block of " + std::to_string(f->block));
   const int64_t n = k == 0 ? 0 : t.numel / k;
-  const int64_t row_bytes = k / f->block * f->bytes;
+  // (checked: an empty tensor, [K, 0], may declare a K whose row would not fit in 64 bits)
+  const int64_t row_bytes = checked_mul(k / f->block, f->bytes, path_ + ": tensor " + shown(t.name) + ": bytes per row");
   const std::span<const std::byte> src = bytes(name);
   if (n * row_bytes != int64_t(src.size()))
     throw InternalError(path_ + ": tensor " + shown(t.name) + ": validated size differs from the rows'");

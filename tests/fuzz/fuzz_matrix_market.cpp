@@ -73,7 +73,7 @@ Split split_read(std::string_view text, size_t cut, CsrMatrix& m) {
   } catch (const InputError&) {
     return Split::Refused;
   }
-  if ((h.rows + 1) * 32 > kMaxBytes) return Split::Refused;  // (as the whole read refuses it under kMaxBytes)
+  if (h.rows >= kMaxBytes / 32) return Split::Refused;  // (as the whole read refuses it under kMaxBytes)
   const size_t stored = e.i.size();
   for (size_t k = 0; k < stored; ++k)
     if (h.symmetry != MmSymmetry::General && e.i[k] != e.j[k]) {
