@@ -37,14 +37,15 @@ def load(d):
                 background=arr("background.f32", (3,)))
 
 
-def median_ms(reps, f, torch):
+def median_ms(reps, f, sync=lambda: None):
+    """Median milliseconds of f over reps runs after a warm-up; sync() waits for the device."""
     f()
-    torch.cuda.synchronize()
+    sync()
     t = []
     for _ in range(reps):
         t0 = time.perf_counter()
         f()
-        torch.cuda.synchronize()
+        sync()
         t.append(time.perf_counter() - t0)
     return statistics.median(t) * 1e3
 
@@ -99,7 +100,7 @@ def main():
                 with torch.no_grad():
                     render(t, packed)
 
-            tf = median_ms(a.reps, forward, torch)
+            tf = median_ms(a.reps, forward, torch.cuda.synchronize)
             peak_f = (torch.cuda.max_memory_allocated() - base) / 2**20
             params = {k: v.clone().requires_grad_(k != "background") for k, v in t.items()}
             base = torch.cuda.memory_allocated()
@@ -111,7 +112,7 @@ def main():
                 colors, alphas = render(params, packed)
                 (colors.sum() + alphas.sum()).div(s["w"] * s["h"]).backward()
 
-            tb = median_ms(a.reps, forward_backward, torch)
+            tb = median_ms(a.reps, forward_backward, torch.cuda.synchronize)
             peak_b = (torch.cuda.max_memory_allocated() - base) / 2**20
             print(f"gsplat n={s['n']} {s['w']}x{s['h']} packed={packed}  forward {tf:9.3f} ms   "
                   f"forward+backward {tb:9.3f} ms   peak memory beyond the inputs {peak_f:.0f} / {peak_b:.0f} MiB",

@@ -20,13 +20,11 @@ image's difference from the one rlx rendered (image.f32).
 import argparse
 import math
 import os
-import statistics
 import sys
-import time
 
 import numpy as np
 
-from peers_splat import load  # the scene files rlx-bench splat --dump writes
+from peers_splat import load, median_ms  # the scene files rlx-bench splat --dump writes; the timing loop
 
 TILE = 16
 
@@ -182,16 +180,6 @@ def render(torch, s, prm, view, max_pairs, checkpoint):
     depth = image_of(torch.where(wsum > 0, wz / torch.where(wsum > 0, wsum, torch.ones_like(wsum)),
                                  torch.zeros_like(wsum))[:, :, None], 1)[..., 0]
     return image, alpha, depth, g.numel()
-
-
-def median_ms(reps, f):
-    f()
-    t = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        f()
-        t.append(time.perf_counter() - t0)
-    return statistics.median(t) * 1e3
 
 
 def main():
