@@ -387,6 +387,22 @@ BOOST_AUTO_TEST_CASE(solve_options_are_range_checked) {
   BOOST_TEST(r.code == 0, r.err);
 }
 
+// On one process block Jacobi has one block, the whole matrix: `--pc bjacobi` is ILU(0) there
+// (PETSc's bjacobi on one rank), so a script runs unchanged at every mpirun -n.
+BOOST_AUTO_TEST_CASE(one_process_bjacobi_is_ilu0_on_the_whole_matrix) {
+  for (const auto& [block, whole] : {std::pair{"bjacobi", "ilu0"}, std::pair{"bjacobi-ic0", "ic0"}}) {
+    auto b = rlx_cli(std::string("solve poisson3d:12 --method pcg --rtol 1e-10 --pc ") + block);
+    auto w = rlx_cli(std::string("solve poisson3d:12 --method pcg --rtol 1e-10 --pc ") + whole);
+    BOOST_TEST_CONTEXT(block << ": " << b.out << b.err) {
+      BOOST_TEST(b.code == 0);
+      BOOST_TEST(has(b.out, std::string("pc: ") + block + " (one block: "));
+      auto its = [](const std::string& s) { auto p = s.find("iterations: "); return p == std::string::npos ? std::string() : s.substr(p, s.find(' ', p + 12) - p); };
+      BOOST_TEST(!its(b.out).empty());
+      BOOST_TEST(its(b.out) == its(w.out));
+    }
+  }
+}
+
 // Solver-side failures name the matrix they came from; sizes too large for the index type
 // or the memory are exit 2 saying so, before allocating (never "internal error").
 BOOST_AUTO_TEST_CASE(solve_errors_name_the_matrix_and_sizes_are_checked) {
