@@ -242,18 +242,31 @@ void spmv_typed(const Tensor& rp_t, const Tensor& ci_t, const Tensor& v_t, const
   const T* y0 = y0_t ? y0_t->data<T>() : nullptr;
   T* y = y_t.data<T>();
   const int64_t rows = rp_t.numel() - 1;
+  auto rows_fn = [&](int64_t r0, int64_t r1) {
 #if defined(__x86_64__) && defined(__GNUC__)
-  if (have_avx512()) {
-    if constexpr (std::is_same_v<T, double>) {
-      for_row_ranges(rp, rows, [&](int64_t r0, int64_t r1) { spmv_rows_f64_v4<I>(rp, ci, v, x, y0, y, a, r0, r1); });
-      return;
-    } else if constexpr (std::is_same_v<T, float>) {
-      for_row_ranges(rp, rows, [&](int64_t r0, int64_t r1) { spmv_rows_f32_v4<I>(rp, ci, v, x, y0, y, a, r0, r1); });
-      return;
+    if (have_avx512()) {
+      if constexpr (std::is_same_v<T, double>) return spmv_rows_f64_v4<I>(rp, ci, v, x, y0, y, a, r0, r1);
+      if constexpr (std::is_same_v<T, float>) return spmv_rows_f32_v4<I>(rp, ci, v, x, y0, y, a, r0, r1);
     }
-  }
 #endif
-  for_row_ranges(rp, rows, [&](int64_t r0, int64_t r1) { spmv_rows_scalar<I, T>(rp, ci, v, x, y0, y, a, r0, r1); });
+    spmv_rows_scalar<I, T>(rp, ci, v, x, y0, y, a, r0, r1);
+  };
+  // y += alpha A x in place (the memory plan gave the result y0's buffer): a row without
+  // entries keeps its value, so only the runs of rows with entries are visited — the
+  // off-diagonal block of a distributed matrix has entries in few of its rows.
+  if (y0 == y && a.beta == 1.0) {
+    for_row_ranges(rp, rows, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1;) {
+        while (r < r1 && rp[r] == rp[r + 1]) ++r;
+        int64_t e = r;
+        while (e < r1 && rp[e] != rp[e + 1]) ++e;
+        if (r < e) rows_fn(r, e);
+        r = e;
+      }
+    });
+    return;
+  }
+  for_row_ranges(rp, rows, rows_fn);
 }
 
 // ---------------------------------------------------------------- spmm

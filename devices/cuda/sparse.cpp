@@ -223,10 +223,15 @@ void run_spmv(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> o
     const Tensor x = contiguous(in[3]);
     Tensor y0;
     if (has_y0) y0 = contiguous(in[4]);
+    if (has_y0 && y0.raw() == y.raw()) {  // in place (spmv_csr's inplace_input): the kernels' y0 and y are restrict
+      Tensor c = Tensor::empty(y0.dtype(), y0.shape(), allocator());
+      copy_into(y0, c.raw());
+      y0 = c;
+    }
     spmv_csr_native(a.rp, a.ci, a.v, x, has_y0 ? &y0 : nullptr, alpha, beta, y);
     return;
   }
-  if (has_y0)
+  if (has_y0 && in[4].raw() != y.raw())
     copy_into(in[4], y.raw());
   else
     zero(y);

@@ -74,6 +74,11 @@ struct OpDef {
   // No derivative (comparisons, argmax, integer-only ops, rng): grad through it is an error.
   bool not_differentiable = false;
   bool stateful = false;      // never CSE'd or folded (rng)
+  // The result may take this input's buffer when the input dies at the node (same shape and
+  // dtype, not also another operand): every device's kernel reads element i of it before it
+  // writes element i of the result. spmv_csr's y0: an accumulation into y stays in place, as
+  // a distributed SpMV's off-diagonal product (few rows) then touches only its own rows.
+  int inplace_input = -1;
   bool float_only = false;    // documentation aid for coverage tables
   std::vector<DType> dtypes;  // the dtypes the op is defined for (of its first input / result)
   std::string doc;

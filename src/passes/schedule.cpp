@@ -333,6 +333,20 @@ void plan_memory(Schedule& p) {
           break;
         }
       }
+      const ir::Node& first = g.nodes[size_t(k.nodes[0])];
+      const int ip = k.kind == Kernel::Single ? first.op->inplace_input : -1;
+      if (!placed && ip >= 0 && size_t(ip) < first.inputs.size() && v.node == first.id) {
+        const ir::Value in = first.inputs[size_t(ip)];
+        const BufferSlot& is = p.slot(in);
+        const bool only_there = std::count(first.inputs.begin(), first.inputs.end(), in) == 1;
+        if (is.kind == BufferSlot::Arena && only_there && last[size_t(in.node)][size_t(in.index)] == int64_t(ki) &&
+            std::find(donated.begin(), donated.end(), in) == donated.end() && g.type(in).shape == ot.shape &&
+            g.type(in).dtype == ot.dtype) {
+          s.offset = is.offset;
+          donated.push_back(in);
+          placed = true;
+        }
+      }
       if (!placed) s.offset = allocate(s.bytes);
     }
     // Release what dies here (donated buffers now belong to the outputs).

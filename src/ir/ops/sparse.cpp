@@ -191,6 +191,7 @@ void register_sparse_ops(OpRegistry& r) {
            return r;
          },
          .nondiff_inputs = {0, 1},
+         .inplace_input = 4,
          .dtypes = kSparseValues, .doc = "CSR sparse matrix times vector: alpha*A*x (+ beta*y0)",
          .example = [](ExampleInputs& x, DType t) {
            std::vector<Var> a = example_csr(x, t);
