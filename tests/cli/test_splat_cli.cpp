@@ -216,6 +216,38 @@ BOOST_AUTO_TEST_CASE(fit_raises_the_psnr_of_a_known_scene) {
                  "--count sets the size of --init random only"));
   BOOST_TEST(!fs::exists(out("bad.ply")));
 }
+
+// rlx splat fit --densify on the cpu device, end to end: the count changes at the
+// densification steps (every 10 iterations from 1 until 30 at --iters 60), the fitted scene
+// has the last count, the PSNR still rises, and the densification options need --densify.
+BOOST_AUTO_TEST_CASE(fit_with_densification_changes_the_count) {
+  const std::string ring = std::string(RLX_DATA) + "/splat/ring.json", views = out("dviews");
+  fs::create_directories(views);
+  for (int i = 0; i < 4; ++i) {
+    const auto r = rlx_cli("splat render " + kScene + " --camera " + ring + " --view " + std::to_string(i) + " -o " + views +
+                           "/view" + std::to_string(i) + ".png");
+    BOOST_REQUIRE_MESSAGE(r.code == 0, r.err);
+  }
+  const auto r = rlx_cli("splat fit --images " + views + " --cameras " + ring + " --count 50 --iters 60 --report-every 30" +
+                         " --densify --seed 5 --device cpu -o " + out("dense.ply"));
+  BOOST_REQUIRE_MESSAGE(r.code == 0, r.err);
+  BOOST_TEST(has(r.out, "densifying from iteration 1 until 30 every 10"), r.out);
+  BOOST_TEST(has(r.out, "iter 10/60  densified: 50 -> "), r.out);
+  const size_t last = r.out.rfind("(", r.out.find("iter 60/60"));
+  BOOST_REQUIRE_MESSAGE(last != std::string::npos, r.out);
+  const int64_t count = std::stoll(r.out.substr(last + 1));
+  BOOST_TEST(count != 50, r.out);
+  BOOST_TEST(io::read_splat_ply(out("dense.ply")).size() == count);
+  const double first = std::stod(r.out.substr(r.out.find("iter 0/60  PSNR ") + 16));
+  const double end = std::stod(r.out.substr(r.out.find("PSNR ", r.out.find("iter 60/60")) + 5));
+  BOOST_TEST(end > first + 3, r.out);
+
+  const auto bad = rlx_cli("splat fit --images " + views + " --cameras " + ring + " --iters 5 --densify-every 5 -o " +
+                           out("bad.ply"));
+  BOOST_TEST(bad.code == 2);
+  BOOST_TEST(has(bad.err, "--densify-every needs --densify"), bad.err);
+}
+
 #else
 BOOST_AUTO_TEST_CASE(without_libpng_render_says_so) {
   const auto r = rlx_cli("splat render " + kScene + " --camera " + kCamera + " -o " + out("x.png"));
