@@ -76,6 +76,14 @@ std::vector<View> load_views(const std::string& dir, const std::string& cameras_
   return views;
 }
 
+// A camera's centre, -R^T t.
+std::array<double, 3> camera_centre(const io::Camera& cam) {
+  const double* m = cam.world_to_camera.data();
+  std::array<double, 3> c{};
+  for (int k = 0; k < 3; ++k) c[size_t(k)] = -(m[k] * m[3] + m[4 + k] * m[7] + m[8 + k] * m[11]);
+  return c;
+}
+
 // The point the cameras look at (least squares over their optical axes; 3 units in front of
 // camera 0 when they are parallel) and the mean distance from it to the camera centres.
 std::pair<std::array<double, 3>, double> scene_centre(const std::vector<View>& views) {
@@ -83,8 +91,7 @@ std::pair<std::array<double, 3>, double> scene_centre(const std::vector<View>& v
   std::vector<std::array<double, 3>> centres;
   for (const View& v : views) {
     const double* m = v.camera.world_to_camera.data();
-    std::array<double, 3> c{}, z{m[8], m[9], m[10]};  // z: the third row of R
-    for (int k = 0; k < 3; ++k) c[size_t(k)] = -(m[k] * m[3] + m[4 + k] * m[7] + m[8 + k] * m[11]);
+    const std::array<double, 3> c = camera_centre(v.camera), z{m[8], m[9], m[10]};  // z: the third row of R
     centres.push_back(c);
     for (int i = 0; i < 3; ++i)
       for (int j = 0; j < 3; ++j) {
@@ -362,11 +369,8 @@ int splat_fit(const Args& a) {
     double mean[3] = {};
     std::vector<std::array<double, 3>> centres;
     for (const View& v : views) {
-      const double* m = v.camera.world_to_camera.data();
-      std::array<double, 3> c{};
-      for (int q = 0; q < 3; ++q) c[size_t(q)] = -(m[q] * m[3] + m[4 + q] * m[7] + m[8 + q] * m[11]);
-      centres.push_back(c);
-      for (int q = 0; q < 3; ++q) mean[q] += c[size_t(q)] / double(views.size());
+      centres.push_back(camera_centre(v.camera));
+      for (int q = 0; q < 3; ++q) mean[q] += centres.back()[size_t(q)] / double(views.size());
     }
     for (const auto& c : centres)
       extent = std::max(extent, 1.1 * std::sqrt(std::pow(c[0] - mean[0], 2) + std::pow(c[1] - mean[1], 2) + std::pow(c[2] - mean[2], 2)));
