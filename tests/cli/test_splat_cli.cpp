@@ -150,17 +150,26 @@ BOOST_AUTO_TEST_CASE(a_scene_without_gaussians_is_the_background) {
     BOOST_REQUIRE(png.rgb[i + 2] == 153);
   }
 }
+
+const std::string kRing = std::string(RLX_DATA) + "/splat/ring.json";
+// The example scene's four ring views (data/splat/ring.json: 64x48 cameras that name their
+// pictures) rendered by rlx splat render into the scratch folder `name`; returns its path.
+std::string ring_views(const std::string& name) {
+  const std::string views = out(name);
+  fs::create_directories(views);
+  for (int i = 0; i < 4; ++i) {
+    const auto r = rlx_cli("splat render " + kScene + " --camera " + kRing + " --view " + std::to_string(i) + " -o " + views +
+                           "/view" + std::to_string(i) + ".png");
+    BOOST_REQUIRE_MESSAGE(r.code == 0, r.err);
+  }
+  return views;
+}
+
 // rlx splat fit on views of the example scene rendered by rlx splat render (data/splat/ring.json:
 // four 64x48 cameras that name their pictures): from random Gaussians the PSNR over the views
 // rises, the snapshots are the camera's size, and the fitted scene is a PLY of --count Gaussians.
 BOOST_AUTO_TEST_CASE(fit_raises_the_psnr_of_a_known_scene) {
-  const std::string ring = std::string(RLX_DATA) + "/splat/ring.json", views = out("views");
-  fs::create_directories(views);
-  for (int i = 0; i < 4; ++i) {
-    const auto r = rlx_cli("splat render " + kScene + " --camera " + ring + " --view " + std::to_string(i) + " -o " + views +
-                           "/view" + std::to_string(i) + ".png");
-    BOOST_REQUIRE_MESSAGE(r.code == 0, r.err);
-  }
+  const std::string ring = kRing, views = ring_views("views");
   const auto r = rlx_cli("splat fit --images " + views + " --cameras " + ring + " --count 100 --iters 80 --report-every 40" +
                          " --snapshots " + out("snaps") + " --snapshot-every 40 --seed 3 -o " + out("fit.ply"));
   BOOST_REQUIRE_MESSAGE(r.code == 0, r.err);
@@ -221,13 +230,7 @@ BOOST_AUTO_TEST_CASE(fit_raises_the_psnr_of_a_known_scene) {
 // densification steps (every 10 iterations from 1 until 30 at --iters 60), the fitted scene
 // has the last count, the PSNR still rises, and the densification options need --densify.
 BOOST_AUTO_TEST_CASE(fit_with_densification_changes_the_count) {
-  const std::string ring = std::string(RLX_DATA) + "/splat/ring.json", views = out("dviews");
-  fs::create_directories(views);
-  for (int i = 0; i < 4; ++i) {
-    const auto r = rlx_cli("splat render " + kScene + " --camera " + ring + " --view " + std::to_string(i) + " -o " + views +
-                           "/view" + std::to_string(i) + ".png");
-    BOOST_REQUIRE_MESSAGE(r.code == 0, r.err);
-  }
+  const std::string ring = kRing, views = ring_views("dviews");
   const auto r = rlx_cli("splat fit --images " + views + " --cameras " + ring + " --count 50 --iters 60 --report-every 30" +
                          " --densify --seed 5 --device cpu -o " + out("dense.ply"));
   BOOST_REQUIRE_MESSAGE(r.code == 0, r.err);
