@@ -228,7 +228,8 @@ BOOST_AUTO_TEST_CASE(fit_raises_the_psnr_of_a_known_scene) {
 
 // rlx splat fit --densify on the cpu device, end to end: the count changes at the
 // densification steps (every 10 iterations from 1 until 30 at --iters 60), the fitted scene
-// has the last count, the PSNR still rises, and the densification options need --densify.
+// has the last count, the PSNR still rises; an opacity reset dims the renders; the
+// densification options need --densify.
 BOOST_AUTO_TEST_CASE(fit_with_densification_changes_the_count) {
   const std::string ring = kRing, views = ring_views("dviews");
   const auto r = rlx_cli("splat fit --images " + views + " --cameras " + ring + " --count 50 --iters 60 --report-every 30" +
@@ -244,6 +245,18 @@ BOOST_AUTO_TEST_CASE(fit_with_densification_changes_the_count) {
   const double first = std::stod(r.out.substr(r.out.find("iter 0/60  PSNR ") + 16));
   const double end = std::stod(r.out.substr(r.out.find("PSNR ", r.out.find("iter 60/60")) + 5));
   BOOST_TEST(end > first + 3, r.out);
+
+  // An opacity reset (at iteration 20 of 40) lowers every opacity to at most 0.01: the
+  // renders, over a black background, lose most of their light and the PSNR falls.
+  const auto reset = rlx_cli("splat fit --images " + views + " --cameras " + ring + " --count 50 --iters 40" +
+                             " --report-every 10 --densify --densify-until 40 --opacity-reset-every 20 --seed 5 -o " +
+                             out("reset.ply"));
+  BOOST_REQUIRE_MESSAGE(reset.code == 0, reset.err);
+  BOOST_TEST(has(reset.out, "iter 20/40  opacities reset to at most 0.01"), reset.out);
+  const auto psnr_at = [&](const std::string& iter) {
+    return std::stod(reset.out.substr(reset.out.find("PSNR ", reset.out.find("iter " + iter + "/40  loss")) + 5));
+  };
+  BOOST_TEST(psnr_at("20") < psnr_at("10") - 1, reset.out);
 
   const auto bad = rlx_cli("splat fit --images " + views + " --cameras " + ring + " --iters 5 --densify-every 5 -o " +
                            out("bad.ply"));
