@@ -354,6 +354,30 @@ void Trainer::set_parameters(const std::vector<Tensor>& values) {
   }
 }
 
+void Trainer::set_state(const std::vector<Tensor>& values, int64_t steps_done) {
+  Impl& m = *impl_;
+  if (values.size() != m.n_state)
+    throw InputError("trainer: " + std::to_string(values.size()) + " values for " + std::to_string(m.n_state) +
+                     " pieces of optimizer state");
+  if (steps_done < 0) throw InputError("trainer: a step count of " + std::to_string(steps_done));
+  device_.synchronize();
+  // Parameters and buffers move to the set the new count reads.
+  auto& from = m.sets[steps_ % 2];
+  auto& to = m.sets[steps_done % 2];
+  if (&from != &to)
+    for (size_t k = 0; k < from.size(); ++k)
+      if (k < m.n_params || k >= m.n_params + m.n_state)
+        to[k].allocator()->copy_within(to[k].raw(), from[k].raw(), from[k].nbytes());
+  steps_ = steps_done;
+  for (size_t k = 0; k < values.size(); ++k) {
+    Tensor& dst = to[m.n_params + k];
+    if (values[k].type() != dst.type())
+      throw InputError("trainer: a state value is " + values[k].type().str() + ", the state " + dst.type().str());
+    Tensor src = values[k].is_host() ? values[k].contiguous() : values[k].to(host_allocator());
+    dst.allocator()->copy_from_host(dst.raw(), src.raw(), src.nbytes());
+  }
+}
+
 void Trainer::save(const std::string& path) const {
   std::vector<std::pair<std::string, Tensor>> tensors;
   std::vector<Tensor> p = parameters(), s = state();

@@ -74,6 +74,11 @@ class Trainer {
   std::vector<Tensor> buffers() const;  // the model's buffers (Model::buffer), in declaration order
   // Replaces the parameters (e.g. a trained model's), keeping the optimizer state.
   void set_parameters(const std::vector<Tensor>& values);
+  // Replaces the optimizer state (state()'s order) and the count of steps done (Adam's bias
+  // correction), e.g. a model's state carried over to a new trainer for a resized model
+  // (rlx splat fit's densification). Call it before set_parameters: the step count chooses
+  // which of the two buffer sets the next step reads.
+  void set_state(const std::vector<Tensor>& values, int64_t steps_done);
 
   // Checkpoints: parameters ("param/<name>"), optimizer state ("state/<name>/<slot>"), buffers
   // ("buffer/<name>") and the

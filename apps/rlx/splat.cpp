@@ -30,7 +30,8 @@ const char* kSplatUsage =
     "                        -o OUT.png [--depth DEPTH.npy] [--alpha ALPHA.npy]\n"
     "       rlx splat fit --images DIR --cameras CAMS.json [--init random|POINTS.ply] [--count N] --iters N\n"
     "                     [--lr L] [--device D] [--background r,g,b] [--seed S] [--report-every K]\n"
-    "                     [--snapshots DIR] [--snapshot-every K] -o OUT.ply\n";
+    "                     [--snapshots DIR] [--snapshot-every K] [--densify [--densify-from I] [--densify-until I]\n"
+    "                     [--densify-every K] [--grad-threshold G] [--opacity-reset-every K]] -o OUT.ply\n";
 
 double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -153,8 +154,9 @@ int cmd_splat(int argc, char** argv) {
   if (sub == "fit")
     return splat_fit(Args(argc, argv, 3,
                           {"images", "cameras", "init", "count", "iters", "lr", "device", "background", "seed", "report-every",
-                           "snapshots", "snapshot-every", "out"},
-                          {}));
+                           "snapshots", "snapshot-every", "out", "densify-from", "densify-until", "densify-every",
+                           "grad-threshold", "opacity-reset-every"},
+                          {"densify"}));
   if (sub == "--help" || sub == "-h") {
     std::cout << kSplatUsage;
     return kOk;

@@ -1,7 +1,8 @@
 // rlx splat fit: Gaussians fitted to pictures taken by known cameras. One nn::Trainer step
 // per view (in a shuffled order each epoch): splat_render, the 3DGS paper's loss
 // 0.8·L1 + 0.2·(1 − SSIM), its gradient through splat_render_backward, and Adam on every
-// parameter. docs/splat.md.
+// parameter; with --densify, the paper's adaptive density control (solvers/splat/densify.hpp)
+// every few iterations. docs/splat.md.
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -9,15 +10,19 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <memory>
 #include <random>
 
 #include "core/error.hpp"
 #include "io/atomic_file.hpp"
 #include "nn/model.hpp"
 #include "nn/trainer.hpp"
+#include "passes/autodiff.hpp"
 #include "png.hpp"
 #include "runtime/device.hpp"
 #include "runtime/runtime.hpp"
+#include "solvers/splat/densify.hpp"
+#include "solvers/splat/render.hpp"
 #include "splat.hpp"
 
 namespace rlx::cli {
@@ -71,6 +76,14 @@ std::vector<View> load_views(const std::string& dir, const std::string& cameras_
   return views;
 }
 
+// A camera's centre, -R^T t.
+std::array<double, 3> camera_centre(const io::Camera& cam) {
+  const double* m = cam.world_to_camera.data();
+  std::array<double, 3> c{};
+  for (int k = 0; k < 3; ++k) c[size_t(k)] = -(m[k] * m[3] + m[4 + k] * m[7] + m[8 + k] * m[11]);
+  return c;
+}
+
 // The point the cameras look at (least squares over their optical axes; 3 units in front of
 // camera 0 when they are parallel) and the mean distance from it to the camera centres.
 std::pair<std::array<double, 3>, double> scene_centre(const std::vector<View>& views) {
@@ -78,8 +91,7 @@ std::pair<std::array<double, 3>, double> scene_centre(const std::vector<View>& v
   std::vector<std::array<double, 3>> centres;
   for (const View& v : views) {
     const double* m = v.camera.world_to_camera.data();
-    std::array<double, 3> c{}, z{m[8], m[9], m[10]};  // z: the third row of R
-    for (int k = 0; k < 3; ++k) c[size_t(k)] = -(m[k] * m[3] + m[4 + k] * m[7] + m[8 + k] * m[11]);
+    const std::array<double, 3> c = camera_centre(v.camera), z{m[8], m[9], m[10]};  // z: the third row of R
     centres.push_back(c);
     for (int i = 0; i < 3; ++i)
       for (int j = 0; j < 3; ++j) {
@@ -189,6 +201,22 @@ int splat_fit(const Args& a) {
     fs::create_directories(snapshots, ec);
     if (ec || !fs::is_directory(snapshots)) throw UsageError("--snapshots " + snapshots + ": cannot create the folder");
   }
+  // Densification: off unless asked (docs/splat.md says why); the paper's schedule for 30,000
+  // iterations (from 500, until 15,000, every 100, opacity reset every 3,000) scaled to --iters,
+  // every at least 10 iterations so that each decision averages over several views.
+  struct {
+    bool on;
+    int64_t from, until, every, reset_every;
+    double threshold;
+  } densify{};
+  densify.on = a.flag("densify");
+  for (const char* o : {"densify-from", "densify-until", "densify-every", "grad-threshold", "opacity-reset-every"})
+    if (a.has(o) && !densify.on) throw UsageError(std::string("--") + o + " needs --densify");
+  densify.every = a.integer("densify-every", std::max<int64_t>(10, (iters + 150) / 300), 1, INT64_MAX);
+  densify.from = a.integer("densify-from", (iters + 30) / 60, 0, INT64_MAX);
+  densify.until = a.integer("densify-until", iters / 2, 0, INT64_MAX);
+  densify.reset_every = a.integer("opacity-reset-every", 30 * densify.every, 0, INT64_MAX);
+  densify.threshold = a.number("grad-threshold", 0.0002, 0, HUGE_VAL);
   Device& d = DeviceRegistry::get().runnable_at(a.get("device", "cpu"));
 
   const std::vector<View> views = load_views(images, cameras);
@@ -199,20 +227,63 @@ int splat_fit(const Args& a) {
   Factors f;
   f.means = 0.1 * scene_centre(views).second;
 
-  // The step: parameters (stored divided by their factors), then view, target, background.
-  ir::Graph g;
-  nn::Model m(g);
-  const Var means = m.param("means", {n, 3}, nn::Init::zeros()) * f.means;
-  const Var log_scales = m.param("log_scales", {n, 3}, nn::Init::zeros()) * f.log_scales;
-  const Var quats = m.param("quats", {n, 4}, nn::Init::zeros()) * f.quats;
-  const Var opacity = m.param("opacity_logits", {n}, nn::Init::zeros()) * f.opacity;
-  const Var sh = m.param("sh", {n, k, 3}, nn::Init::zeros()) * f.sh;
-  const Var view = m.input("viewmat", DType::F32, {4, 4});
-  const Var target = m.input("target", DType::F32, {cam.height, cam.width, 3});
-  const Var bg = m.input("background", DType::F32, {3});
-  const Var image = render_outputs({means, log_scales, quats, opacity, sh, view, bg}, cam)[0];
-  const double pixels = double(cam.height * cam.width * 3);
-  const Var loss = 0.8 * (sum(abs(image - target)) / pixels) + 0.2 * (1.0 - ssim(image, target, cam.height, cam.width));
+  // The step for n Gaussians: parameters (stored divided by their factors), then view,
+  // target, background. While densifying it renders through the stages (solvers/splat), whose
+  // 2D means are values of the graph, and accumulates each Gaussian's view-space gradient
+  // norm, the views that saw it and its largest screen radius in three buffers.
+  const int64_t tiles = ((cam.width + 15) / 16) * ((cam.height + 15) / 16);
+  struct Step {
+    ir::Graph g;
+    std::unique_ptr<nn::Model> m;
+    std::unique_ptr<nn::Trainer> trainer;
+    ir::Graph eval_graph;
+    std::unique_ptr<Program> eval;
+    int64_t n = 0, capacity = 0;
+    bool staged = false;
+  };
+  auto build = [&](int64_t gaussians, bool staged, int64_t capacity) {
+    auto st = std::make_unique<Step>();
+    st->n = gaussians, st->staged = staged, st->capacity = capacity;
+    st->m = std::make_unique<nn::Model>(st->g);
+    nn::Model& m = *st->m;
+    const Var means = m.param("means", {gaussians, 3}, nn::Init::zeros()) * f.means;
+    const Var log_scales = m.param("log_scales", {gaussians, 3}, nn::Init::zeros()) * f.log_scales;
+    const Var quats = m.param("quats", {gaussians, 4}, nn::Init::zeros()) * f.quats;
+    const Var opacity = m.param("opacity_logits", {gaussians}, nn::Init::zeros()) * f.opacity;
+    const Var sh = m.param("sh", {gaussians, k, 3}, nn::Init::zeros()) * f.sh;
+    const Var view = m.input("viewmat", DType::F32, {4, 4});
+    const Var target = m.input("target", DType::F32, {cam.height, cam.width, 3});
+    const Var bg = m.input("background", DType::F32, {3});
+    Var image;
+    splat::StagedRender r;
+    if (staged) {
+      r = splat::render_staged(means, log_scales, quats, opacity, sh, view, bg,
+                               {cam.width, cam.height, cam.fx, cam.fy, cam.cx, cam.cy}, {.capacity = capacity});
+      image = r.image;
+    } else {
+      image = render_outputs({means, log_scales, quats, opacity, sh, view, bg}, cam)[0];
+    }
+    const double pixels = double(cam.height * cam.width * 3);
+    const Var loss = 0.8 * (sum(abs(image - target)) / pixels) + 0.2 * (1.0 - ssim(image, target, cam.height, cam.width));
+    if (staged) {
+      // The gradient of the 2D means in normalised device coordinates (pixels are
+      // (ndc + 1) width / 2 - 1/2), the units of the paper's threshold.
+      Tensor ndc = Tensor::empty(DType::F32, {1, 2});
+      ndc.data<float>()[0] = float(0.5 * double(cam.width)), ndc.data<float>()[1] = float(0.5 * double(cam.height));
+      const Var gxy = grad(loss, {r.stages.xy})[0] * constant(st->g, ndc);
+      const Var seen = cast(gt(r.stages.radii, scalar(st->g, 0.0, DType::I64)), DType::F32);
+      const Var grad_sum = m.buffer("grad_sum", {gaussians}, nn::Init::zeros());
+      const Var views_seen = m.buffer("views_seen", {gaussians}, nn::Init::zeros());
+      const Var max_radius = m.buffer("max_radius", {gaussians}, nn::Init::zeros());
+      m.update_buffer(grad_sum, grad_sum + sqrt(sum(gxy * gxy, {1})) * seen);
+      m.update_buffer(views_seen, views_seen + seen);
+      m.update_buffer(max_radius, maximum(max_radius, cast(r.stages.radii, DType::F32)));
+    }
+    st->trainer = std::make_unique<nn::Trainer>(m, loss, nn::Adam{.lr = lr}, d);
+    render_graph(st->eval_graph, gaussians, k, cam);
+    st->eval = std::make_unique<Program>(compile(st->eval_graph, d));
+    return st;
+  };
 
   auto scaled = [](const Tensor& t, double by) {
     Tensor r = Tensor::empty(DType::F32, t.shape());
@@ -220,24 +291,60 @@ int splat_fit(const Args& a) {
     for (int64_t i = 0; i < r.numel(); ++i) r.data<float>()[i] = float(double(c.data<float>()[i]) * by);
     return r;
   };
-  nn::Trainer trainer(m, loss, nn::Adam{.lr = lr}, d);
-  trainer.set_parameters({scaled(start.means, 1 / f.means), scaled(start.log_scales, 1 / f.log_scales),
-                          scaled(start.quats, 1 / f.quats), scaled(start.opacity_logits, 1 / f.opacity),
-                          scaled(start.sh, 1 / f.sh)});
+  auto stored = [&](const io::SplatScene& s) {
+    return std::vector<Tensor>{scaled(s.means, 1 / f.means), scaled(s.log_scales, 1 / f.log_scales),
+                               scaled(s.quats, 1 / f.quats), scaled(s.opacity_logits, 1 / f.opacity),
+                               scaled(s.sh, 1 / f.sh)};
+  };
+
+  // Intersections of the scene in its busiest view (the staged list's capacity is twice that,
+  // at least 4096 more, at most N x tiles: IR types are static, so the list is sized here).
+  auto busiest = [&](const io::SplatScene& s) {
+    ir::Graph g;
+    std::vector<Var> in = {input(g, "means", DType::F32, s.means.shape()), input(g, "log_scales", DType::F32, s.log_scales.shape()),
+                           input(g, "quats", DType::F32, s.quats.shape()),
+                           input(g, "opacity_logits", DType::F32, s.opacity_logits.shape()),
+                           input(g, "viewmat", DType::F32, {4, 4})};
+    const std::vector<Var> p = op_multi("splat_project", in, camera_attrs(cam));
+    output(g, {sum(op_multi("splat_tile_counts", {p[0], p[4]}, {{"width", cam.width}, {"height", cam.height}})[0])});
+    const Program prog = compile(g, d);
+    int64_t most = 0;
+    for (const View& v : views) {
+      Tensor c = run(prog, d, {s.means, s.log_scales, s.quats, s.opacity_logits, view_matrix(v.camera)})[0];
+      if (!c.is_host()) c = c.to(host_allocator());
+      most = std::max(most, c.data<int64_t>()[0]);
+    }
+    return most;
+  };
+  auto capacity_for = [&](const io::SplatScene& s, int64_t factor) {
+    const int64_t most = busiest(s);
+    const int64_t bound = s.size() > INT64_MAX / tiles ? INT64_MAX : std::max<int64_t>(1, s.size() * tiles);
+    return std::min(bound, std::max(factor * most, most + 4096));
+  };
+
+  std::unique_ptr<Step> step = build(n, densify.on, densify.on ? capacity_for(start, 2) : 0);
+  step->trainer->set_parameters(stored(start));
   auto current = [&] {
-    const std::vector<Tensor> p = trainer.parameters();
+    const std::vector<Tensor> p = step->trainer->parameters();
     return io::SplatScene{scaled(p[0], f.means), scaled(p[1], f.log_scales), scaled(p[2], f.quats),
                           scaled(p[3], f.opacity), scaled(p[4], f.sh)};
   };
+  // A new step program for `s` (stored values `params`, optimiser state `state`), the step
+  // count carried over so that Adam's bias correction continues.
+  auto rebuild = [&](const io::SplatScene& s, const std::vector<Tensor>& params, const std::vector<Tensor>& state,
+                     bool staged, int64_t factor) {
+    const int64_t steps = step->trainer->steps_done();
+    step.reset();
+    step = build(s.size(), staged, staged ? capacity_for(s, factor) : 0);
+    step->trainer->set_state(state, steps);
+    step->trainer->set_parameters(params);
+  };
 
   // Evaluation: the render alone, for PSNR over every view and the snapshots.
-  ir::Graph eval_graph;
-  render_graph(eval_graph, n, k, cam);
-  const Program eval = compile(eval_graph, d);
   Tensor bg_t = Tensor::empty(DType::F32, {3});
   for (int i = 0; i < 3; ++i) bg_t.data<float>()[i] = float(background[size_t(i)]);
   auto render_view = [&](const io::SplatScene& s, const View& v) {
-    Tensor img = run(eval, d, {s.means, s.log_scales, s.quats, s.opacity_logits, s.sh, view_matrix(v.camera), bg_t})[0];
+    Tensor img = run(*step->eval, d, {s.means, s.log_scales, s.quats, s.opacity_logits, s.sh, view_matrix(v.camera), bg_t})[0];
     return img.is_host() ? img : img.to(host_allocator());
   };
   auto mean_psnr = [&](const io::SplatScene& s) {
@@ -254,10 +361,32 @@ int splat_fit(const Args& a) {
     return total / double(views.size());
   };
 
+  // Densification (docs/splat.md, "Densification"): the scene's size is 1.1 x the largest
+  // distance of a camera centre from their mean (the paper's), or the camera distance to the
+  // scene centre for a single camera.
+  double extent = 0;
+  {
+    double mean[3] = {};
+    std::vector<std::array<double, 3>> centres;
+    for (const View& v : views) {
+      centres.push_back(camera_centre(v.camera));
+      for (int q = 0; q < 3; ++q) mean[q] += centres.back()[size_t(q)] / double(views.size());
+    }
+    for (const auto& c : centres)
+      extent = std::max(extent, 1.1 * std::sqrt(std::pow(c[0] - mean[0], 2) + std::pow(c[1] - mean[1], 2) + std::pow(c[2] - mean[2], 2)));
+    if (!(extent > 0)) extent = scene_centre(views).second;
+  }
+  std::mt19937_64 split_rng(seed + 2);
+  const float reset_logit = float(std::log(0.01 / 0.99));
+
   const auto t0 = std::chrono::steady_clock::now();
   const double psnr_start = mean_psnr(start);
   std::printf("fitting %lld Gaussians (SH degree %d) to %zu views of %lldx%lld on %s\n", (long long)n, start.sh_degree(),
               views.size(), (long long)cam.width, (long long)cam.height, d.name().c_str());
+  if (densify.on)
+    std::printf("densifying from iteration %lld until %lld every %lld (gradient threshold %g, opacity reset every %lld)\n",
+                (long long)densify.from, (long long)densify.until, (long long)densify.every, densify.threshold,
+                (long long)densify.reset_every);
   std::printf("iter %lld/%lld  PSNR %.2f dB\n", 0LL, (long long)iters, psnr_start);
   std::fflush(stdout);
   std::vector<size_t> order(views.size());
@@ -270,16 +399,62 @@ int splat_fit(const Args& a) {
       std::shuffle(order.begin(), order.end(), shuffle);
     }
     const View& v = views[order[slot]];
-    trainer.step({view_matrix(v.camera), v.image, bg_t});
+    try {
+      step->trainer->step({view_matrix(v.camera), v.image, bg_t});
+    } catch (const InputError& e) {
+      // The staged list is sized from the scene at the last rebuild; a scene that has since
+      // spread over more tiles gets a list twice its new count and the step again.
+      if (!step->staged || std::string(e.what()).find("intersections") == std::string::npos) throw;
+      const std::vector<Tensor> params = step->trainer->parameters(), state = step->trainer->state();
+      rebuild(current(), params, state, true, 4);
+      step->trainer->step({view_matrix(v.camera), v.image, bg_t});
+    }
     const bool reporting = it % report == 0 || it == iters;
     const bool snapshot = !snapshots.empty() && (it % snapshot_every == 0 || it == iters);
+    // The step's loss, before a rebuild below replaces the trainer.
+    const double l = reporting ? step->trainer->loss() : 0;
+    if (densify.on && it < densify.until) {
+      if (it > densify.from && it % densify.every == 0) {
+        const std::vector<Tensor> state = step->trainer->state(), stats = step->trainer->buffers();
+        splat::DensifyOptions o;
+        o.grad_threshold = densify.threshold;
+        o.extent = extent;
+        if (densify.reset_every > 0 && it > densify.reset_every) o.max_screen_radius = 20, o.max_world_scale = 0.1;
+        const splat::Densified dn = splat::densify(current(), stats[0], stats[1], stats[2], o, split_rng);
+        if (dn.stats.after == 0)
+          throw InputError("splat fit: densification at iteration " + std::to_string(it) + " pruned every Gaussian");
+        std::vector<Tensor> carried;
+        for (const Tensor& t : state) carried.push_back(splat::take_rows(t, dn.from, dn.fresh));
+        rebuild(dn.scene, stored(dn.scene), carried, true, 2);
+        std::printf("iter %lld/%lld  densified: %lld -> %lld Gaussians (%lld cloned, %lld split, %lld pruned)\n",
+                    (long long)it, (long long)iters, (long long)dn.stats.before, (long long)dn.stats.after,
+                    (long long)dn.stats.cloned, (long long)dn.stats.split, (long long)dn.stats.pruned);
+      }
+      if (densify.reset_every > 0 && it % densify.reset_every == 0) {
+        // Opacities down to at most 0.01 (Adam's state of the opacities restarts), so that
+        // Gaussians the views do not need fade below the pruning threshold.
+        std::vector<Tensor> params = step->trainer->parameters(), state = step->trainer->state();
+        for (int64_t i = 0; i < params[3].numel(); ++i)
+          params[3].data<float>()[i] = std::min(params[3].data<float>()[i], float(reset_logit / f.opacity));
+        for (size_t slot = 0; slot < state.size() / params.size(); ++slot) {
+          Tensor& s = state[3 * (state.size() / params.size()) + slot];
+          std::fill(s.data<float>(), s.data<float>() + s.numel(), 0.0f);
+        }
+        step->trainer->set_state(state, step->trainer->steps_done());
+        step->trainer->set_parameters(params);
+        std::printf("iter %lld/%lld  opacities reset to at most 0.01\n", (long long)it, (long long)iters);
+      }
+    } else if (step->staged) {
+      // Past densification: the fused kernels again.
+      rebuild(current(), step->trainer->parameters(), step->trainer->state(), false, 2);
+    }
     if (!reporting && !snapshot) continue;
     const io::SplatScene s = current();
     if (reporting) {
-      const double l = trainer.loss();
       if (!std::isfinite(l)) throw DeviceError("splat fit: the loss is " + std::to_string(l) + " at iteration " + std::to_string(it));
       last_psnr = mean_psnr(s);
-      std::printf("iter %lld/%lld  loss %.5f  PSNR %.2f dB\n", (long long)it, (long long)iters, l, last_psnr);
+      std::printf("iter %lld/%lld  loss %.5f  PSNR %.2f dB  (%lld Gaussians)\n", (long long)it, (long long)iters, l,
+                  last_psnr, (long long)s.size());
       std::fflush(stdout);
     }
     if (snapshot) {

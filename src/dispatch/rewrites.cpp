@@ -86,9 +86,11 @@ RewriteRule dequant_then_matmul_rule() {
 // splat_render and its backward as the staged pipeline (docs/splat.md, "The stages as ops"):
 // the native kernels' arithmetic in separate ops, so a device with the stage kernels and
 // without the fused ones renders tiled rather than through the dense O(H W N) lowering.
-// The intersection list is sized by the bound N x tiles (the capacity the values cannot
-// exceed); past 2^31 - 1 entries the rule does not apply and says so. The backward is the
-// stages' VJPs (grad of the staged forward).
+// The intersection list has the node's `capacity` (a render with more intersections is an
+// InputError naming the count at run time); without one (0) it is the bound N x tiles, which
+// the values cannot exceed, and past 2^31 - 1 entries the rule does not apply and says so:
+// IR types are static, so the list cannot be sized by the count. The backward is the stages'
+// VJPs (grad of the staged forward).
 RewriteRule splat_stages_rule() {
   RewriteRule r;
   r.name = "splat-stages";
@@ -99,8 +101,10 @@ RewriteRule splat_stages_rule() {
     return n.op->name == "splat_render" || n.op->name == "splat_render_backward";
   };
   r.build = [](const ir::Node& n, const std::vector<Var>& in) {
-    const int64_t cap = ir::splat_capacity_bound(in[0].shape()[0], n.attrs.get_int("width"),
-                                                 n.attrs.get_int("height"), int64_t(INT32_MAX));
+    const int64_t given = n.attrs.has("capacity") ? n.attrs.get_int("capacity") : 0;
+    const int64_t cap = given > 0 ? given
+                                  : ir::splat_capacity_bound(in[0].shape()[0], n.attrs.get_int("width"),
+                                                             n.attrs.get_int("height"), int64_t(INT32_MAX));
     const ir::SplatStages s = ir::splat_stages({in.begin(), in.begin() + 7}, n.attrs, cap);
     if (n.op->name == "splat_render") return std::vector<Var>{s.image, s.alpha, s.depth};
     return vjp({s.image, s.alpha, s.depth}, {in[7], in[8], in[9]}, {in[0], in[1], in[2], in[3], in[4], in[6]});

@@ -150,17 +150,26 @@ BOOST_AUTO_TEST_CASE(a_scene_without_gaussians_is_the_background) {
     BOOST_REQUIRE(png.rgb[i + 2] == 153);
   }
 }
+
+const std::string kRing = std::string(RLX_DATA) + "/splat/ring.json";
+// The example scene's four ring views (data/splat/ring.json: 64x48 cameras that name their
+// pictures) rendered by rlx splat render into the scratch folder `name`; returns its path.
+std::string ring_views(const std::string& name) {
+  const std::string views = out(name);
+  fs::create_directories(views);
+  for (int i = 0; i < 4; ++i) {
+    const auto r = rlx_cli("splat render " + kScene + " --camera " + kRing + " --view " + std::to_string(i) + " -o " + views +
+                           "/view" + std::to_string(i) + ".png");
+    BOOST_REQUIRE_MESSAGE(r.code == 0, r.err);
+  }
+  return views;
+}
+
 // rlx splat fit on views of the example scene rendered by rlx splat render (data/splat/ring.json:
 // four 64x48 cameras that name their pictures): from random Gaussians the PSNR over the views
 // rises, the snapshots are the camera's size, and the fitted scene is a PLY of --count Gaussians.
 BOOST_AUTO_TEST_CASE(fit_raises_the_psnr_of_a_known_scene) {
-  const std::string ring = std::string(RLX_DATA) + "/splat/ring.json", views = out("views");
-  fs::create_directories(views);
-  for (int i = 0; i < 4; ++i) {
-    const auto r = rlx_cli("splat render " + kScene + " --camera " + ring + " --view " + std::to_string(i) + " -o " + views +
-                           "/view" + std::to_string(i) + ".png");
-    BOOST_REQUIRE_MESSAGE(r.code == 0, r.err);
-  }
+  const std::string ring = kRing, views = ring_views("views");
   const auto r = rlx_cli("splat fit --images " + views + " --cameras " + ring + " --count 100 --iters 80 --report-every 40" +
                          " --snapshots " + out("snaps") + " --snapshot-every 40 --seed 3 -o " + out("fit.ply"));
   BOOST_REQUIRE_MESSAGE(r.code == 0, r.err);
@@ -216,6 +225,45 @@ BOOST_AUTO_TEST_CASE(fit_raises_the_psnr_of_a_known_scene) {
                  "--count sets the size of --init random only"));
   BOOST_TEST(!fs::exists(out("bad.ply")));
 }
+
+// rlx splat fit --densify on the cpu device, end to end: the count changes at the
+// densification steps (every 10 iterations from 1 until 30 at --iters 60), the fitted scene
+// has the last count, the PSNR still rises; an opacity reset dims the renders; the
+// densification options need --densify.
+BOOST_AUTO_TEST_CASE(fit_with_densification_changes_the_count) {
+  const std::string ring = kRing, views = ring_views("dviews");
+  const auto r = rlx_cli("splat fit --images " + views + " --cameras " + ring + " --count 50 --iters 60 --report-every 30" +
+                         " --densify --seed 5 --device cpu -o " + out("dense.ply"));
+  BOOST_REQUIRE_MESSAGE(r.code == 0, r.err);
+  BOOST_TEST(has(r.out, "densifying from iteration 1 until 30 every 10"), r.out);
+  BOOST_TEST(has(r.out, "iter 10/60  densified: 50 -> "), r.out);
+  const size_t last = r.out.rfind("(", r.out.find("iter 60/60"));
+  BOOST_REQUIRE_MESSAGE(last != std::string::npos, r.out);
+  const int64_t count = std::stoll(r.out.substr(last + 1));
+  BOOST_TEST(count != 50, r.out);
+  BOOST_TEST(io::read_splat_ply(out("dense.ply")).size() == count);
+  const double first = std::stod(r.out.substr(r.out.find("iter 0/60  PSNR ") + 16));
+  const double end = std::stod(r.out.substr(r.out.find("PSNR ", r.out.find("iter 60/60")) + 5));
+  BOOST_TEST(end > first + 3, r.out);
+
+  // An opacity reset (at iteration 20 of 40) lowers every opacity to at most 0.01: the
+  // renders, over a black background, lose most of their light and the PSNR falls.
+  const auto reset = rlx_cli("splat fit --images " + views + " --cameras " + ring + " --count 50 --iters 40" +
+                             " --report-every 10 --densify --densify-until 40 --opacity-reset-every 20 --seed 5 -o " +
+                             out("reset.ply"));
+  BOOST_REQUIRE_MESSAGE(reset.code == 0, reset.err);
+  BOOST_TEST(has(reset.out, "iter 20/40  opacities reset to at most 0.01"), reset.out);
+  const auto psnr_at = [&](const std::string& iter) {
+    return std::stod(reset.out.substr(reset.out.find("PSNR ", reset.out.find("iter " + iter + "/40  loss")) + 5));
+  };
+  BOOST_TEST(psnr_at("20") < psnr_at("10") - 1, reset.out);
+
+  const auto bad = rlx_cli("splat fit --images " + views + " --cameras " + ring + " --iters 5 --densify-every 5 -o " +
+                           out("bad.ply"));
+  BOOST_TEST(bad.code == 2);
+  BOOST_TEST(has(bad.err, "--densify-every needs --densify"), bad.err);
+}
+
 #else
 BOOST_AUTO_TEST_CASE(without_libpng_render_says_so) {
   const auto r = rlx_cli("splat render " + kScene + " --camera " + kCamera + " -o " + out("x.png"));

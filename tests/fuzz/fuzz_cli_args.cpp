@@ -38,8 +38,9 @@ const std::vector<Command>& commands() {
       {"splat render", {"camera", "view", "device", "background", "out", "depth", "alpha"}, {}},
       {"splat fit",
        {"images", "cameras", "init", "count", "iters", "lr", "device", "background", "seed", "report-every", "snapshots",
-        "snapshot-every", "out"},
-       {}},
+        "snapshot-every", "out", "densify-from", "densify-until", "densify-every", "grad-threshold",
+        "opacity-reset-every"},
+       {"densify"}},
       {"embed", {"model", "device", "out"}, {"explain"}},
       {"generate", {"model", "prompt-ids", "max-new", "device", "temperature", "top-k", "top-p", "seed"}, {"explain"}},
   };
@@ -83,6 +84,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         if (k == "view" || k == "seed" || k == "report-every" || k == "snapshot-every") (void)a.integer(k, 0, 0, INT64_MAX);
         if (k == "iters" || k == "count") (void)a.integer(k, 1, 1, 100'000'000);
         if (k == "lr") (void)a.number(k, 0.01, 0, 1, /*open=*/true);
+        if (k == "densify-from" || k == "densify-until" || k == "opacity-reset-every") (void)a.integer(k, 0, 0, INT64_MAX);
+        if (k == "densify-every") (void)a.integer(k, 1, 1, INT64_MAX);
+        if (k == "grad-threshold") (void)a.number(k, 0.0002, 0, HUGE_VAL);
         if (k == "background") (void)a.numbers(k, {0, 0, 0}, 0, 1);
         // (the ranges of apps/rlx/generate.cpp)
         if (k == "prompt-ids") (void)a.id_list(k, INT64_MAX);

@@ -5,7 +5,8 @@
 # tests/gpu/run.sh (which also runs its poisson3d solve): test_splat's every case on reference,
 # cpu and cuda, test_ops with splat_render's row and VJP among all ops. Then shows the ops'
 # routes, runs test_splat's crowded case under compute-sanitizer (memcheck, racecheck) and two
-# cases with the float-atomics backward (RLX_CUDA_SPLAT_ATOMICS=1), and times rlx-bench splat
+# cases with the float-atomics backward (RLX_CUDA_SPLAT_ATOMICS=1), fits the example scene's
+# views with rlx splat fit --device cuda (with and without --densify), and times rlx-bench splat
 # (forward and forward+backward, medians of 20 runs: 100k and 1M Gaussians at 1920x1080, again
 # with the atomics backward, 10k at 640x480) with an image check against the cpu device, and
 # gsplat on the same scenes (apps/bench/peers_splat.py) where it can be installed from the
@@ -44,6 +45,20 @@ if [ "$MODE" != bench ]; then
   r=$?
   echo "test_splat with RLX_CUDA_SPLAT_ATOMICS=1: exit $r"
   [ $r -ne 0 ] && { grep -E "error|fatal" "$OUT/test_splat_atomics.log" | head -20; rc=1; }
+  # rlx splat fit on cuda (docs/splat.md, "Densification"): the example's four ring views fitted
+  # from 200 random Gaussians, without densification, with it, and with a tenfold threshold
+  # (the cpu figures are in docs/splat.md).
+  mkdir -p "$OUT/fit_views"
+  for i in 0 1 2 3; do
+    "$BUILD/bin/rlx" splat render "$ROOT/data/splat/scene.ply" --camera "$ROOT/data/splat/ring.json" --view $i \
+      -o "$OUT/fit_views/view$i.png" >/dev/null || rc=1
+  done
+  for extra in "" "--densify" "--densify --grad-threshold 0.002"; do
+    echo "== rlx splat fit --device cuda $extra" | tee -a "$OUT/splat_fit.txt"
+    "$BUILD/bin/rlx" splat fit --images "$OUT/fit_views" --cameras "$ROOT/data/splat/ring.json" --count 200 \
+      --iters 300 --report-every 30 --device cuda $extra -o "$OUT/fit.ply" >>"$OUT/splat_fit.txt" 2>&1 || rc=1
+    grep -E "^(iter 300/300|fitted|rlx:)" "$OUT/splat_fit.txt" | tail -2
+  done
 fi
 [ "$MODE" = quick ] && exit $rc
 "$BUILD/bin/rlx-bench" splat --device cuda --gaussians 100000,1000000 --size 1920x1080 --reps 20 \

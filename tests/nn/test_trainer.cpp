@@ -131,6 +131,22 @@ BOOST_AUTO_TEST_CASE(training_reduces_the_loss_and_resumes_bit_for_bit) {
       for (size_t k = 0; k < pa.size(); ++k)
         BOOST_TEST(std::memcmp(pa[k].raw(), pc[k].raw(), pa[k].nbytes()) == 0, m1.parameters()[k].name);
       for (size_t k = 0; k < sa.size(); ++k) BOOST_TEST(std::memcmp(sa[k].raw(), sc[k].raw(), sa[k].nbytes()) == 0);
+
+      // The same through set_state and set_parameters (what a resized model's new trainer
+      // takes over from the old one): the step count continues the schedule and Adam's bias
+      // correction.
+      ir::Graph g4;
+      Model m4(g4);
+      Trainer e(m4, make(g4, m4), optimizer(), d, o);
+      e.set_state(b.state(), b.steps_done());
+      e.set_parameters(b.parameters());
+      BOOST_TEST(e.steps_done() == 3);
+      for (int i = 0; i < 3; ++i) e.step({xv, lv});
+      auto pe = e.parameters(), se = e.state();
+      for (size_t k = 0; k < pa.size(); ++k)
+        BOOST_TEST(std::memcmp(pa[k].raw(), pe[k].raw(), pa[k].nbytes()) == 0, m1.parameters()[k].name);
+      for (size_t k = 0; k < sa.size(); ++k) BOOST_TEST(std::memcmp(sa[k].raw(), se[k].raw(), sa[k].nbytes()) == 0);
+      BOOST_CHECK_THROW(e.set_state({}, 0), InputError);
     }
   }
 }

@@ -2,11 +2,13 @@
 // (solvers/splat render_staged, and the splat-stages rewrite) against the fused op and the
 // oracle; each differentiable stage's backward op against central finite differences in f64;
 // grad through the stages against the fused backward; degenerate input through every stage;
-// the list's capacity and offsets checked with errors naming what is wrong.
+// the list's capacity and offsets checked with errors naming what is wrong; splat_render's
+// capacity attribute sizing the splat-stages rewrite's list.
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <random>
 
+#include "ir/text.hpp"
 #include "solvers/splat/render.hpp"
 #include "tests/splat/helpers.hpp"
 #include "tests/support/seed.hpp"
@@ -350,6 +352,116 @@ BOOST_AUTO_TEST_CASE(capacity_and_offsets_are_checked) {
       BOOST_ERROR(d << ": inconsistent offsets were accepted");
     } catch (const InputError& e) {
       BOOST_CHECK_MESSAGE(std::string(e.what()).find("running sum") != std::string::npos, e.what());
+    }
+  }
+}
+
+// splat_render's capacity attribute is the length of the splat-stages rewrite's list: a
+// capacity of exactly the scene's intersection count renders as the fused kernels do, one
+// fewer is an InputError naming the count, and the attribute is in the text form (and out of
+// it at its default, 0).
+BOOST_AUTO_TEST_CASE(the_capacity_attribute_sizes_the_rewritten_list) {
+  std::mt19937_64 rng(seed() + 6);
+  const Scene s = random_scene(rng, 25, 4, 37, 29);
+  const DType t = DType::F32;
+  const std::vector<Tensor> x = scene_inputs(s, t);
+  for (const std::string& d : devices()) {
+    // The count: the last running sum of the tile counts, on this device.
+    StagedGraph sg(s, t, false, true);
+    const Tensor ends = run_on(d, sg.g, x)[10].to(host_allocator());
+    const int64_t count = ends.data<int64_t>()[ends.numel() - 1];
+    BOOST_REQUIRE(count > 1);
+    const std::vector<std::vector<double>> fused = all_values(run_on(d, RenderGraph(s, t, true).g, [&] {
+      std::vector<Tensor> in = x;
+      std::mt19937_64 r(seed() + 7);
+      add_cotangents(r, in, t, s.height, s.width);
+      return in;
+    }()));
+    for (int64_t cap : {count, count - 1}) {
+      ir::Graph g;
+      std::vector<Var> in;
+      for (size_t i = 0; i < 7; ++i) in.push_back(input(g, "x" + std::to_string(i), t, x[i].shape()));
+      ir::Attrs a = camera_attrs(s);
+      a.set("capacity", cap);
+      std::vector<Var> y = op_multi("splat_render", in, a);
+      std::vector<Var> cts;
+      for (const Var& v : y) cts.push_back(input(g, "u" + std::to_string(cts.size()), t, v.shape()));
+      output(g, y);
+      output(g, vjp(y, cts, {in[0], in[1], in[2], in[3], in[4], in[6]}));
+      BOOST_CHECK(ir::print_graph(g).find("capacity=" + std::to_string(cap)) != std::string::npos);
+      std::vector<Tensor> args = x;
+      std::mt19937_64 r(seed() + 7);
+      add_cotangents(r, args, t, s.height, s.width);
+      Device& dev = DeviceRegistry::get().at(d);
+      CompileOptions o;
+      o.deny_native = {"splat_render", "splat_render_backward"};
+      const Program p = compile(g, dev, o);
+      for (const NodeReport& nr : p.report.nodes)
+        if (nr.op == "splat_render" || nr.op == "splat_render_backward") BOOST_CHECK_EQUAL(nr.rule, "splat-stages");
+      if (cap == count) {
+        const double worst = max_diff(run(p, dev, args), fused);
+        const double tol = 2e-3 * scale_of(fused);
+        BOOST_CHECK_MESSAGE(worst <= tol, d << ": staged at capacity " << cap << " vs fused " << worst << " > " << tol
+                                            << " (RLX_TEST_SEED=" << seed() << ")");
+        continue;
+      }
+      try {
+        run(p, dev, args);
+        BOOST_ERROR(d << ": a capacity one short of the " << count << " intersections was accepted");
+      } catch (const InputError& e) {
+        const std::string m = e.what();
+        BOOST_CHECK_MESSAGE(m.find("capacity") != std::string::npos && m.find(std::to_string(count)) != std::string::npos,
+                            d << ": " << m);
+      }
+    }
+  }
+  // The default is left out of the text, and a negative capacity is refused.
+  RenderGraph plain(s, t, false);
+  BOOST_CHECK(ir::print_graph(plain.g).find("capacity") == std::string::npos);
+  ir::Attrs bad = camera_attrs(s);
+  bad.set("capacity", int64_t(-1));
+  BOOST_CHECK_THROW(op_multi("splat_render", plain.in, bad), InputError);
+}
+
+// A scene past 2^31 - 1 entries of the bound N x tiles (a million Gaussians at 1920x1080,
+// 8160 tiles) takes the splat-stages rewrite when splat_render has a capacity, and is refused
+// by it, saying why, when it has none. Compilation only: nothing of that size is allocated.
+BOOST_AUTO_TEST_CASE(a_capacity_lets_a_million_gaussians_at_1080p_take_the_staged_route) {
+  const int64_t n = 1'000'000;
+  for (int64_t cap : {int64_t(50'000'000), int64_t(0)}) {
+    ir::Graph g;
+    const DType t = DType::F32;
+    std::vector<Var> in{input(g, "means", t, {n, 3}),   input(g, "log_scales", t, {n, 3}),
+                        input(g, "quats", t, {n, 4}),   input(g, "opacity_logits", t, {n}),
+                        input(g, "sh", t, {n, 16, 3}),  input(g, "viewmat", t, {4, 4}),
+                        input(g, "background", t, {3})};
+    ir::Attrs a{{"width", int64_t(1920)}, {"height", int64_t(1080)}, {"fx", 1000.0}, {"fy", 1000.0},
+                {"cx", 960.0},            {"cy", 540.0}};
+    if (cap) a.set("capacity", cap);
+    output(g, op_multi("splat_render", in, a));
+    CompileOptions o;
+    o.deny_native = {"splat_render"};
+    o.policy = Policy::Strict;
+    Device& dev = DeviceRegistry::get().at("cpu");
+    if (cap) {
+      const Program p = compile(g, dev, o);
+      bool seen = false;
+      for (const NodeReport& nr : p.report.nodes)
+        if (nr.op == "splat_render") {
+          seen = true;
+          BOOST_CHECK_EQUAL(nr.rule, "splat-stages");
+        }
+      BOOST_CHECK(seen);
+      continue;
+    }
+    // Without a capacity the rewrite does not apply (N x tiles = 8.16e9 entries): the node
+    // takes another route, here the dense lowering, which is far too large to compile.
+    try {
+      const Program p = compile(g, dev, o);
+      for (const NodeReport& nr : p.report.nodes)
+        if (nr.op == "splat_render") BOOST_CHECK_NE(nr.rule, "splat-stages");
+    } catch (const Error& e) {
+      BOOST_CHECK_MESSAGE(std::string(e.what()).find("splat-stages") == std::string::npos, e.what());
     }
   }
 }

@@ -48,12 +48,19 @@ std::vector<TensorType> check_render(const std::vector<TensorType>& in, const At
   for (const char* f : {"fx", "fy", "cx", "cy"})
     if (!std::isfinite(a.get_float(f))) throw InputError(std::string(f) + " must be finite");
   if (a.get_float("fx") == 0 || a.get_float("fy") == 0) throw InputError("fx and fy must be non-zero");
+  if (a.has("capacity") && a.get_int("capacity") < 0)
+    throw InputError("capacity must be at least 1 (or 0: the bound N x tiles), got " + std::to_string(a.get_int("capacity")));
   return {{t, {h, w, 3}}, {t, {h, w}}, {t, {h, w}}};
 }
 
-const std::vector<AttrSpec> kCameraAttrs = {{"width", AttrKind::Int, true},  {"height", AttrKind::Int, true},
+// The camera, and `capacity`: the most (Gaussian, tile) intersections a render may have on the
+// staged route (the length of the list the splat-stages rewrite gives splat_tile_keys; 0, the
+// default, is the bound N x tiles). IR types are static, so the staged list cannot be sized
+// by the count itself; the fused kernels size theirs by the count and do not read it.
+const std::vector<AttrSpec> kRenderAttrs = {{"width", AttrKind::Int, true},  {"height", AttrKind::Int, true},
                                             {"fx", AttrKind::Float, true},   {"fy", AttrKind::Float, true},
-                                            {"cx", AttrKind::Float, true},   {"cy", AttrKind::Float, true}};
+                                            {"cx", AttrKind::Float, true},   {"cy", AttrKind::Float, true},
+                                            {"capacity", AttrKind::Int, false, int64_t(0)}};
 
 // ---------------------------------------------------------------- the dense lowering
 
@@ -268,7 +275,7 @@ const Attrs& splat_example_camera() {
 
 void register_splat_ops(OpRegistry& r) {
   r.add({.name = "splat_render", .level = Level::L1, .cls = OpClass::Composite, .min_inputs = 7, .max_inputs = 7,
-         .attrs = kCameraAttrs,
+         .attrs = kRenderAttrs,
          .infer = [](const std::vector<TensorType>& in, const Attrs& a, auto&) { return check_render(in, a); },
          .lower = render_dense,
          // The native backward; the view matrix gets no cotangent.
@@ -283,7 +290,7 @@ void register_splat_ops(OpRegistry& r) {
          .doc = "3D Gaussian splatting render: image, alpha, expected depth (docs/splat.md)",
          .example = [](ExampleInputs& x, DType t) { return op_multi("splat_render", splat_example_scene(x, t, 6), splat_example_camera()); }});
   r.add({.name = "splat_render_backward", .level = Level::Lib, .cls = OpClass::Library, .min_inputs = 10,
-         .max_inputs = 10, .attrs = kCameraAttrs,
+         .max_inputs = 10, .attrs = kRenderAttrs,
          .infer = [](const std::vector<TensorType>& in, const Attrs& a, auto&) {
            std::vector<TensorType> out = check_render({in.begin(), in.begin() + 7}, a);
            const char* names[] = {"image", "alpha", "depth"};

@@ -92,7 +92,8 @@ int64_t check_ends(int64_t n, const T* xy, const int64_t* radius, const int64_t*
   if (prev > capacity)
     throw InputError("splat_tile_keys: the scene has " + std::to_string(prev) +
                      " (Gaussian, tile) intersections, more than the capacity " + std::to_string(capacity) +
-                     "; build the pipeline with a capacity of at least " + std::to_string(prev));
+                     "; give the render (splat_render's capacity attribute, or render_staged's) a capacity of at least " +
+                     std::to_string(prev));
   return prev;
 }
 

@@ -125,7 +125,7 @@ int64_t splat_capacity_bound(int64_t n, int64_t width, int64_t height, int64_t l
   if (bound > limit)
     throw InputError("the staged splat pipeline sizes its intersection list by N x tiles = " + std::to_string(n) +
                      " x " + std::to_string(tiles) + " = " + std::to_string(bound) + ", more than " +
-                     std::to_string(limit) + "; build it with a capacity (solvers/splat render_staged)");
+                     std::to_string(limit) + "; give splat_render a capacity attribute (the most intersections a render may have) or build the pipeline with one (solvers/splat render_staged)");
   return bound;
 }
 
@@ -136,8 +136,11 @@ SplatStages splat_stages(const std::vector<Var>& in, const Attrs& camera, int64_
             &bg = in[6];
   Graph& g = *means.graph();
   const Attrs image{{"width", camera.get_int("width")}, {"height", camera.get_int("height")}};
+  // The camera alone: splat_render's attributes also hold its capacity, which the projection has not.
+  Attrs cam = image;
+  for (const char* f : {"fx", "fy", "cx", "cy"}) cam.set(f, camera.get_float(f));
   SplatStages s;
-  std::vector<Var> p = op_multi("splat_project", {means, log_scales, quats, ologit, view}, camera);
+  std::vector<Var> p = op_multi("splat_project", {means, log_scales, quats, ologit, view}, cam);
   s.xy = p[0], s.conics = p[1], s.depths = p[2], s.opacities = p[3];
   s.rgb = op_multi("splat_sh_to_rgb", {means, sh, view})[0];
   // A Gaussian with a non-finite SH coefficient is culled (docs/splat.md): its radius is 0.
