@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# `mpirun -n N rlx solve` end to end: a Matrix Market file read in parallel (contiguous) and
-# read by rank 0 for METIS, each solution file equal to the serial run's (h5_compare: x and b
-# in the user's order within 1e-8, `ranks` = N), the summary line naming ranks and partition,
+# `mpirun -n N rlx solve` end to end: a Matrix Market file read in parallel (contiguous), the
+# same matrix in an HDF5 file read in parallel, and read by rank 0 for METIS and Scotch, each
+# solution file equal to the serial run's (h5_compare: x and b in the user's order within
+# 1e-8, `ranks` = N), the summary line naming ranks and partition,
 # and a malformed file refused by every rank with exit 2 and the offending line, no hang.
 # HDF5 is parallel or serial as the build's: with parallel HDF5 the ranks write the file
 # together ("parallel HDF5" in rank 0's line), else rank 0 writes what it gathered.
@@ -27,6 +28,16 @@ if [ "$hdf5" = parallel ]; then
 else
   grep -q "^wrote $dir/contiguous.h5\$" "$dir/c.log" || fail "not written by rank 0"
 fi
+
+# The same matrix in rlx's HDF5 CSR layout, each rank reading its rows: the serial .mtx run's
+# solution.
+"$rlx" gen poisson --dim 2 --n 30 -o "$dir/A.h5" >/dev/null || fail "gen .h5"
+"$mpiexec" -n $np --oversubscribe "$rlx" solve "$dir/A.h5" $opts --out "$dir/from_h5.h5" >"$dir/h.log" 2>&1 ||
+  { cat "$dir/h.log"; fail "solve of the .h5 matrix"; }
+cat "$dir/h.log"
+grep -q "^matrix: $dir/A.h5 (900 x 900, 4380 nonzeros, f64; read in parallel)" "$dir/h.log" || fail "the .h5 was not read in parallel"
+grep -Eq "^ranks: $np  partition: contiguous  rows per rank: 300-300  halo per SpMV: [1-9]" "$dir/h.log" || fail "summary line (.h5)"
+"$compare" "$dir/serial.h5" "$dir/from_h5.h5" 1e-8 $np || fail "the .h5 solve differs from the serial .mtx one"
 
 if "$mpiexec" -n $np --oversubscribe "$rlx" solve "$dir/A.mtx" $opts --partition metis --out "$dir/metis.h5" >"$dir/m.log" 2>&1; then
   cat "$dir/m.log"

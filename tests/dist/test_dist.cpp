@@ -31,12 +31,15 @@
 #include "runtime/runtime.hpp"
 #include "solvers/sparse/dist_csr.hpp"
 #include "solvers/sparse/dist_matrix_market.hpp"
+#include "solvers/sparse/hdf5_matrix.hpp"
 #include "solvers/sparse/krylov.hpp"
 #include "solvers/sparse/matrix_market.hpp"
 #include "solvers/sparse/ops.hpp"
 #include "solvers/sparse/partition.hpp"
 #include "solvers/sparse/poisson.hpp"
 #include "tests/support/errors.hpp"
+#include "tests/support/hdf5_csr.hpp"
+#include "tests/support/preconditions.hpp"
 #include "tests/support/seed.hpp"
 
 using namespace rlx;
@@ -624,6 +627,82 @@ BOOST_AUTO_TEST_CASE(malformed_matrix_market_is_an_error_on_every_rank_naming_it
   }
   test::expect_error<dist::CollectiveError>([&] { read_matrix_market_distributed(c, "/nonexistent/a.mtx"); },
                                             {"rank 0", "/nonexistent/a.mtx", "cannot open"});
+}
+
+// ---------------------------------------------------------------- the parallel HDF5 read
+
+namespace {
+
+// An HDF5 file every rank can read: rank 0 writes it (write(path)) under a fresh name.
+template <class F>
+std::string shared_h5(const std::string& tag, F&& write) {
+  const dist::Communicator c = world();
+  std::string path;
+  if (c.rank() == 0) {
+    path = (std::filesystem::temp_directory_path() / ("rlx_dist_" + tag + "_" + std::to_string(::getpid()) + ".h5")).string();
+    write(path);
+  }
+  path = dist::broadcast_string(c, path, 0);
+  c.barrier();
+  return path;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(an_hdf5_matrix_read_in_parallel_equals_the_serial_read, *boost::unit_test::precondition(test::Hdf5Present())) {
+  const dist::Communicator c = world();
+  std::mt19937_64 rng(seed() * 5 + 7);
+  for (DType index : {DType::I32, DType::I64})
+    for (std::string group : {"/", "/mats/A"}) {
+      BOOST_TEST_CONTEXT(dtype_name(index) << " indices, at " << group) {
+        const CsrMatrix A = CsrMatrix::from_dense(random_matrix(rng, 37, 3).to_dense(), index);
+        const std::string path = shared_h5("read", [&](const std::string& p) {
+          io::H5Writer w(p);
+          w.write_csr(group == "/" ? "" : group, io::CsrArrays{A.row_ptr(), A.col_idx(), A.values(), A.rows(), A.cols()});
+          w.commit();
+        });
+        Hdf5ReadInfo info;
+        const DistCsrMatrix D = read_hdf5_csr_distributed(c, path, group, &info);
+        BOOST_TEST(D.global_rows() == 37);
+        BOOST_TEST(D.partition_kind() == "contiguous");
+        BOOST_TEST(info.nnz == A.nnz());
+        // Each entry read by exactly one rank: its rows' share, no more.
+        BOOST_TEST(c.all_reduce(info.entries_read, ReduceOp::Sum) == A.nnz());
+        BOOST_TEST(info.entries_read == D.diagonal_block().nnz() + D.off_diagonal_block().nnz());
+        const Tensor mine = D.local_rows_global().to_dense(), all = read_hdf5_csr(path, group).to_dense(), orig = A.to_dense();
+        for (int64_t r = 0; r < D.local_rows(); ++r)
+          for (int64_t j = 0; j < 37; ++j) {
+            const int64_t k = (D.first_row() + r) * 37 + j;
+            BOOST_TEST(mine.data<double>()[r * 37 + j] == all.data<double>()[k]);
+            BOOST_TEST(mine.data<double>()[r * 37 + j] == orig.data<double>()[k]);
+          }
+        remove_shared(path);
+      }
+    }
+}
+
+BOOST_AUTO_TEST_CASE(malformed_hdf5_matrices_are_an_error_on_every_rank_naming_the_rank,
+                     *boost::unit_test::precondition(test::Hdf5Present())) {
+  const dist::Communicator c = world();
+  const int64_t n = 40;
+  const std::vector<int64_t> starts = even_row_starts(n, c.size());
+  auto owner = [&](int64_t row) { return int(std::upper_bound(starts.begin(), starts.end(), row) - starts.begin()) - 1; };
+  for (const test::BadCsr& bad : test::malformed_csr(n)) {
+    BOOST_TEST_CONTEXT(bad.name) {
+      const std::string path = shared_h5("bad", [&](const std::string& p) { test::write_csr_fields(p, "/", bad.fields); });
+      std::vector<std::string> says = bad.says;
+      says.insert(says.begin(), "rank " + std::to_string(bad.row < 0 ? 0 : owner(bad.row)) + ": " + path);
+      test::expect_error<dist::CollectiveError>([&] { read_hdf5_csr_distributed(c, path); }, says);
+      remove_shared(path);
+    }
+  }
+  test::CsrFields wide = test::tridiagonal_csr(n);
+  wide.cols = n + 1;
+  const std::string path = shared_h5("wide", [&](const std::string& p) { test::write_csr_fields(p, "/", wide); });
+  test::expect_error<dist::CollectiveError>([&] { read_hdf5_csr_distributed(c, path); }, {path, "40 x 41, not square"});
+  remove_shared(path);
+  test::expect_error<dist::CollectiveError>([&] { read_hdf5_csr_distributed(c, "/nonexistent/a.h5"); },
+                                            {"rank 0: /nonexistent/a.h5: no such file"});
 }
 
 // ---------------------------------------------------------------- parallel HDF5
