@@ -444,10 +444,16 @@ Solved solve_partitioned(const CsrMatrix& A, const RowPartition& part, const std
 
 }  // namespace
 
-BOOST_AUTO_TEST_CASE(a_metis_partition_gives_the_contiguous_solution_in_the_users_order_with_less_halo) {
+namespace {
+
+// A graph partitioner (METIS, Scotch) against the contiguous split on a 2D Poisson matrix with
+// its rows numbered at random: a contiguous split of it cuts nearly every edge, the
+// partitioner recovers the grid's locality. The same solution in the user's order (1e-8),
+// the same iteration count within 1, every row somewhere once, less than half the halo,
+// and the same partition on a second call (both seed their random numbers).
+void check_graph_partition(const std::string& kind, RowPartition (*partition)(const CsrMatrix&, int), bool built,
+                           const std::string& without) {
   const dist::Communicator c = world();
-  // A 2D Poisson matrix with its rows numbered at random: a contiguous split of it cuts
-  // nearly every edge, METIS recovers the grid's locality.
   const int64_t side = 20, n = side * side;
   const CsrMatrix A = permute_symmetric(poisson2d(side), random_permutation(n, 1));
   const std::vector<double> b = data_of(8, n);
@@ -459,19 +465,19 @@ BOOST_AUTO_TEST_CASE(a_metis_partition_gives_the_contiguous_solution_in_the_user
   BOOST_TEST(!C.permuted());
   BOOST_TEST(rel_diff(contiguous.x, xs) <= 1e-8);
   BOOST_TEST(contiguous.residual <= 1e-9);
-  if (!have_metis()) {
-    test::expect_error([&] { metis_partition(A, c.size()); }, {"built without METIS"});
-    BOOST_TEST_MESSAGE("this build has no METIS: the METIS half of the test is skipped");
+  if (!built) {
+    test::expect_error([&] { partition(A, c.size()); }, {without});
+    BOOST_TEST_MESSAGE("this build has no " << kind << ": the " << kind << " half of the test is skipped");
     return;
   }
-  const Solved metis = solve_partitioned(A, c.rank() == 0 ? metis_partition(A, c.size()) : RowPartition{}, b);
-  const DistCsrMatrix& M = *metis.D;
-  BOOST_TEST(M.partition_kind() == "metis");
+  const Solved parted = solve_partitioned(A, c.rank() == 0 ? partition(A, c.size()) : RowPartition{}, b);
+  const DistCsrMatrix& M = *parted.D;
+  BOOST_TEST(M.partition_kind() == kind);
   BOOST_TEST(M.permuted() == (c.size() > 1));
-  BOOST_TEST(rel_diff(metis.x, xs) <= 1e-8);
-  BOOST_TEST(rel_diff(metis.x, contiguous.x) <= 1e-8);
-  BOOST_TEST(metis.residual <= 1e-9);
-  BOOST_TEST(std::abs(metis.iterations - contiguous.iterations) <= 1);
+  BOOST_TEST(rel_diff(parted.x, xs) <= 1e-8);
+  BOOST_TEST(rel_diff(parted.x, contiguous.x) <= 1e-8);
+  BOOST_TEST(parted.residual <= 1e-9);
+  BOOST_TEST(std::abs(parted.iterations - contiguous.iterations) <= 1);
   // Every row is somewhere, once.
   const std::vector<int64_t> order = user_order(M);
   if (M.permuted()) {
@@ -479,11 +485,26 @@ BOOST_AUTO_TEST_CASE(a_metis_partition_gives_the_contiguous_solution_in_the_user
     std::sort(sorted.begin(), sorted.end());
     for (int64_t i = 0; i < n; ++i) BOOST_TEST(sorted[size_t(i)] == i);
   }
+  if (c.rank() == 0) {
+    const RowPartition again = partition(A, c.size());
+    BOOST_TEST(again.order == partition(A, c.size()).order);
+    BOOST_TEST(again.row_starts == M.row_starts());
+  }
   const int64_t hc = halo_sent(C), hm = halo_sent(M);
   BOOST_TEST_MESSAGE(c.size() << " ranks, randomly numbered poisson2d:" << side << ": halo per SpMV " << hc
-                              << " bytes contiguous, " << hm << " bytes METIS");
+                              << " bytes contiguous, " << hm << " bytes " << kind);
   if (c.size() > 1) BOOST_TEST(hm < hc / 2);
   else BOOST_TEST(hm == 0);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_metis_partition_gives_the_contiguous_solution_in_the_users_order_with_less_halo) {
+  check_graph_partition("metis", metis_partition, have_metis(), "built without METIS");
+}
+
+BOOST_AUTO_TEST_CASE(a_scotch_partition_gives_the_contiguous_solution_in_the_users_order_with_less_halo) {
+  check_graph_partition("scotch", scotch_partition, have_scotch(), "built without Scotch");
 }
 
 BOOST_AUTO_TEST_CASE(a_partition_may_leave_ranks_without_rows) {
@@ -501,10 +522,11 @@ BOOST_AUTO_TEST_CASE(a_partition_may_leave_ranks_without_rows) {
   BOOST_TEST(D.partition_kind() == "given");
   if (c.rank() > 0 && c.rank() < p - 1) BOOST_TEST(D.local_rows() == 0);
   BOOST_TEST(rel_diff(s.x, xs) <= 1e-8);
-  // METIS on fewer rows than ranks: row i to rank i, the rest empty.
-  if (have_metis()) {
+  // METIS and Scotch on fewer rows than ranks: row i to rank i, the rest empty.
+  for (auto [built, partition] : {std::pair{have_metis(), &metis_partition}, std::pair{have_scotch(), &scotch_partition}}) {
+    if (!built) continue;
     const CsrMatrix T = poisson2d(1);  // one row
-    const Solved t = solve_partitioned(T, c.rank() == 0 ? metis_partition(T, p) : RowPartition{}, {2.0});
+    const Solved t = solve_partitioned(T, c.rank() == 0 ? partition(T, p) : RowPartition{}, {2.0});
     BOOST_TEST(std::abs(t.x.at(0) - 0.5) <= 1e-12);  // poisson2d(1) is [4]
     BOOST_TEST(t.D->local_rows() == (c.rank() == 0 ? 1 : 0));
   }
