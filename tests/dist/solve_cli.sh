@@ -17,27 +17,22 @@ np=3
 opts="--method pcg --pc jacobi --rhs random --rtol 1e-10"
 "$rlx" solve "$dir/A.mtx" $opts --out "$dir/serial.h5" >"$dir/serial.log" 2>&1 || { cat "$dir/serial.log"; fail "serial solve"; }
 
-"$mpiexec" -n $np --oversubscribe "$rlx" solve "$dir/A.mtx" $opts --out "$dir/contiguous.h5" >"$dir/c.log" 2>&1 ||
-  { cat "$dir/c.log"; fail "contiguous solve"; }
-cat "$dir/c.log"
-grep -q "read in parallel" "$dir/c.log" || fail "the file was not read in parallel"
-grep -Eq "^ranks: $np  partition: contiguous  rows per rank: 300-300  halo per SpMV: [1-9]" "$dir/c.log" || fail "summary line"
-"$compare" "$dir/serial.h5" "$dir/contiguous.h5" 1e-8 $np || fail "contiguous result differs from the serial one"
-if [ "$hdf5" = parallel ]; then
-  grep -q "^wrote $dir/contiguous.h5 (parallel HDF5, $np ranks)" "$dir/c.log" || fail "not written with parallel HDF5"
-else
-  grep -q "^wrote $dir/contiguous.h5\$" "$dir/c.log" || fail "not written by rank 0"
-fi
-
-# The same matrix in rlx's HDF5 CSR layout, each rank reading its rows: the serial .mtx run's
-# solution.
+# Contiguous, every rank reading its share: the Matrix Market file, and the same matrix in
+# rlx's HDF5 CSR layout (each rank its own rows); both the serial .mtx run's solution.
 "$rlx" gen poisson --dim 2 --n 30 -o "$dir/A.h5" >/dev/null || fail "gen .h5"
-"$mpiexec" -n $np --oversubscribe "$rlx" solve "$dir/A.h5" $opts --out "$dir/from_h5.h5" >"$dir/h.log" 2>&1 ||
-  { cat "$dir/h.log"; fail "solve of the .h5 matrix"; }
-cat "$dir/h.log"
-grep -q "^matrix: $dir/A.h5 (900 x 900, 4380 nonzeros, f64; read in parallel)" "$dir/h.log" || fail "the .h5 was not read in parallel"
-grep -Eq "^ranks: $np  partition: contiguous  rows per rank: 300-300  halo per SpMV: [1-9]" "$dir/h.log" || fail "summary line (.h5)"
-"$compare" "$dir/serial.h5" "$dir/from_h5.h5" 1e-8 $np || fail "the .h5 solve differs from the serial .mtx one"
+for m in A.mtx A.h5; do
+  out="$dir/contiguous_${m%.*}.h5" log="$dir/c_${m%.*}.log"
+  "$mpiexec" -n $np --oversubscribe "$rlx" solve "$dir/$m" $opts --out "$out" >"$log" 2>&1 || { cat "$log"; fail "contiguous solve of $m"; }
+  cat "$log"
+  grep -q "^matrix: $dir/$m (900 x 900, 4380 nonzeros, f64; read in parallel)" "$log" || fail "$m was not read in parallel"
+  grep -Eq "^ranks: $np  partition: contiguous  rows per rank: 300-300  halo per SpMV: [1-9]" "$log" || fail "summary line ($m)"
+  "$compare" "$dir/serial.h5" "$out" 1e-8 $np || fail "the contiguous result of $m differs from the serial one"
+  if [ "$hdf5" = parallel ]; then
+    grep -q "^wrote $out (parallel HDF5, $np ranks)" "$log" || fail "not written with parallel HDF5"
+  else
+    grep -q "^wrote $out\$" "$log" || fail "not written by rank 0"
+  fi
+done
 
 # The graph partitioners: rank 0 reads the file and partitions; the solution comes back in
 # the user's order. A build without one refuses it, saying so.

@@ -1,12 +1,10 @@
 // solvers/sparse/hdf5_matrix: rlx's HDF5 CSR group read back as the matrix written (index
 // and value types, at the root and in a group), every malformed variant refused naming the
 // file, dataset and row, and every one-byte change or truncation of a file either read as a
-// valid matrix or refused with an InputError. (HDF5 files have no libFuzzer target: the
-// bytes are parsed by libhdf5, which opens files by name, and the sweeps here reach rlx's
-// own checks on every header field the way the HDF5 tests of test_io do.)
+// valid matrix or refused with an InputError. (HDF5 files have no libFuzzer target: libhdf5
+// parses the bytes and rlx's checks sit on what it returns, so the sweeps here, like the HDF5
+// sweeps of test_io, are what reaches those checks; docs/io.md says more.)
 #include <boost/test/unit_test.hpp>
-
-#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -23,24 +21,6 @@
 namespace fs = std::filesystem;
 
 namespace {
-
-fs::path h5_scratch() {
-  static fs::path p = [] {
-    fs::path d = fs::temp_directory_path() / ("rlx_test_hdf5_matrix_" + std::to_string(::getpid()));
-    fs::create_directories(d);
-    return d;
-  }();
-  return p;
-}
-
-struct H5Cleanup {
-  ~H5Cleanup() {
-    std::error_code ec;
-    fs::remove_all(h5_scratch(), ec);
-  }
-};
-
-BOOST_TEST_GLOBAL_FIXTURE(H5Cleanup);
 
 // Entry (i, j) of a CSR matrix's dense form, as double.
 double dense_at(const CsrMatrix& A, int64_t i, int64_t j) {
@@ -77,7 +57,7 @@ BOOST_AUTO_TEST_CASE(a_csr_group_reads_back_as_the_matrix_written) {
       for (std::string group : {"/", "mats/A"}) {
         BOOST_TEST_CONTEXT(dtype_name(index) << " " << dtype_name(value) << " at " << group) {
           const CsrMatrix A = CsrMatrix::from_coo(rows, cols, I, J, V, value, index);
-          const std::string path = (h5_scratch() / "A.h5").string();
+          const std::string path = (scratch() / "A.h5").string();
           io::H5Writer w(path);
           w.write_csr(group == "/" ? "" : group, io::CsrArrays{A.row_ptr(), A.col_idx(), A.values(), rows, cols});
           w.commit();
@@ -94,7 +74,7 @@ BOOST_AUTO_TEST_CASE(a_csr_group_reads_back_as_the_matrix_written) {
 
 BOOST_AUTO_TEST_CASE(malformed_csr_groups_are_refused_naming_dataset_and_row) {
   const int64_t n = 40;
-  const std::string path = (h5_scratch() / "bad.h5").string();
+  const std::string path = (scratch() / "bad.h5").string();
   // The valid one reads.
   test::write_csr_fields(path, "/", test::tridiagonal_csr(n));
   const CsrMatrix A = read_hdf5_csr(path);
@@ -108,7 +88,7 @@ BOOST_AUTO_TEST_CASE(malformed_csr_groups_are_refused_naming_dataset_and_row) {
       test::expect_error([&] { read_hdf5_csr(path); }, says);
     }
   }
-  test::expect_error([&] { read_hdf5_csr((h5_scratch() / "none.h5").string()); }, {"none.h5: no such file"});
+  test::expect_error([&] { read_hdf5_csr((scratch() / "none.h5").string()); }, {"none.h5: no such file"});
   test::expect_error([&] { read_hdf5_csr(path, "/nope"); }, {"bad.h5:/nope: not a CSR matrix"});
 }
 
@@ -116,7 +96,7 @@ BOOST_AUTO_TEST_CASE(malformed_csr_groups_are_refused_naming_dataset_and_row) {
 // matrix that passed CsrMatrix's checks, or is an InputError; never another exception or a
 // crash.
 BOOST_AUTO_TEST_CASE(changed_and_truncated_csr_files_are_errors_not_crashes) {
-  const fs::path good = h5_scratch() / "good.h5";
+  const fs::path good = scratch() / "good.h5";
   test::write_csr_fields(good.string(), "/", test::tridiagonal_csr(4));
   std::string bytes;
   {
@@ -126,7 +106,7 @@ BOOST_AUTO_TEST_CASE(changed_and_truncated_csr_files_are_errors_not_crashes) {
     bytes = s.str();
   }
   BOOST_TEST(read_hdf5_csr(good.string()).nnz() == 10);
-  const fs::path p = h5_scratch() / "changed.h5";
+  const fs::path p = scratch() / "changed.h5";
   test::Outcomes o;
   auto attempt = [&](const std::string& what, const std::string& content) {
     fs::remove(p);  // a new file each time (HDF5 must not find an earlier one still open)
