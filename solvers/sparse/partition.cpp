@@ -92,7 +92,7 @@ struct Graph {
   std::vector<int64_t> xadj, adjncy;
 };
 
-Graph symmetric_graph(const CsrMatrix& A) {
+[[maybe_unused]] Graph symmetric_graph(const CsrMatrix& A) {
   const int64_t n = A.rows();
   const std::vector<int64_t> rp = index_vector(A.row_ptr()), ci = index_vector(A.col_idx());
   std::vector<std::vector<int64_t>> adj(static_cast<size_t>(n));
@@ -121,12 +121,12 @@ Graph symmetric_graph(const CsrMatrix& A) {
 
 // The graph's arrays in a partitioner's index type, refused when they do not fit it.
 template <class Idx>
-std::pair<std::vector<Idx>, std::vector<Idx>> narrowed(const Graph& g, const std::string& who) {
+std::pair<std::vector<Idx>, std::vector<Idx>> narrowed(const Graph& g, const std::string& kind, const std::string& library) {
   constexpr int64_t kMax = std::numeric_limits<Idx>::max();
   const int64_t n = int64_t(g.xadj.size()) - 1, edges = int64_t(g.adjncy.size());
   if (n > kMax || edges > kMax)
-    throw InputError("--partition " + who + ": the graph (" + std::to_string(n) + " vertices, " + std::to_string(edges) +
-                     " directed edges) exceeds " + who + "'s " + std::to_string(sizeof(Idx) * 8) + "-bit indices");
+    throw InputError("--partition " + kind + ": the graph (" + std::to_string(n) + " vertices, " + std::to_string(edges) +
+                     " directed edges) exceeds " + library + "'s " + std::to_string(sizeof(Idx) * 8) + "-bit indices");
   return {std::vector<Idx>(g.xadj.begin(), g.xadj.end()), std::vector<Idx>(g.adjncy.begin(), g.adjncy.end())};
 }
 
@@ -160,7 +160,7 @@ RowPartition metis_partition(const CsrMatrix& A, int p) {
   throw InputError("--partition metis: this rlx was built without METIS (install libmetis-dev and reconfigure)");
 #else
   return graph_partition(A, p, "metis", [&](const Graph& g) {
-    auto [xadj, adjncy] = narrowed<idx_t>(g, "metis");
+    auto [xadj, adjncy] = narrowed<idx_t>(g, "metis", "METIS");
     const int64_t n = int64_t(xadj.size()) - 1;
     idx_t nv = idx_t(n), ncon = 1, nparts = idx_t(p), objval = 0;
     idx_t options[METIS_NOPTIONS];
@@ -184,7 +184,7 @@ RowPartition scotch_partition(const CsrMatrix& A, int p) {
   throw InputError("--partition scotch: this rlx was built without Scotch (install libscotch-dev and reconfigure)");
 #else
   return graph_partition(A, p, "scotch", [&](const Graph& g) {
-    auto [xadj, adjncy] = narrowed<SCOTCH_Num>(g, "scotch");
+    auto [xadj, adjncy] = narrowed<SCOTCH_Num>(g, "scotch", "Scotch");
     const SCOTCH_Num n = SCOTCH_Num(xadj.size()) - 1;
     // Scotch draws random numbers and may run threads: a context of its own with a private
     // generator, fixed seed and Scotch's deterministic mode, so every run (and every call in
