@@ -5,7 +5,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <new>
 
 #include "core/error.hpp"
 #include "solvers/sparse/host_memory.hpp"
@@ -13,22 +12,6 @@
 namespace rlx::sparse {
 
 namespace {
-
-// Runs f() and returns the message of the InputError (or allocation failure) it throws,
-// empty when it returns normally: the `why` a collective verdict takes.
-template <class F>
-std::string failure_of(F&& f, const std::string& path) {
-  try {
-    f();
-  } catch (const InputError& e) {
-    return e.what();
-  } catch (const std::bad_alloc&) {
-    return path + ": out of memory while reading";
-  } catch (const std::length_error&) {
-    return path + ": out of memory while reading";
-  }
-  return {};
-}
 
 // Byte q of [from, to) of the file, read in pieces; `pos` is the file offset of buf[0].
 class Reader {
@@ -67,7 +50,7 @@ DistCsrMatrix read_matrix_market_distributed(const dist::Communicator& comm, con
   int64_t head[kHeadSize] = {};
   std::string why;
   if (me == 0) {
-    why = failure_of([&] {
+    why = dist::failure_of([&] {
       std::error_code ec;
       if (std::filesystem::is_directory(path, ec)) throw ParseError(path, 0, "is a directory, not a Matrix Market file");
       MmDataStart start;
@@ -89,7 +72,7 @@ DistCsrMatrix read_matrix_market_distributed(const dist::Communicator& comm, con
   // Array and complex files: rank 0 reads the whole file and scatters its rows.
   if (h.format != MmFormat::Coordinate || h.field == MmField::Complex || h.symmetry == MmSymmetry::Hermitian) {
     CsrMatrix whole;
-    if (me == 0) why = failure_of([&] { whole = read_matrix_market(path).matrix; }, path);
+    if (me == 0) why = dist::failure_of([&] { whole = read_matrix_market(path).matrix; }, path);
     dist::raise_collectively(comm, why);
     inf.parallel = false;
     return DistCsrMatrix::scatter(comm, whole);
@@ -112,7 +95,7 @@ DistCsrMatrix read_matrix_market_distributed(const dist::Communicator& comm, con
   const int64_t a = cut(me), b = cut(me + 1);
   std::string text;
   int64_t newlines = 0;
-  why = failure_of([&] {
+  why = dist::failure_of([&] {
     if (a >= b) return;
     Reader f(path);
     // A line starts at q when q == D or byte q - 1 is a line break: look at [a - 1, b - 1).
@@ -152,7 +135,7 @@ DistCsrMatrix read_matrix_market_distributed(const dist::Communicator& comm, con
   int64_t first_line = head[kLine] + 1;
   for (int r = 0; r < me; ++r) first_line += line_counts[size_t(r)];
   MmEntries entries;
-  why = failure_of([&] {
+  why = dist::failure_of([&] {
     if (first_line > INT32_MAX) throw ParseError(path, 0, "more lines than the reader counts (2^31)");
     inf.entries_read = parse_matrix_market_entries(text, h, path, int(first_line), entries);
   }, path);
@@ -184,7 +167,7 @@ DistCsrMatrix read_matrix_market_distributed(const dist::Communicator& comm, con
     auto& o = out[owner(i)];
     o.push_back(i), o.push_back(j), o.push_back(bits);
   };
-  why = failure_of([&] {
+  why = dist::failure_of([&] {
     for (size_t k = 0; k < entries.i.size(); ++k) {
       const int64_t i = entries.i[k], j = entries.j[k];
       const double v = entries.v[k];

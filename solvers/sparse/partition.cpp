@@ -9,6 +9,11 @@
 #ifdef RLX_HAVE_METIS
 #include <metis.h>
 #endif
+#ifdef RLX_HAVE_SCOTCH
+#include <cstdint>
+#include <cstdio>
+#include <scotch.h>
+#endif
 
 namespace rlx::sparse {
 
@@ -48,6 +53,11 @@ bool have_metis() { return true; }
 #else
 bool have_metis() { return false; }
 #endif
+#ifdef RLX_HAVE_SCOTCH
+bool have_scotch() { return true; }
+#else
+bool have_scotch() { return false; }
+#endif
 
 RowPartition contiguous_partition(int64_t n, int p) {
   RowPartition r;
@@ -74,51 +84,84 @@ RowPartition partition_from_parts(const std::vector<int64_t>& part, int p, std::
   return r;
 }
 
-RowPartition metis_partition(const CsrMatrix& A, int p) {
+namespace {
+
+// The symmetrised graph of A without self-loops, in CSR form (what METIS and Scotch both
+// take): an edge i-j for every stored off-diagonal a_ij or a_ji.
+struct Graph {
+  std::vector<int64_t> xadj, adjncy;
+};
+
+[[maybe_unused]] Graph symmetric_graph(const CsrMatrix& A) {
+  const int64_t n = A.rows();
+  const std::vector<int64_t> rp = index_vector(A.row_ptr()), ci = index_vector(A.col_idx());
+  std::vector<std::vector<int64_t>> adj(static_cast<size_t>(n));
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t k = rp[size_t(r)]; k < rp[size_t(r) + 1]; ++k) {
+      const int64_t c = ci[size_t(k)];
+      if (c == r) continue;
+      adj[size_t(r)].push_back(c);
+      adj[size_t(c)].push_back(r);
+    }
+  Graph g;
+  g.xadj.assign(size_t(n) + 1, 0);
+  for (int64_t r = 0; r < n; ++r) {
+    auto& a = adj[size_t(r)];
+    std::sort(a.begin(), a.end());
+    a.erase(std::unique(a.begin(), a.end()), a.end());
+    g.xadj[size_t(r) + 1] = g.xadj[size_t(r)] + int64_t(a.size());
+  }
+  g.adjncy.reserve(size_t(g.xadj.back()));
+  for (auto& a : adj) {
+    g.adjncy.insert(g.adjncy.end(), a.begin(), a.end());
+    a = {};
+  }
+  return g;
+}
+
+// The graph's arrays in a partitioner's index type, refused when they do not fit it.
+template <class Idx>
+std::pair<std::vector<Idx>, std::vector<Idx>> narrowed(const Graph& g, const std::string& kind, const std::string& library) {
+  constexpr int64_t kMax = std::numeric_limits<Idx>::max();
+  const int64_t n = int64_t(g.xadj.size()) - 1, edges = int64_t(g.adjncy.size());
+  if (n > kMax || edges > kMax)
+    throw InputError("--partition " + kind + ": the graph (" + std::to_string(n) + " vertices, " + std::to_string(edges) +
+                     " directed edges) exceeds " + library + "'s " + std::to_string(sizeof(Idx) * 8) + "-bit indices");
+  return {std::vector<Idx>(g.xadj.begin(), g.xadj.end()), std::vector<Idx>(g.adjncy.begin(), g.adjncy.end())};
+}
+
+// What every graph partitioner shares: A square; p == 1 the identity; fewer rows than ranks
+// row i to rank i; otherwise parts(graph) gives each row its rank.
+template <class F>
+RowPartition graph_partition(const CsrMatrix& A, int p, const std::string& kind, F&& parts) {
   if (A.rows() != A.cols())
-    throw InputError("--partition metis: the matrix must be square, got " + std::to_string(A.rows()) + "x" +
+    throw InputError("--partition " + kind + ": the matrix must be square, got " + std::to_string(A.rows()) + "x" +
                      std::to_string(A.cols()));
-#ifndef RLX_HAVE_METIS
-  (void)p;
-  throw InputError("--partition metis: this rlx was built without METIS (install libmetis-dev and reconfigure)");
-#else
   const int64_t n = A.rows();
   if (p == 1) {
     RowPartition one = contiguous_partition(n, 1);
-    one.kind = "metis";
+    one.kind = kind;
     return one;
   }
   std::vector<int64_t> part(size_t(n), 0);
   if (n < p) {
     for (int64_t i = 0; i < n; ++i) part[size_t(i)] = i;
   } else {
-    // The symmetrised adjacency without self-loops (METIS wants an undirected graph).
-    const std::vector<int64_t> rp = index_vector(A.row_ptr()), ci = index_vector(A.col_idx());
-    std::vector<std::vector<int64_t>> adj(static_cast<size_t>(n));
-    for (int64_t r = 0; r < n; ++r)
-      for (int64_t k = rp[size_t(r)]; k < rp[size_t(r) + 1]; ++k) {
-        const int64_t c = ci[size_t(k)];
-        if (c == r) continue;
-        adj[size_t(r)].push_back(c);
-        adj[size_t(c)].push_back(r);
-      }
-    int64_t edges = 0;
-    for (auto& a : adj) {
-      std::sort(a.begin(), a.end());
-      a.erase(std::unique(a.begin(), a.end()), a.end());
-      edges += int64_t(a.size());
-    }
-    constexpr int64_t kMax = std::numeric_limits<idx_t>::max();
-    if (n > kMax || edges > kMax)
-      throw InputError("--partition metis: the graph (" + std::to_string(n) + " vertices, " + std::to_string(edges) +
-                       " directed edges) exceeds METIS's " + std::to_string(sizeof(idx_t) * 8) + "-bit indices");
-    std::vector<idx_t> xadj(size_t(n) + 1, 0), adjncy;
-    adjncy.reserve(size_t(edges));
-    for (int64_t r = 0; r < n; ++r) {
-      for (int64_t c : adj[size_t(r)]) adjncy.push_back(idx_t(c));
-      xadj[size_t(r) + 1] = idx_t(adjncy.size());
-      adj[size_t(r)] = {};
-    }
+    part = parts(symmetric_graph(A));
+  }
+  return partition_from_parts(part, p, kind);
+}
+
+}  // namespace
+
+RowPartition metis_partition(const CsrMatrix& A, int p) {
+#ifndef RLX_HAVE_METIS
+  (void)A, (void)p;
+  throw InputError("--partition metis: this rlx was built without METIS (install libmetis-dev and reconfigure)");
+#else
+  return graph_partition(A, p, "metis", [&](const Graph& g) {
+    auto [xadj, adjncy] = narrowed<idx_t>(g, "metis", "METIS");
+    const int64_t n = int64_t(xadj.size()) - 1;
     idx_t nv = idx_t(n), ncon = 1, nparts = idx_t(p), objval = 0;
     idx_t options[METIS_NOPTIONS];
     METIS_SetDefaultOptions(options);
@@ -130,16 +173,63 @@ RowPartition metis_partition(const CsrMatrix& A, int p) {
       throw InputError("--partition metis: METIS_PartGraphKway failed (" +
                        std::string(rc == METIS_ERROR_MEMORY ? "out of memory" : rc == METIS_ERROR_INPUT ? "input error" : "error") +
                        ") on " + std::to_string(n) + " rows into " + std::to_string(p) + " parts");
-    for (int64_t i = 0; i < n; ++i) part[size_t(i)] = where[size_t(i)];
-  }
-  return partition_from_parts(part, p, "metis");
+    return std::vector<int64_t>(where.begin(), where.end());
+  });
+#endif
+}
+
+RowPartition scotch_partition(const CsrMatrix& A, int p) {
+#ifndef RLX_HAVE_SCOTCH
+  (void)A, (void)p;
+  throw InputError("--partition scotch: this rlx was built without Scotch (install libscotch-dev and reconfigure)");
+#else
+  return graph_partition(A, p, "scotch", [&](const Graph& g) {
+    auto [xadj, adjncy] = narrowed<SCOTCH_Num>(g, "scotch", "Scotch");
+    const SCOTCH_Num n = SCOTCH_Num(xadj.size()) - 1;
+    // Scotch draws random numbers and may run threads: a context of its own with a private
+    // generator, fixed seed and Scotch's deterministic mode, so every run (and every call in
+    // one process) gives the same partition.
+    SCOTCH_Context context;
+    SCOTCH_Graph graph, bound;
+    SCOTCH_Strat strat;
+    if (SCOTCH_contextInit(&context) != 0 || SCOTCH_graphInit(&graph) != 0 || SCOTCH_graphInit(&bound) != 0 ||
+        SCOTCH_stratInit(&strat) != 0)
+      throw InputError("--partition scotch: Scotch could not initialise (version mismatch between scotch.h and the library?)");
+    std::vector<SCOTCH_Num> part(size_t(n), 0);
+    const char* step = "SCOTCH_contextRandomClone";
+    int rc = SCOTCH_contextRandomClone(&context);
+    if (rc == 0) {
+      SCOTCH_contextRandomSeed(&context, 1);
+      SCOTCH_contextRandomReset(&context);
+      step = "SCOTCH_contextOptionSetNum";
+      rc = SCOTCH_contextOptionSetNum(&context, SCOTCH_OPTIONNUMDETERMINISTIC, 1);
+    }
+    if (rc == 0) {
+      step = "SCOTCH_graphBuild";
+      rc = SCOTCH_graphBuild(&graph, 0, n, xadj.data(), xadj.data() + 1, nullptr, nullptr, SCOTCH_Num(adjncy.size()),
+                             adjncy.data(), nullptr);
+    }
+    if (rc == 0) step = "SCOTCH_contextBindGraph", rc = SCOTCH_contextBindGraph(&context, &graph, &bound);
+    // A k-way partition within 3 % of the mean part size (METIS's default imbalance).
+    if (rc == 0) rc = SCOTCH_stratGraphMapBuild(&strat, SCOTCH_STRATDEFAULT, SCOTCH_Num(p), 0.03), step = "SCOTCH_stratGraphMapBuild";
+    if (rc == 0) rc = SCOTCH_graphPart(&bound, SCOTCH_Num(p), &strat, part.data()), step = "SCOTCH_graphPart";
+    SCOTCH_stratExit(&strat);
+    SCOTCH_graphExit(&bound);
+    SCOTCH_graphExit(&graph);
+    SCOTCH_contextExit(&context);
+    if (rc != 0)
+      throw InputError("--partition scotch: " + std::string(step) + " failed on " + std::to_string(n) + " rows into " +
+                       std::to_string(p) + " parts");
+    return std::vector<int64_t>(part.begin(), part.end());
+  });
 #endif
 }
 
 RowPartition make_partition(const std::string& kind, const CsrMatrix& A, int p) {
   if (kind == "contiguous") return contiguous_partition(A.rows(), p);
   if (kind == "metis") return metis_partition(A, p);
-  throw InputError("--partition " + kind + ": expected contiguous or metis");
+  if (kind == "scotch") return scotch_partition(A, p);
+  throw InputError("--partition " + kind + ": expected contiguous, metis or scotch");
 }
 
 CsrMatrix permute_symmetric(const CsrMatrix& A, const std::vector<int64_t>& order) {

@@ -6,9 +6,12 @@
 //               permuted (P A P^T) so that each rank's rows are a contiguous block of the
 //               permuted rows, and the permutation is kept to bring vectors back to the
 //               user's order.
+//   scotch      the same with Scotch's k-way graph partitioner (SCOTCH_graphPart, Debian's
+//               libscotch-dev) in place of METIS.
 //
-// METIS runs serially on one rank (Debian ships METIS 5 but not ParMETIS): the rank that holds
-// the whole matrix partitions it. It is optional at build time (have_metis()).
+// METIS and Scotch run serially on one rank (Debian ships METIS 5 but not ParMETIS; PT-Scotch
+// would partition in parallel but needs the graph distributed first): the rank that holds the
+// whole matrix partitions it. Both are optional at build time (have_metis(), have_scotch()).
 #pragma once
 #include <string>
 #include <vector>
@@ -19,9 +22,10 @@
 namespace rlx::sparse {
 
 bool have_metis();
+bool have_scotch();
 
 struct RowPartition {
-  std::string kind = "contiguous";     // "contiguous", "metis", or a caller's own name
+  std::string kind = "contiguous";     // "contiguous", "metis", "scotch", or a caller's own name
   std::vector<int64_t> row_starts;     // p + 1 offsets into the permuted rows
   // order[k]: the user's row at permuted position k (rank r holds positions
   // row_starts[r]..row_starts[r+1]-1). Empty: the identity (no permutation).
@@ -39,7 +43,10 @@ RowPartition partition_from_parts(const std::vector<int64_t>& part, int p, std::
 // With p == 1, or a matrix with fewer rows than ranks, no METIS call: p == 1 is the identity,
 // and with n < p row i goes to rank i.
 RowPartition metis_partition(const CsrMatrix& A, int p);
-// "contiguous" or "metis"; anything else is an InputError naming the choices.
+// Scotch's k-way partition of the same graph (seeded: the same partition on every run), with
+// METIS's contract above (InputError without Scotch, in this build, or when Scotch fails).
+RowPartition scotch_partition(const CsrMatrix& A, int p);
+// "contiguous", "metis" or "scotch"; anything else is an InputError naming the choices.
 RowPartition make_partition(const std::string& kind, const CsrMatrix& A, int p);
 
 // B = P A P^T with B[k][l] = A[order[k]][order[l]] (order a permutation of 0..n-1).

@@ -18,6 +18,8 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <new>
+#include <stdexcept>
 #include <span>
 #include <string>
 #include <vector>
@@ -99,6 +101,23 @@ class CollectiveError : public InputError {
 // found on one rank (a file it cannot read, input it refuses) stops all of them at the same
 // point instead of leaving the others waiting in the next collective.
 void raise_collectively(const Communicator& c, const std::string& why);
+
+// Runs f() and returns the message of the InputError (or allocation failure) it throws,
+// empty when it returns normally: the `why` raise_collectively takes, for work one rank
+// does on its own (reading its share of a file) that every rank must agree on.
+template <class F>
+std::string failure_of(F&& f, const std::string& path) {
+  try {
+    f();
+  } catch (const InputError& e) {
+    return e.what();
+  } catch (const std::bad_alloc&) {
+    return path + ": out of memory while reading";
+  } catch (const std::length_error&) {
+    return path + ": out of memory while reading";
+  }
+  return {};
+}
 
 // Root's string on every rank (collective; the others' argument is ignored).
 std::string broadcast_string(const Communicator& c, const std::string& s, int root);

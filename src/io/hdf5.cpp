@@ -32,6 +32,8 @@ H5Reader::~H5Reader() = default;
 bool H5Reader::has(const std::string&) const { return false; }
 Tensor H5Reader::read(const std::string&) const { no_hdf5(); return {}; }
 H5Attr H5Reader::attr(const std::string&, const std::string&) const { no_hdf5(); return int64_t(0); }
+H5DatasetInfo H5Reader::info(const std::string&) const { no_hdf5(); return {}; }
+Tensor H5Reader::read_rows(const std::string&, int64_t, int64_t) const { no_hdf5(); return {}; }
 CsrArrays H5Reader::read_csr(const std::string&) const { no_hdf5(); return {}; }
 
 #else
@@ -244,18 +246,31 @@ bool H5Reader::has(const std::string& name) const {
   return true;
 }
 
-Tensor H5Reader::read(const std::string& name) const {
-  std::string where = impl_->path + ":" + name;
-  if (!has(name)) throw InputError(where + ": no such dataset");
-  Handle ds(H5Dopen2(impl_->file.get(), name.c_str(), H5P_DEFAULT), H5Dclose);
-  if (!ds.ok()) throw InputError(where + ": not a dataset");
-  Handle ft(H5Dget_type(ds.get()), H5Tclose);
-  DType t = dtype_of(ft.get(), where);
-  Handle space(H5Dget_space(ds.get()), H5Sclose);
-  int rank = H5Sget_simple_extent_ndims(space.get());
+namespace {
+
+// An open dataset that passed the checks made before anything is read.
+struct CheckedDataset {
+  std::string where;
+  Handle ds, file_type;
+  DType dtype = DType::F64;
+  std::vector<hsize_t> dims;
+};
+
+CheckedDataset open_checked(hid_t file, const std::string& path, const std::string& name, bool exists) {
+  CheckedDataset c;
+  c.where = path + ":" + name;
+  const std::string& where = c.where;
+  if (!exists) throw InputError(where + ": no such dataset");
+  c.ds = Handle(H5Dopen2(file, name.c_str(), H5P_DEFAULT), H5Dclose);
+  if (!c.ds.ok()) throw InputError(where + ": not a dataset");
+  c.file_type = Handle(H5Dget_type(c.ds.get()), H5Tclose);
+  if (!c.file_type.ok()) throw InputError(where + ": unreadable element type");
+  c.dtype = dtype_of(c.file_type.get(), where);
+  Handle space(H5Dget_space(c.ds.get()), H5Sclose);
+  const int rank = space.ok() ? H5Sget_simple_extent_ndims(space.get()) : -1;
   if (rank < 0) throw InputError(where + ": unreadable dataspace");
-  std::vector<hsize_t> dims(static_cast<size_t>(rank));
-  if (H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr) < 0) throw InputError(where + ": unreadable dataspace");
+  c.dims.resize(static_cast<size_t>(rank));
+  if (H5Sget_simple_extent_dims(space.get(), c.dims.data(), nullptr) < 0) throw InputError(where + ": unreadable dataspace");
   // What the shape needs, checked against what the file holds before anything is
   // allocated or read: a damaged header can claim any shape, and HDF5's own reader does
   // not always notice (a contiguous or compact dataset whose storage disagrees with its
@@ -265,43 +280,80 @@ Tensor H5Reader::read(const std::string& name) const {
   // compressed or partly) are not checked here.
   uint64_t numel = 1;
   const uint64_t limit = uint64_t(1) << 62;
-  for (hsize_t d : dims) {
-    if (d != 0 && numel > limit / d) throw InputError(where + ": a shape too large for any memory (damaged file?)");
+  for (hsize_t d : c.dims) {
+    if (d > limit || (d != 0 && numel > limit / d)) throw InputError(where + ": a shape too large for any memory (damaged file?)");
     numel *= d;
   }
-  const uint64_t file_elem = H5Tget_size(ft.get());
-  if (file_elem == 0 || (numel > 0 && file_elem > limit / numel) || dtype_size(t) > limit / std::max<uint64_t>(numel, 1))
+  const uint64_t file_elem = H5Tget_size(c.file_type.get());
+  if (file_elem == 0 || (numel > 0 && file_elem > limit / numel) || dtype_size(c.dtype) > limit / std::max<uint64_t>(numel, 1))
     throw InputError(where + ": a shape too large for any memory (damaged file?)");
-  Handle dcpl(H5Dget_create_plist(ds.get()), H5Pclose);
+  Handle dcpl(H5Dget_create_plist(c.ds.get()), H5Pclose);
   if (!dcpl.ok()) throw InputError(where + ": unreadable dataset properties");
   const H5D_layout_t layout = H5Pget_layout(dcpl.get());
   if (layout < 0 || layout >= H5D_NLAYOUTS) throw InputError(where + ": unreadable or damaged dataset layout");
   H5D_space_status_t status = H5D_SPACE_STATUS_ERROR;
-  if (H5Dget_space_status(ds.get(), &status) < 0) throw InputError(where + ": unreadable dataset storage");
+  if (H5Dget_space_status(c.ds.get(), &status) < 0) throw InputError(where + ": unreadable dataset storage");
   const bool in_file = (layout == H5D_CONTIGUOUS || layout == H5D_COMPACT) && numel > 0 &&
                        status != H5D_SPACE_STATUS_NOT_ALLOCATED && H5Pget_external_count(dcpl.get()) == 0;
   if (in_file) {
-    const uint64_t need = numel * file_elem, stored = H5Dget_storage_size(ds.get());
+    const uint64_t need = numel * file_elem, stored = H5Dget_storage_size(c.ds.get());
     hsize_t file_bytes = 0;
-    if (H5Fget_filesize(impl_->file.get(), &file_bytes) < 0) throw InputError(where + ": cannot size the file");
+    if (H5Fget_filesize(file, &file_bytes) < 0) throw InputError(where + ": cannot size the file");
     if (stored != need || stored > file_bytes)
       throw InputError(where + ": the file stores " + std::to_string(stored) + " bytes, the shape needs " +
                        std::to_string(need) + " (damaged file?)");
     if (layout == H5D_CONTIGUOUS) {
-      const haddr_t at = H5Dget_offset(ds.get());
+      const haddr_t at = H5Dget_offset(c.ds.get());
       if (at == HADDR_UNDEF || at > file_bytes || file_bytes - at < stored)
         throw InputError(where + ": the data lie outside the file (damaged file?)");
     }
   }
-  Tensor r;
+  return c;
+}
+
+Tensor allocate(const CheckedDataset& c, const Shape& shape) {
   try {
-    r = Tensor::empty(t, Shape(dims.begin(), dims.end()));
+    return Tensor::empty(c.dtype, shape);
   } catch (const Error& e) {  // a shape no memory here holds (chunked data are not checked above)
-    throw InputError(where + ": " + std::to_string(numel) + " elements: " + e.what());
+    throw InputError(c.where + ": " + shape_str(shape) + ": " + e.what());
   }
-  Handle mt = mem_type(t, where);
-  if (r.numel() > 0 && H5Dread(ds.get(), mt.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, r.raw()) < 0)
-    throw InputError(where + ": read failed (corrupt file or unsupported layout)");
+}
+
+}  // namespace
+
+Tensor H5Reader::read(const std::string& name) const {
+  const CheckedDataset c = open_checked(impl_->file.get(), impl_->path, name, has(name));
+  Tensor r = allocate(c, Shape(c.dims.begin(), c.dims.end()));
+  Handle mt = mem_type(c.dtype, c.where);
+  if (r.numel() > 0 && H5Dread(c.ds.get(), mt.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, r.raw()) < 0)
+    throw InputError(c.where + ": read failed (corrupt file or unsupported layout)");
+  return r;
+}
+
+H5DatasetInfo H5Reader::info(const std::string& name) const {
+  const CheckedDataset c = open_checked(impl_->file.get(), impl_->path, name, has(name));
+  return H5DatasetInfo{c.dtype, Shape(c.dims.begin(), c.dims.end())};
+}
+
+Tensor H5Reader::read_rows(const std::string& name, int64_t first, int64_t count) const {
+  const CheckedDataset c = open_checked(impl_->file.get(), impl_->path, name, has(name));
+  if (c.dims.empty()) throw InputError(c.where + ": a scalar has no rows to read");
+  const uint64_t n = c.dims[0];
+  if (first < 0 || count < 0 || uint64_t(first) > n || uint64_t(count) > n - uint64_t(first))
+    throw InputError(c.where + ": entries [" + std::to_string(first) + ", " + std::to_string(first) + " + " +
+                     std::to_string(count) + ") lie outside its " + std::to_string(n));
+  std::vector<hsize_t> start(c.dims.size(), 0), sel = c.dims;
+  start[0] = hsize_t(first), sel[0] = hsize_t(count);
+  Tensor r = allocate(c, Shape(sel.begin(), sel.end()));
+  if (r.numel() == 0) return r;
+  Handle mt = mem_type(c.dtype, c.where);
+  Handle fspace(H5Dget_space(c.ds.get()), H5Sclose);
+  Handle mspace(H5Screate_simple(int(sel.size()), sel.data(), nullptr), H5Sclose);
+  if (!fspace.ok() || !mspace.ok() ||
+      H5Sselect_hyperslab(fspace.get(), H5S_SELECT_SET, start.data(), nullptr, sel.data(), nullptr) < 0)
+    throw InputError(c.where + ": cannot select entries " + std::to_string(first) + ".." + std::to_string(first + count));
+  if (H5Dread(c.ds.get(), mt.get(), mspace.get(), fspace.get(), H5P_DEFAULT, r.raw()) < 0)
+    throw InputError(c.where + ": read failed (corrupt file or unsupported layout)");
   return r;
 }
 
@@ -330,6 +382,17 @@ H5Attr H5Reader::attr(const std::string& object, const std::string& name) const 
     double v = 0;
     read_into(H5T_NATIVE_DOUBLE, &v);
     return v;
+  }
+  if (c == H5T_STRING && H5Tis_variable_str(t.get()) > 0) {
+    // h5py writes a Python str so; HDF5 allocates the copy, which is freed here.
+    Handle mt(H5Tcopy(H5T_C_S1), H5Tclose);
+    char* v = nullptr;
+    if (!mt.ok() || H5Tset_size(mt.get(), H5T_VARIABLE) < 0 || H5Tset_cset(mt.get(), H5Tget_cset(t.get())) < 0)
+      throw InputError(where + ": unreadable string type");
+    read_into(mt.get(), &v);
+    std::string s = v ? std::string(v, strnlen(v, size_t(1) << 20)) : std::string();
+    H5free_memory(v);
+    return s;
   }
   if (c == H5T_STRING && !H5Tis_variable_str(t.get())) {
     const size_t size = H5Tget_size(t.get());

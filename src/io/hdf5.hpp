@@ -22,6 +22,12 @@ bool hdf5_available();
 
 using H5Attr = std::variant<int64_t, double, std::string>;
 
+// What a dataset holds, from its header (nothing read): the dtype it reads as and its shape.
+struct H5DatasetInfo {
+  DType dtype = DType::F64;
+  Shape shape;
+};
+
 struct CsrArrays {
   Tensor row_ptr, col_idx, values;
   int64_t rows = 0, cols = 0;
@@ -50,6 +56,12 @@ class H5Reader {
   ~H5Reader();
   bool has(const std::string& name) const;
   Tensor read(const std::string& name) const;
+  // The dtype and shape of a dataset, after the checks read() makes before reading.
+  H5DatasetInfo info(const std::string& name) const;
+  // Entries [first, first + count) along the first axis of a dataset of rank >= 1 (a
+  // hyperslab: only those bytes are read); the range must lie inside the dataset.
+  Tensor read_rows(const std::string& name, int64_t first, int64_t count) const;
+  // Integer, float, or string (fixed-length, or variable-length as h5py writes str).
   H5Attr attr(const std::string& object, const std::string& name) const;
   CsrArrays read_csr(const std::string& group) const;
 

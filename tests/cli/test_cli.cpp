@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "tests/support/cli.hpp"
+#include "solvers/sparse/partition.hpp"
 #include "core/rng.hpp"
 #include "io/hdf5.hpp"
 #include "io/npy.hpp"
@@ -301,10 +302,28 @@ BOOST_AUTO_TEST_CASE(gen_and_solve_write_hdf5_with_the_stop_reason) {
   BOOST_TEST(has(rlx_cli("solve " + A + " --spmv coo").err, "(--spmv) must be auto, csr or tiled, not 'coo'"));
   BOOST_TEST(has(rlx_cli("solve " + A + " --method lu --spmv tiled").err, "--spmv applies to the Krylov methods"));
   // --partition: checked on one process too (it owns every row, so the solve goes on).
-  BOOST_TEST(has(rlx_cli("solve " + A + " --partition rows").err, "--partition rows: expected contiguous or metis"));
+  BOOST_TEST(has(rlx_cli("solve " + A + " --partition rows").err, "--partition rows: expected contiguous, metis or scotch"));
   BOOST_TEST(has(rlx_cli("solve " + A + " --method lu --partition metis").err, "--partition applies to the Krylov methods"));
   r = rlx_cli("solve " + A + " --method cg --partition contiguous");
   BOOST_TEST(r.code == 0, r.err);
+  r = rlx_cli("solve " + A + " --method cg --partition scotch");
+  BOOST_TEST(r.code == (sparse::have_scotch() ? 0 : 2), r.err);
+  // The same matrix in rlx's HDF5 CSR layout (gen writes it for .h5): the same solve.
+  const std::string H = (scratch() / "poisson.h5").string(), xm = (scratch() / "xm.h5").string(), xh = (scratch() / "xh.h5").string();
+  r = rlx_cli("gen poisson --dim 2 --n 12 -o " + H + ":/mats/P");
+  BOOST_TEST(r.code == 0, r.err);
+  BOOST_TEST(rlx_cli("solve " + A + " --method cg --rhs random --out " + xm).code == 0);
+  r = rlx_cli("solve " + H + ":/mats/P --method cg --rhs random --out " + xh);
+  BOOST_TEST(r.code == 0, r.err);
+  BOOST_TEST(has(r.out, "matrix: " + H + ":/mats/P (144 x 144, 672 nonzeros, f64)"), r.out);
+  {
+    const Tensor a = io::H5Reader(xm).read("x"), b = io::H5Reader(xh).read("x");
+    BOOST_REQUIRE(a.numel() == b.numel());
+    for (int64_t i = 0; i < a.numel(); ++i) BOOST_TEST(a.data<double>()[i] == b.data<double>()[i]);
+  }
+  r = rlx_cli("solve " + H);  // the root is not the CSR group
+  BOOST_TEST(r.code == 2);
+  BOOST_TEST(has(r.err, "poisson.h5:/: not a CSR matrix"), r.err);
   // Not converged: exit 4, and the file says so.
   r = rlx_cli("solve " + A + " --method cg --max-it 2 --out " + x);
   BOOST_TEST(r.code == 4);

@@ -31,12 +31,15 @@
 #include "runtime/runtime.hpp"
 #include "solvers/sparse/dist_csr.hpp"
 #include "solvers/sparse/dist_matrix_market.hpp"
+#include "solvers/sparse/hdf5_matrix.hpp"
 #include "solvers/sparse/krylov.hpp"
 #include "solvers/sparse/matrix_market.hpp"
 #include "solvers/sparse/ops.hpp"
 #include "solvers/sparse/partition.hpp"
 #include "solvers/sparse/poisson.hpp"
 #include "tests/support/errors.hpp"
+#include "tests/support/hdf5_csr.hpp"
+#include "tests/support/preconditions.hpp"
 #include "tests/support/seed.hpp"
 
 using namespace rlx;
@@ -441,10 +444,16 @@ Solved solve_partitioned(const CsrMatrix& A, const RowPartition& part, const std
 
 }  // namespace
 
-BOOST_AUTO_TEST_CASE(a_metis_partition_gives_the_contiguous_solution_in_the_users_order_with_less_halo) {
+namespace {
+
+// A graph partitioner (METIS, Scotch) against the contiguous split on a 2D Poisson matrix with
+// its rows numbered at random: a contiguous split of it cuts nearly every edge, the
+// partitioner recovers the grid's locality. The same solution in the user's order (1e-8),
+// the same iteration count within 1, every row somewhere once, less than half the halo,
+// and the same partition on a second call (both seed their random numbers).
+void check_graph_partition(const std::string& kind, RowPartition (*partition)(const CsrMatrix&, int), bool built,
+                           const std::string& without) {
   const dist::Communicator c = world();
-  // A 2D Poisson matrix with its rows numbered at random: a contiguous split of it cuts
-  // nearly every edge, METIS recovers the grid's locality.
   const int64_t side = 20, n = side * side;
   const CsrMatrix A = permute_symmetric(poisson2d(side), random_permutation(n, 1));
   const std::vector<double> b = data_of(8, n);
@@ -456,19 +465,19 @@ BOOST_AUTO_TEST_CASE(a_metis_partition_gives_the_contiguous_solution_in_the_user
   BOOST_TEST(!C.permuted());
   BOOST_TEST(rel_diff(contiguous.x, xs) <= 1e-8);
   BOOST_TEST(contiguous.residual <= 1e-9);
-  if (!have_metis()) {
-    test::expect_error([&] { metis_partition(A, c.size()); }, {"built without METIS"});
-    BOOST_TEST_MESSAGE("this build has no METIS: the METIS half of the test is skipped");
+  if (!built) {
+    test::expect_error([&] { partition(A, c.size()); }, {without});
+    BOOST_TEST_MESSAGE("this build has no " << kind << ": the " << kind << " half of the test is skipped");
     return;
   }
-  const Solved metis = solve_partitioned(A, c.rank() == 0 ? metis_partition(A, c.size()) : RowPartition{}, b);
-  const DistCsrMatrix& M = *metis.D;
-  BOOST_TEST(M.partition_kind() == "metis");
+  const Solved parted = solve_partitioned(A, c.rank() == 0 ? partition(A, c.size()) : RowPartition{}, b);
+  const DistCsrMatrix& M = *parted.D;
+  BOOST_TEST(M.partition_kind() == kind);
   BOOST_TEST(M.permuted() == (c.size() > 1));
-  BOOST_TEST(rel_diff(metis.x, xs) <= 1e-8);
-  BOOST_TEST(rel_diff(metis.x, contiguous.x) <= 1e-8);
-  BOOST_TEST(metis.residual <= 1e-9);
-  BOOST_TEST(std::abs(metis.iterations - contiguous.iterations) <= 1);
+  BOOST_TEST(rel_diff(parted.x, xs) <= 1e-8);
+  BOOST_TEST(rel_diff(parted.x, contiguous.x) <= 1e-8);
+  BOOST_TEST(parted.residual <= 1e-9);
+  BOOST_TEST(std::abs(parted.iterations - contiguous.iterations) <= 1);
   // Every row is somewhere, once.
   const std::vector<int64_t> order = user_order(M);
   if (M.permuted()) {
@@ -476,11 +485,26 @@ BOOST_AUTO_TEST_CASE(a_metis_partition_gives_the_contiguous_solution_in_the_user
     std::sort(sorted.begin(), sorted.end());
     for (int64_t i = 0; i < n; ++i) BOOST_TEST(sorted[size_t(i)] == i);
   }
+  if (c.rank() == 0) {
+    const RowPartition again = partition(A, c.size());
+    BOOST_TEST(again.order == partition(A, c.size()).order);
+    BOOST_TEST(again.row_starts == M.row_starts());
+  }
   const int64_t hc = halo_sent(C), hm = halo_sent(M);
   BOOST_TEST_MESSAGE(c.size() << " ranks, randomly numbered poisson2d:" << side << ": halo per SpMV " << hc
-                              << " bytes contiguous, " << hm << " bytes METIS");
+                              << " bytes contiguous, " << hm << " bytes " << kind);
   if (c.size() > 1) BOOST_TEST(hm < hc / 2);
   else BOOST_TEST(hm == 0);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_metis_partition_gives_the_contiguous_solution_in_the_users_order_with_less_halo) {
+  check_graph_partition("metis", metis_partition, have_metis(), "built without METIS");
+}
+
+BOOST_AUTO_TEST_CASE(a_scotch_partition_gives_the_contiguous_solution_in_the_users_order_with_less_halo) {
+  check_graph_partition("scotch", scotch_partition, have_scotch(), "built without Scotch");
 }
 
 BOOST_AUTO_TEST_CASE(a_partition_may_leave_ranks_without_rows) {
@@ -498,10 +522,11 @@ BOOST_AUTO_TEST_CASE(a_partition_may_leave_ranks_without_rows) {
   BOOST_TEST(D.partition_kind() == "given");
   if (c.rank() > 0 && c.rank() < p - 1) BOOST_TEST(D.local_rows() == 0);
   BOOST_TEST(rel_diff(s.x, xs) <= 1e-8);
-  // METIS on fewer rows than ranks: row i to rank i, the rest empty.
-  if (have_metis()) {
+  // METIS and Scotch on fewer rows than ranks: row i to rank i, the rest empty.
+  for (auto [built, partition] : {std::pair{have_metis(), &metis_partition}, std::pair{have_scotch(), &scotch_partition}}) {
+    if (!built) continue;
     const CsrMatrix T = poisson2d(1);  // one row
-    const Solved t = solve_partitioned(T, c.rank() == 0 ? metis_partition(T, p) : RowPartition{}, {2.0});
+    const Solved t = solve_partitioned(T, c.rank() == 0 ? partition(T, p) : RowPartition{}, {2.0});
     BOOST_TEST(std::abs(t.x.at(0) - 0.5) <= 1e-12);  // poisson2d(1) is [4]
     BOOST_TEST(t.D->local_rows() == (c.rank() == 0 ? 1 : 0));
   }
@@ -624,6 +649,82 @@ BOOST_AUTO_TEST_CASE(malformed_matrix_market_is_an_error_on_every_rank_naming_it
   }
   test::expect_error<dist::CollectiveError>([&] { read_matrix_market_distributed(c, "/nonexistent/a.mtx"); },
                                             {"rank 0", "/nonexistent/a.mtx", "cannot open"});
+}
+
+// ---------------------------------------------------------------- the parallel HDF5 read
+
+namespace {
+
+// An HDF5 file every rank can read: rank 0 writes it (write(path)) under a fresh name.
+template <class F>
+std::string shared_h5(const std::string& tag, F&& write) {
+  const dist::Communicator c = world();
+  std::string path;
+  if (c.rank() == 0) {
+    path = (std::filesystem::temp_directory_path() / ("rlx_dist_" + tag + "_" + std::to_string(::getpid()) + ".h5")).string();
+    write(path);
+  }
+  path = dist::broadcast_string(c, path, 0);
+  c.barrier();
+  return path;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(an_hdf5_matrix_read_in_parallel_equals_the_serial_read, *boost::unit_test::precondition(test::Hdf5Present())) {
+  const dist::Communicator c = world();
+  std::mt19937_64 rng(seed() * 5 + 7);
+  for (DType index : {DType::I32, DType::I64})
+    for (std::string group : {"/", "/mats/A"}) {
+      BOOST_TEST_CONTEXT(dtype_name(index) << " indices, at " << group) {
+        const CsrMatrix A = CsrMatrix::from_dense(random_matrix(rng, 37, 3).to_dense(), index);
+        const std::string path = shared_h5("read", [&](const std::string& p) {
+          io::H5Writer w(p);
+          w.write_csr(group == "/" ? "" : group, io::CsrArrays{A.row_ptr(), A.col_idx(), A.values(), A.rows(), A.cols()});
+          w.commit();
+        });
+        Hdf5ReadInfo info;
+        const DistCsrMatrix D = read_hdf5_csr_distributed(c, path, group, &info);
+        BOOST_TEST(D.global_rows() == 37);
+        BOOST_TEST(D.partition_kind() == "contiguous");
+        BOOST_TEST(info.nnz == A.nnz());
+        // Each entry read by exactly one rank: its rows' share, no more.
+        BOOST_TEST(c.all_reduce(info.entries_read, ReduceOp::Sum) == A.nnz());
+        BOOST_TEST(info.entries_read == D.diagonal_block().nnz() + D.off_diagonal_block().nnz());
+        const Tensor mine = D.local_rows_global().to_dense(), all = read_hdf5_csr(path, group).to_dense(), orig = A.to_dense();
+        for (int64_t r = 0; r < D.local_rows(); ++r)
+          for (int64_t j = 0; j < 37; ++j) {
+            const int64_t k = (D.first_row() + r) * 37 + j;
+            BOOST_TEST(mine.data<double>()[r * 37 + j] == all.data<double>()[k]);
+            BOOST_TEST(mine.data<double>()[r * 37 + j] == orig.data<double>()[k]);
+          }
+        remove_shared(path);
+      }
+    }
+}
+
+BOOST_AUTO_TEST_CASE(malformed_hdf5_matrices_are_an_error_on_every_rank_naming_the_rank,
+                     *boost::unit_test::precondition(test::Hdf5Present())) {
+  const dist::Communicator c = world();
+  const int64_t n = 40;
+  const std::vector<int64_t> starts = even_row_starts(n, c.size());
+  auto owner = [&](int64_t row) { return int(std::upper_bound(starts.begin(), starts.end(), row) - starts.begin()) - 1; };
+  for (const test::BadCsr& bad : test::malformed_csr(n)) {
+    BOOST_TEST_CONTEXT(bad.name) {
+      const std::string path = shared_h5("bad", [&](const std::string& p) { test::write_csr_fields(p, "/", bad.fields); });
+      std::vector<std::string> says = bad.says;
+      says.insert(says.begin(), "rank " + std::to_string(bad.row < 0 ? 0 : owner(bad.row)) + ": " + path);
+      test::expect_error<dist::CollectiveError>([&] { read_hdf5_csr_distributed(c, path); }, says);
+      remove_shared(path);
+    }
+  }
+  test::CsrFields wide = test::tridiagonal_csr(n);
+  wide.cols = n + 1;
+  const std::string path = shared_h5("wide", [&](const std::string& p) { test::write_csr_fields(p, "/", wide); });
+  test::expect_error<dist::CollectiveError>([&] { read_hdf5_csr_distributed(c, path); }, {path, "40 x 41, not square"});
+  remove_shared(path);
+  test::expect_error<dist::CollectiveError>([&] { read_hdf5_csr_distributed(c, "/nonexistent/a.h5"); },
+                                            {"rank 0: /nonexistent/a.h5: no such file"});
 }
 
 // ---------------------------------------------------------------- parallel HDF5

@@ -245,6 +245,17 @@ BOOST_AUTO_TEST_CASE(hdf5_round_trip_datasets_attributes_csr, *boost::unit_test:
   BOOST_TEST(same_bytes(back.row_ptr, csr.row_ptr));
   BOOST_TEST(same_bytes(back.col_idx, csr.col_idx));
   BOOST_TEST(same_bytes(back.values, csr.values));
+  // Part of a dataset: its header, and a range of entries along the first axis.
+  BOOST_TEST((r.info("A/values").shape == Shape{3}));
+  BOOST_TEST((r.info("A/col_idx").dtype == DType::I32));
+  Tensor part = r.read_rows("A/values", 1, 2);
+  BOOST_TEST((part.shape() == Shape{2}));
+  BOOST_TEST(part.data<double>()[0] == csr.values.data<double>()[1]);
+  BOOST_TEST(part.data<double>()[1] == csr.values.data<double>()[2]);
+  BOOST_TEST(r.read_rows("A/values", 3, 0).numel() == 0);
+  BOOST_CHECK_THROW(r.read_rows("A/values", 2, 2), InputError);
+  BOOST_CHECK_THROW(r.read_rows("A/values", -1, 1), InputError);
+  BOOST_CHECK_THROW(r.read_rows("scalar", 0, 1), InputError);
   BOOST_TEST(!r.has("nope"));
   BOOST_CHECK_THROW(r.read("nope"), InputError);
   BOOST_CHECK_THROW(r.read_csr("group"), InputError);
@@ -254,7 +265,7 @@ BOOST_AUTO_TEST_CASE(hdf5_round_trip_datasets_attributes_csr, *boost::unit_test:
 #if defined(RLX_TEST_RAW_HDF5)
 // Files rlx does not write itself but must read: a u32 dataset (read as i64), a dataset
 // created but never written (fill values), a compressed chunked one and a compact one —
-// each passes the reader's size checks.
+// each passes the reader's size checks — and h5py's variable-length string attribute.
 BOOST_AUTO_TEST_CASE(hdf5_layouts_of_other_writers) {
   fs::path p = scratch() / "others.h5";
   {
@@ -284,9 +295,21 @@ BOOST_AUTO_TEST_CASE(hdf5_layouts_of_other_writers) {
     H5Pset_layout(compact, H5D_COMPACT);
     make("compact", H5T_NATIVE_INT32, 3, compact, k);
     H5Pclose(compact);
+    // A str attribute as h5py writes it: a variable-length UTF-8 string.
+    hid_t vstr = H5Tcopy(H5T_C_S1);
+    H5Tset_size(vstr, H5T_VARIABLE);
+    H5Tset_cset(vstr, H5T_CSET_UTF8);
+    hid_t scalar = H5Screate(H5S_SCALAR);
+    hid_t a = H5Acreate2(f, "format", vstr, scalar, H5P_DEFAULT, H5P_DEFAULT);
+    const char* csr = "csr";
+    BOOST_REQUIRE(a >= 0 && H5Awrite(a, vstr, &csr) >= 0);
+    H5Aclose(a);
+    H5Sclose(scalar);
+    H5Tclose(vstr);
     H5Fclose(f);
   }
   io::H5Reader r(p.string());
+  BOOST_TEST(std::get<std::string>(r.attr("/", "format")) == "csr");
   Tensor u = r.read("u32");
   BOOST_REQUIRE(u.dtype() == DType::I64);
   BOOST_TEST(u.data<int64_t>()[2] == 4000000000LL);

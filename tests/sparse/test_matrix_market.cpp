@@ -34,22 +34,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-fs::path scratch() {
-  static fs::path p = [] {
-    fs::path d = fs::temp_directory_path() / ("rlx_test_sparse_" + std::to_string(::getpid()));
-    fs::create_directories(d);
-    return d;
-  }();
-  return p;
-}
-
-struct Cleanup {
-  ~Cleanup() {
-    std::error_code ec;
-    fs::remove_all(scratch(), ec);
-  }
-};
-BOOST_TEST_GLOBAL_FIXTURE(Cleanup);
+// (test_sparse's scratch folder, removed at exit: test_sparse.hpp)
+BOOST_TEST_GLOBAL_FIXTURE(ScratchCleanup);
 
 void write_file(const fs::path& p, const std::string& s) {
   std::ofstream f(p, std::ios::binary);

@@ -3,7 +3,10 @@
 #pragma once
 #include <boost/test/unit_test.hpp>
 
+#include <unistd.h>
+
 #include <complex>
+#include <filesystem>
 #include <cstdint>
 #include <ostream>
 #include <string>
@@ -25,6 +28,24 @@ using namespace rlx::sparse;
 using cd = std::complex<double>;
 
 inline uint64_t seed() { return test::run_seed("test_sparse"); }
+
+// One scratch folder for the files test_sparse writes, removed at exit by ScratchCleanup
+// (a global fixture, declared once in test_matrix_market.cpp).
+inline std::filesystem::path scratch() {
+  static std::filesystem::path p = [] {
+    std::filesystem::path d = std::filesystem::temp_directory_path() / ("rlx_test_sparse_" + std::to_string(::getpid()));
+    std::filesystem::create_directories(d);
+    return d;
+  }();
+  return p;
+}
+
+struct ScratchCleanup {
+  ~ScratchCleanup() {
+    std::error_code ec;
+    std::filesystem::remove_all(scratch(), ec);
+  }
+};
 
 using test::host_tensor;
 inline Tensor f64s(const std::vector<double>& v) { return host_tensor(DType::F64, v); }
