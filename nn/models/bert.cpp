@@ -157,22 +157,15 @@ std::vector<Tensor> load_parameters(const Model& m, const std::string& safetenso
 }
 
 std::vector<Tensor> load_sharded_parameters(const Model& m, const std::string& index_path, const std::string& prefix) {
-  const nlohmann::json j = model_files::read_config(index_path);
-  if (!j.is_object() || !j.contains("weight_map") || !j.at("weight_map").is_object())
-    throw InputError(index_path + ": no \"weight_map\" object (a sharded checkpoint's index maps tensor names to files)");
-  const nlohmann::json& map = j.at("weight_map");
+  const std::map<std::string, std::string> map = model_files::shard_index(model_files::read_config(index_path), index_path);
   const fs::path dir = fs::path(index_path).parent_path();
   std::map<std::string, std::unique_ptr<io::SafetensorsFile>> shards;  // opened on first use
   std::vector<Tensor> out;
   for (const Parameter& p : m.parameters()) {
     const std::string name = prefix + checkpoint_name(p.name);
-    if (!map.contains(name)) throw InputError(index_path + ": the tensor '" + name + "' is missing from weight_map");
-    const nlohmann::json& v = map.at(name);
-    const std::string file = v.is_string() ? v.get<std::string>() : "";
-    // (a shard is a file beside the index: the index is untrusted and must not name others)
-    if (file.empty() || file == "." || file == ".." || file.find_first_of("/\\") != std::string::npos)
-      throw InputError(index_path + ": weight_map gives " + io::describe_json(v) + " for '" + name +
-                       "', not the name of a file beside the index");
+    const auto it = map.find(name);
+    if (it == map.end()) throw InputError(index_path + ": the tensor '" + name + "' is missing from weight_map");
+    const std::string& file = it->second;
     std::unique_ptr<io::SafetensorsFile>& f = shards[file];
     if (!f) f = std::make_unique<io::SafetensorsFile>((dir / file).string());
     out.push_back(parameter_value(*f, name, p));

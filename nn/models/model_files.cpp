@@ -25,6 +25,20 @@ nlohmann::json read_config(const std::string& path) {
   return parse_config(std::string_view(reinterpret_cast<const char*>(bytes->data()), bytes->size()), path);
 }
 
+std::map<std::string, std::string> shard_index(const nlohmann::json& j, const std::string& path) {
+  if (!j.is_object() || !j.contains("weight_map") || !j.at("weight_map").is_object())
+    throw InputError(path + ": no \"weight_map\" object (a sharded checkpoint's index maps tensor names to files)");
+  std::map<std::string, std::string> out;
+  for (const auto& [name, v] : j.at("weight_map").items()) {
+    const std::string file = v.is_string() ? v.get<std::string>() : "";
+    if (file.empty() || file == "." || file == ".." || file.find_first_of(std::string("/\\\0", 3)) != std::string::npos)
+      throw InputError(path + ": weight_map gives " + io::describe_json(v) + " for '" + name +
+                       "', not the name of a file beside the index");
+    out.emplace(name, file);
+  }
+  return out;
+}
+
 int64_t int_field(const nlohmann::json& j, const std::string& path, const char* key, int64_t def, int64_t lo, int64_t hi) {
   if (!j.contains(key)) {
     if (def < 0) throw InputError(path + ": the field \"" + key + "\" is missing");

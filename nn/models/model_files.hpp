@@ -26,6 +26,12 @@ nlohmann::json parse_config(std::string_view text, const std::string& path);
 // The file read (at most 16 MiB) and parsed as parse_config parses it.
 nlohmann::json read_config(const std::string& path);
 
+// A sharded checkpoint's index (model.safetensors.index.json, parsed as parse_config does):
+// its "weight_map", tensor name -> shard file. Every shard must be the plain name of a file
+// beside the index (the index is untrusted: no folders, no "." or ".."); InputError naming
+// `path` and the entry otherwise. Checked whole, before any shard is opened.
+std::map<std::string, std::string> shard_index(const nlohmann::json& j, const std::string& path);
+
 // An integer field in [lo, hi]; absent: def, or an error when def < 0.
 int64_t int_field(const nlohmann::json& j, const std::string& path, const char* key, int64_t def, int64_t lo, int64_t hi);
 // A string field; absent: def.
