@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Strong scaling of distributed PCG, rlx against PETSc's KSPCG, on the CPU cores of a GPU
+# machine (docs/benchmarks.md, "strong scaling on 16 cores"). PETSc comes from
+# tests/gpu/pack_petsc.sh's tarball (carry .gpu and .debs); rlx is built by run.sh.
+#   OUT=dir [SIZES="128 200"] [NPS="16 8 4 2 1"] [PCS="jacobi bjacobi"] [BUDGET=540] \
+#     [PETSC_TAR=.gpu/petsc.tar.xz] [NOBUILD=1] [STREAM=1] [PROFILE=1] tests/gpu/scaling.sh
+# Lines "RLX n= pc= np= rep= ... time: setup S s, solve S s" and "PETSC ... KSPSolve" go to
+# $OUT/log.txt; STREAM=1 adds the triad bandwidth on 1..16 processes; PROFILE=1 the per-kernel
+# profile of rlx (RLX_PROFILE=1) and PETSc's -log_view at 16 ranks on 128^3.
+set -u
+cd "$(dirname "$0")/../.."
+: "${OUT:?OUT=dir}"
+T0=$(date +%s)
+L=$OUT/log.txt
+log() { echo "$@" >> "$L"; }
+P=/tmp/petsc/petscroot
+if [ ! -e $P/rlx-bench-petsc ]; then
+  log "== machine"; lscpu | grep -E "Model name|Socket|Core|Thread|NUMA|L3|^CPU\(s\)" >> "$L"; free -g | head -2 >> "$L"
+  ompi_info --parsable --all 2>/dev/null | grep -i "cuda_support:value" >> "$L"; ompi_info | grep -i "open mpi:" >> "$L"
+  mkdir -p /tmp/petsc && tar -C /tmp/petsc -xJf "${PETSC_TAR:-.gpu/petsc.tar.xz}"
+  mkdir -p $P/use
+  for l in $(LD_LIBRARY_PATH=$P/lib ldd $P/rlx-bench-petsc | awk '/not found/{print $1}'); do
+    [ -e $P/sys/$l ] && ln -sf $P/sys/$l $P/use/$l
+  done
+fi
+PLD=$P/lib:$P/use
+LD_LIBRARY_PATH=$PLD ldd $P/rlx-bench-petsc | grep "not found" >> "$L"
+[ -n "${NOBUILD:-}" ] || { OUT=$OUT TESTS=- timeout 250 tests/gpu/run.sh quick > "$OUT/build.txt" 2>&1; log "run.sh exit $? at $(($(date +%s)-T0)) s"; }
+export LD_LIBRARY_PATH=/tmp/deps/usr/lib/x86_64-linux-gnu
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1 RLX_NUM_THREADS=1 OMP_NUM_THREADS=1
+CORES=$(lscpu -p=core | grep -v '^#' | sort -u | wc -l)
+if [ "$CORES" -ge 16 ]; then BIND="--bind-to core --map-by core"; else BIND="--use-hwthread-cpus --bind-to hwthread --map-by hwthread"; fi
+M="mpirun --oversubscribe $BIND"
+if [ -n "${STREAM:-}" ]; then
+  mpicc -O3 -march=native -o /tmp/stream tests/gpu/stream.c
+  for np in 1 2 4 8 16; do $M -n $np /tmp/stream >> "$L" 2>&1; done
+fi
+if [ -n "${PROFILE:-}" ]; then
+  RLX_PROFILE=1 $M -n 16 build-gpu/bin/rlx solve poisson3d:128 --method pcg --pc jacobi --rtol 1e-8 > "$OUT/prof_rlx16.txt" 2>&1
+  LD_LIBRARY_PATH=$PLD $M -n 16 $P/rlx-bench-petsc -n 128 -reps 1 -pc_type jacobi -log_view > "$OUT/prof_petsc16.txt" 2>&1
+fi
+for n in ${SIZES:-128 200}; do for pc in ${PCS:-jacobi bjacobi}; do for np in ${NPS:-16 8 4 2 1}; do
+  reps=1; [ $np -ge 4 ] && reps=3
+  for r in $(seq $reps); do
+    el=$(($(date +%s)-T0)); [ $el -gt ${BUDGET:-540} ] && { log "budget: skip n=$n pc=$pc np=$np at $el s"; continue; }
+    o=$(timeout 200 $M -n $np build-gpu/bin/rlx solve poisson3d:$n --method pcg --pc $pc --rtol 1e-8 2>&1)
+    log "RLX n=$n pc=$pc np=$np rep=$r $(echo "$o" | grep -E "^reason|^time" | tr '\n' ' ')"
+    o=$(LD_LIBRARY_PATH=$PLD timeout 200 $M -n $np $P/rlx-bench-petsc -n $n -reps 1 -pc_type $pc 2>&1)
+    log "PETSC n=$n pc=$pc np=$np rep=$r $(echo "$o" | grep -E "KSPCG" | tr '\n' ' ')"
+  done
+done; done; done
+log "== scaling end $(($(date +%s)-T0)) s"
