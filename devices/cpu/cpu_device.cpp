@@ -94,6 +94,7 @@ class CpuDevice final : public Device {
     add_sort_kernels(table_);
     add_optim_kernels(table_);
     add_splat_kernels(table_);
+    add_nn_kernels(table_);
     add_quant_kernels(table_);
     dist::add_collective_kernels(table_);  // host memory: MPI reads the tensors directly
   }
