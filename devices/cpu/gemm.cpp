@@ -33,6 +33,7 @@ struct Blas {
   void* handle = nullptr;  // the dlopen'ed library, when loaded
   sgemm_fn sgemm = nullptr;
   dgemm_fn dgemm = nullptr;
+  set_threads_fn set_threads = nullptr;  // openblas_set_num_threads, when exported
 };
 
 bool cpu_has(const char* feature) {
@@ -87,6 +88,7 @@ Blas load_blas() {
     return b;
   }
   if (set_threads) set_threads(ThreadPool::instance().size());
+  b.set_threads = set_threads;
   b.info.loaded = true;
   b.handle = h;
   b.info.corename = corename ? corename() : "unknown";
@@ -288,6 +290,9 @@ void gemm_builtin_t(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* 
   }
 }
 
+// Products below this many flops run as one call (OpenBLAS's own threading decides).
+constexpr double kSplitFlops = 4.0e6;
+
 template <class T>
 void gemm_t(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A, int64_t lda, const T* B, int64_t ldb,
             T* C, int64_t ldc) {
@@ -300,11 +305,40 @@ void gemm_t(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A, int64
   bool ok = b.info.loaded && fits_int(M) && fits_int(N) && fits_int(K) && fits_int(lda) && fits_int(ldb) &&
             fits_int(ldc);
   if (ok) {
-    int ta_ = ta ? kTrans : kNoTrans, tb_ = tb ? kTrans : kNoTrans;
-    if constexpr (sizeof(T) == 4)
-      b.sgemm(kRowMajor, ta_, tb_, int(M), int(N), int(K), 1.0f, A, int(lda), B, int(ldb), 0.0f, C, int(ldc));
-    else
-      b.dgemm(kRowMajor, ta_, tb_, int(M), int(N), int(K), 1.0, A, int(lda), B, int(ldb), 0.0, C, int(ldc));
+    const int ta_ = ta ? kTrans : kNoTrans, tb_ = tb ? kTrans : kNoTrans;
+    auto call = [&](int64_t m, int64_t n, const T* a, const T* bm, T* c) {
+      if constexpr (sizeof(T) == 4)
+        b.sgemm(kRowMajor, ta_, tb_, int(m), int(n), int(K), 1.0f, a, int(lda), bm, int(ldb), 0.0f, c, int(ldc));
+      else
+        b.dgemm(kRowMajor, ta_, tb_, int(m), int(n), int(K), 1.0, a, int(lda), bm, int(ldb), 0.0, c, int(ldc));
+    };
+    // Threads: the pool's, each running single-threaded OpenBLAS on its share of the rows
+    // of C (or of its columns, when there are more of those). OpenBLAS's own threads would
+    // keep spinning after each product while the pool's threads run the next kernels: on a
+    // machine with as many cores as threads, the two sets of threads take turns instead.
+    const int nt = ThreadPool::in_task() ? 1 : ThreadPool::instance().size();
+    if (nt > 1 && b.set_threads && 2.0 * double(M) * double(N) * double(K) >= kSplitFlops) {
+      struct OneBlasThread {  // (restored however the tasks end)
+        const Blas& b;
+        int nt;
+        ~OneBlasThread() { b.set_threads(nt); }
+      } one{b, nt};
+      b.set_threads(1);
+      constexpr int64_t kStep = 16;  // rows or columns per unit (whole vectors of C)
+      if (M >= N) {
+        parallel_for((M + kStep - 1) / kStep, 1, [&](int64_t u0, int64_t u1) {
+          const int64_t i0 = u0 * kStep, i1 = std::min(M, u1 * kStep);
+          call(i1 - i0, N, A + i0 * (ta ? 1 : lda), B, C + i0 * ldc);
+        });
+      } else {
+        parallel_for((N + kStep - 1) / kStep, 1, [&](int64_t u0, int64_t u1) {
+          const int64_t j0 = u0 * kStep, j1 = std::min(N, u1 * kStep);
+          call(M, j1 - j0, A, B + j0 * (tb ? ldb : 1), C + j0);
+        });
+      }
+      return;
+    }
+    call(M, N, A, B, C);
     return;
   }
   gemm_builtin_t(ta, tb, M, N, K, A, lda, B, ldb, C, ldc);
