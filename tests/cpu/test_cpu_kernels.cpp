@@ -880,6 +880,43 @@ BOOST_AUTO_TEST_CASE(nn_kernels_match_the_reference) {
   }
 }
 
+// matmul + bias as one kernel (the threads that write each block of the product add the
+// bias to it): the schedule forms it on cpu, and it matches the reference device for f32 and
+// f64 with transposes, batches (a shared b stacked into one product; the built-in kernel per
+// small product), broadcast biases, products split by rows and by columns over the pool
+// (4 MFLOP or more) with sizes that are no multiple of the split's 16; a relu after it runs
+// on its own. Tolerances as above.
+BOOST_AUTO_TEST_CASE(matmul_bias_epilogue_matches_the_reference) {
+  g_rng.seed(test::run_seed("test_cpu_kernels") + 1);
+  struct Case {
+    Shape a, b, bias;
+    bool ta, tb, relu;
+  };
+  const std::vector<Case> cases = {
+      {{37, 64}, {64, 29}, {29}, false, false, false},
+      {{64, 37}, {29, 64}, {1, 29}, true, true, true},
+      {{1, 128, 384}, {1536, 384}, {1536}, false, true, false},  // columns split (MiniLM's FFN)
+      {{8, 131, 384}, {383, 384}, {383}, false, true, false},    // rows split, stacked batches
+      {{3, 37, 64}, {3, 64, 29}, {1, 1, 29}, false, false, true},
+      {{2, 3, 9, 16}, {16, 11}, {11}, false, false, false},
+  };
+  for (const Case& c : cases)
+    for (DType t : {DType::F32, DType::F64}) {
+      ir::Graph g;
+      Var a = input(g, "a", t, c.a), b = input(g, "b", t, c.b), bias = input(g, "bias", t, c.bias);
+      Var y = matmul(a, b, c.ta, c.tb) + bias;
+      output(g, {c.relu ? relu(y) : y});
+      Program p = compile(g, cpu_dev());
+      bool formed = false;
+      for (const Kernel& k : p.kernels) formed |= k.kind == Kernel::MatmulEpilogue;
+      const std::string what = std::string("matmul + bias ") + dtype_name(t) + " a" + shape_str(c.a) + " b" + shape_str(c.b);
+      BOOST_TEST(formed, what);
+      std::vector<Tensor> in = {random_tensor(t, c.a), random_tensor(t, c.b), random_tensor(t, c.bias)};
+      auto want = run(compile(g, ref_dev()), ref_dev(), in), got = run(p, cpu_dev(), in);
+      expect_close(got[0], want[0], tol_of(t) * 10, what);
+    }
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 // ---------------------------------------------------------------- thread pool
