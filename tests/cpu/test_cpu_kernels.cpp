@@ -26,6 +26,7 @@
 #include "ir/op_registry.hpp"
 #include "runtime/device.hpp"
 #include "runtime/runtime.hpp"
+#include "tests/support/nn_cases.hpp"
 #include "tests/support/seed.hpp"
 
 using namespace rlx;
@@ -781,11 +782,9 @@ BOOST_AUTO_TEST_SUITE_END()
 // layer_norm, softmax and attention run as native kernels (one pass each instead of their
 // lowerings' chains) and match the reference device on fresh random data (RLX_TEST_SEED):
 // odd row lengths, rows enough for both threads, special values (a softmax row of -inf and
-// one holding NaN give NaN rows, as the lowering does); attention at BERT's shapes (a
-// padding bias of -inf broadcast over heads and queries), causal masks with fewer and with
-// more queries than keys (rows that see no key: NaN), head sizes that are not multiples of
-// the vector width, a full bias, f64; and the cases the kernels refuse (softmax over another
-// axis, q and k with other leading dimensions) still compile, through the lowering.
+// one holding NaN give NaN rows, as the lowering does); attention on the shapes every
+// device's kernel is checked with (tests/support/nn_cases.hpp), f64 included; and the cases
+// the kernels refuse still compile, through the lowering.
 // Tolerances (|got - want| / max(|want|, 1)): f32 1e-5 (f32 sums in another order, the
 // vectorized exp of a few ulp), f64 1e-12.
 BOOST_AUTO_TEST_SUITE(nn_kernels)
@@ -824,39 +823,12 @@ BOOST_AUTO_TEST_CASE(nn_kernels_match_the_reference) {
       expect_close(got[1], want[1], tol_of(t), "softmax " + what);
     }
   }
-  struct Case {
-    DType t;
-    Shape q, k, v;
-    std::string mask;
-    std::optional<Shape> bias;
-    bool padding = false;  // bias of 0 / -inf (the last quarter of each row's keys masked)
-  };
-  const std::vector<Case> cases = {
-      {DType::F32, {2, 12, 128, 32}, {2, 12, 128, 32}, {2, 12, 128, 32}, "none", Shape{2, 1, 1, 128}, true},
-      {DType::F32, {1, 3, 5, 64}, {1, 3, 19, 64}, {1, 3, 19, 48}, "causal", std::nullopt},
-      {DType::F32, {2, 2, 9, 100}, {2, 2, 9, 100}, {2, 2, 9, 128}, "causal", Shape{2, 2, 9, 9}},
-      {DType::F32, {1, 2, 300, 16}, {1, 2, 70, 16}, {1, 2, 70, 24}, "none", Shape{300, 70}},
-      {DType::F32, {17, 33}, {21, 33}, {21, 5}, "none", std::nullopt},
-      {DType::F32, {2, 11, 7}, {2, 4, 7}, {2, 4, 3}, "causal", std::nullopt},  // rows 0-6 see no key
-      {DType::F64, {2, 3, 37, 20}, {2, 3, 41, 20}, {2, 3, 41, 9}, "causal", Shape{3, 1, 41}},
-      {DType::F64, {3, 40, 8}, {3, 40, 8}, {3, 40, 8}, "none", Shape{3, 1, 40}, true},
-  };
-  for (const Case& c : cases) {
-    ir::Graph g;
-    Var q = input(g, "q", c.t, c.q), k = input(g, "k", c.t, c.k), v = input(g, "v", c.t, c.v);
-    std::optional<Var> bias;
-    if (c.bias) bias = input(g, "bias", c.t, *c.bias);
-    output(g, {attention(q, k, v, c.mask, bias)});
+  for (const test::AttentionCase& c : test::attention_cases(true)) {
+    ir::Graph g = test::attention_graph(c);
     std::vector<Tensor> in = {random_tensor(c.t, c.q), random_tensor(c.t, c.k), random_tensor(c.t, c.v)};
     if (c.bias) {
-      Tensor bt = random_tensor(c.t, *c.bias);
-      if (c.padding)
-        for (int64_t i = 0; i < bt.numel(); ++i) {
-          const double val = (i % c.bias->back()) >= c.bias->back() * 3 / 4 ? -INFINITY : 0.0;
-          if (c.t == DType::F64) bt.data<double>()[i] = val;
-          else bt.data<float>()[i] = float(val);
-        }
-      in.push_back(bt);
+      in.push_back(random_tensor(c.t, *c.bias));
+      if (c.padding) test::make_padding(in.back());
     }
     Program p = compile(g, cpu_dev());
     const std::string what = std::string("attention ") + dtype_name(c.t) + " q" + shape_str(c.q) + " " + c.mask;
@@ -865,56 +837,16 @@ BOOST_AUTO_TEST_CASE(nn_kernels_match_the_reference) {
     expect_close(got[0], want[0], tol_of(c.t), what);
   }
   {  // refused shapes run the lowering
-    ir::Graph g;
-    Var q = input(g, "q", DType::F32, {2, 4, 8}), k = input(g, "k", DType::F32, {1, 6, 8}), v = input(g, "v", DType::F32, {1, 6, 8});
-    Var x = input(g, "x", DType::F32, {5, 6});
-    output(g, {attention(q, k, v), softmax(x, 0)});
+    ir::Graph g = test::refused_nn_graph();
     Program p = compile(g, cpu_dev());
     BOOST_TEST(route_of(p, "attention") == "common-ir");
     BOOST_TEST(route_of(p, "softmax") == "common-ir");
-    std::vector<Tensor> in = {random_tensor(DType::F32, {2, 4, 8}), random_tensor(DType::F32, {1, 6, 8}),
-                              random_tensor(DType::F32, {1, 6, 8}), random_tensor(DType::F32, {5, 6})};
+    std::vector<Tensor> in;
+    for (const Shape& s : test::refused_nn_shapes()) in.push_back(random_tensor(DType::F32, s));
     auto want = run(compile(g, ref_dev()), ref_dev(), in), got = run(p, cpu_dev(), in);
     expect_close(got[0], want[0], 1e-5, "attention through the lowering");
     expect_close(got[1], want[1], 1e-5, "softmax through the lowering");
   }
-}
-
-// matmul + bias as one kernel (the threads that write each block of the product add the
-// bias to it): the schedule forms it on cpu, and it matches the reference device for f32 and
-// f64 with transposes, batches (a shared b stacked into one product; the built-in kernel per
-// small product), broadcast biases, products split by rows and by columns over the pool
-// (4 MFLOP or more) with sizes that are no multiple of the split's 16; a relu after it runs
-// on its own. Tolerances as above.
-BOOST_AUTO_TEST_CASE(matmul_bias_epilogue_matches_the_reference) {
-  g_rng.seed(test::run_seed("test_cpu_kernels") + 1);
-  struct Case {
-    Shape a, b, bias;
-    bool ta, tb, relu;
-  };
-  const std::vector<Case> cases = {
-      {{37, 64}, {64, 29}, {29}, false, false, false},
-      {{64, 37}, {29, 64}, {1, 29}, true, true, true},
-      {{1, 128, 384}, {1536, 384}, {1536}, false, true, false},  // columns split (MiniLM's FFN)
-      {{8, 131, 384}, {383, 384}, {383}, false, true, false},    // rows split, stacked batches
-      {{3, 37, 64}, {3, 64, 29}, {1, 1, 29}, false, false, true},
-      {{2, 3, 9, 16}, {16, 11}, {11}, false, false, false},
-  };
-  for (const Case& c : cases)
-    for (DType t : {DType::F32, DType::F64}) {
-      ir::Graph g;
-      Var a = input(g, "a", t, c.a), b = input(g, "b", t, c.b), bias = input(g, "bias", t, c.bias);
-      Var y = matmul(a, b, c.ta, c.tb) + bias;
-      output(g, {c.relu ? relu(y) : y});
-      Program p = compile(g, cpu_dev());
-      bool formed = false;
-      for (const Kernel& k : p.kernels) formed |= k.kind == Kernel::MatmulEpilogue;
-      const std::string what = std::string("matmul + bias ") + dtype_name(t) + " a" + shape_str(c.a) + " b" + shape_str(c.b);
-      BOOST_TEST(formed, what);
-      std::vector<Tensor> in = {random_tensor(t, c.a), random_tensor(t, c.b), random_tensor(t, c.bias)};
-      auto want = run(compile(g, ref_dev()), ref_dev(), in), got = run(p, cpu_dev(), in);
-      expect_close(got[0], want[0], tol_of(t) * 10, what);
-    }
 }
 
 BOOST_AUTO_TEST_SUITE_END()
