@@ -94,6 +94,7 @@ class CpuDevice final : public Device {
     add_sort_kernels(table_);
     add_optim_kernels(table_);
     add_splat_kernels(table_);
+    add_nn_kernels(table_);
     add_quant_kernels(table_);
     dist::add_collective_kernels(table_);  // host memory: MPI reads the tensors directly
   }
@@ -105,6 +106,19 @@ class CpuDevice final : public Device {
   }
   Allocator* allocator() override { return host_allocator(); }
   bool fuses_elementwise() const override { return true; }
+  // A bias after a matmul is added by the threads that wrote each block of the product, while
+  // it is in their caches (gemm.cpp); a relu after it runs as its own kernel.
+  bool fuses_matmul_epilogue(const MatmulEpilogue& e, const ir::Graph& g) const override {
+    const ir::Node& mm = g.nodes.at(size_t(e.matmul));
+    const DType t = mm.out().dtype;
+    return e.activation == MatmulEpilogue::None && !mm.host && (t == DType::F32 || t == DType::F64);
+  }
+  void run_matmul_epilogue(const MatmulEpilogue& e, const ir::Graph& g, std::span<const Tensor> in,
+                           std::span<Tensor> out) override {
+    if (e.activation != MatmulEpilogue::None) return Device::run_matmul_epilogue(e, g, in, out);
+    const ir::Node& mm = g.nodes.at(size_t(e.matmul));
+    matmul(in[0], in[1], mm.attrs.get_bool("transpose_a"), mm.attrs.get_bool("transpose_b"), out[0], &in[2]);
+  }
   bool fuses_reductions() const override { return true; }
   Capability supports(const ir::Node& n, const ir::Graph& g) const override { return table_.supports(n, g); }
   void run_node(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> out) override { table_.run(n, in, out); }

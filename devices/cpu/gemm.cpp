@@ -33,6 +33,7 @@ struct Blas {
   void* handle = nullptr;  // the dlopen'ed library, when loaded
   sgemm_fn sgemm = nullptr;
   dgemm_fn dgemm = nullptr;
+  set_threads_fn set_threads = nullptr;  // openblas_set_num_threads, when exported
 };
 
 bool cpu_has(const char* feature) {
@@ -87,6 +88,7 @@ Blas load_blas() {
     return b;
   }
   if (set_threads) set_threads(ThreadPool::instance().size());
+  b.set_threads = set_threads;
   b.info.loaded = true;
   b.handle = h;
   b.info.corename = corename ? corename() : "unknown";
@@ -288,26 +290,71 @@ void gemm_builtin_t(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* 
   }
 }
 
+// Products below this many flops run as one call (OpenBLAS's own threading decides).
+constexpr double kSplitFlops = 4.0e6;
+
+// C[i0..i1)[j0..j1) += bias[j0..j1): the epilogue of a product, on the block a thread has
+// just written (still in its cache).
+template <class T>
+void add_bias(T* C, int64_t ldc, const T* bias, int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
+  for (int64_t i = i0; i < i1; ++i)
+    for (int64_t j = j0; j < j1; ++j) C[i * ldc + j] += bias[j];
+}
+
+// C = op(A) op(B) [+ bias, one value per column, when bias is not null].
 template <class T>
 void gemm_t(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A, int64_t lda, const T* B, int64_t ldb,
-            T* C, int64_t ldc) {
+            T* C, int64_t ldc, const T* bias = nullptr) {
   if (M <= 0 || N <= 0) return;
   if (K <= 0) {
     for (int64_t i = 0; i < M; ++i) std::fill(C + i * ldc, C + i * ldc + N, T(0));
+    if (bias) add_bias(C, ldc, bias, 0, M, 0, N);
     return;
   }
   const Blas& b = blas();
   bool ok = b.info.loaded && fits_int(M) && fits_int(N) && fits_int(K) && fits_int(lda) && fits_int(ldb) &&
             fits_int(ldc);
   if (ok) {
-    int ta_ = ta ? kTrans : kNoTrans, tb_ = tb ? kTrans : kNoTrans;
-    if constexpr (sizeof(T) == 4)
-      b.sgemm(kRowMajor, ta_, tb_, int(M), int(N), int(K), 1.0f, A, int(lda), B, int(ldb), 0.0f, C, int(ldc));
-    else
-      b.dgemm(kRowMajor, ta_, tb_, int(M), int(N), int(K), 1.0, A, int(lda), B, int(ldb), 0.0, C, int(ldc));
-    return;
+    const int ta_ = ta ? kTrans : kNoTrans, tb_ = tb ? kTrans : kNoTrans;
+    auto call = [&](int64_t m, int64_t n, const T* a, const T* bm, T* c) {
+      if constexpr (sizeof(T) == 4)
+        b.sgemm(kRowMajor, ta_, tb_, int(m), int(n), int(K), 1.0f, a, int(lda), bm, int(ldb), 0.0f, c, int(ldc));
+      else
+        b.dgemm(kRowMajor, ta_, tb_, int(m), int(n), int(K), 1.0, a, int(lda), bm, int(ldb), 0.0, c, int(ldc));
+    };
+    // Threads: the pool's, each running single-threaded OpenBLAS on its share of the rows
+    // of C (or of its columns, when there are more of those). OpenBLAS's own threads would
+    // keep spinning after each product while the pool's threads run the next kernels: on a
+    // machine with as many cores as threads, the two sets of threads take turns instead.
+    const int nt = ThreadPool::in_task() ? 1 : ThreadPool::instance().size();
+    if (nt > 1 && b.set_threads && 2.0 * double(M) * double(N) * double(K) >= kSplitFlops) {
+      struct OneBlasThread {  // (restored however the tasks end)
+        const Blas& b;
+        int nt;
+        ~OneBlasThread() { b.set_threads(nt); }
+      } one{b, nt};
+      b.set_threads(1);
+      constexpr int64_t kStep = 16;  // rows or columns per unit (whole vectors of C)
+      if (M >= N) {
+        parallel_for((M + kStep - 1) / kStep, 1, [&](int64_t u0, int64_t u1) {
+          const int64_t i0 = u0 * kStep, i1 = std::min(M, u1 * kStep);
+          call(i1 - i0, N, A + i0 * (ta ? 1 : lda), B, C + i0 * ldc);
+          if (bias) add_bias(C, ldc, bias, i0, i1, 0, N);
+        });
+      } else {
+        parallel_for((N + kStep - 1) / kStep, 1, [&](int64_t u0, int64_t u1) {
+          const int64_t j0 = u0 * kStep, j1 = std::min(N, u1 * kStep);
+          call(M, j1 - j0, A, B + j0 * (tb ? ldb : 1), C + j0);
+          if (bias) add_bias(C, ldc, bias, 0, M, j0, j1);
+        });
+      }
+      return;
+    }
+    call(M, N, A, B, C);
+  } else {
+    gemm_builtin_t(ta, tb, M, N, K, A, lda, B, ldb, C, ldc);
   }
-  gemm_builtin_t(ta, tb, M, N, K, A, lda, B, ldb, C, ldc);
+  if (bias) add_bias(C, ldc, bias, 0, M, 0, N);
 }
 
 // One operand's last two dims as a BLAS matrix: element (r, c) at r * rs + c * cs.
@@ -336,7 +383,7 @@ bool blas_layout(int64_t rows, int64_t cols, int64_t rs, int64_t cs, bool& trans
 }
 
 template <class T>
-void matmul_t(const Tensor& a_in, const Tensor& b_in, bool ta, bool tb, Tensor& out) {
+void matmul_t(const Tensor& a_in, const Tensor& b_in, bool ta, bool tb, Tensor& out, const T* bias) {
   Tensor a = a_in, b = b_in;
   const int ra = a.rank(), rb = b.rank(), ro = out.rank();
   const int64_t M = out.shape()[size_t(ro - 2)], N = out.shape()[size_t(ro - 1)];
@@ -374,7 +421,7 @@ void matmul_t(const Tensor& a_in, const Tensor& b_in, bool ta, bool tb, Tensor& 
   bool b_shared = std::all_of(sb.begin(), sb.end(), [](int64_t s) { return s == 0; });
   if (batch > 1 && b_shared && !fa && a_in.is_contiguous() && a.raw() == a_in.raw() &&
       std::all_of(sa.begin(), sa.end(), [](int64_t s) { return s != 0; })) {
-    gemm_t<T>(false, fb, batch * M, N, K, A, lda, B, ldb, C, N);
+    gemm_t<T>(false, fb, batch * M, N, K, A, lda, B, ldb, C, N, bias);
     return;
   }
   auto offsets = [&](int64_t i, int64_t& oa, int64_t& ob) {
@@ -395,6 +442,7 @@ void matmul_t(const Tensor& a_in, const Tensor& b_in, bool ta, bool tb, Tensor& 
         int64_t oa, ob;
         offsets(i, oa, ob);
         gemm_builtin_t<T>(fa, fb, M, N, K, A + oa, lda, B + ob, ldb, C + i * M * N, N);
+        if (bias) add_bias(C + i * M * N, N, bias, 0, M, 0, N);
       }
     });
     return;
@@ -402,7 +450,7 @@ void matmul_t(const Tensor& a_in, const Tensor& b_in, bool ta, bool tb, Tensor& 
   for (int64_t i = 0; i < batch; ++i) {
     int64_t oa, ob;
     offsets(i, oa, ob);
-    gemm_t<T>(fa, fb, M, N, K, A + oa, lda, B + ob, ldb, C + i * M * N, N);
+    gemm_t<T>(fa, fb, M, N, K, A + oa, lda, B + ob, ldb, C + i * M * N, N, bias);
   }
 }
 
@@ -441,10 +489,16 @@ void gemm_builtin(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const doubl
   gemm_builtin_t<double>(ta, tb, M, N, K, A, lda, B, ldb, C, ldc);
 }
 
-void matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose_b, Tensor& out) {
+void matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose_b, Tensor& out, const Tensor* bias) {
   if (a.dtype() != b.dtype() || a.dtype() != out.dtype()) throw InternalError("cpu matmul: dtypes differ");
-  if (a.dtype() == DType::F32) return matmul_t<float>(a, b, transpose_a, transpose_b, out);
-  if (a.dtype() == DType::F64) return matmul_t<double>(a, b, transpose_a, transpose_b, out);
+  Tensor bc;
+  if (bias) {
+    if (bias->dtype() != out.dtype() || bias->numel() != out.shape().back())
+      throw InternalError("cpu matmul: the bias is not one value per column of the result");
+    bc = bias->contiguous();
+  }
+  if (a.dtype() == DType::F32) return matmul_t<float>(a, b, transpose_a, transpose_b, out, bias ? bc.data<float>() : nullptr);
+  if (a.dtype() == DType::F64) return matmul_t<double>(a, b, transpose_a, transpose_b, out, bias ? bc.data<double>() : nullptr);
   throw InternalError(std::string("cpu matmul: no ") + dtype_name(a.dtype()) + " kernel");
 }
 

@@ -40,7 +40,9 @@ void gemm_builtin(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const doubl
 std::string gemm_builtin_isa();
 
 // out = matmul(a, b) with the op's attributes; a, b may be strided views; batch dims
-// broadcast; out is contiguous. f32 and f64.
-void matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose_b, Tensor& out);
+// broadcast; out is contiguous. f32 and f64. With a bias (one value per column of out, the
+// device's matmul epilogue), each thread adds it to the block of out it has just written.
+void matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose_b, Tensor& out,
+            const Tensor* bias = nullptr);
 
 }  // namespace rlx::cpu

@@ -22,5 +22,6 @@ void add_lapack_kernels(KernelTable& t);  // lu_factor ... slogdet
 void add_sort_kernels(KernelTable& t);    // sort
 void add_optim_kernels(KernelTable& t);   // sgd_update adam_update (optim.cpp)
 void add_splat_kernels(KernelTable& t);   // splat_render splat_render_backward
+void add_nn_kernels(KernelTable& t);      // layer_norm softmax attention (nn.cpp)
 
 }  // namespace rlx::cpu

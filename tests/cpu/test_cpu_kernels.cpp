@@ -2,7 +2,8 @@
 // against libm, the f16/bf16 conversions, the chunked fused executor against
 // node-by-node evaluation on the reference device, GEMM against a naive loop, the
 // threaded reduction/movement/source paths at sizes the op suite does not reach, the
-// sort keys' inverse (values rebuilt from keys), and the thread pool.
+// sort keys' inverse (values rebuilt from keys), the native layer_norm, softmax and
+// attention kernels against the reference device, and the thread pool.
 #define BOOST_TEST_MODULE cpu_kernels
 #include <boost/test/unit_test.hpp>
 
@@ -11,6 +12,7 @@
 #include <complex>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <random>
 
 #include "core/half.hpp"
@@ -24,6 +26,8 @@
 #include "ir/op_registry.hpp"
 #include "runtime/device.hpp"
 #include "runtime/runtime.hpp"
+#include "tests/support/nn_cases.hpp"
+#include "tests/support/seed.hpp"
 
 using namespace rlx;
 using namespace rlx::cpu;
@@ -768,6 +772,80 @@ BOOST_AUTO_TEST_CASE(rng_is_bit_exact) {
     check_node(rng_uniform(g, {1000, 257}, t, 42, -3.0, 5.0), {}, 0, std::string("rng_uniform ") + dtype_name(t));
     check_node(rng_normal(g, {1000, 257}, t, 7, 1.0, 2.0), {}, 0, std::string("rng_normal ") + dtype_name(t));
     check_node(iota(g, {300, 700}, 1, t), {}, 0, std::string("iota ") + dtype_name(t));
+  }
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// ---------------------------------------------------------------- nn kernels
+
+// layer_norm, softmax and attention run as native kernels (one pass each instead of their
+// lowerings' chains) and match the reference device on fresh random data (RLX_TEST_SEED):
+// odd row lengths, rows enough for both threads, special values (a softmax row of -inf and
+// one holding NaN give NaN rows, as the lowering does); attention on the shapes every
+// device's kernel is checked with (tests/support/nn_cases.hpp), f64 included; and the cases
+// the kernels refuse still compile, through the lowering.
+// Tolerances (|got - want| / max(|want|, 1)): f32 1e-5 (f32 sums in another order, the
+// vectorized exp of a few ulp), f64 1e-12.
+BOOST_AUTO_TEST_SUITE(nn_kernels)
+
+std::string route_of(const Program& p, const std::string& op) {
+  for (const NodeReport& r : p.report.nodes)
+    if (r.op == op) return std::string(route_name(r.route));
+  return "absent";
+}
+double tol_of(DType t) { return t == DType::F64 ? 1e-12 : 1e-5; }
+
+BOOST_AUTO_TEST_CASE(nn_kernels_match_the_reference) {
+  g_rng.seed(test::run_seed("test_cpu_kernels"));
+  for (DType t : {DType::F32, DType::F64}) {
+    for (const Shape& s : {Shape{3, 7, 45}, Shape{2, 301, 384}, Shape{5}}) {
+      const int64_t d = s.back();
+      ir::Graph g;
+      Var x = input(g, "x", t, s), gm = input(g, "g", t, {d}), b = input(g, "b", t, {d});
+      output(g, {layer_norm(x, gm, b, 1e-6), softmax(x * 3.0)});
+      Tensor xt = random_tensor(t, s);
+      if (s.size() == 3) {  // row 1: all -inf; row 2: one NaN (softmax NaN rows either way)
+        for (int64_t i = 0; i < d; ++i) {
+          if (t == DType::F64) xt.data<double>()[d + i] = -INFINITY;
+          else xt.data<float>()[d + i] = -INFINITY;
+        }
+        if (t == DType::F64) xt.data<double>()[2 * d + 3] = NAN;
+        else xt.data<float>()[2 * d + 3] = NAN;
+      }
+      std::vector<Tensor> in = {xt, random_tensor(t, {d}), random_tensor(t, {d})};
+      Program p = compile(g, cpu_dev());
+      BOOST_TEST(route_of(p, "layer_norm") == "native");
+      BOOST_TEST(route_of(p, "softmax") == "native");
+      auto want = run(compile(g, ref_dev()), ref_dev(), in), got = run(p, cpu_dev(), in);
+      const std::string what = std::string(dtype_name(t)) + " " + shape_str(s);
+      expect_close(got[0], want[0], tol_of(t), "layer_norm " + what);
+      expect_close(got[1], want[1], tol_of(t), "softmax " + what);
+    }
+  }
+  for (const test::AttentionCase& c : test::attention_cases(true)) {
+    ir::Graph g = test::attention_graph(c);
+    std::vector<Tensor> in = {random_tensor(c.t, c.q), random_tensor(c.t, c.k), random_tensor(c.t, c.v)};
+    if (c.bias) {
+      in.push_back(random_tensor(c.t, *c.bias));
+      if (c.padding) test::make_padding(in.back());
+    }
+    Program p = compile(g, cpu_dev());
+    const std::string what = std::string("attention ") + dtype_name(c.t) + " q" + shape_str(c.q) + " " + c.mask;
+    BOOST_TEST(route_of(p, "attention") == "native", what << ": " << p.report.table());
+    auto want = run(compile(g, ref_dev()), ref_dev(), in), got = run(p, cpu_dev(), in);
+    expect_close(got[0], want[0], tol_of(c.t), what);
+  }
+  {  // refused shapes run the lowering
+    ir::Graph g = test::refused_nn_graph();
+    Program p = compile(g, cpu_dev());
+    BOOST_TEST(route_of(p, "attention") == "common-ir");
+    BOOST_TEST(route_of(p, "softmax") == "common-ir");
+    std::vector<Tensor> in;
+    for (const Shape& s : test::refused_nn_shapes()) in.push_back(random_tensor(DType::F32, s));
+    auto want = run(compile(g, ref_dev()), ref_dev(), in), got = run(p, cpu_dev(), in);
+    expect_close(got[0], want[0], 1e-5, "attention through the lowering");
+    expect_close(got[1], want[1], 1e-5, "softmax through the lowering");
   }
 }
 

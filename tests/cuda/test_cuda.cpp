@@ -13,6 +13,7 @@
 #include <random>
 #include <set>
 
+#include "tests/support/nn_cases.hpp"
 #include "tests/support/preconditions.hpp"
 #include "tests/support/seed.hpp"
 #include "tests/support/tensors.hpp"
@@ -769,11 +770,10 @@ BOOST_AUTO_TEST_CASE(replayed_gather_refuses_bad_indices, *utf::precondition(Gpu
 }
 
 // layer_norm, softmax and attention run as native kernels (one pass each instead of their
-// lowerings' chains) and match the reference device: BERT's shapes (a padding bias of -inf
-// broadcast over heads and queries), a causal mask with fewer queries than keys, head sizes
-// that are not multiples of 32 and above 64, a full [B, H, Lq, Lk] bias, more queries than
-// one block; and cases the kernels refuse (softmax over another axis, q and k with other
-// leading dimensions) still compile, through the lowering.
+// lowerings' chains) and match the reference device: attention on the shapes every device's
+// kernel is checked with (tests/support/nn_cases.hpp; f32, the dtype of this kernel); and
+// cases the kernels refuse (softmax over another axis, q and k with other leading
+// dimensions) still compile, through the lowering.
 BOOST_AUTO_TEST_CASE(nn_kernels_match_the_reference, *utf::precondition(GpuPresent())) {
   std::mt19937_64 rng(seed());
   auto route_of = [](const Program& p, const std::string& op) {
@@ -793,32 +793,12 @@ BOOST_AUTO_TEST_CASE(nn_kernels_match_the_reference, *utf::precondition(GpuPrese
     const double tol = t == DType::F64 ? 1e-12 : 2e-6;
     for (int k = 0; k < 2; ++k) BOOST_TEST(rel_error(got[size_t(k)], want[size_t(k)]) <= tol, dtype_name(t) << " output " << k);
   }
-  struct Case {
-    Shape q, k, v;
-    std::string mask;
-    std::optional<Shape> bias;
-    bool padding = false;  // bias of 0 / -inf (some keys masked)
-  };
-  const std::vector<Case> cases = {
-      {{2, 12, 40, 32}, {2, 12, 40, 32}, {2, 12, 40, 32}, "none", Shape{2, 1, 1, 40}, true},
-      {{1, 3, 5, 64}, {1, 3, 19, 64}, {1, 3, 19, 48}, "causal", std::nullopt},
-      {{2, 2, 9, 100}, {2, 2, 9, 100}, {2, 2, 9, 128}, "causal", Shape{2, 2, 9, 9}},
-      {{1, 2, 300, 16}, {1, 2, 70, 16}, {1, 2, 70, 24}, "none", Shape{300, 70}},
-      {{17, 33}, {21, 33}, {21, 5}, "none", std::nullopt},
-  };
-  for (const Case& c : cases) {
-    ir::Graph g;
-    Var q = input(g, "q", DType::F32, c.q), k = input(g, "k", DType::F32, c.k), v = input(g, "v", DType::F32, c.v);
-    std::optional<Var> bias;
-    if (c.bias) bias = input(g, "bias", DType::F32, *c.bias);
-    output(g, {attention(q, k, v, c.mask, bias)});
-    std::vector<Tensor> in = {random(DType::F32, c.q, rng), random(DType::F32, c.k, rng), random(DType::F32, c.v, rng)};
+  for (const test::AttentionCase& c : test::attention_cases(false)) {
+    ir::Graph g = test::attention_graph(c);
+    std::vector<Tensor> in = {random(c.t, c.q, rng), random(c.t, c.k, rng), random(c.t, c.v, rng)};
     if (c.bias) {
-      Tensor bt = random(DType::F32, *c.bias, rng);
-      if (c.padding)  // the last quarter of each row's keys masked out
-        for (int64_t i = 0; i < bt.numel(); ++i)
-          bt.data<float>()[i] = (i % c.bias->back()) >= c.bias->back() * 3 / 4 ? -INFINITY : 0.f;
-      in.push_back(bt);
+      in.push_back(random(c.t, *c.bias, rng));
+      if (c.padding) test::make_padding(in.back());
     }
     Program p = compile(g, cuda_dev());
     BOOST_TEST(route_of(p, "attention") == "native", "q " << c.q.size() << "-d: " << p.report.table());
@@ -827,15 +807,12 @@ BOOST_AUTO_TEST_CASE(nn_kernels_match_the_reference, *utf::precondition(GpuPrese
                                                               << rel_error(got[0], want[0]));
   }
   {  // refused shapes run the lowering
-    ir::Graph g;
-    Var q = input(g, "q", DType::F32, {2, 4, 8}), k = input(g, "k", DType::F32, {1, 6, 8}), v = input(g, "v", DType::F32, {1, 6, 8});
-    Var x = input(g, "x", DType::F32, {5, 6});
-    output(g, {attention(q, k, v), softmax(x, 0)});
+    ir::Graph g = test::refused_nn_graph();
     Program p = compile(g, cuda_dev());
     BOOST_TEST(route_of(p, "attention") == "common-ir");
     BOOST_TEST(route_of(p, "softmax") == "common-ir");
-    std::vector<Tensor> in = {random(DType::F32, {2, 4, 8}, rng), random(DType::F32, {1, 6, 8}, rng),
-                              random(DType::F32, {1, 6, 8}, rng), random(DType::F32, {5, 6}, rng)};
+    std::vector<Tensor> in;
+    for (const Shape& s : test::refused_nn_shapes()) in.push_back(random(DType::F32, s, rng));
     auto want = on("reference", g, in), got = run(p, cuda_dev(), in);
     BOOST_TEST(rel_error(got[0], want[0]) <= 1e-5);
     BOOST_TEST(rel_error(got[1], want[1]) <= 1e-5);

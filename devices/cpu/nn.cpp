@@ -1,0 +1,335 @@
+// layer_norm, softmax (last axis) and attention as native kernels. Their lowerings
+// (src/ir/ops/nn.cpp) run as 5 to 8 kernels that each read and write the whole tensor and
+// each wake the thread pool — for attention the [.., Lq, Lk] scores five times over, plus
+// two batched products of 128-row blocks; these read their inputs once, keep each row (or
+// each block of scores) in the L1 cache, and write their result once. Each keeps the
+// lowering's arithmetic (layer_norm: the mean, then the mean of the squared deviations,
+// then c * (1 / sqrt(var + eps)) * gamma + beta; softmax: exp(x - max) / sum; attention:
+// (q . k) * scale [+ bias] [causal: -inf], that softmax, then the weights times v), so they
+// differ from it by the order of sums only. Their VJPs stay the ops' IR expressions.
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "core/error.hpp"
+#include "devices/cpu/kernels.hpp"
+#include "devices/cpu/thread_pool.hpp"
+#include "devices/cpu/vmath.hpp"
+#include "ir/graph.hpp"
+
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
+#define RLX_NN_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define RLX_NN_CLONES
+#endif
+
+namespace rlx::cpu {
+namespace {
+
+// Sums in kLanes independent partial sums: a plain loop GCC vectorizes without
+// reassociating (the files here are built without -ffast-math).
+constexpr int kLanes = 16;
+
+template <class T>
+RLX_VM_INLINE T fma_of(T a, T b, T c) {
+  if constexpr (sizeof(T) == 4) return vm::fma_f32(a, b, c);
+  else return vm::fma_f64(a, b, c);
+}
+template <class T>
+RLX_VM_INLINE T exp_of(T x) {
+  if constexpr (sizeof(T) == 4) return vm::exp_f32(x);
+  else return std::exp(x);
+}
+template <class T>
+RLX_VM_INLINE T lane_sum(const T* x, int64_t n) {
+  T acc[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int l = 0; l < kLanes; ++l) acc[l] += x[i + l];
+  T s = 0;
+  for (; i < n; ++i) s += x[i];
+  for (int l = 0; l < kLanes; ++l) s += acc[l];
+  return s;
+}
+// The row's max for softmax. A NaN may be dropped here: it still makes exp(x - max), the
+// sum and so the whole row NaN, as the lowering's NaN max does.
+template <class T>
+RLX_VM_INLINE T lane_max(const T* x, int64_t n) {
+  T acc[kLanes];
+  for (int l = 0; l < kLanes; ++l) acc[l] = -INFINITY;
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int l = 0; l < kLanes; ++l) acc[l] = x[i + l] > acc[l] ? x[i + l] : acc[l];
+  T m = -INFINITY;
+  for (; i < n; ++i) m = x[i] > m ? x[i] : m;
+  for (int l = 0; l < kLanes; ++l) m = acc[l] > m ? acc[l] : m;
+  return m;
+}
+
+// y[i] = exp(x[i] - max) / sum over one row (x and y may be the same).
+template <class T>
+RLX_VM_INLINE void softmax_row(const T* x, T* y, int64_t d) {
+  const T m = lane_max(x, d);
+  for (int64_t i = 0; i < d; ++i) y[i] = exp_of(x[i] - m);
+  const T s = lane_sum(y, d);
+  for (int64_t i = 0; i < d; ++i) y[i] = y[i] / s;
+}
+
+template <class T>
+RLX_NN_CLONES void layer_norm_rows(const T* x, const T* g, const T* b, T* y, int64_t r0, int64_t r1, int64_t d, T eps) {
+  for (int64_t r = r0; r < r1; ++r) {
+    const T* xr = x + r * d;
+    T* yr = y + r * d;
+    const T mean = lane_sum(xr, d) / T(d);
+    // The deviations go through y (the row stays in L1) so that both sums vectorize alike.
+    for (int64_t i = 0; i < d; ++i) yr[i] = (xr[i] - mean) * (xr[i] - mean);
+    const T var = lane_sum(yr, d) / T(d);
+    const T inv = T(1) / std::sqrt(var + eps);
+    for (int64_t i = 0; i < d; ++i) yr[i] = (xr[i] - mean) * inv * g[i] + b[i];
+  }
+}
+
+template <class T>
+RLX_NN_CLONES void softmax_rows(const T* x, T* y, int64_t r0, int64_t r1, int64_t d) {
+  for (int64_t r = r0; r < r1; ++r) softmax_row(x + r * d, y + r * d, d);
+}
+
+int64_t rows_of(const Tensor& t) { return t.rank() == 0 ? 1 : t.numel() / std::max<int64_t>(t.shape().back(), 1); }
+// Rows per task: about 16 K elements, so that small tensors run on one thread.
+int64_t row_grain(int64_t d) { return std::max<int64_t>(1, (int64_t(1) << 14) / std::max<int64_t>(d, 1)); }
+
+template <class T>
+void layer_norm(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
+  const Tensor x = in[0].contiguous(), g = in[1].contiguous(), b = in[2].contiguous();
+  if (x.numel() == 0) return;
+  const int64_t d = x.shape().back();
+  const T eps = T(n.attrs.get_float("eps"));
+  const T *xp = x.data<T>(), *gp = g.data<T>(), *bp = b.data<T>();
+  T* yp = out[0].data<T>();
+  parallel_for(rows_of(x), row_grain(d), [&](int64_t r0, int64_t r1) { layer_norm_rows(xp, gp, bp, yp, r0, r1, d, eps); });
+}
+
+template <class T>
+void softmax(const ir::Node&, std::span<const Tensor> in, std::span<Tensor> out) {
+  const Tensor x = in[0].contiguous();
+  if (x.numel() == 0) return;
+  const int64_t d = x.shape().back();
+  const T* xp = x.data<T>();
+  T* yp = out[0].data<T>();
+  parallel_for(rows_of(x), row_grain(d), [&](int64_t r0, int64_t r1) { softmax_rows(xp, yp, r0, r1, d); });
+}
+
+// ---------------------------------------------------------------- attention
+
+// A register tile of the two products: c[r * cs + l] = sum over t < n of a[r * as + t] *
+// b[t * bs + l], for R rows of a and one 512-bit vector of b's columns. GCC's vector type
+// keeps the R accumulators in registers (zmm on the x86-64-v4 clone, two ymm on v3) with one
+// load of b per t shared by the R rows; the file is built with contraction (CMakeLists.txt),
+// so each product and sum is one fused multiply-add, as in gemm.cpp's micro-kernels.
+template <class T, int R>
+RLX_VM_INLINE void tile(const T* a, int64_t as, const T* b, int64_t bs, int64_t n, T* c, int64_t cs) {
+  typedef T Vec __attribute__((vector_size(64), aligned(alignof(T))));
+  Vec acc[R] = {};
+  for (int64_t t = 0; t < n; ++t) {
+    const Vec bt = *reinterpret_cast<const Vec*>(b + t * bs);
+    for (int r = 0; r < R; ++r) acc[r] += a[r * as + t] * bt;
+  }
+  for (int r = 0; r < R; ++r) *reinterpret_cast<Vec*>(c + r * cs) = acc[r];
+}
+
+// The scores' leading (batch) dimensions and the bias's strides over them and over (query,
+// key), 0 where the bias broadcasts.
+struct AttentionArgs {
+  int64_t bh = 1, lq = 0, lk = 0, d = 0, dv = 0;
+  Shape batch;
+  std::vector<int64_t> bias_batch_stride;
+  int64_t bias_q_stride = 0, bias_k_stride = 0;
+  double scale = 1;
+  bool causal = false;
+};
+
+constexpr int kRows = 8;          // query rows per register tile: 8 accumulators hide the FMA latency
+constexpr int64_t kQBlock = 32;   // query rows per task
+
+// One task: query rows [i0, i1) of head `h`. kt: K transposed, [d][lkp] (keys padded with 0
+// to lkp, a multiple of W); vp: V padded, [lk][dvp]; s: scores, [kRows][lkp]; o: [kRows][dvp].
+// qp: kRows query rows padded to d (rows past i1 are 0 and their results dropped).
+template <class T, int W>
+RLX_NN_CLONES void attention_rows(const AttentionArgs& a, const T* q, const T* kt, const T* vp, const T* bias,
+                                  int64_t bias_base, int64_t i0, int64_t i1, int64_t lkp, int64_t dvp, T* qp, T* s,
+                                  T* o, T* out) {
+  const T scale = T(a.scale);
+  for (int64_t ib = i0; ib < i1; ib += kRows) {
+    const int nr = int(std::min<int64_t>(kRows, i1 - ib));
+    for (int r = 0; r < kRows; ++r)
+      for (int64_t c = 0; c < a.d; ++c) qp[r * a.d + c] = r < nr ? q[(ib + r) * a.d + c] : T(0);
+    // The keys any of these rows may see (causal: col <= row + lk - lq).
+    int64_t nk = a.lk;
+    // At least one: a row that sees no key gets a row of -inf, whose softmax is NaN as in
+    // the lowering.
+    if (a.causal) nk = std::clamp<int64_t>(ib + nr - 1 + a.lk - a.lq + 1, 1, a.lk);
+    const int64_t nkp = (nk + W - 1) / W * W;
+    for (int64_t j0 = 0; j0 < nkp; j0 += W) tile<T, kRows>(qp, a.d, kt + j0, lkp, a.d, s + j0, lkp);
+    for (int r = 0; r < nr; ++r) {
+      T* sr = s + r * lkp;
+      const int64_t i = ib + r;
+      for (int64_t j = 0; j < nk; ++j) sr[j] = sr[j] * scale;
+      if (bias) {
+        const T* br = bias + bias_base + i * a.bias_q_stride;
+        if (a.bias_k_stride == 1)  // (apart, so that the common cases vectorize)
+          for (int64_t j = 0; j < nk; ++j) sr[j] = sr[j] + br[j];
+        else if (a.bias_k_stride == 0)
+          for (int64_t j = 0; j < nk; ++j) sr[j] = sr[j] + br[0];
+        else
+          for (int64_t j = 0; j < nk; ++j) sr[j] = sr[j] + br[j * a.bias_k_stride];
+      }
+      int64_t last = nk;  // keys past the row's causal limit get weight 0
+      if (a.causal) {
+        last = std::clamp<int64_t>(i + a.lk - a.lq + 1, 0, nk);
+        for (int64_t j = last; j < nk; ++j) sr[j] = -INFINITY;
+      }
+      softmax_row(sr, sr, nk);
+      for (int64_t j = nk; j < nkp; ++j) sr[j] = T(0);
+    }
+    for (int r = nr; r < kRows; ++r)
+      for (int64_t j = 0; j < nkp; ++j) s[r * lkp + j] = T(0);
+    for (int64_t c0 = 0; c0 < dvp; c0 += W) tile<T, kRows>(s, lkp, vp + c0, dvp, nk, o + c0, dvp);
+    for (int r = 0; r < nr; ++r)
+      for (int64_t c = 0; c < a.dv; ++c) out[(ib + r) * a.dv + c] = o[r * dvp + c];
+  }
+}
+
+template <class T>
+void attention(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
+  constexpr int W = 64 / int(sizeof(T));  // one 512-bit vector
+  const Tensor q = in[0].contiguous(), k = in[1].contiguous(), v = in[2].contiguous();
+  const Shape& qs = q.shape();
+  const int nb = int(qs.size()) - 2;
+  AttentionArgs a;
+  a.lq = qs[size_t(nb)];
+  a.d = qs.back();
+  a.lk = k.shape()[size_t(nb)];
+  a.dv = v.shape().back();
+  a.batch = Shape(qs.begin(), qs.begin() + nb);
+  for (int64_t e : a.batch) a.bh *= e;
+  a.scale = n.attrs.get_float("scale");
+  if (a.scale == 0.0) a.scale = 1.0 / std::sqrt(double(a.d));
+  a.causal = n.attrs.get_string("mask") == "causal";
+  Tensor bias;
+  a.bias_batch_stride.assign(size_t(nb), 0);
+  if (in.size() == 4) {
+    bias = in[3].contiguous();
+    // Right-aligned against the scores [batch.., Lq, Lk]; a dimension of 1 broadcasts (stride 0).
+    const Shape& bs = bias.shape();
+    const int r = int(bs.size()), full = nb + 2;
+    std::vector<int64_t> stride(size_t(full), 0);
+    int64_t st = 1;
+    for (int dim = r - 1; dim >= 0; --dim) {
+      stride[size_t(full - r + dim)] = bs[size_t(dim)] == 1 ? 0 : st;
+      st *= bs[size_t(dim)];
+    }
+    for (int dim = 0; dim < nb; ++dim) a.bias_batch_stride[size_t(dim)] = stride[size_t(dim)];
+    a.bias_q_stride = stride[size_t(full - 2)];
+    a.bias_k_stride = stride[size_t(full - 1)];
+  }
+  if (out[0].numel() == 0) return;
+  if (a.lk == 0) {  // softmax over no keys: 0 / 0
+    std::fill(out[0].data<T>(), out[0].data<T>() + out[0].numel(), T(NAN));
+    return;
+  }
+  const int64_t lkp = (a.lk + W - 1) / W * W, dvp = (a.dv + W - 1) / W * W;
+  const int64_t qblocks = (a.lq + kQBlock - 1) / kQBlock;
+  const T *qd = q.data<T>(), *kd = k.data<T>(), *vd = v.data<T>();
+  const T* bd = bias.defined() ? bias.data<T>() : nullptr;
+  T* od = out[0].data<T>();
+  // Tasks are (head, block of queries); a thread's range of tasks is contiguous, so it lays
+  // out K and V of a head once for all its blocks of that head.
+  parallel_for(a.bh * qblocks, 1, [&](int64_t t0, int64_t t1) {
+    std::vector<T> kt(size_t(a.d * lkp)), vp(size_t(a.lk * dvp)), qp(size_t(kRows * a.d)), s(size_t(kRows * lkp)),
+        o(size_t(kRows * dvp));
+    int64_t laid = -1;
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t h = t / qblocks, blk = t % qblocks;
+      if (h != laid) {
+        const T* kh = kd + h * a.lk * a.d;
+        const T* vh = vd + h * a.lk * a.dv;
+        for (int64_t c = 0; c < a.d; ++c)
+          for (int64_t j = 0; j < lkp; ++j) kt[size_t(c * lkp + j)] = j < a.lk ? kh[j * a.d + c] : T(0);
+        for (int64_t j = 0; j < a.lk; ++j)
+          for (int64_t c = 0; c < dvp; ++c) vp[size_t(j * dvp + c)] = c < a.dv ? vh[j * a.dv + c] : T(0);
+        laid = h;
+      }
+      int64_t bias_base = 0;
+      if (bd) {
+        int64_t rest = h;
+        for (int dim = nb - 1; dim >= 0; --dim) {
+          bias_base += (rest % a.batch[size_t(dim)]) * a.bias_batch_stride[size_t(dim)];
+          rest /= a.batch[size_t(dim)];
+        }
+      }
+      const int64_t i0 = blk * kQBlock, i1 = std::min(a.lq, i0 + kQBlock);
+      attention_rows<T, W>(a, qd + h * a.lq * a.d, kt.data(), vp.data(), bd, bias_base, i0, i1, lkp, dvp, qp.data(),
+                           s.data(), o.data(), od + h * a.lq * a.dv);
+    }
+  });
+}
+
+// q [.., Lq, D], k [.., Lk, D], v [.., Lk, Dv] with the same leading dimensions, and a bias
+// of rank at most q's broadcasting to the scores; other cases (q and k of other leading
+// dimensions, which the lowering's matmul broadcasts) run the lowering.
+std::string attention_check(const ir::Node& n, const ir::Graph& g) {
+  const Shape &q = g.type(n.inputs[0]).shape, &k = g.type(n.inputs[1]).shape, &v = g.type(n.inputs[2]).shape;
+  if (q.size() < 2) return "attention on cpu: q of rank at least 2";
+  if (k.size() != q.size() || v.size() != q.size() || !std::equal(q.begin(), q.end() - 2, k.begin()) ||
+      !std::equal(q.begin(), q.end() - 2, v.begin()))
+    return "attention on cpu: q, k and v with the same leading dimensions";
+  for (ir::Value in : n.inputs)
+    if (g.type(in).dtype != g.type(n.inputs[0]).dtype) return "attention on cpu: every input of q's dtype";
+  if (n.inputs.size() == 4 && g.type(n.inputs[3]).shape.size() > q.size())
+    return "attention on cpu: a bias of rank at most q's";
+  return "";
+}
+
+// layer_norm and softmax: the last axis only (softmax's axis attribute naming it).
+std::string softmax_check(const ir::Node& n, const ir::Graph& g) {
+  const int64_t rank = int64_t(g.type(n.inputs[0]).shape.size());
+  const int64_t ax = n.attrs.get_int("axis");
+  if (rank == 0 || (ax != -1 && ax != rank - 1)) return "softmax on cpu: the last axis only";
+  return "";
+}
+std::string layer_norm_check(const ir::Node& n, const ir::Graph& g) {
+  if (g.type(n.inputs[0]).shape.empty()) return "layer_norm on cpu: rank at least 1";
+  return "";
+}
+
+// The f32 or f64 instance of a kernel, picked by input 0's dtype: f(tag, ...) with tag a T{}.
+template <class F>
+KernelFn f32_or_f64(F f) {
+  return [f](const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
+    if (in[0].dtype() == DType::F64) f(double{}, n, in, out);
+    else f(float{}, n, in, out);
+  };
+}
+
+}  // namespace
+
+void add_nn_kernels(KernelTable& t) {
+  const DTypeSet f32_f64 = bit(DType::F32) | bit(DType::F64);
+  t.add({"layer_norm", f32_f64, 0,
+         f32_or_f64([](auto tag, const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
+           layer_norm<decltype(tag)>(n, in, out);
+         }),
+         layer_norm_check});
+  t.add({"softmax", f32_f64, 0,
+         f32_or_f64([](auto tag, const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
+           softmax<decltype(tag)>(n, in, out);
+         }),
+         softmax_check});
+  t.add({"attention", f32_f64, 0,
+         f32_or_f64([](auto tag, const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
+           attention<decltype(tag)>(n, in, out);
+         }),
+         attention_check});
+}
+
+}  // namespace rlx::cpu
