@@ -61,10 +61,13 @@ Var pack(const std::vector<Var>& scalars) {
 
 // Sums over the whole vector. A distributed operator's vectors are each rank's part, so a
 // dot product is a local sum completed by an all_reduce over the operator's communicator;
-// on one process (no communicator) the graphs are exactly the serial ones. Every rank then
-// holds the same scalars and takes the same decisions: stop reasons agree across ranks.
+// on one process (no communicator, or a communicator of one rank) the graphs are exactly the
+// serial ones — no collective, so nothing a device lacks a kernel for (cuda's collectives are
+// host-staged) and nothing to pay per iteration. Every rank holds the same scalars and takes
+// the same decisions: stop reasons agree across ranks.
 struct Global {
-  const dist::Communicator* comm = nullptr;
+  explicit Global(const dist::Communicator* c) : comm(c && c->size() > 1 ? c : nullptr) {}
+  const dist::Communicator* comm;
   Var sum(const Var& local) const { return comm ? dist::all_reduce(local, *comm) : local; }
   Var dot(const Var& a, const Var& b) const { return sum(sparse::dot(a, b)); }
   // Several dot products in one all_reduce (one message instead of one per product).

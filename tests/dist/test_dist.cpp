@@ -320,6 +320,42 @@ BOOST_AUTO_TEST_CASE(empty_ranks_and_ranks_without_ghosts) {
   BOOST_TEST(rel_diff(values(gather_vector(c, r.x, S.row_starts())), values(s.x)) <= 1e-8);
 }
 
+// On one process the distributed path costs nothing per iteration: its PCG program holds the
+// serial one's nodes, op for op, with no collective and nothing staged through the host, on
+// every runnable device (cuda included, where collectives would otherwise be host-staged), and
+// takes the same iterations. (Its one-time cost is the scatter: a copy of the local rows.)
+BOOST_AUTO_TEST_CASE(on_one_process_the_distributed_iteration_is_the_serial_one) {
+  const dist::Communicator c = world();
+  if (c.size() != 1) return;
+  CsrMatrix A = poisson2d(20);
+  DistCsrMatrix S = DistCsrMatrix::scatter(c, A);
+  DistCsrOperator op(S);
+  CsrOperator serial(A);
+  auto M = make_dist_preconditioner("jacobi", op);
+  auto Ms = make_preconditioner("jacobi", serial);
+  auto ops_of = [](const DispatchReport& r) {
+    std::map<std::string, int> m;
+    for (const NodeReport& nr : r.nodes) ++m[nr.op];
+    return m;
+  };
+  for (Device* d : DeviceRegistry::get().runnable()) {
+    BOOST_TEST_CONTEXT(d->name()) {
+      KrylovOptions o;
+      o.method = "cg";
+      o.rtol = 1e-10;
+      o.device = d->name();
+      Tensor b = f64(data_of(8, A.rows()));
+      KrylovResult r = krylov_solve(op, b, *M, o), s = krylov_solve(serial, b, *Ms, o);
+      BOOST_TEST(r.iterations == s.iterations);
+      BOOST_TEST(!r.report.nodes.empty());
+      BOOST_TEST(r.report.count(Route::HostStaged) == 0);
+      const auto got = ops_of(r.report), want = ops_of(s.report);
+      BOOST_TEST((got == want));
+      for (const char* coll : {"all_reduce", "halo_begin", "halo_end"}) BOOST_TEST(!got.count(coll), coll);
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(every_krylov_method_on_n_ranks_matches_one_process) {
   const dist::Communicator c = world();
   const int64_t side = 24;
