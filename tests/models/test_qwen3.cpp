@@ -523,6 +523,14 @@ BOOST_AUTO_TEST_CASE(rlx_generate_prints_the_greedy_ids_and_refuses_bad_input) {
   r = cli("generate --model " + kDir + "/qwen3-tiny-q8_0.gguf --prompt-ids " + prompt +
           " --max-new 4 --temperature 0.8 --top-k 20 --top-p 0.9 --seed 5 --device reference");
   BOOST_TEST((r.code == 0 && r.out == sampled), r.out << r.err);
+  r = cli("generate --model " + kDir + " --prompt-ids " + prompt + " --max-new " + std::to_string(ref.greedy.size()) + " --batch 3");
+  BOOST_TEST(r.code == 0, r.err);
+  BOOST_TEST(r.out == greedy + "\n" + greedy + "\n" + greedy + "\n", r.out);
+  BOOST_TEST((test::has(r.err, "batch 3") && test::has(r.err, "prefill 36 tokens")), r.err);
+  r = cli("generate --model " + kDir + "/qwen3-tiny-q4_0.gguf --prompt-ids 1,2 --max-new 2 --batch 2 --explain");
+  BOOST_TEST((r.code == 0 && test::has(r.out, "matmul_packed") && test::has(r.out, "f32,u8[2,1,64]")), r.out << r.err);
+  r = cli("generate --model " + kDir + " --prompt-ids 1 --batch 0");
+  BOOST_TEST((r.code == 2 && test::has(r.err, "--batch")), r.err);
   r = cli("generate --model " + kDir + " --prompt-ids 1,2 --max-new 2 --explain");
   BOOST_TEST((r.code == 0 && test::has(r.out, "dispatch report") && test::has(r.out, "model.layers.1.self_attn") &&
               test::has(r.out, "lm_head")),
