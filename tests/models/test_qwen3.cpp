@@ -171,6 +171,39 @@ BOOST_AUTO_TEST_CASE(prefill_and_decode_compile_on_every_device_without_host_sta
   }
 }
 
+// Packed Q4_0 weights at batch 2 on every registered device (cuda included where it is only
+// compiled): the projections and the tied lm_head as matmul_packed, the embedding as a u8
+// gather and dequantize, all native or rewritten, nothing host-staged.
+BOOST_AUTO_TEST_CASE(packed_batched_programs_compile_on_every_device_without_host_staging) {
+  Qwen3Config c = Qwen3Config::from_file(kDir + "/config.json");
+  c.packed["model/embed_tokens"] = "Q4_0";
+  for (int64_t i = 0; i < c.num_layers; ++i)
+    for (const char* p : {"self_attn/q_proj", "self_attn/k_proj", "self_attn/v_proj", "self_attn/o_proj", "mlp/gate_proj",
+                          "mlp/up_proj", "mlp/down_proj"})
+      c.packed["model/layers/" + std::to_string(i) + "/" + p] = "Q4_0";
+  for (Device* d : DeviceRegistry::get().all()) {
+    ir::Graph dg;
+    Model dm(dg);
+    Var ids = dm.input("ids", DType::I64, {2, 1}), pos = dm.input("pos", DType::I64, {});
+    std::vector<Var> cache;
+    for (int64_t i = 0; i < 2 * c.num_layers; ++i)
+      cache.push_back(dm.input("cache" + std::to_string(i), DType::F32, {2, c.num_kv_heads, 8, c.head_dim}));
+    Qwen3Outputs o = qwen3_decode(dm, c, ids, pos, cache);
+    BOOST_TEST((o.logits.shape() == Shape{2, 1, c.vocab_size}));
+    std::vector<Var> res{o.logits};
+    res.insert(res.end(), o.cache.begin(), o.cache.end());
+    output(dg, res);
+    // (the norms are the only parameters left)
+    BOOST_TEST(dm.parameters().size() == size_t(4 * c.num_layers + 1));
+    const Program prog = compile(dg, *d);
+    BOOST_TEST(prog.report.count(Route::HostStaged) == 0, d->name());
+    BOOST_TEST(prog.report.count(Route::Unsupported) == 0, d->name());
+    int64_t packed = 0;
+    for (const NodeReport& n : prog.report.nodes) packed += n.op == "matmul_packed";
+    BOOST_TEST(packed == int64_t(c.packed.size()), d->name());
+  }
+}
+
 BOOST_AUTO_TEST_CASE(decode_through_the_cache_equals_the_full_prefill) {
   const Reference ref = reference();
   Qwen3Generator gen(kDir);
