@@ -95,7 +95,8 @@ def main():
             t1 = timed(run(1), a.device, a.reps)
             tn = timed(run(a.new), a.device, a.reps)
             total = time.perf_counter() - t0
-        pre, dec = a.batch * a.prompt / t1, a.batch * (a.new - 1) / max(tn - t1, 1e-9)
+        # (with few new tokens the difference can drown in the noise: no decode figure then)
+        pre, dec = a.batch * a.prompt / t1, (a.batch * (a.new - 1) / (tn - t1) if tn > t1 else float("nan"))
         print(f"{peer:15s} batch {a.batch}: prefill {a.prompt} tokens {pre:.1f} tokens/s, decode {a.new} tokens "
               f"{dec:.2f} tokens/s ({1e3 * a.batch / dec:.1f} ms/step); {total:.0f} s in all (compiles included)", flush=True)
         result(peer, a.device, a.prompt, a.new, a.batch, pre, dec, a.reps)

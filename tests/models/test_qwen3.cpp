@@ -140,6 +140,19 @@ BOOST_AUTO_TEST_CASE(prompt_logits_match_transformers_on_every_device) {
 // Every device, runnable here or not (cuda compiles without a GPU): the prefill and the
 // decode step legalize with each node native or lowered — nothing host-staged, nothing
 // unsupported — so the decode step can be recorded where the device records.
+// The decode step of `batch` sequences over a cache of 8 positions, its outputs set.
+Qwen3Outputs decode_graph(Model& m, const Qwen3Config& c, int64_t batch) {
+  Var ids = m.input("ids", DType::I64, {batch, 1}), pos = m.input("pos", DType::I64, {});
+  std::vector<Var> cache;
+  for (int64_t i = 0; i < 2 * c.num_layers; ++i)
+    cache.push_back(m.input("cache" + std::to_string(i), DType::F32, {batch, c.num_kv_heads, 8, c.head_dim}));
+  Qwen3Outputs o = qwen3_decode(m, c, ids, pos, cache);
+  std::vector<Var> res{o.logits};
+  res.insert(res.end(), o.cache.begin(), o.cache.end());
+  output(m.graph(), res);
+  return o;
+}
+
 BOOST_AUTO_TEST_CASE(prefill_and_decode_compile_on_every_device_without_host_staging) {
   const Qwen3Config c = Qwen3Config::from_file(kDir + "/config.json");
   for (Device* d : DeviceRegistry::get().all()) {
@@ -153,14 +166,7 @@ BOOST_AUTO_TEST_CASE(prefill_and_decode_compile_on_every_device_without_host_sta
     BOOST_TEST(p.cache.size() == size_t(2 * c.num_layers));
     ir::Graph dg;
     Model dm(dg);
-    Var ids = dm.input("ids", DType::I64, {1, 1}), pos = dm.input("pos", DType::I64, {});
-    std::vector<Var> cache;
-    for (int64_t i = 0; i < 2 * c.num_layers; ++i)
-      cache.push_back(dm.input("cache" + std::to_string(i), DType::F32, {1, c.num_kv_heads, 8, c.head_dim}));
-    Qwen3Outputs o = qwen3_decode(dm, c, ids, pos, cache);
-    std::vector<Var> dres{o.logits};
-    dres.insert(dres.end(), o.cache.begin(), o.cache.end());
-    output(dg, dres);
+    decode_graph(dm, c, 1);
     BOOST_TEST(dm.parameters().size() == pm.parameters().size());
     for (size_t k = 0; k < dm.parameters().size(); ++k) BOOST_TEST(dm.parameters()[k].name == pm.parameters()[k].name);
     for (const ir::Graph* g : {&pg, &dg}) {
@@ -184,15 +190,7 @@ BOOST_AUTO_TEST_CASE(packed_batched_programs_compile_on_every_device_without_hos
   for (Device* d : DeviceRegistry::get().all()) {
     ir::Graph dg;
     Model dm(dg);
-    Var ids = dm.input("ids", DType::I64, {2, 1}), pos = dm.input("pos", DType::I64, {});
-    std::vector<Var> cache;
-    for (int64_t i = 0; i < 2 * c.num_layers; ++i)
-      cache.push_back(dm.input("cache" + std::to_string(i), DType::F32, {2, c.num_kv_heads, 8, c.head_dim}));
-    Qwen3Outputs o = qwen3_decode(dm, c, ids, pos, cache);
-    BOOST_TEST((o.logits.shape() == Shape{2, 1, c.vocab_size}));
-    std::vector<Var> res{o.logits};
-    res.insert(res.end(), o.cache.begin(), o.cache.end());
-    output(dg, res);
+    BOOST_TEST((decode_graph(dm, c, 2).logits.shape() == Shape{2, 1, c.vocab_size}));
     // (the norms are the only parameters left)
     BOOST_TEST(dm.parameters().size() == size_t(4 * c.num_layers + 1));
     const Program prog = compile(dg, *d);
