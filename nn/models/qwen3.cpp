@@ -194,9 +194,11 @@ Qwen3Outputs decoder(Model& m, const Qwen3Config& c, const Var& ids, int64_t cac
       v = permute(v, {0, 2, 1, 3});
       Var o;
       if (pos) {
-        Var here = eq(iota(g, full, 2, DType::I64), broadcast_to(reshape(*pos, {1, 1, 1, 1}), full));
-        Var kc = where(here, broadcast_to(k, full), (*cache)[size_t(2 * i)]);
-        Var vc = where(here, broadcast_to(v, full), (*cache)[size_t(2 * i + 1)]);
+        // The new k/v written at position pos: `where` broadcasts the [1, 1, cache_len, 1] mask
+        // and the [B, kv, 1, hd] rows itself, so no cache-sized copy of either is made.
+        Var here = eq(iota(g, {1, 1, cache_len, 1}, 2, DType::I64), reshape(*pos, {1, 1, 1, 1}));
+        Var kc = where(here, k, (*cache)[size_t(2 * i)]);
+        Var vc = where(here, v, (*cache)[size_t(2 * i + 1)]);
         o = grouped_query_attention(q, kc, vc, false, bias);
         out.cache.push_back(kc);
         out.cache.push_back(vc);
