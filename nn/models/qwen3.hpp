@@ -7,13 +7,15 @@
 //
 // Parameters are declared under transformers' names with '/' for '.'
 // (`model/layers/0/self_attn/q_proj/weight`), so a safetensors file loads by name; a GGUF file
-// loads through the llama.cpp names (`blk.0.attn_q.weight`, gguf_tensor_name).
+// loads through the llama.cpp names (`blk.0.attn_q.weight`, gguf_tensor_name), its quantized
+// weights kept as their blocks (Qwen3Config::packed: matmul_packed over them).
 //
 //   nn::Qwen3Generator gen("path/to/Qwen3-0.6B");            // config.json + model.safetensors, or a .gguf
 //   auto r = gen.generate({9707, 11, 1879}, 32, {}, DeviceRegistry::get().at("cuda"));  // greedy
 //
-// Generation runs two compiled programs per device: the prefill (a prompt of P tokens ->
-// logits and the cache, one program per P) and the decode step (one token at a position given
+// Generation runs two compiled programs per device and batch size (B prompts of one length
+// generate together): the prefill (B prompts of P tokens -> logits and the cache, one program
+// per P) and the decode step (one token at a position given
 // as an input tensor -> logits and the cache with that position written; fixed shapes, the
 // cache at its full length, attention masked to positions <= pos). The cache never leaves the
 // device: it lives in two sets of tensors, each step reads one and writes the other (the
