@@ -1,19 +1,23 @@
 #!/usr/bin/env python3
 """Qwen3 generation throughput next to its peers, in one run, on the same ids and model:
 
-  rlx             build/bin/rlx-bench generate (nn/models/qwen3.hpp), run as a subprocess;
+  rlx             build/bin/rlx-bench generate (nn/models/qwen3.hpp), run as a subprocess on
+                  the folder (f32) and on each --gguf file (its quantized weights kept packed);
   torch-eager     transformers' Qwen3ForCausalLM.generate, greedy, the dynamic cache, eager
                   attention, under torch.inference_mode();
-  torch-compiled  the same with the static cache (cache_implementation="static") and the
-                  forward under torch.compile (mode "reduce-overhead" on cuda: CUDA graphs).
+  torch-compiled  the same with a static cache (a StaticCache of prompt + new positions, one
+                  per call, so every call has the shapes the first compiled) and the forward
+                  under torch.compile (mode "reduce-overhead" on cuda: CUDA graphs).
 
-Batch 1, f32, a --prompt of P tokens ((i * 37 + 11) mod vocab, the formula of
-apps/bench/generate.cpp) and --new tokens. Prefill tokens/s = P / (time of generate with one
-new token); decode tokens/s = (new - 1) / (time of generate with --new tokens - that time).
-Medians of --reps runs after a warm-up run; RESULT lines as rlx-bench prints them.
+f32 for transformers, --batch B copies of a --prompt of P tokens ((i * 37 + 11) mod vocab, the
+formula of apps/bench/generate.cpp) and --new tokens. Prefill tokens/s = B P / (time of
+generate with one new token); decode tokens/s = B (new - 1) / (time of generate with --new
+tokens - that time). Medians of --reps runs after a warm-up run; RESULT lines as rlx-bench
+prints them.
 
-Run: python3 apps/bench/make_qwen3_random.py --out build/qwen3-0.6b-random
-     python3 apps/bench/peers_qwen3.py --model build/qwen3-0.6b-random --rlx build/bin/rlx-bench [--device cuda]
+Run: python3 apps/bench/make_qwen3_random.py --out build/qwen3-0.6b-random --gguf Q8_0,Q4_0
+     python3 apps/bench/peers_qwen3.py --model build/qwen3-0.6b-random --rlx build/bin/rlx-bench \
+         --gguf build/qwen3-0.6b-random/qwen3-q8_0.gguf,build/qwen3-0.6b-random/qwen3-q4_0.gguf [--batch 16] [--device cuda]
 """
 import argparse
 import os
@@ -23,7 +27,7 @@ import sys
 import time
 
 import torch
-from transformers import AutoModelForCausalLM
+from transformers import AutoModelForCausalLM, StaticCache
 
 
 def timed(f, device, reps):
@@ -40,8 +44,8 @@ def timed(f, device, reps):
     return statistics.median(t)
 
 
-def result(peer, device, prompt, new, pre, dec, reps):
-    print(f"RESULT generate model=qwen3 peer={peer} device={device} prompt={prompt} new={new} "
+def result(peer, device, prompt, new, batch, pre, dec, reps):
+    print(f"RESULT generate model=qwen3 peer={peer} device={device} prompt={prompt} new={new} batch={batch} "
           f"prefill_tokens_per_s={pre:.2f} decode_tokens_per_s={dec:.3f} reps={reps}", flush=True)
 
 
@@ -51,40 +55,51 @@ def main():
     ap.add_argument("--rlx", default=None, help="rlx-bench to run beside the peers (left out when not given)")
     ap.add_argument("--prompt", type=int, default=512)
     ap.add_argument("--new", type=int, default=64)
+    ap.add_argument("--batch", type=int, default=1, help="copies of the prompt generated together")
+    ap.add_argument("--gguf", default="", help="comma-separated GGUF copies of the model's weights for rlx (Q8_0, Q4_0, ...)")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     ap.add_argument("--threads", type=int, default=2, help="torch intra-op threads and RLX_NUM_THREADS (cpu)")
     ap.add_argument("--peers", default="torch-eager,torch-compiled")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
-    if a.rlx:
-        out = subprocess.run([a.rlx, "generate", "--model", a.model, "--prompt", str(a.prompt), "--new", str(a.new),
-                              "--reps", str(a.reps), "--device", a.device], capture_output=True, text=True,
-                             env=dict(os.environ, RLX_NUM_THREADS=str(a.threads)))
+    for path in ([a.model] + [g for g in a.gguf.split(",") if g]) if a.rlx else []:
+        out = subprocess.run([a.rlx, "generate", "--model", path, "--prompt", str(a.prompt), "--new", str(a.new),
+                              "--batch", str(a.batch), "--reps", str(a.reps), "--device", a.device], capture_output=True,
+                             text=True, env=dict(os.environ, RLX_NUM_THREADS=str(a.threads)))
         if out.returncode != 0:
             sys.exit(f"rlx-bench generate failed:\n{out.stdout}{out.stderr}")
         for line in out.stdout.splitlines():
-            print(line if line.startswith("RESULT") else "rlx: " + line, flush=True)
+            print(line if line.startswith("RESULT") else f"rlx ({os.path.basename(path)}): " + line, flush=True)
     model = AutoModelForCausalLM.from_pretrained(a.model, dtype=torch.float32, attn_implementation="eager").to(a.device).eval()
     vocab = model.config.vocab_size
-    ids = torch.tensor([[(i * 37 + 11) % vocab for i in range(a.prompt)]], device=a.device)
+    ids = torch.tensor([[(i * 37 + 11) % vocab for i in range(a.prompt)]] * a.batch, device=a.device)
     print(f"torch {torch.__version__} ({torch.get_num_threads()} threads), model {a.model}", flush=True)
     for peer in a.peers.split(","):
         kw = dict(do_sample=False, pad_token_id=0, eos_token_id=None)
-        if peer == "torch-compiled":
-            kw["cache_implementation"] = "static"
-            model.forward = torch.compile(model.forward, mode="reduce-overhead" if a.device == "cuda" else "default")
+        static = peer == "torch-compiled"
+        if static:
+            model.forward = torch.compile(model.forward, mode="reduce-overhead" if a.device == "cuda" else "default",
+                                          dynamic=False)
         elif peer != "torch-eager":
             sys.exit(f"unknown peer {peer}")
         with torch.inference_mode():
             def run(n):
-                return lambda: model.generate(ids, max_new_tokens=n, min_new_tokens=n, **kw)
+                def f():
+                    extra = {}
+                    if static:
+                        extra["past_key_values"] = StaticCache(config=model.config, max_cache_len=a.prompt + a.new)
+                    return model.generate(ids, max_new_tokens=n, min_new_tokens=n, **kw, **extra)
+                return f
+            t0 = time.perf_counter()
             t1 = timed(run(1), a.device, a.reps)
             tn = timed(run(a.new), a.device, a.reps)
-        pre, dec = a.prompt / t1, (a.new - 1) / max(tn - t1, 1e-9)
-        print(f"{peer:15s} prefill {a.prompt} tokens {pre:.1f} tokens/s, decode {a.new} tokens {dec:.2f} tokens/s "
-              f"({1e3 / dec:.1f} ms/token)", flush=True)
-        result(peer, a.device, a.prompt, a.new, pre, dec, a.reps)
+            total = time.perf_counter() - t0
+        # (with few new tokens the difference can drown in the noise: no decode figure then)
+        pre, dec = a.batch * a.prompt / t1, (a.batch * (a.new - 1) / (tn - t1) if tn > t1 else float("nan"))
+        print(f"{peer:15s} batch {a.batch}: prefill {a.prompt} tokens {pre:.1f} tokens/s, decode {a.new} tokens "
+              f"{dec:.2f} tokens/s ({1e3 * a.batch / dec:.1f} ms/step); {total:.0f} s in all (compiles included)", flush=True)
+        result(peer, a.device, a.prompt, a.new, a.batch, pre, dec, a.reps)
 
 
 if __name__ == "__main__":

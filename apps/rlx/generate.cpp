@@ -1,6 +1,8 @@
 // rlx generate: token generation with a Qwen3 model (nn/models/qwen3.hpp) from a model folder
 // (config.json + model.safetensors) or a .gguf file, on token ids (no tokenizer yet): the new
-// ids on stdout, prefill and decode throughput on stderr.
+// ids on stdout (a line per sequence), prefill and decode throughput on stderr. --batch B decodes
+// B copies of the prompt together (one cache [B, ...]): the batched path at the cost of B
+// sequences, for measuring it; the API (Qwen3Generator::generate_batch) takes distinct prompts.
 #include <cstdio>
 #include <iostream>
 
@@ -18,6 +20,7 @@ int cmd_generate(const Args& a) {
   // (ids past the vocabulary are refused once the model has loaded)
   const std::vector<int64_t> prompt = a.id_list("prompt-ids", int64_t(1) << 30);
   const int64_t max_new = a.integer("max-new", 16, 1, int64_t(1) << 24);
+  const int64_t batch = a.integer("batch", 1, 1, 4096);
   nn::SamplingOptions s;
   s.temperature = a.number("temperature", 0.0, 0.0, 1e6);
   s.top_k = a.integer("top-k", 0, 0, int64_t(1) << 30);
@@ -30,16 +33,20 @@ int cmd_generate(const Args& a) {
   if (!dev.unavailable().empty()) throw UsageError("device " + dev.name() + " is not available here: " + dev.unavailable());
   nn::Qwen3Generator gen(model);
   const nn::Qwen3Config& c = gen.config();
-  if (a.flag("explain")) std::cout << gen.explain_decode(std::min<int64_t>(c.max_positions, (int64_t(prompt.size()) + max_new + 63) / 64 * 64), dev);
-  const nn::GenerationResult r = gen.generate(prompt, max_new, s, dev);
-  for (size_t i = 0; i < r.ids.size(); ++i) std::cout << (i ? "," : "") << r.ids[i];
-  std::cout << "\n";
+  if (a.flag("explain"))
+    std::cout << gen.explain_decode(std::min<int64_t>(c.max_positions, (int64_t(prompt.size()) + max_new + 63) / 64 * 64), dev, batch);
+  const nn::BatchGenerationResult r = gen.generate_batch(std::vector<std::vector<int64_t>>(size_t(batch), prompt), max_new, s, dev);
+  for (const std::vector<int64_t>& ids : r.ids) {
+    for (size_t i = 0; i < ids.size(); ++i) std::cout << (i ? "," : "") << ids[i];
+    std::cout << "\n";
+  }
   std::fprintf(stderr,
-               "rlx generate: qwen3 (%lld layers, hidden %lld, %lld parameters) on %s: prefill %lld tokens in %.3f s "
-               "(%.1f tokens/s), decode %lld steps in %.3f s (%.1f tokens/s)%s\n",
-               (long long)c.num_layers, (long long)c.hidden_size, (long long)gen.parameter_count(), dev.name().c_str(),
-               (long long)r.prefill_tokens, r.prefill_seconds, double(r.prefill_tokens) / r.prefill_seconds,
-               (long long)r.decode_steps, r.decode_seconds, r.decode_steps ? double(r.decode_steps) / r.decode_seconds : 0.0,
+               "rlx generate: qwen3 (%lld layers, hidden %lld, %lld parameters, %.1f MB of weights) on %s, batch %lld: prefill "
+               "%lld tokens in %.3f s (%.1f tokens/s), decode %lld steps in %.3f s (%.1f tokens/s)%s\n",
+               (long long)c.num_layers, (long long)c.hidden_size, (long long)gen.parameter_count(), gen.weight_bytes() / 1e6,
+               dev.name().c_str(), (long long)batch, (long long)r.prefill_tokens, r.prefill_seconds,
+               double(r.prefill_tokens) / r.prefill_seconds, (long long)r.decode_steps, r.decode_seconds,
+               r.decode_steps ? double(batch * r.decode_steps) / r.decode_seconds : 0.0,
                gen.replays(dev) ? ", decode replayed as a captured graph" : "");
   return kOk;
 }

@@ -60,8 +60,9 @@ const char* kUsage =
     "  embed --model DIR|DIR/onnx/model.onnx \"sentence\" ... [--device D] [--out emb.npy] [--explain]\n"
     "        sentence embeddings of a sentence-transformers BERT folder (all-MiniLM-L6-v2), or of\n"
     "        its ONNX export (the tokenizer and config from the folder)\n"
-    "  generate --model DIR|FILE.gguf --prompt-ids 1,2,3 [--max-new N] [--device D] [--temperature T] [--top-k K]\n"
-    "        [--top-p P] [--seed S] [--explain]   Qwen3 token generation: new ids on stdout, tokens/s on stderr\n"
+    "  generate --model DIR|FILE.gguf --prompt-ids 1,2,3 [--max-new N] [--batch B] [--device D] [--temperature T]\n"
+    "        [--top-k K] [--top-p P] [--seed S] [--explain]   Qwen3 token generation: new ids on stdout (a line per\n"
+    "        sequence; --batch B decodes B copies of the prompt together), tokens/s on stderr\n"
     "policies: prefer-native (default), force-common-ir, strict, allow-host\n"
     "--deny OP,...: treat these ops as having no native kernel (exercises lowerings, rewrites, staging)\n";
 
@@ -355,7 +356,7 @@ int main(int argc, char** argv) {
     if (cmd == "splat") return cmd_splat(argc, argv);
     if (cmd == "embed") return cmd_embed(Args(argc, argv, 2, {"model", "device", "out"}, {"explain"}));
     if (cmd == "generate")
-      return cmd_generate(Args(argc, argv, 2, {"model", "prompt-ids", "max-new", "device", "temperature", "top-k", "top-p", "seed"},
+      return cmd_generate(Args(argc, argv, 2, {"model", "prompt-ids", "max-new", "batch", "device", "temperature", "top-k", "top-p", "seed"},
                                {"explain"}));
     std::cerr << "rlx: unknown command '" << cmd << "'\n" << kUsage;
     return kBadInput;

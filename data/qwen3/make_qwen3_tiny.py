@@ -4,10 +4,10 @@ A randomly initialised Qwen3ForCausalLM (seeded; hidden 64, 2 layers, 4 heads, 2
 heads, head_dim 16, intermediate 128, vocab 512, tied embeddings) is saved as config.json +
 model.safetensors (f32). For a fixed prompt it writes transformers' logits (f32 .npy,
 [prompt, vocab]) and its greedy continuation (reference.json), and the same weights as GGUF
-at F16 and Q8_0 (norms stay F32, as llama.cpp's converter keeps 1-D tensors), named and keyed
+at F16, Q8_0 and Q4_0 (norms stay F32, as llama.cpp's converter keeps 1-D tensors), named and keyed
 as llama.cpp names a qwen3 model (no q/k permutation: the converter permutes only llama's),
-with transformers' logits for the weights each file holds (logits_f16.npy, logits_q8_0.npy:
-the model run on the file's weights decoded back to f32).
+with transformers' logits for the weights each file holds (logits_f16.npy, logits_q8_0.npy,
+logits_q4_0.npy: the model run on the file's weights decoded back to f32).
 
     python3 data/qwen3/make_qwen3_tiny.py [OUT_DIR]      # default: this script's folder
 """
@@ -60,7 +60,7 @@ def main():
         f.write("\n")
 
     sd = {k: v.detach().float().numpy().copy() for k, v in model.state_dict().items()}  # (not views: the loop loads other weights)
-    for qtype in (gguf.GGMLQuantizationType.F16, gguf.GGMLQuantizationType.Q8_0):
+    for qtype in (gguf.GGMLQuantizationType.F16, gguf.GGMLQuantizationType.Q8_0, gguf.GGMLQuantizationType.Q4_0):
         name = qtype.name.lower()
         stored = write_gguf(os.path.join(out, f"qwen3-tiny-{name}.gguf"), cfg, sd, qtype)
         # transformers' logits with the weights the GGUF file holds (decoded back to f32):

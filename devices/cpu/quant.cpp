@@ -7,6 +7,9 @@
 //                  which is what bounds a batch-1 decode step; threaded over weight rows. More
 //                  rows: a panel of weight rows is decoded into f32 scratch and multiplied by
 //                  the device's sgemm (gemm.hpp).
+//   matmul_small_m_f32  the decode kernel over f32 weight rows, for the cpu matmul's products
+//                  with few rows (a decode step's x · W^T): OpenBLAS's sgemm packs all of W
+//                  for M = 1, which reads and writes the weights where one read is the bound.
 // The vector code (quant_rows.inc) is built three times, for x86-64-v4 (AVX-512, 16 lanes),
 // x86-64-v3 (AVX2, 8 lanes) and the baseline (4 lanes), and picked at run time (isa.hpp). Its
 // lane-wise decode computes core/ggml_blocks.hpp's products (the file is built without FP
@@ -33,6 +36,7 @@ namespace rlx::cpu {
 namespace {
 
 constexpr int64_t kSmallM = 16;  // up to this many rows of x: the decode-and-FMA kernel
+constexpr int kF32Block = 64;    // f32 rows through the same kernel: elements per step
 
 struct RowsArgs {
   const unsigned char* w;  // packed rows
@@ -116,6 +120,16 @@ RowsFn rows_fn(uint32_t type) {
   }
 }
 
+RowsFn f32_rows() {
+  switch (quant_isa()) {
+#ifdef RLX_QUANT_X86
+    case Isa::V4: return v4::f32_rows_fn();
+    case Isa::V3: return v3::f32_rows_fn();
+#endif
+    default: return base::f32_rows_fn();
+  }
+}
+
 // Rows [r0, r1) of the packed weight decoded into w (row-major, k per row).
 void decode_rows(const ggml::BlockFormat& f, const unsigned char* p, int64_t row_bytes, int64_t k, int64_t r0,
                  int64_t r1, float* w) {
@@ -145,6 +159,14 @@ void matmul_packed_kernel(const ir::Node& n, std::span<const Tensor> in, std::sp
 }  // namespace
 
 bool matmul_packed_native(uint32_t type) { return rows_fn(type) != nullptr; }
+
+bool matmul_small_m_f32(const float* x, int64_t m, int64_t k, const float* w, int64_t ldw, float* y, int64_t n) {
+  if (m < 1 || m > kSmallM || n < 1 || k < kF32Block || k % kF32Block || ldw < k) return false;
+  const RowsArgs a{reinterpret_cast<const unsigned char*>(w), ldw * int64_t(sizeof(float)), k, x, m, y, n};
+  RowsFn fn = f32_rows();
+  parallel_for(n, 8, [&](int64_t r0, int64_t r1) { fn(a, r0, r1); });
+  return true;
+}
 
 void matmul_packed(uint32_t type, const unsigned char* w, int64_t n, int64_t row_bytes, int64_t k, const float* x,
                    int64_t m, float* y) {

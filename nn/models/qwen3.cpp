@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "core/error.hpp"
+#include "core/ggml_blocks.hpp"
 #include "core/rng.hpp"
 #include "io/file_bytes.hpp"
 #include "io/gguf.hpp"
@@ -15,6 +16,7 @@
 #include "nn/layers.hpp"
 #include "nn/models/bert.hpp"
 #include "nn/models/model_files.hpp"
+#include "nn/packed.hpp"
 #include "runtime/executor.hpp"
 #include "runtime/runtime.hpp"
 
@@ -101,10 +103,22 @@ void check_sampling(const SamplingOptions& s) {
 
 Tensor host(const Tensor& t) { return t.is_host() ? t : t.to(host_allocator()); }
 
-Tensor ids_tensor(const std::vector<int64_t>& ids) {
-  Tensor t = Tensor::empty(DType::I64, {1, int64_t(ids.size())});
-  std::copy(ids.begin(), ids.end(), t.data<int64_t>());
-  return t;
+// i64 [B, T] of B sequences of T ids (checked to share one length by the caller).
+Tensor ids_tensor(const std::vector<std::vector<int64_t>>& batch) {
+  const int64_t t = int64_t(batch.at(0).size());
+  Tensor r = Tensor::empty(DType::I64, {int64_t(batch.size()), t});
+  for (size_t b = 0; b < batch.size(); ++b) std::copy(batch[b].begin(), batch[b].end(), r.data<int64_t>() + int64_t(b) * t);
+  return r;
+}
+
+ir::Attrs packed_attrs(const std::string& type, int64_t k) { return ir::Attrs{{"type", type}, {"k", k}}; }
+
+// A projection without bias: over an f32 parameter, or over packed blocks (nn::linear_packed)
+// when the configuration keeps this layer's weight packed.
+Var projection(Model& m, const Qwen3Config& c, const std::string& name, const Var& x, int64_t out) {
+  auto it = c.packed.find(m.scoped(name));
+  if (it == c.packed.end()) return linear(m, name, x, out, false);
+  return linear_packed(m, name, x, out, it->second);
 }
 
 void write_i64(Tensor& dst, int64_t v) { dst.allocator()->copy_from_host(dst.raw(), &v, sizeof v); }
@@ -132,11 +146,23 @@ Qwen3Outputs decoder(Model& m, const Qwen3Config& c, const Var& ids, int64_t cac
   Qwen3Outputs out;
   Var table, x, positions;
   std::optional<Var> bias;
+  const auto packed_table = c.packed.find("model/embed_tokens");
   {
     ModuleLocation at("model.embed_tokens");
     Model::Scope scope(m, "model/embed_tokens");
-    table = m.param("weight", {c.vocab_size, c.hidden_size}, Init::normal(0, 0.02));
-    x = gather(table, ids, 0);
+    if (packed_table == c.packed.end()) {
+      table = m.param("weight", {c.vocab_size, c.hidden_size}, Init::normal(0, 0.02));
+      x = gather(table, ids, 0);
+    } else {
+      // The rows of the tokens at hand, decoded: the table itself stays packed.
+      const ggml::BlockFormat* f = ggml::block_format(packed_table->second);
+      if (!f || c.hidden_size % f->block)
+        throw InputError("qwen3: the embedding cannot be packed as '" + packed_table->second + "' with rows of " +
+                         std::to_string(c.hidden_size));
+      table = m.input("weight", DType::U8, {c.vocab_size, c.hidden_size / f->block * f->bytes});
+      Var rows = gather(table, reshape(ids, {b * t}), 0);
+      x = reshape(op("dequantize", {rows}, packed_attrs(packed_table->second, c.hidden_size)), {b, t, c.hidden_size});
+    }
   }
   {
     ModuleLocation at("positions");
@@ -160,17 +186,19 @@ Qwen3Outputs decoder(Model& m, const Qwen3Config& c, const Var& ids, int64_t cac
       ModuleLocation at(checkpoint_name(layer) + ".self_attn");
       Var a = rms_norm(m, "input_layernorm", x, eps);
       Model::Scope attn(m, "self_attn");
-      Var q = reshape(linear(m, "q_proj", a, nh * hd, false), {b, t, nh, hd});
-      Var k = reshape(linear(m, "k_proj", a, kv * hd, false), {b, t, kv, hd});
-      Var v = reshape(linear(m, "v_proj", a, kv * hd, false), {b, t, kv, hd});
+      Var q = reshape(projection(m, c, "q_proj", a, nh * hd), {b, t, nh, hd});
+      Var k = reshape(projection(m, c, "k_proj", a, kv * hd), {b, t, kv, hd});
+      Var v = reshape(projection(m, c, "v_proj", a, kv * hd), {b, t, kv, hd});
       q = permute(rotary_embedding(rms_norm(m, "q_norm", q, eps), positions, c.rope_theta), {0, 2, 1, 3});
       k = permute(rotary_embedding(rms_norm(m, "k_norm", k, eps), positions, c.rope_theta), {0, 2, 1, 3});
       v = permute(v, {0, 2, 1, 3});
       Var o;
       if (pos) {
-        Var here = eq(iota(g, full, 2, DType::I64), broadcast_to(reshape(*pos, {1, 1, 1, 1}), full));
-        Var kc = where(here, broadcast_to(k, full), (*cache)[size_t(2 * i)]);
-        Var vc = where(here, broadcast_to(v, full), (*cache)[size_t(2 * i + 1)]);
+        // The new k/v written at position pos: `where` broadcasts the [1, 1, cache_len, 1] mask
+        // and the [B, kv, 1, hd] rows itself, so no cache-sized copy of either is made.
+        Var here = eq(iota(g, {1, 1, cache_len, 1}, 2, DType::I64), reshape(*pos, {1, 1, 1, 1}));
+        Var kc = where(here, k, (*cache)[size_t(2 * i)]);
+        Var vc = where(here, v, (*cache)[size_t(2 * i + 1)]);
         o = grouped_query_attention(q, kc, vc, false, bias);
         out.cache.push_back(kc);
         out.cache.push_back(vc);
@@ -179,15 +207,15 @@ Qwen3Outputs decoder(Model& m, const Qwen3Config& c, const Var& ids, int64_t cac
         for (const Var& kvt : {k, v})
           out.cache.push_back(cache_len == t ? kvt : pad(kvt, {0, 0, 0, 0}, {0, 0, cache_len - t, 0}));
       }
-      h = linear(m, "o_proj", reshape(permute(o, {0, 2, 1, 3}), {b, t, nh * hd}), c.hidden_size, false);
+      h = projection(m, c, "o_proj", reshape(permute(o, {0, 2, 1, 3}), {b, t, nh * hd}), c.hidden_size);
     }
     x = x + h;
     ModuleLocation at(checkpoint_name(layer) + ".mlp");
     Var a = rms_norm(m, "post_attention_layernorm", x, eps);
     Model::Scope mlp(m, "mlp");
-    Var gate = linear(m, "gate_proj", a, c.intermediate_size, false);
-    Var up = linear(m, "up_proj", a, c.intermediate_size, false);
-    x = x + linear(m, "down_proj", silu(gate) * up, c.hidden_size, false);
+    Var gate = projection(m, c, "gate_proj", a, c.intermediate_size);
+    Var up = projection(m, c, "up_proj", a, c.intermediate_size);
+    x = x + projection(m, c, "down_proj", silu(gate) * up, c.hidden_size);
   }
   {
     ModuleLocation at("model.norm");
@@ -196,7 +224,12 @@ Qwen3Outputs decoder(Model& m, const Qwen3Config& c, const Var& ids, int64_t cac
   }
   ModuleLocation at("lm_head");
   if (!all_logits && t > 1) x = slice(x, {0, t - 1, 0}, {b, t, c.hidden_size});
-  out.logits = c.tie_word_embeddings ? rlx::linear(x, table) : linear(m, "lm_head", x, c.vocab_size, false);
+  if (!c.tie_word_embeddings)
+    out.logits = projection(m, c, "lm_head", x, c.vocab_size);
+  else if (packed_table != c.packed.end())
+    out.logits = op("matmul_packed", {x, table}, packed_attrs(packed_table->second, c.hidden_size));
+  else
+    out.logits = rlx::linear(x, table);
   return out;
 }
 
@@ -278,16 +311,49 @@ std::string gguf_tensor_name(const std::string& p) {
   throw InputError("gguf_tensor_name: '" + p + "' is not a Qwen3 parameter");
 }
 
-std::vector<Tensor> load_gguf_parameters(const Model& m, const io::GgufFile& f) {
-  std::vector<Tensor> out;
-  for (const Parameter& p : m.parameters()) {
-    const std::string name = gguf_tensor_name(p.name);
-    if (!f.contains(name)) throw InputError(f.path() + ": the tensor '" + name + "' (" + checkpoint_name(p.name) + ") is missing");
+std::map<std::string, std::string> gguf_packed_weights(const io::GgufFile& f, const Qwen3Config& c) {
+  std::vector<std::string> scopes{"model/embed_tokens"};
+  if (!c.tie_word_embeddings) scopes.push_back("lm_head");
+  for (int64_t i = 0; i < c.num_layers; ++i)
+    for (const char* p : {"self_attn/q_proj", "self_attn/k_proj", "self_attn/v_proj", "self_attn/o_proj", "mlp/gate_proj",
+                          "mlp/up_proj", "mlp/down_proj"})
+      scopes.push_back("model/layers/" + std::to_string(i) + "/" + p);
+  std::map<std::string, std::string> r;
+  for (const std::string& s : scopes) {
+    const std::string name = gguf_tensor_name(s + "/weight");
+    if (!f.contains(name)) continue;  // (load_gguf_weights names the missing tensor)
     const io::GgufTensor& info = f.tensor_info(name);
-    if (info.shape != p.type.shape)
+    const char* type = io::ggml_type_name(info.type);
+    const ggml::BlockFormat* b = type ? ggml::block_format(std::string_view(type)) : nullptr;
+    if (!b || b->type == ggml::kF32 || b->type == ggml::kF16 || b->type == ggml::kBF16) continue;
+    if (info.shape.size() != 2 || info.shape[1] % b->block) continue;  // (refused by shape when loaded)
+    r.emplace(s, type);
+  }
+  return r;
+}
+
+std::vector<Tensor> load_gguf_weights(Model& m, const io::GgufFile& f) {
+  std::map<std::string, const Parameter*> params;
+  for (const Parameter& p : m.parameters()) params.emplace(p.name, &p);
+  const ir::Graph& g = m.graph();
+  std::vector<Tensor> out;
+  const std::string weight = "/weight";
+  for (size_t i = 0; i < g.params.size(); ++i) {
+    const std::string pname = g.param_name(i);
+    const auto p = params.find(pname);
+    const bool packed = p == params.end() && pname.size() > weight.size() &&
+                        pname.compare(pname.size() - weight.size(), weight.size(), weight) == 0;
+    if (p == params.end() && !packed) continue;  // (ids, position, cache)
+    const std::string name = gguf_tensor_name(pname);
+    if (!f.contains(name)) throw InputError(f.path() + ": the tensor '" + name + "' (" + checkpoint_name(pname) + ") is missing");
+    if (packed) {
+      out.push_back(load_packed(f, name, Var(&m.graph(), g.params[i])));
+      continue;
+    }
+    const io::GgufTensor& info = f.tensor_info(name);
+    if (info.shape != p->second->type.shape)
       throw InputError(f.path() + ": the tensor '" + name + "' is " + shape_str(info.shape) + ", the model needs " +
-                       shape_str(p.type.shape));
-    // The seam for packed weights: a quantized matmul op would take the blocks as they are.
+                       shape_str(p->second->type.shape));
     out.push_back(f.dequantize(name));
   }
   return out;
@@ -330,10 +396,10 @@ struct Qwen3Generator::Program_ {
   std::unique_ptr<Executor> exec;
 };
 
-// The decode step of one cache length on one device, with the cache's two sets and the
-// step's inputs and logits on the device.
+// The decode step of one batch size and cache length on one device, with the cache's two
+// sets and the step's inputs and logits on the device.
 struct Qwen3Generator::Session {
-  int64_t cache_len = 0;
+  int64_t batch = 1, cache_len = 0;
   Program_ decode;
   std::vector<Tensor> sets[2];
   Tensor ids, pos, logits;
@@ -342,16 +408,23 @@ struct Qwen3Generator::Session {
 };
 
 namespace {
-void build_prefill(Model& m, const Qwen3Config& c, int64_t length, int64_t cache_len, bool all_logits) {
-  Var ids = m.input("input_ids", DType::I64, {1, length});
+void build_prefill(Model& m, const Qwen3Config& c, int64_t batch, int64_t length, int64_t cache_len, bool all_logits) {
+  Var ids = m.input("input_ids", DType::I64, {batch, length});
   Qwen3Outputs o = qwen3_prefill(m, c, ids, cache_len, all_logits);
   std::vector<Var> res{o.logits};
   res.insert(res.end(), o.cache.begin(), o.cache.end());
   output(m.graph(), res);
 }
+
+// The model's parameters by its configuration (packed weights count the elements they encode).
+int64_t config_parameter_count(const Qwen3Config& c) {
+  const int64_t h = c.hidden_size, q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim;
+  const int64_t layer = h * q + 2 * h * kv + q * h + 2 * c.head_dim + 2 * h + 3 * h * c.intermediate_size;
+  return c.vocab_size * h * (c.tie_word_embeddings ? 1 : 2) + c.num_layers * layer + h;
+}
 }  // namespace
 
-Qwen3Generator::Qwen3Generator(const std::string& path) {
+Qwen3Generator::Qwen3Generator(const std::string& path, GgufWeights gguf) {
   std::error_code ec;
   ir::Graph g;
   Model m(g);
@@ -359,8 +432,9 @@ Qwen3Generator::Qwen3Generator(const std::string& path) {
     if (!fs::is_regular_file(path, ec)) throw InputError(path + ": no such GGUF file");
     const io::GgufFile f(path);
     config_ = Qwen3Config::from_gguf(f);
-    build_prefill(m, config_, 1, 1, false);
-    weights_ = load_gguf_parameters(m, f);
+    if (gguf == GgufWeights::Packed) config_.packed = gguf_packed_weights(f, config_);
+    build_prefill(m, config_, 1, 1, 1, false);
+    weights_ = load_gguf_weights(m, f);
   } else {
     if (!fs::is_directory(path, ec))
       throw InputError(path + ": not a model folder (config.json + model.safetensors) nor a .gguf file");
@@ -368,7 +442,7 @@ Qwen3Generator::Qwen3Generator(const std::string& path) {
     if (!fs::exists(config, ec)) throw InputError(config.string() + ": missing (a Qwen3 model folder has config.json)");
     config_ = Qwen3Config::from_file(config.string());
     const fs::path index = fs::path(path) / "model.safetensors.index.json";
-    build_prefill(m, config_, 1, 1, false);
+    build_prefill(m, config_, 1, 1, 1, false);
     if (fs::exists(weights, ec))
       weights_ = load_parameters(m, weights.string());
     else if (fs::exists(index, ec))
@@ -376,10 +450,16 @@ Qwen3Generator::Qwen3Generator(const std::string& path) {
     else
       throw InputError(weights.string() + ": missing, and no model.safetensors.index.json (only safetensors weights are read from a folder)");
   }
-  parameter_count_ = m.parameter_count();
+  parameter_count_ = config_parameter_count(config_);
 }
 
 Qwen3Generator::~Qwen3Generator() = default;
+
+int64_t Qwen3Generator::weight_bytes() const {
+  int64_t n = 0;
+  for (const Tensor& t : weights_) n += int64_t(t.nbytes());
+  return n;
+}
 
 const std::vector<Tensor>& Qwen3Generator::weights_on(Device& d) { return model_files::weights_on(device_weights_, weights_, d); }
 
@@ -394,31 +474,45 @@ void Qwen3Generator::check_ids(const std::vector<int64_t>& ids, const char* what
                      std::to_string(config_.max_positions) + " positions");
 }
 
-Qwen3Generator::Program_& Qwen3Generator::prefill_program(int64_t length, int64_t cache_len, bool all_logits, Device& d) {
-  const std::string key = d.name() + "/prefill/" + std::to_string(length) + "/" + std::to_string(cache_len) + (all_logits ? "/all" : "/last");
+void Qwen3Generator::check_batch(const std::vector<std::vector<int64_t>>& batch, const char* what) const {
+  if (batch.empty()) throw InputError(std::string(what) + ": no sequences");
+  for (size_t b = 0; b < batch.size(); ++b) {
+    check_ids(batch[b], what);
+    // (one position per step for the whole batch: prompts of one length, no padding)
+    if (batch[b].size() != batch[0].size())
+      throw InputError(std::string(what) + ": sequence " + std::to_string(b) + " has " + std::to_string(batch[b].size()) +
+                       " ids, sequence 0 has " + std::to_string(batch[0].size()) + " (a batch needs one length)");
+  }
+}
+
+Qwen3Generator::Program_& Qwen3Generator::prefill_program(int64_t batch, int64_t length, int64_t cache_len, bool all_logits,
+                                                          Device& d) {
+  const std::string key = d.name() + "/prefill/" + std::to_string(batch) + "/" + std::to_string(length) + "/" +
+                          std::to_string(cache_len) + (all_logits ? "/all" : "/last");
   auto it = programs_.find(key);
   if (it != programs_.end()) return *it->second;
   auto p = std::make_unique<Program_>();
   Model m(p->graph);
-  build_prefill(m, config_, length, cache_len, all_logits);
+  build_prefill(m, config_, batch, length, cache_len, all_logits);
   p->program = std::make_unique<Program>(compile(p->graph, d));
   p->exec = std::make_unique<Executor>(*p->program, d);
   return *programs_.emplace(key, std::move(p)).first->second;
 }
 
-Qwen3Generator::Session& Qwen3Generator::session(int64_t cache_len, Device& d) {
-  const std::string key = d.name() + "/" + std::to_string(cache_len);
+Qwen3Generator::Session& Qwen3Generator::session(int64_t batch, int64_t cache_len, Device& d) {
+  const std::string key = d.name() + "/" + std::to_string(batch) + "/" + std::to_string(cache_len);
   auto it = sessions_.find(key);
   if (it != sessions_.end()) return *it->second;
   require_runnable(d);
   auto s = std::make_unique<Session>();
+  s->batch = batch;
   s->cache_len = cache_len;
   {
     Model m(s->decode.graph);
-    Var ids = m.input("input_ids", DType::I64, {1, 1});
+    Var ids = m.input("input_ids", DType::I64, {batch, 1});
     Var pos = m.input("position", DType::I64, {});
     std::vector<Var> cache;
-    const Shape full{1, config_.num_kv_heads, cache_len, config_.head_dim};
+    const Shape full{batch, config_.num_kv_heads, cache_len, config_.head_dim};
     for (int64_t i = 0; i < config_.num_layers; ++i)
       for (const char* kv : {"k", "v"}) cache.push_back(m.input("cache/" + std::to_string(i) + "/" + kv, DType::F32, full));
     Qwen3Outputs o = qwen3_decode(m, config_, ids, pos, cache);
@@ -430,9 +524,9 @@ Qwen3Generator::Session& Qwen3Generator::session(int64_t cache_len, Device& d) {
     for (int k = 0; k < 2; ++k)
       for (size_t i = 0; i < cache.size(); ++i) s->sets[k].push_back(Tensor::zeros(DType::F32, full).to(d.allocator()));
   }
-  s->ids = Tensor::zeros(DType::I64, {1, 1}).to(d.allocator());
+  s->ids = Tensor::zeros(DType::I64, {batch, 1}).to(d.allocator());
   s->pos = Tensor::zeros(DType::I64, {}).to(d.allocator());
-  s->logits = Tensor::empty(DType::F32, {1, 1, config_.vocab_size}, d.allocator());
+  s->logits = Tensor::empty(DType::F32, {batch, 1, config_.vocab_size}, d.allocator());
   // Record both directions now, before any prefill fills set 0 (capture runs the step once).
   const std::vector<Tensor>& w = weights_on(d);
   try {
@@ -451,22 +545,23 @@ Qwen3Generator::Session& Qwen3Generator::session(int64_t cache_len, Device& d) {
   return *sessions_.emplace(key, std::move(s)).first->second;
 }
 
-Tensor Qwen3Generator::run_prefill(const std::vector<int64_t>& ids, Session& s, bool all_logits, Device& d) {
-  const int64_t n = int64_t(ids.size());
-  Program_& p = prefill_program(n, s.cache_len, all_logits, d);
-  std::vector<Tensor> in{ids_tensor(ids)};
+Tensor Qwen3Generator::run_prefill(const std::vector<std::vector<int64_t>>& batch, Session& s, bool all_logits, Device& d) {
+  const int64_t n = int64_t(batch.at(0).size()), b = int64_t(batch.size());
+  Program_& p = prefill_program(b, n, s.cache_len, all_logits, d);
+  std::vector<Tensor> in{ids_tensor(batch)};
   const std::vector<Tensor>& w = weights_on(d);
   in.insert(in.end(), w.begin(), w.end());
-  std::vector<Tensor> out{Tensor::empty(DType::F32, {1, all_logits ? n : 1, config_.vocab_size}, d.allocator())};
+  std::vector<Tensor> out{Tensor::empty(DType::F32, {b, all_logits ? n : 1, config_.vocab_size}, d.allocator())};
   out.insert(out.end(), s.sets[0].begin(), s.sets[0].end());
   p.exec->run_into(in, out);
   return out[0];
 }
 
-Tensor Qwen3Generator::run_step(int64_t token, int64_t pos, int64_t step, Session& s, Device& d) {
+Tensor Qwen3Generator::run_step(const std::vector<int64_t>& tokens, int64_t pos, int64_t step, Session& s, Device& d) {
   if (pos >= s.cache_len) throw InternalError("qwen3: decode position past the cache");
+  if (int64_t(tokens.size()) != s.batch) throw InternalError("qwen3: a decode step's tokens differ from its batch");
   const int from = int(step % 2), to = 1 - from;
-  write_i64(s.ids, token);
+  s.ids.allocator()->copy_from_host(s.ids.raw(), tokens.data(), tokens.size() * sizeof(int64_t));
   write_i64(s.pos, pos);
   if (s.replay[from]) {
     s.replay[from]->launch();
@@ -489,36 +584,59 @@ Tensor Qwen3Generator::prefill_logits(const std::vector<int64_t>& ids, Device& d
   check_ids(ids, "prefill");
   require_runnable(d);
   const int64_t n = int64_t(ids.size());
-  Program_& p = prefill_program(n, n, true, d);
-  std::vector<Tensor> in{ids_tensor(ids)};
+  Program_& p = prefill_program(1, n, n, true, d);
+  std::vector<Tensor> in{ids_tensor({ids})};
   const std::vector<Tensor>& w = weights_on(d);
   in.insert(in.end(), w.begin(), w.end());
   return host(p.exec->run(in)[0]).reshape({n, config_.vocab_size});
 }
 
 Tensor Qwen3Generator::decode_logits(const std::vector<int64_t>& ids, int64_t prefill, Device& d, int64_t cache_len) {
-  check_ids(ids, "decode");
-  const int64_t n = int64_t(ids.size()), v = config_.vocab_size;
+  const int64_t n = int64_t(ids.size());
+  return decode_logits_batch({ids}, prefill, d, cache_len).reshape({n, config_.vocab_size});
+}
+
+Tensor Qwen3Generator::decode_logits_batch(const std::vector<std::vector<int64_t>>& batch, int64_t prefill, Device& d,
+                                     int64_t cache_len) {
+  check_batch(batch, "decode");
+  const int64_t b = int64_t(batch.size()), n = int64_t(batch[0].size()), v = config_.vocab_size;
   if (prefill < 1 || prefill > n)
     throw InputError("decode: a prefill of " + std::to_string(prefill) + " of " + std::to_string(n) + " tokens");
   if (cache_len == 0) cache_len = n;
   if (cache_len < n || cache_len > config_.max_positions)
     throw InputError("decode: a cache of " + std::to_string(cache_len) + " positions for " + std::to_string(n) + " tokens");
-  Session& s = session(cache_len, d);
-  Tensor r = Tensor::empty(DType::F32, {n, v});
-  Tensor first = host(run_prefill({ids.begin(), ids.begin() + prefill}, s, true, d));
-  std::copy(first.data<float>(), first.data<float>() + prefill * v, r.data<float>());
+  Session& s = session(b, cache_len, d);
+  Tensor r = Tensor::empty(DType::F32, {b, n, v});
+  std::vector<std::vector<int64_t>> head;
+  for (const auto& ids : batch) head.emplace_back(ids.begin(), ids.begin() + prefill);
+  Tensor first = host(run_prefill(head, s, true, d));
+  for (int64_t k = 0; k < b; ++k)
+    std::copy(first.data<float>() + k * prefill * v, first.data<float>() + (k + 1) * prefill * v, r.data<float>() + k * n * v);
+  std::vector<int64_t> tokens(size_t(b), 0);
   for (int64_t i = prefill; i < n; ++i) {
-    Tensor l = host(run_step(ids[size_t(i)], i, i - prefill, s, d));
-    std::copy(l.data<float>(), l.data<float>() + v, r.data<float>() + i * v);
+    for (int64_t k = 0; k < b; ++k) tokens[size_t(k)] = batch[size_t(k)][size_t(i)];
+    Tensor l = host(run_step(tokens, i, i - prefill, s, d));
+    for (int64_t k = 0; k < b; ++k) std::copy(l.data<float>() + k * v, l.data<float>() + (k + 1) * v, r.data<float>() + (k * n + i) * v);
   }
   return r;
 }
 
 GenerationResult Qwen3Generator::generate(const std::vector<int64_t>& prompt, int64_t max_new, const SamplingOptions& opt,
                                           Device& d) {
-  check_ids(prompt, "generate");
-  const int64_t p = int64_t(prompt.size()), v = config_.vocab_size;
+  BatchGenerationResult b = generate_batch(std::vector<std::vector<int64_t>>{prompt}, max_new, opt, d);
+  GenerationResult r;
+  r.ids = std::move(b.ids[0]);
+  r.prefill_seconds = b.prefill_seconds;
+  r.decode_seconds = b.decode_seconds;
+  r.prefill_tokens = b.prefill_tokens;
+  r.decode_steps = b.decode_steps;
+  return r;
+}
+
+BatchGenerationResult Qwen3Generator::generate_batch(const std::vector<std::vector<int64_t>>& prompts, int64_t max_new,
+                                               const SamplingOptions& opt, Device& d) {
+  check_batch(prompts, "generate");
+  const int64_t b = int64_t(prompts.size()), p = int64_t(prompts[0].size()), v = config_.vocab_size;
   if (max_new < 1) throw InputError("generate: max_new must be at least 1, got " + std::to_string(max_new));
   if (max_new > config_.max_positions - p)
     throw InputError("generate: " + std::to_string(p) + " prompt tokens + " + std::to_string(max_new) +
@@ -527,29 +645,33 @@ GenerationResult Qwen3Generator::generate(const std::vector<int64_t>& prompt, in
   // The cache covers every position a step feeds, rounded up so that nearby lengths share
   // one decode program.
   const int64_t cache_len = std::min(config_.max_positions, (p + max_new + 63) / 64 * 64);
-  Session& s = session(cache_len, d);
-  GenerationResult r;
+  Session& s = session(b, cache_len, d);
+  BatchGenerationResult r;
+  r.ids.resize(size_t(b));
   auto t0 = std::chrono::steady_clock::now();
-  Tensor l = host(run_prefill(prompt, s, false, d));
+  Tensor l = host(run_prefill(prompts, s, false, d));
   d.synchronize();
   auto t1 = std::chrono::steady_clock::now();
-  r.ids.push_back(sample_token(l.data<float>(), v, opt, 0));
+  std::vector<int64_t> tokens(static_cast<size_t>(b), 0);
+  for (int64_t k = 0; k < b; ++k) r.ids[size_t(k)].push_back(tokens[size_t(k)] = sample_token(l.data<float>() + k * v, v, opt, 0));
   for (int64_t i = 1; i < max_new; ++i) {
-    l = host(run_step(r.ids.back(), p + i - 1, i - 1, s, d));
-    r.ids.push_back(sample_token(l.data<float>(), v, opt, uint64_t(i)));
+    l = host(run_step(tokens, p + i - 1, i - 1, s, d));
+    for (int64_t k = 0; k < b; ++k)
+      r.ids[size_t(k)].push_back(tokens[size_t(k)] = sample_token(l.data<float>() + k * v, v, opt, uint64_t(i)));
   }
   auto t2 = std::chrono::steady_clock::now();
   r.prefill_seconds = std::chrono::duration<double>(t1 - t0).count();
   r.decode_seconds = std::chrono::duration<double>(t2 - t1).count();
-  r.prefill_tokens = p;
+  r.prefill_tokens = b * p;
   r.decode_steps = max_new - 1;
   return r;
 }
 
-std::string Qwen3Generator::explain_decode(int64_t cache_len, Device& d) {
+std::string Qwen3Generator::explain_decode(int64_t cache_len, Device& d, int64_t batch) {
   if (cache_len < 1 || cache_len > config_.max_positions)
     throw InputError("explain: a cache of " + std::to_string(cache_len) + " positions");
-  return session(cache_len, d).decode.program->report.table();
+  if (batch < 1) throw InputError("explain: a batch of " + std::to_string(batch));
+  return session(batch, cache_len, d).decode.program->report.table();
 }
 
 bool Qwen3Generator::replays(Device& d) {

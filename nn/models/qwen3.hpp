@@ -7,13 +7,15 @@
 //
 // Parameters are declared under transformers' names with '/' for '.'
 // (`model/layers/0/self_attn/q_proj/weight`), so a safetensors file loads by name; a GGUF file
-// loads through the llama.cpp names (`blk.0.attn_q.weight`, gguf_tensor_name).
+// loads through the llama.cpp names (`blk.0.attn_q.weight`, gguf_tensor_name), its quantized
+// weights kept as their blocks (Qwen3Config::packed: matmul_packed over them).
 //
 //   nn::Qwen3Generator gen("path/to/Qwen3-0.6B");            // config.json + model.safetensors, or a .gguf
 //   auto r = gen.generate({9707, 11, 1879}, 32, {}, DeviceRegistry::get().at("cuda"));  // greedy
 //
-// Generation runs two compiled programs per device: the prefill (a prompt of P tokens ->
-// logits and the cache, one program per P) and the decode step (one token at a position given
+// Generation runs two compiled programs per device and batch size (B prompts of one length
+// generate together): the prefill (B prompts of P tokens -> logits and the cache, one program
+// per P) and the decode step (one token at a position given
 // as an input tensor -> logits and the cache with that position written; fixed shapes, the
 // cache at its full length, attention masked to positions <= pos). The cache never leaves the
 // device: it lives in two sets of tensors, each step reads one and writes the other (the
@@ -44,6 +46,13 @@ struct Qwen3Config {
   int64_t num_heads = 16, num_kv_heads = 8, head_dim = 128, max_positions = 40960;
   double rms_norm_eps = 1e-6, rope_theta = 1e6;
   bool tie_word_embeddings = true;
+  // Weights kept as their ggml blocks (a GGUF file's quantized tensors): the layer's scope
+  // ("model/layers/0/mlp/up_proj", "model/embed_tokens", "lm_head") -> the format ("Q4_0").
+  // Such a projection is matmul_packed over a u8 [out, row_bytes] input named scope +
+  // "/weight" (nn::linear_packed); a packed embedding table is gathered by row and decoded
+  // (dequantize) for the tokens at hand, and when tied the lm_head is matmul_packed over the
+  // same bytes. Empty: every weight is an f32 parameter.
+  std::map<std::string, std::string> packed;
   // config.json of a transformers Qwen3 checkpoint, checked field by field: model_type
   // "qwen3", hidden_act "silu", the sizes, rms_norm_eps, rope_theta (top level, or in
   // rope_parameters with rope_type "default"), no rope scaling, no attention bias, no
@@ -74,10 +83,15 @@ Qwen3Outputs qwen3_decode(Model& m, const Qwen3Config& c, const Var& ids, const 
 // llama.cpp's GGUF name of a parameter ("model/layers/3/mlp/up_proj/weight" ->
 // "blk.3.ffn_up.weight"); InputError for a name a Qwen3 model does not have.
 std::string gguf_tensor_name(const std::string& parameter);
-// m's parameters from a GGUF file, in m.parameters() order, as f32 host tensors: every type
-// GgufFile::dequantize decodes (F32, F16, BF16, Q8_0, Q4_K, ...). Packed quantized weights
-// (a matmul over the blocks, docs/ARCHITECTURE §8) would be kept here instead of decoded.
-std::vector<Tensor> load_gguf_parameters(const Model& m, const io::GgufFile& f);
+// The weights of a GGUF file that a model keeps packed (Qwen3Config::packed): every 2-D
+// tensor of a projection or the embedding in a quantized format (Q8_0, Q4_0, Q4_K, ... every
+// ggml format but F32, F16 and BF16, which decode to f32 as they are read: a float weight
+// through dequant-then-matmul would decode the whole matrix on every step).
+std::map<std::string, std::string> gguf_packed_weights(const io::GgufFile& f, const Qwen3Config& c);
+// m's weights from a GGUF file in the order of the graph's inputs (the inputs that are not
+// weights, ids and cache, skipped): a parameter as an f32 host tensor (every type
+// GgufFile::dequantize decodes), a packed weight input (Qwen3Config::packed) as its blocks.
+std::vector<Tensor> load_gguf_weights(Model& m, const io::GgufFile& f);
 
 // How the next token is chosen from a step's logits. temperature 0: greedy (the first
 // maximum). Otherwise transformers' order: logits / temperature, keep the top_k largest
@@ -99,48 +113,72 @@ struct GenerationResult {
   int64_t prefill_tokens = 0, decode_steps = 0;
 };
 
+// A batch of B prompts of one length generated together (one cache [B, ...], one program
+// per step for all B): ids[b] are prompt b's new tokens. prefill_tokens counts B * P,
+// decode_steps the steps (each yields B tokens).
+struct BatchGenerationResult {
+  std::vector<std::vector<int64_t>> ids;
+  double prefill_seconds = 0, decode_seconds = 0;
+  int64_t prefill_tokens = 0, decode_steps = 0;
+};
+
+// How a GGUF file's quantized weights are held: packed (their blocks, matmul_packed) or
+// decoded to f32 parameters when the file is read.
+enum class GgufWeights { Packed, Dequantized };
+
 class Qwen3Generator {
  public:
   // A model folder (config.json + model.safetensors, or the shards model.safetensors.index.json
   // lists) or a .gguf file. InputError naming the missing or bad file, field or tensor.
-  explicit Qwen3Generator(const std::string& path);
+  // A .gguf file's quantized weights stay packed unless `gguf` says Dequantized.
+  explicit Qwen3Generator(const std::string& path, GgufWeights gguf = GgufWeights::Packed);
   ~Qwen3Generator();
   Qwen3Generator(const Qwen3Generator&) = delete;
   Qwen3Generator& operator=(const Qwen3Generator&) = delete;
 
   const Qwen3Config& config() const { return config_; }
   int64_t parameter_count() const { return parameter_count_; }
+  // The bytes the loaded weights take on the host (packed weights count their blocks).
+  int64_t weight_bytes() const;
 
   // The logits of every position of ids (one prefill program), f32 [P, vocab] on the host.
   Tensor prefill_logits(const std::vector<int64_t>& ids, Device& d);
   // The same logits through the cache: a prefill of the first `prefill` ids, then one decode
   // step per remaining id; row i is the logits after ids[0..i]. cache_len 0: ids.size().
   Tensor decode_logits(const std::vector<int64_t>& ids, int64_t prefill, Device& d, int64_t cache_len = 0);
+  // The same for a batch of sequences of one length, decoded together: [B, n, vocab].
+  Tensor decode_logits_batch(const std::vector<std::vector<int64_t>>& batch, int64_t prefill, Device& d, int64_t cache_len = 0);
   // prompt followed by max_new tokens (prompt + max_new within the model's positions).
   GenerationResult generate(const std::vector<int64_t>& prompt, int64_t max_new, const SamplingOptions& s, Device& d);
+  // B prompts of one length, each followed by max_new tokens, sampled per sequence as
+  // generate samples one (the same seed: the same draws as the prompt alone).
+  BatchGenerationResult generate_batch(const std::vector<std::vector<int64_t>>& prompts, int64_t max_new, const SamplingOptions& s,
+                                 Device& d);
   // The dispatch report of the decode step for a cache of cache_len positions.
-  std::string explain_decode(int64_t cache_len, Device& d);
+  std::string explain_decode(int64_t cache_len, Device& d, int64_t batch = 1);
   // Whether the last generate on d replayed a captured decode step.
   bool replays(Device& d);
 
  private:
   struct Program_;
   struct Session;
-  Program_& prefill_program(int64_t length, int64_t cache_len, bool all_logits, Device& d);
-  Session& session(int64_t cache_len, Device& d);
+  Program_& prefill_program(int64_t batch, int64_t length, int64_t cache_len, bool all_logits, Device& d);
+  Session& session(int64_t batch, int64_t cache_len, Device& d);
   const std::vector<Tensor>& weights_on(Device& d);
   void check_ids(const std::vector<int64_t>& ids, const char* what) const;
-  // Runs the prefill of ids into the session's cache set 0; returns its logits (device).
-  Tensor run_prefill(const std::vector<int64_t>& ids, Session& s, bool all_logits, Device& d);
-  // One decode step from set `step % 2`; returns the logits [1, 1, vocab] (device).
-  Tensor run_step(int64_t token, int64_t pos, int64_t step, Session& s, Device& d);
+  // check_ids on each sequence, and one length for all.
+  void check_batch(const std::vector<std::vector<int64_t>>& batch, const char* what) const;
+  // Runs the prefill of the batch's ids into the session's cache set 0; returns its logits (device).
+  Tensor run_prefill(const std::vector<std::vector<int64_t>>& batch, Session& s, bool all_logits, Device& d);
+  // One decode step (a token per sequence) from set `step % 2`; returns the logits [B, 1, vocab] (device).
+  Tensor run_step(const std::vector<int64_t>& tokens, int64_t pos, int64_t step, Session& s, Device& d);
 
   Qwen3Config config_;
-  std::vector<Tensor> weights_;  // host f32, in the model's parameter order
+  std::vector<Tensor> weights_;  // host: f32 parameters and packed blocks, in the graph's input order
   int64_t parameter_count_ = 0;
   std::map<std::string, std::vector<Tensor>> device_weights_;  // by device name
-  std::map<std::string, std::unique_ptr<Program_>> programs_;  // by device/length/cache
-  std::map<std::string, std::unique_ptr<Session>> sessions_;   // by device/cache
+  std::map<std::string, std::unique_ptr<Program_>> programs_;  // by device/batch/length/cache
+  std::map<std::string, std::unique_ptr<Session>> sessions_;   // by device/batch/cache
 };
 
 }  // namespace rlx::nn

@@ -620,7 +620,11 @@ BOOST_AUTO_TEST_SUITE(gemm_kernels)
 BOOST_AUTO_TEST_CASE(against_naive_loop) {
   BOOST_TEST_MESSAGE(gemm_description());
   const int64_t sizes[][3] = {{1, 1, 1}, {7, 5, 3}, {33, 65, 17}, {130, 257, 129}, {300, 1, 40},
-                              {1, 300, 40}, {9, 17, 600}, {64, 64, 0}, {0, 5, 5}, {263, 131, 300}};
+                              {1, 300, 40}, {9, 17, 600}, {64, 64, 0}, {0, 5, 5}, {263, 131, 300},
+                              // few rows times a transposed weight, k a multiple of 64: the decode
+                              // kernel (quant.hpp matmul_small_m_f32) at 1, 3, 4, 5 and 16 rows
+                              // (groups of 4 and their remainders); 17 rows: the GEMM again
+                              {1, 300, 128}, {3, 37, 1024}, {4, 65, 64}, {5, 129, 192}, {16, 33, 256}, {17, 33, 128}};
   for (bool builtin : {false, true})
     for (auto& sz : sizes)
       for (int t = 0; t < 4; ++t)

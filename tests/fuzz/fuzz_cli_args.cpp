@@ -42,7 +42,7 @@ const std::vector<Command>& commands() {
         "opacity-reset-every"},
        {"densify"}},
       {"embed", {"model", "device", "out"}, {"explain"}},
-      {"generate", {"model", "prompt-ids", "max-new", "device", "temperature", "top-k", "top-p", "seed"}, {"explain"}},
+      {"generate", {"model", "prompt-ids", "max-new", "batch", "device", "temperature", "top-k", "top-p", "seed"}, {"explain"}},
   };
   return c;
 }
@@ -91,6 +91,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         // (the ranges of apps/rlx/generate.cpp)
         if (k == "prompt-ids") (void)a.id_list(k, INT64_MAX);
         if (k == "max-new") (void)a.integer(k, 16, 1, int64_t(1) << 24);
+        if (k == "batch") (void)a.integer(k, 1, 1, 4096);
         if (k == "top-k") (void)a.integer(k, 0, 0, int64_t(1) << 30);
         if (k == "temperature") (void)a.number(k, 0.0, 0.0, 1e6);
         if (k == "top-p") (void)a.number(k, 1.0, 0.0, 1.0);

@@ -2,7 +2,9 @@
 // data/qwen3 (make_qwen3_tiny.py) — prompt logits within 1e-4 and the same top-1 at every
 // position, transformers' greedy continuation, on every runnable device; the decode step
 // through the on-device cache equal to the full prefill at each position; the GGUF copies
-// (F16, Q8_0) within the tolerances measured for them; seeded sampling repeatable; bad
+// (F16, Q8_0, Q4_0) within the tolerances measured for them, quantized weights kept packed
+// and equal to the same file decoded at load; a batch of sequences decoded together equal
+// to each alone; seeded sampling repeatable; bad
 // configurations, missing tensors and bad ids refused with the file and the field named.
 #define BOOST_TEST_MODULE models_qwen3
 #include <boost/test/unit_test.hpp>
@@ -138,6 +140,19 @@ BOOST_AUTO_TEST_CASE(prompt_logits_match_transformers_on_every_device) {
 // Every device, runnable here or not (cuda compiles without a GPU): the prefill and the
 // decode step legalize with each node native or lowered — nothing host-staged, nothing
 // unsupported — so the decode step can be recorded where the device records.
+// The decode step of `batch` sequences over a cache of 8 positions, its outputs set.
+Qwen3Outputs decode_graph(Model& m, const Qwen3Config& c, int64_t batch) {
+  Var ids = m.input("ids", DType::I64, {batch, 1}), pos = m.input("pos", DType::I64, {});
+  std::vector<Var> cache;
+  for (int64_t i = 0; i < 2 * c.num_layers; ++i)
+    cache.push_back(m.input("cache" + std::to_string(i), DType::F32, {batch, c.num_kv_heads, 8, c.head_dim}));
+  Qwen3Outputs o = qwen3_decode(m, c, ids, pos, cache);
+  std::vector<Var> res{o.logits};
+  res.insert(res.end(), o.cache.begin(), o.cache.end());
+  output(m.graph(), res);
+  return o;
+}
+
 BOOST_AUTO_TEST_CASE(prefill_and_decode_compile_on_every_device_without_host_staging) {
   const Qwen3Config c = Qwen3Config::from_file(kDir + "/config.json");
   for (Device* d : DeviceRegistry::get().all()) {
@@ -151,14 +166,7 @@ BOOST_AUTO_TEST_CASE(prefill_and_decode_compile_on_every_device_without_host_sta
     BOOST_TEST(p.cache.size() == size_t(2 * c.num_layers));
     ir::Graph dg;
     Model dm(dg);
-    Var ids = dm.input("ids", DType::I64, {1, 1}), pos = dm.input("pos", DType::I64, {});
-    std::vector<Var> cache;
-    for (int64_t i = 0; i < 2 * c.num_layers; ++i)
-      cache.push_back(dm.input("cache" + std::to_string(i), DType::F32, {1, c.num_kv_heads, 8, c.head_dim}));
-    Qwen3Outputs o = qwen3_decode(dm, c, ids, pos, cache);
-    std::vector<Var> dres{o.logits};
-    dres.insert(dres.end(), o.cache.begin(), o.cache.end());
-    output(dg, dres);
+    decode_graph(dm, c, 1);
     BOOST_TEST(dm.parameters().size() == pm.parameters().size());
     for (size_t k = 0; k < dm.parameters().size(); ++k) BOOST_TEST(dm.parameters()[k].name == pm.parameters()[k].name);
     for (const ir::Graph* g : {&pg, &dg}) {
@@ -166,6 +174,31 @@ BOOST_AUTO_TEST_CASE(prefill_and_decode_compile_on_every_device_without_host_sta
       BOOST_TEST(prog.report.count(Route::HostStaged) == 0, d->name());
       BOOST_TEST(prog.report.count(Route::Unsupported) == 0, d->name());
     }
+  }
+}
+
+// Packed Q4_0 weights at batch 2 on every registered device (cuda included where it is only
+// compiled): the projections and the tied lm_head as matmul_packed, the embedding as a u8
+// gather and dequantize, all native or rewritten, nothing host-staged.
+BOOST_AUTO_TEST_CASE(packed_batched_programs_compile_on_every_device_without_host_staging) {
+  Qwen3Config c = Qwen3Config::from_file(kDir + "/config.json");
+  c.packed["model/embed_tokens"] = "Q4_0";
+  for (int64_t i = 0; i < c.num_layers; ++i)
+    for (const char* p : {"self_attn/q_proj", "self_attn/k_proj", "self_attn/v_proj", "self_attn/o_proj", "mlp/gate_proj",
+                          "mlp/up_proj", "mlp/down_proj"})
+      c.packed["model/layers/" + std::to_string(i) + "/" + p] = "Q4_0";
+  for (Device* d : DeviceRegistry::get().all()) {
+    ir::Graph dg;
+    Model dm(dg);
+    BOOST_TEST((decode_graph(dm, c, 2).logits.shape() == Shape{2, 1, c.vocab_size}));
+    // (the norms are the only parameters left)
+    BOOST_TEST(dm.parameters().size() == size_t(4 * c.num_layers + 1));
+    const Program prog = compile(dg, *d);
+    BOOST_TEST(prog.report.count(Route::HostStaged) == 0, d->name());
+    BOOST_TEST(prog.report.count(Route::Unsupported) == 0, d->name());
+    int64_t packed = 0;
+    for (const NodeReport& n : prog.report.nodes) packed += n.op == "matmul_packed";
+    BOOST_TEST(packed == int64_t(c.packed.size()), d->name());
   }
 }
 
@@ -269,6 +302,113 @@ BOOST_AUTO_TEST_CASE(gguf_copies_load_and_stay_within_their_measured_tolerances)
   BOOST_TEST(gguf_tensor_name("model/layers/0/mlp/down_proj/weight") == "blk.0.ffn_down.weight");
   BOOST_TEST(gguf_tensor_name("lm_head/weight") == "output.weight");
   expect_error([] { gguf_tensor_name("model/layers/x/mlp/down_proj/weight"); }, {"not a Qwen3 parameter"});
+}
+
+// Each occurrence of `what` in `text`.
+int64_t occurrences(const std::string& text, const std::string& what) {
+  int64_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+// A GGUF file's quantized weights kept packed (matmul_packed over the blocks, the embedding
+// rows gathered and decoded) against the same file decoded to f32 when it is read: the same
+// f32 weights times the same activations, summed in another order, so the logits agree to
+// f32 rounding (measured: 0 on reference and cpu; the bound 2e-5 leaves room for another order); the same top-1 at
+// every position; transformers on the file's weights within 1e-4 (as for every GGUF copy);
+// the loaded model holds the blocks (the byte count the format implies), not f32.
+BOOST_AUTO_TEST_CASE(packed_gguf_weights_give_the_dequantized_logits_and_keep_their_bytes) {
+  const Reference ref = reference();
+  std::vector<int64_t> ids = ref.prompt;
+  ids.insert(ids.end(), ref.greedy.begin(), ref.greedy.begin() + 6);
+  struct Case {
+    const char* file;
+    const char* logits;
+    const char* type;
+    int64_t block, bytes;  // elements and bytes of one block
+    double vs_f32;         // against the f32 model: the file's own quantization error (measured 5.7e-2 for Q8_0, 0.76 for Q4_0)
+  };
+  for (const Case& k : {Case{"qwen3-tiny-q8_0.gguf", "logits_q8_0.npy", "Q8_0", 32, 34, 8e-2},
+                        Case{"qwen3-tiny-q4_0.gguf", "logits_q4_0.npy", "Q4_0", 32, 18, 1.0}}) {
+    Qwen3Generator packed(kDir + "/" + k.file), plain(kDir + "/" + k.file, GgufWeights::Dequantized);
+    const Qwen3Config& c = packed.config();
+    BOOST_TEST(plain.config().packed.empty());
+    // Every projection of every layer and the (tied) embedding.
+    BOOST_TEST(c.packed.size() == size_t(7 * c.num_layers + 1), k.file);
+    for (const auto& [scope, type] : c.packed) BOOST_TEST(type == k.type, scope);
+    BOOST_TEST(c.packed.count("model/embed_tokens") == 1);
+    BOOST_TEST(packed.parameter_count() == plain.parameter_count());
+    const int64_t h = c.hidden_size, q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim, in = c.intermediate_size;
+    auto blocks = [&](int64_t rows, int64_t cols) { return rows * cols / k.block * k.bytes; };
+    const int64_t norms = 4 * (c.num_layers * (2 * h + 2 * c.head_dim) + h);
+    const int64_t want = blocks(c.vocab_size, h) + norms +
+                         c.num_layers * (blocks(q, h) + 2 * blocks(kv, h) + blocks(h, q) + 2 * blocks(in, h) + blocks(h, in));
+    BOOST_TEST(packed.weight_bytes() == want, k.file);
+    BOOST_TEST(plain.weight_bytes() == 4 * plain.parameter_count(), k.file);
+    const Tensor file_weights = io::read_npy(kDir + "/" + k.logits);
+    for (Device* d : devices()) {
+      const Tensor a = packed.prefill_logits(ids, *d), b = plain.prefill_logits(ids, *d);
+      const double diff = max_abs_diff(a, b);
+      const Tensor prompt_logits = packed.prefill_logits(ref.prompt, *d);
+      const double exact = max_abs_diff(prompt_logits, file_weights), drift = max_abs_diff(prompt_logits, ref.logits);
+      BOOST_TEST_MESSAGE(k.file << " on " << d->name() << ": max |packed - dequantized at load| = " << diff
+                                << ", max |packed - transformers on the file's weights| = " << exact
+                                << ", max |packed - f32 model| = " << drift);
+      BOOST_TEST(diff <= 2e-5, k.file << " on " << d->name() << ": " << diff);
+      BOOST_TEST(top1(a) == top1(b), k.file << " on " << d->name());
+      BOOST_TEST(exact <= 1e-4, k.file << " on " << d->name() << ": " << exact);
+      BOOST_TEST(drift <= k.vs_f32, k.file << " on " << d->name() << ": " << drift);
+      // Through the cache too: the decode step reads the same blocks.
+      const double cached = max_abs_diff(packed.decode_logits(ids, 3, *d), b);
+      BOOST_TEST(cached <= 1e-4, k.file << " on " << d->name() << ": " << cached);
+      const std::string report = packed.explain_decode(32, *d);
+      BOOST_TEST(occurrences(report, "matmul_packed") == int64_t(c.packed.size()), d->name() << "\n" << report);
+      BOOST_TEST(occurrences(plain.explain_decode(32, *d), "matmul_packed") == 0, d->name());
+    }
+  }
+}
+
+// Sequences generated together (one cache [B, ...]) against each alone: the logits of every
+// position through the batched cache within 1e-4 of the sequence's own, the greedy tokens
+// identical, seeded sampling drawing what the sequence alone draws; on the f32 folder and
+// on packed Q4_0 weights.
+BOOST_AUTO_TEST_CASE(a_batch_decodes_each_sequence_as_it_decodes_alone) {
+  const Reference ref = reference();
+  std::vector<std::vector<int64_t>> batch{ref.prompt, ref.prompt, ref.prompt};
+  std::reverse(batch[1].begin(), batch[1].end());
+  for (int64_t& t : batch[2]) t = (t * 7 + 3) % 512;
+  for (const std::string& model : {kDir, kDir + "/qwen3-tiny-q4_0.gguf"}) {
+    Qwen3Generator gen(model);
+    for (Device* d : devices()) {
+      std::vector<std::vector<int64_t>> longer = batch;
+      for (auto& s : longer) s.insert(s.end(), ref.greedy.begin(), ref.greedy.begin() + 5);
+      const Tensor together = gen.decode_logits_batch(longer, 4, *d);
+      const int64_t n = int64_t(longer[0].size()), v = gen.config().vocab_size;
+      BOOST_TEST((together.shape() == Shape{3, n, v}));
+      for (size_t b = 0; b < longer.size(); ++b) {
+        const Tensor alone = gen.decode_logits(longer[b], 4, *d);
+        Tensor row = Tensor::empty(DType::F32, {n, v});
+        std::copy(together.data<float>() + int64_t(b) * n * v, together.data<float>() + int64_t(b + 1) * n * v, row.data<float>());
+        const double diff = max_abs_diff(row, alone);
+        BOOST_TEST_MESSAGE(model << " on " << d->name() << ", sequence " << b << ": max |batched - alone| = " << diff);
+        BOOST_TEST(diff <= 1e-4, model << " on " << d->name() << " sequence " << b << ": " << diff);
+      }
+      const BatchGenerationResult g = gen.generate_batch(batch, 8, {}, *d);
+      BOOST_TEST(g.ids.size() == batch.size());
+      BOOST_TEST(g.prefill_tokens == int64_t(3 * ref.prompt.size()));
+      BOOST_TEST(g.decode_steps == 7);
+      for (size_t b = 0; b < batch.size(); ++b) BOOST_TEST(g.ids[b] == gen.generate(batch[b], 8, {}, *d).ids, d->name() << " " << b);
+      if (model == kDir) BOOST_TEST(g.ids[0] == std::vector<int64_t>(ref.greedy.begin(), ref.greedy.begin() + 8), d->name());
+      BOOST_TEST(g.ids[1] != g.ids[0]);  // (the sequences are not one sequence three times)
+      const SamplingOptions s{.temperature = 0.9, .top_k = 40, .seed = 3};
+      const BatchGenerationResult sampled = gen.generate_batch(batch, 6, s, *d);
+      for (size_t b = 0; b < batch.size(); ++b) BOOST_TEST(sampled.ids[b] == gen.generate(batch[b], 6, s, *d).ids, d->name() << " " << b);
+    }
+    Device& cpu = DeviceRegistry::get().at("cpu");
+    expect_error([&] { gen.generate_batch({{1, 2, 3}, {4, 5}}, 2, {}, cpu); }, {"sequence 1 has 2 ids", "one length"});
+    expect_error([&] { gen.generate_batch({}, 2, {}, cpu); }, {"no sequences"});
+    expect_error([&] { gen.generate_batch({{1, 2}, {3, 999}}, 2, {}, cpu); }, {"token id 999"});
+  }
 }
 
 // A copy of the tiny model folder in a scratch folder, for breaking.
@@ -414,6 +554,14 @@ BOOST_AUTO_TEST_CASE(rlx_generate_prints_the_greedy_ids_and_refuses_bad_input) {
   r = cli("generate --model " + kDir + "/qwen3-tiny-q8_0.gguf --prompt-ids " + prompt +
           " --max-new 4 --temperature 0.8 --top-k 20 --top-p 0.9 --seed 5 --device reference");
   BOOST_TEST((r.code == 0 && r.out == sampled), r.out << r.err);
+  r = cli("generate --model " + kDir + " --prompt-ids " + prompt + " --max-new " + std::to_string(ref.greedy.size()) + " --batch 3");
+  BOOST_TEST(r.code == 0, r.err);
+  BOOST_TEST(r.out == greedy + "\n" + greedy + "\n" + greedy + "\n", r.out);
+  BOOST_TEST((test::has(r.err, "batch 3") && test::has(r.err, "prefill 36 tokens")), r.err);
+  r = cli("generate --model " + kDir + "/qwen3-tiny-q4_0.gguf --prompt-ids 1,2 --max-new 2 --batch 2 --explain");
+  BOOST_TEST((r.code == 0 && test::has(r.out, "matmul_packed") && test::has(r.out, "f32,u8[2,1,64]")), r.out << r.err);
+  r = cli("generate --model " + kDir + " --prompt-ids 1 --batch 0");
+  BOOST_TEST((r.code == 2 && test::has(r.err, "--batch")), r.err);
   r = cli("generate --model " + kDir + " --prompt-ids 1,2 --max-new 2 --explain");
   BOOST_TEST((r.code == 0 && test::has(r.out, "dispatch report") && test::has(r.out, "model.layers.1.self_attn") &&
               test::has(r.out, "lm_head")),
