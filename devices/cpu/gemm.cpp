@@ -314,7 +314,10 @@ void gemm_t(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A, int64
   }
   // A few rows times a transposed f32 weight (a decode step's x · W^T): one read of the weight.
   if constexpr (sizeof(T) == 4)
-    if (!ta && tb && lda == K && ldc == N && matmul_small_m_f32(A, M, K, B, ldb, C, N)) return;
+    if (!ta && tb && lda == K && ldc == N && matmul_small_m_f32(A, M, K, B, ldb, C, N)) {
+      if (bias) add_bias(C, ldc, bias, 0, M, 0, N);
+      return;
+    }
   const Blas& b = blas();
   bool ok = b.info.loaded && fits_int(M) && fits_int(N) && fits_int(K) && fits_int(lda) && fits_int(ldb) &&
             fits_int(ldc);

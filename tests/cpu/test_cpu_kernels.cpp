@@ -639,6 +639,21 @@ BOOST_AUTO_TEST_CASE(against_naive_loop) {
         }
 }
 
+// x W^T + b compiled for cpu: the bias joins the product as an epilogue, at every row count —
+// few rows (the decode kernel of small products), many (OpenBLAS, threaded in blocks) —
+// against the reference device.
+BOOST_AUTO_TEST_CASE(bias_epilogue_at_few_and_many_rows) {
+  for (DType t : {DType::F32, DType::F64})
+    for (int64_t m : {1, 3, 16, 17, 300}) {
+      ir::Graph g;
+      Var x = input(g, "x", t, {m, 128}), w = input(g, "w", t, {40, 128}), b = input(g, "b", t, {40});
+      output(g, {matmul(x, w, false, true) + b});
+      std::vector<Tensor> in = {random_tensor(t, {m, 128}), random_tensor(t, {40, 128}), random_tensor(t, {40})};
+      auto want = run(compile(g, ref_dev()), ref_dev(), in), got = run(compile(g, cpu_dev()), cpu_dev(), in);
+      expect_close(got[0], want[0], t == DType::F32 ? 1e-5 : 1e-12, std::string("x W^T + b, ") + dtype_name(t) + ", " + std::to_string(m) + " rows");
+    }
+}
+
 BOOST_AUTO_TEST_CASE(matmul_batches_views_and_transposes) {
   struct Case {
     Shape a, b;
