@@ -231,10 +231,10 @@ void run_spmv(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> o
     spmv_csr_native(a.rp, a.ci, a.v, x, has_y0 ? &y0 : nullptr, alpha, beta, y);
     return;
   }
-  if (has_y0 && in[4].raw() != y.raw())
-    copy_into(in[4], y.raw());
-  else
+  if (!has_y0)
     zero(y);
+  else if (in[4].raw() != y.raw())  // (in place, y already holds y0)
+    copy_into(in[4], y.raw());
   if (a.nnz == 0 || a.cols == 0) {  // A x = 0: y = beta y0, or 0
     if (has_y0 && beta != 1.0) scale(t, y.raw(), a.rows, beta);
     return;
