@@ -249,6 +249,7 @@ int bench_splat(int argc, char** argv);         // splat.cpp
 int bench_embed(int argc, char** argv);         // embed.cpp
 int bench_qmatmul(int argc, char** argv);        // qmatmul.cpp
 int bench_generate(int argc, char** argv);      // generate.cpp
+int bench_load(int argc, char** argv);          // load.cpp
 
 // The sub-commands: rlx-bench NAME [options] runs run(argc - 1, argv + 1).
 struct SubCommand {
@@ -259,7 +260,7 @@ const SubCommand kSubCommands[] = {
     {"spmv", bench_spmv},     {"pcg", bench_pcg},       {"direct", bench_direct},
     {"direct-eigen", bench_eigen_direct}, {"dense", bench_dense_la}, {"layout", bench_layout},
     {"grad", bench_grad},     {"splat", bench_splat}, {"embed", bench_embed}, {"qmatmul", bench_qmatmul},
-    {"generate", bench_generate},
+    {"generate", bench_generate}, {"load", bench_load},
 #ifdef RLX_HAVE_CUDA
     {"cuda", bench_cuda},
 #endif

@@ -1,0 +1,79 @@
+// rlx-bench load: the time and memory of loading one model file as the CLI does — a .gguf or a
+// Qwen3 folder into nn::Qwen3Generator (quantized weights kept packed), a sentence-transformers
+// folder or a .onnx into nn::SentenceEmbedder — in this process, once: peak memory is the
+// process's high-water mark (VmHWM) above its resident size before the load (VmRSS), so run one
+// load per process (apps/bench/peers_load.py does, beside the Python loaders).
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "apps/bench/common.hpp"
+#include "core/error.hpp"
+#include "nn/models/bert.hpp"
+#include "nn/models/model_files.hpp"
+#include "nn/models/qwen3.hpp"
+
+using namespace rlx;
+using namespace rlx::bench;
+
+namespace {
+
+// A field of /proc/self/status in kB ("VmRSS", "VmHWM"); -1 where there is none.
+int64_t status_kb(const std::string& field) {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind(field + ":", 0) == 0) return std::stoll(line.substr(field.size() + 1));
+  return -1;
+}
+
+bool is_qwen3(const std::string& path) {
+  namespace fs = std::filesystem;
+  if (path.size() > 5 && path.substr(path.size() - 5) == ".gguf") return true;
+  const fs::path config = fs::path(path) / "config.json";
+  std::error_code ec;
+  if (!fs::is_directory(path, ec) || !fs::exists(config, ec)) return false;
+  const auto j = nn::model_files::read_config(config.string());
+  return j.is_object() && j.value("model_type", std::string()) == "qwen3";
+}
+
+}  // namespace
+
+int bench_load(int argc, char** argv) {
+  std::string model;
+  Args args("rlx-bench load",
+            "Load --model once (a .gguf or Qwen3 folder, a sentence-transformers folder or .onnx): seconds and peak memory.\n");
+  args.option("--model", "PATH", model);
+  args.parse(argc, argv);
+  return run_bench("rlx-bench load", [&] {
+    if (model.empty()) throw InputError("no model: pass --model PATH");
+    const int64_t rss0 = status_kb("VmRSS");
+    Stopwatch sw;
+    std::string kind;
+    int64_t params = 0, bytes = -1;
+    if (is_qwen3(model)) {
+      nn::Qwen3Generator gen(model);
+      kind = "qwen3";
+      params = gen.parameter_count();
+      bytes = gen.weight_bytes();
+    } else {
+      nn::SentenceEmbedder emb(model);
+      kind = "sentence-embedder";
+      params = emb.parameter_count();
+    }
+    const double s = sw.lap();
+    const int64_t hwm = status_kb("VmHWM");
+    std::printf("load %s (%s, %lld parameters%s): %.3f s, peak memory %.1f MB above the %.1f MB before\n", model.c_str(),
+                kind.c_str(), (long long)params, bytes >= 0 ? (", " + std::to_string(bytes) + " bytes of weights held").c_str() : "",
+                s, (hwm - rss0) / 1024.0, rss0 / 1024.0);
+    Result("load")
+        .add("model", model)
+        .add("kind", kind)
+        .add("seconds", s, "%.4f")
+        .add("peak_mb", (hwm - rss0) / 1024.0, "%.1f")
+        .add("weight_bytes", bytes)
+        .print();
+    return 0;
+  });
+}
