@@ -32,8 +32,9 @@ using cd = std::complex<double>;
 //
 // Forward (lower) or back (upper) substitution. In sweep order -- step s is row s of a
 // lower solve and row n-1-s of an upper one -- every value a row reads was solved at an
-// earlier step. Each row accumulates in double (complex<double>) in stored order and
-// divides by its diagonal once; the threaded and the sequential sweep run the same row
+// earlier step. Each row accumulates in double (complex<double>) in stored order (a lower
+// row) or its reverse (an upper row), the nearest column last, and divides by its diagonal
+// once; the threaded and the sequential sweep run the same row
 // code, so they give the same bits (and the same IEEE infinities and NaNs for a zero
 // diagonal: nothing here throws). f64 solves write straight into the output (x[r] is
 // written after b[r] is read, so the output may be b's buffer); f32 and c64 keep x in
@@ -146,7 +147,11 @@ struct Sweep {
     prefetch_at(v, kLower ? k0 + kPrefetch : k0 - kPrefetch);
     prefetch_at(ci, kLower ? k0 + kPrefetch : k0 - kPrefetch);
     A acc = widen(b[r]), d = 0;
-    for (int64_t k = k0; k < e; ++k) {
+    // Nearest columns last: in sorted rows the value solved at the step before (x[r-1] of a
+    // lower row, x[r+1] of an upper one) is then the last one subtracted, so the chain from
+    // row to row is one multiply-add (and the division), not one per entry of the row.
+    for (int64_t i = 0, m = e - k0; i < m; ++i) {
+      const int64_t k = kLower ? k0 + i : e - 1 - i;
       const int64_t c = ci[k];
       if (c == r) {
         d += widen(v[k]);
