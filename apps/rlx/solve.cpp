@@ -445,12 +445,7 @@ int cmd_solve(const Args& a) {
   // --partition: how a distributed solve spreads the rows (one process owns them all, so a
   // serial solve checks the name and the build and goes on).
   const std::string partition = a.get("partition", "contiguous");
-  if (partition != "contiguous" && partition != "metis" && partition != "scotch")
-    throw UsageError("--partition " + partition + ": expected contiguous, metis or scotch");
-  if (partition == "metis" && !have_metis())
-    throw InputError("--partition metis: this rlx was built without METIS (install libmetis-dev and reconfigure)");
-  if (partition == "scotch" && !have_scotch())
-    throw InputError("--partition scotch: this rlx was built without Scotch (install libscotch-dev and reconfigure)");
+  check_partition_kind(partition);
   // Under mpirun with more than one rank: the distributed solve (one rank: the serial one).
   if (const dist::Communicator world = dist::Communicator::world(); world.size() > 1)
     return solve_distributed(a, method, pc, partition, num, world);

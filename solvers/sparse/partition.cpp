@@ -59,6 +59,15 @@ bool have_scotch() { return true; }
 bool have_scotch() { return false; }
 #endif
 
+void check_partition_kind(const std::string& kind) {
+  if (kind != "contiguous" && kind != "metis" && kind != "scotch")
+    throw InputError("--partition " + kind + ": expected contiguous, metis or scotch");
+  if (kind == "metis" && !have_metis())
+    throw InputError("--partition metis: this rlx was built without METIS (install libmetis-dev and reconfigure)");
+  if (kind == "scotch" && !have_scotch())
+    throw InputError("--partition scotch: this rlx was built without Scotch (install libscotch-dev and reconfigure)");
+}
+
 RowPartition contiguous_partition(int64_t n, int p) {
   RowPartition r;
   r.row_starts.assign(size_t(p) + 1, 0);
@@ -157,7 +166,8 @@ RowPartition graph_partition(const CsrMatrix& A, int p, const std::string& kind,
 RowPartition metis_partition(const CsrMatrix& A, int p) {
 #ifndef RLX_HAVE_METIS
   (void)A, (void)p;
-  throw InputError("--partition metis: this rlx was built without METIS (install libmetis-dev and reconfigure)");
+  check_partition_kind("metis");  // (throws: no METIS here)
+  return {};
 #else
   return graph_partition(A, p, "metis", [&](const Graph& g) {
     auto [xadj, adjncy] = narrowed<idx_t>(g, "metis", "METIS");
@@ -181,7 +191,8 @@ RowPartition metis_partition(const CsrMatrix& A, int p) {
 RowPartition scotch_partition(const CsrMatrix& A, int p) {
 #ifndef RLX_HAVE_SCOTCH
   (void)A, (void)p;
-  throw InputError("--partition scotch: this rlx was built without Scotch (install libscotch-dev and reconfigure)");
+  check_partition_kind("scotch");  // (throws: no Scotch here)
+  return {};
 #else
   return graph_partition(A, p, "scotch", [&](const Graph& g) {
     auto [xadj, adjncy] = narrowed<SCOTCH_Num>(g, "scotch", "Scotch");
@@ -229,7 +240,8 @@ RowPartition make_partition(const std::string& kind, const CsrMatrix& A, int p) 
   if (kind == "contiguous") return contiguous_partition(A.rows(), p);
   if (kind == "metis") return metis_partition(A, p);
   if (kind == "scotch") return scotch_partition(A, p);
-  throw InputError("--partition " + kind + ": expected contiguous, metis or scotch");
+  check_partition_kind(kind);  // (throws: an unknown kind)
+  return {};
 }
 
 CsrMatrix permute_symmetric(const CsrMatrix& A, const std::vector<int64_t>& order) {

@@ -23,6 +23,9 @@ namespace rlx::sparse {
 
 bool have_metis();
 bool have_scotch();
+// InputError unless kind is contiguous, or metis / scotch in a build that has it (naming the
+// package to install); what make_partition and the CLI's --partition check.
+void check_partition_kind(const std::string& kind);
 
 struct RowPartition {
   std::string kind = "contiguous";     // "contiguous", "metis", "scotch", or a caller's own name
