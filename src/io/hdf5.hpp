@@ -63,6 +63,9 @@ class H5Reader {
   Tensor read_rows(const std::string& name, int64_t first, int64_t count) const;
   // Integer, float, or string (fixed-length, or variable-length as h5py writes str).
   H5Attr attr(const std::string& object, const std::string& name) const;
+  // A CSR group's arrays and sizes as stored (write_csr's layout), with no check that they
+  // form a matrix: what reads a file into a matrix is sparse::read_hdf5_csr
+  // (solvers/sparse/hdf5_matrix.hpp), which checks every index before using it.
   CsrArrays read_csr(const std::string& group) const;
 
  private:
