@@ -56,7 +56,12 @@ using i64 = long long;
 constexpr int kThreads = splat::kTile * splat::kTile;  // a block per tile, a thread per pixel
 constexpr int kBatch = kThreads;                         // Gaussians staged in shared memory at once
 constexpr int kWarps = kThreads / 32;
-constexpr int kChunk = 32;   // Gaussians whose per-warp shares the backward holds in shared memory at once
+// Entries whose per-warp shares the backward holds in shared memory at once (the block
+// synchronizes twice per chunk, and each time waits for its busiest warp: the larger the chunk,
+// the more the warps' uneven loads even out). 64 in f32 (20 KB of shares); 32 in f64, whose
+// shares at 64 would pass the 48 KB of static shared memory with the batch.
+template <class T>
+constexpr int kChunk = sizeof(T) == 4 ? 64 : 32;
 constexpr int kFields = 10;  // a SplatGrad's values: u v a b c opacity depth r g b
 
 // What every kernel needs to rebuild the camera on the device (the view matrix is a device
@@ -246,9 +251,9 @@ struct GradRows {
 };
 
 // Per tile: the forward pass again (registers only), then the walk back over the entries some
-// pixel of the tile added (each pixel from its last added entry). A warp reduces only the entries one of its lanes touched, two at
-// a time (pair_sum: the touched entries of a chunk are paired in walk order, a last odd one
-// summed alone), and skips the rest. Deterministic (Atomic false): the warps' sums go to
+// pixel of the tile added (each pixel from its last added entry). A warp reduces only the
+// entries one of its lanes touched, two at a time (pair_sum: the touched entries of a chunk
+// are paired in walk order, a last odd one summed alone), and skips the rest. Deterministic (Atomic false): the warps' sums go to
 // shared memory with a bit per (warp, entry) saying which were written; the block adds them
 // in warp order into the slot's row (grad.at(slot, f)); rows of entries no warp touched keep
 // the zeros they were cleared to. Atomic (for measuring what determinism costs): each warp's
@@ -262,8 +267,8 @@ __global__ void __launch_bounds__(kThreads) rasterize_backward(
     T* __restrict__ tile_bg) {
   __shared__ splat::Splat2D<T> batch[kBatch];
   __shared__ int row_of[kBatch];  // the row of grad an entry's share goes to
-  __shared__ T partial[kWarps][kChunk][kFields];
-  __shared__ unsigned touched[kWarps];  // bit q: partial[warp][q] holds the warp's share of chunk entry q
+  __shared__ T partial[kWarps][kChunk<T>][kFields];
+  __shared__ unsigned long long touched[kWarps];  // bit q: partial[warp][q] holds the warp's share of chunk entry q
   __shared__ int visited;
   const PixelOfThread p(tiles_x, width, height);
   const int2 r = ranges[p.tile];
@@ -302,16 +307,16 @@ __global__ void __launch_bounds__(kThreads) rasterize_backward(
       batch[p.tid] = splats[gaussian];
     }
     __syncthreads();
-    for (int cend = n; cend > 0; cend -= kChunk) {
-      const int cstart = max(0, cend - kChunk);
-      unsigned mask = 0;  // (warp-uniform, as is held)
+    for (int cend = n; cend > 0; cend -= kChunk<T>) {
+      const int cstart = max(0, cend - kChunk<T>);
+      unsigned long long mask = 0;  // (warp-uniform, as is held)
       int held = -1;      // a touched entry waiting for a second one, its values in hf
       T hf[kFields] = {};
       for (int q = cend - 1; q >= cstart; --q) {
         splat::SplatGrad<T> g;
         const bool mine = start + q - r.x < last && walk.step(batch[q], px, py, g);
         if (!__any_sync(0xffffffffu, mine)) continue;
-        mask |= 1u << (q - cstart);
+        mask |= 1ull << (q - cstart);
         T f[kFields];
         pack(g, f);
         if (held < 0) {
@@ -337,7 +342,7 @@ __global__ void __launch_bounds__(kThreads) rasterize_backward(
           T s = T(0);
           bool any = false;
           for (int w = 0; w < kWarps; ++w)
-            if (touched[w] >> q & 1u) s += partial[w][q][k], any = true;
+            if (touched[w] >> q & 1ull) s += partial[w][q][k], any = true;
           if (any) grad.at(row_of[cstart + q], k) = s;
         }
         __syncthreads();  // partial and touched are free again
