@@ -25,7 +25,7 @@
 // (RLX_CUDA_SPLAT_ATOMICS=1 switches to float atomics into one row per Gaussian, to measure
 // what that costs.)
 //
-// Device memory per call: 72 bytes per Gaussian in f32, 112 in f64 (screen parameters,
+// Device memory per call: 80 bytes per Gaussian in f32, 112 in f64 (screen parameters,
 // rectangle, count, offset), 24 bytes per intersection (keys and values, double-buffered) plus CUB's
 // temporary storage; the backward adds 4 bytes (Gaussian of each slot) and the per-slot
 // cotangents, 10 values of the dtype per intersection of which the first 16 bytes live in the
@@ -57,9 +57,9 @@ constexpr int kThreads = splat::kTile * splat::kTile;  // a block per tile, a th
 constexpr int kBatch = kThreads;                         // Gaussians staged in shared memory at once
 constexpr int kWarps = kThreads / 32;
 // Entries whose per-warp shares the backward holds in shared memory at once (the block
-// synchronizes twice per chunk, and each time waits for its busiest warp: the larger the chunk,
-// the more the warps' uneven loads even out). 64 in f32 (20 KB of shares); 32 in f64, whose
-// shares at 64 would pass the 48 KB of static shared memory with the batch.
+// synchronizes twice per chunk, each time waiting for its busiest warp). 64 in f32 (20 KB of
+// shares); 32 in f64, whose shares at 64 would pass the 48 KB of static shared memory with
+// the batch.
 template <class T>
 constexpr int kChunk = sizeof(T) == 4 ? 64 : 32;
 constexpr int kFields = 10;  // a SplatGrad's values: u v a b c opacity depth r g b
@@ -220,7 +220,7 @@ __device__ void warp_sum(T (&v)[N]) {
 // a fixed order: first the two halves of the warp trade (a lane of the low half keeps A and
 // adds its partner's A, a lane of the high half keeps B and adds its partner's B), then a
 // shuffle tree within each half. 5 shuffles per field for the two entries, against 10 for two
-// warp_sum calls; the shuffles bound the backward's walk.
+// warp_sum calls.
 template <class T, int N>
 __device__ void pair_sum(T (&a)[N], const T (&b)[N], int lane) {
   const bool low = lane < 16;
@@ -253,11 +253,12 @@ struct GradRows {
 // Per tile: the forward pass again (registers only), then the walk back over the entries some
 // pixel of the tile added (each pixel from its last added entry). A warp reduces only the
 // entries one of its lanes touched, two at a time (pair_sum: the touched entries of a chunk
-// are paired in walk order, a last odd one summed alone), and skips the rest. Deterministic (Atomic false): the warps' sums go to
-// shared memory with a bit per (warp, entry) saying which were written; the block adds them
-// in warp order into the slot's row (grad.at(slot, f)); rows of entries no warp touched keep
-// the zeros they were cleared to. Atomic (for measuring what determinism costs): each warp's
-// sum is added to the Gaussian's row with float atomics, in an order that varies.
+// are paired in walk order, a last odd one summed alone), and skips the rest. Deterministic
+// (Atomic false): the warps' sums go to shared memory with a bit per (warp, entry) saying which
+// were written; the block adds them in warp order into the slot's row (grad.at(slot, f)); rows
+// of entries no warp touched keep the zeros they were cleared to. Atomic (for measuring what
+// determinism costs): each warp's sum is added to the Gaussian's row with float atomics, in an
+// order that varies.
 // tile_bg[tile][ch]: the tile's sum of g_image * T_final.
 template <class T, bool Atomic>
 __global__ void __launch_bounds__(kThreads) rasterize_backward(
@@ -310,7 +311,7 @@ __global__ void __launch_bounds__(kThreads) rasterize_backward(
     for (int cend = n; cend > 0; cend -= kChunk<T>) {
       const int cstart = max(0, cend - kChunk<T>);
       unsigned long long mask = 0;  // (warp-uniform, as is held)
-      int held = -1;      // a touched entry waiting for a second one, its values in hf
+      int held = -1;                // a touched entry waiting for a second one, its values in hf
       T hf[kFields] = {};
       for (int q = cend - 1; q >= cstart; --q) {
         splat::SplatGrad<T> g;
@@ -370,7 +371,8 @@ __global__ void __launch_bounds__(kThreads) rasterize_backward(
 template <class T>
 __global__ void __launch_bounds__(128) gaussian_grads(splat::Scene<T> sc, CameraArgs ca, const T* __restrict__ view,
                                                       const i64* __restrict__ offsets, bool per_gaussian,
-                                                      const GradRows<T> grad, T* __restrict__ g_means, T* __restrict__ g_log_scales,
+                                                      const GradRows<T> grad, T* __restrict__ g_means,
+                                                      T* __restrict__ g_log_scales,
                                                       T* __restrict__ g_quats, T* __restrict__ g_ologit,
                                                       T* __restrict__ g_sh) {
   const splat::Camera cam = camera(ca, view);
@@ -727,7 +729,8 @@ __global__ void __launch_bounds__(256) gaussian_runs(const int* ids, i64 len, i6
 
 // Each Gaussian's screen cotangent: its list rows of grad summed in list order.
 template <class T>
-__global__ void __launch_bounds__(128) sum_gaussian_rows(i64 n, const int2* runs, const int* rows, const GradRows<T> grad,
+__global__ void __launch_bounds__(128) sum_gaussian_rows(i64 n, const int2* runs, const int* rows,
+                                                         const GradRows<T> grad,
                                                          T* gxy, T* gc, T* go, T* grgb, T* gd) {
   RLX_SPLAT_FOR_EACH(i, n) {
     T f[kFields] = {};
@@ -921,8 +924,8 @@ void composite_backward_op(const ir::Node& n, std::span<const Tensor> in, std::s
   gaussian_runs<<<grid_for(s.len, 256), 256, 0, stream()>>>(kb.Current(), s.len, s.count, runs.as<int2>());
   check_launch("splat_composite_backward runs");
   sum_gaussian_rows<T><<<grid_for(s.count, 128), 128, 0, stream()>>>(
-      s.count, runs.as<int2>(), vb.Current(), GradRows<T>{nullptr, grad.as<T>(), 0}, out[0].data<T>(), out[1].data<T>(), out[2].data<T>(),
-      out[3].data<T>(), out[4].data<T>());
+      s.count, runs.as<int2>(), vb.Current(), GradRows<T>{nullptr, grad.as<T>(), 0}, out[0].data<T>(),
+      out[1].data<T>(), out[2].data<T>(), out[3].data<T>(), out[4].data<T>());
   check_launch("splat_composite_backward sums");
 }
 

@@ -352,8 +352,8 @@ RLX_SPLAT_HD void sh_colour(int k_count, const S dir[3], Coeff coeff, S rgb[3]) 
 // ---------------------------------------------------------------- compositing
 
 // A visible Gaussian as the rasterizer reads it. 16-byte aligned (48 bytes in f32, 80 in
-// f64) so that cuda reads it from shared memory in 16-byte loads: the compositing loops read
-// one per pixel per list entry, and ten 4-byte loads bounded the f32 loop.
+// f64) so that cuda reads it from shared memory in 16-byte loads (4 loads per list entry in
+// f32 instead of 10): the compositing loops read one per pixel per entry.
 template <class T>
 struct alignas(16) Splat2D {
   T u, v, a, b, c, opacity, depth, rgb[3];
