@@ -17,17 +17,20 @@
 // The backward reruns 1-4 (the sort's values are then list slots, not Gaussian indices), then
 // per tile recomputes the forward pass in registers and walks its list back to front
 // (splat::BackwardWalk). Each Gaussian's share of a tile is summed over the tile's 256 pixels
-// in a fixed order (warp shuffles, then the 8 warps in order) and stored in the Gaussian's
-// own list slot; a per-Gaussian kernel then sums its slots in order (its tiles, row by row)
+// in a fixed order (warp shuffles over the entries a warp touched, two entries at a time, then
+// the 8 warps in order) and stored in the Gaussian's own list slot; a per-Gaussian kernel then
+// sums its slots in order (its tiles, row by row)
 // and takes the sum through its projection and colour (splat::gaussian_backward, forward-mode
 // numbers). No float atomics: the gradients are the same bits from run to run.
 // (RLX_CUDA_SPLAT_ATOMICS=1 switches to float atomics into one row per Gaussian, to measure
 // what that costs.)
 //
-// Device memory per call: 72 bytes per Gaussian in f32, 112 in f64 (screen parameters,
+// Device memory per call: 80 bytes per Gaussian in f32, 112 in f64 (screen parameters,
 // rectangle, count, offset), 24 bytes per intersection (keys and values, double-buffered) plus CUB's
-// temporary storage; the backward adds 4 bytes (Gaussian of each slot) and 10 values of the
-// dtype per intersection (the per-slot cotangents), and 3 per tile. All from Scratch.
+// temporary storage; the backward adds 4 bytes (Gaussian of each slot) and the per-slot
+// cotangents, 10 values of the dtype per intersection of which the first 16 bytes live in the
+// key buffers once the sort is done (so 24 more bytes in f32, 64 in f64), and 3 values per
+// tile. All from Scratch.
 #include <cuda_runtime.h>
 
 #include <cub/device/device_radix_sort.cuh>
@@ -53,7 +56,12 @@ using i64 = long long;
 constexpr int kThreads = splat::kTile * splat::kTile;  // a block per tile, a thread per pixel
 constexpr int kBatch = kThreads;                         // Gaussians staged in shared memory at once
 constexpr int kWarps = kThreads / 32;
-constexpr int kChunk = 32;   // Gaussians whose per-warp shares the backward holds in shared memory at once
+// Entries whose per-warp shares the backward holds in shared memory at once (the block
+// synchronizes twice per chunk, each time waiting for its busiest warp). 64 in f32 (20 KB of
+// shares); 32 in f64, whose shares at 64 would pass the 48 KB of static shared memory with
+// the batch.
+template <class T>
+constexpr int kChunk = sizeof(T) == 4 ? 64 : 32;
 constexpr int kFields = 10;  // a SplatGrad's values: u v a b c opacity depth r g b
 
 // What every kernel needs to rebuild the camera on the device (the view matrix is a device
@@ -135,16 +143,18 @@ struct PixelOfThread {
 };
 
 // The forward pass of one pixel over its tile's list [r.x, r.y), staged through `batch`;
-// `taken` is the number of list entries visited before the stop (PixelOut::taken). Every
-// thread of the block calls it (it synchronizes the block).
+// `taken` is the number of list entries visited before the stop (PixelOut::taken), and
+// *last (where asked) one past the last entry added to the pixel (the entries between it and
+// `taken` were skipped: the backward need not walk them). Every thread of the block calls it
+// (it synchronizes the block).
 template <class T>
 __device__ splat::PixelOut<T> composite_tile(const splat::Splat2D<T>* __restrict__ splats, const int* __restrict__ ids,
                                              const int* __restrict__ slot_gaussian, int2 r, const PixelOfThread& p,
-                                             splat::Splat2D<T>* batch) {
+                                             splat::Splat2D<T>* batch, int* last = nullptr) {
   const T px = T(p.j) + T(0.5), py = T(p.i) + T(0.5);
   splat::PixelOut<T> o;
   bool done = !p.inside;
-  int taken = 0;
+  int taken = 0, added = 0;
   for (int start = r.x; start < r.y; start += kBatch) {
     // (also the barrier after which the previous batch may be overwritten)
     if (__syncthreads_count(done) == kThreads) break;
@@ -155,11 +165,16 @@ __device__ splat::PixelOut<T> composite_tile(const splat::Splat2D<T>* __restrict
     __syncthreads();
     const int n = min(kBatch, r.y - start);
     for (int q = 0; q < n && !done; ++q) {
+      const T before = o.transmittance;  // (an added entry lowers it: α >= 1/255, T >= 1e-4)
       if (!splat::composite_step(batch[q], px, py, o)) done = true;
-      else ++taken;
+      else {
+        ++taken;
+        if (last && o.transmittance < before) added = taken;
+      }
     }
   }
   o.taken = taken;
+  if (last) *last = added;
   return o;
 }
 
@@ -201,28 +216,68 @@ __device__ void warp_sum(T (&v)[N]) {
     for (int f = 0; f < N; ++f) v[f] += __shfl_down_sync(0xffffffffu, v[f], off);
 }
 
+// Lane 0 gets the sum over the warp of a (entry A), lane 16 that of b (entry B), each added in
+// a fixed order: first the two halves of the warp trade (a lane of the low half keeps A and
+// adds its partner's A, a lane of the high half keeps B and adds its partner's B), then a
+// shuffle tree within each half. 5 shuffles per field for the two entries, against 10 for two
+// warp_sum calls.
+template <class T, int N>
+__device__ void pair_sum(T (&a)[N], const T (&b)[N], int lane) {
+  const bool low = lane < 16;
+#pragma unroll
+  for (int f = 0; f < N; ++f) {
+    const T send = low ? b[f] : a[f];
+    a[f] = (low ? a[f] : b[f]) + __shfl_xor_sync(0xffffffffu, send, 16);
+  }
+#pragma unroll
+  for (int off = 8; off > 0; off >>= 1)
+#pragma unroll
+    for (int f = 0; f < N; ++f) a[f] += __shfl_down_sync(0xffffffffu, a[f], off);
+}
+
+// The rows of screen cotangents the backward sums into (a row per list slot, or per Gaussian
+// in the atomics variant): fields [0, n_lo) of row r at lo[r * n_lo ...], the rest at
+// hi[r * (kFields - n_lo) ...]. Two blocks, so that the deterministic backward can put the
+// first fields in the sort's key buffers, which are dead once the tile ranges are known
+// (docs/splat.md, "On cuda": memory).
+template <class T>
+struct GradRows {
+  T* lo;
+  T* hi;
+  int n_lo;
+  __device__ T& at(i64 row, int k) const {
+    return k < n_lo ? lo[row * n_lo + k] : hi[row * (kFields - n_lo) + (k - n_lo)];
+  }
+};
+
 // Per tile: the forward pass again (registers only), then the walk back over the entries some
-// pixel of the tile visited. Deterministic (Atomic false): grad[slot][f] is the tile's summed
-// share of the slot's Gaussian (slots no pixel visited keep the zeros they were cleared to).
-// Atomic (for measuring what determinism costs): each warp's sum is added to grad[Gaussian][f]
-// with float atomics, in an order that varies. tile_bg[tile][ch]: the tile's sum of
-// g_image * T_final.
+// pixel of the tile added (each pixel from its last added entry). A warp reduces only the
+// entries one of its lanes touched, two at a time (pair_sum: the touched entries of a chunk
+// are paired in walk order, a last odd one summed alone), and skips the rest. Deterministic
+// (Atomic false): the warps' sums go to shared memory with a bit per (warp, entry) saying which
+// were written; the block adds them in warp order into the slot's row (grad.at(slot, f)); rows
+// of entries no warp touched keep the zeros they were cleared to. Atomic (for measuring what
+// determinism costs): each warp's sum is added to the Gaussian's row with float atomics, in an
+// order that varies.
+// tile_bg[tile][ch]: the tile's sum of g_image * T_final.
 template <class T, bool Atomic>
 __global__ void __launch_bounds__(kThreads) rasterize_backward(
     const splat::Splat2D<T>* __restrict__ splats, const int* __restrict__ slots, const int* __restrict__ slot_gaussian,
     const int2* __restrict__ ranges, int tiles_x, int width, int height, const T* __restrict__ bg,
-    const T* __restrict__ g_image, const T* __restrict__ g_alpha, const T* __restrict__ g_depth,
-    T* __restrict__ grad, T* __restrict__ tile_bg) {
+    const T* __restrict__ g_image, const T* __restrict__ g_alpha, const T* __restrict__ g_depth, GradRows<T> grad,
+    T* __restrict__ tile_bg) {
   __shared__ splat::Splat2D<T> batch[kBatch];
   __shared__ int row_of[kBatch];  // the row of grad an entry's share goes to
-  __shared__ T partial[kWarps][kChunk][kFields];
+  __shared__ T partial[kWarps][kChunk<T>][kFields];
+  __shared__ unsigned long long touched[kWarps];  // bit q: partial[warp][q] holds the warp's share of chunk entry q
   __shared__ int visited;
   const PixelOfThread p(tiles_x, width, height);
   const int2 r = ranges[p.tile];
-  const splat::PixelOut<T> o = composite_tile<T>(splats, slots, slot_gaussian, r, p, batch);
+  int last = 0;  // the walk starts there: the entries after it were skipped by this pixel
+  const splat::PixelOut<T> o = composite_tile<T>(splats, slots, slot_gaussian, r, p, batch, &last);
   if (p.tid == 0) visited = 0;
   __syncthreads();
-  if (o.taken > 0) atomicMax(&visited, int(o.taken));
+  if (last > 0) atomicMax(&visited, last);
   __syncthreads();
 
   const T px = T(p.j) + T(0.5), py = T(p.i) + T(0.5);
@@ -235,6 +290,15 @@ __global__ void __launch_bounds__(kThreads) rasterize_backward(
   }
   splat::BackwardWalk<T> walk(o, bgv, gi, ga, gd);
   const int lane = p.tid & 31, warp = p.tid >> 5;
+  // A warp's sum of chunk entry q, held by lane `by`: to shared memory, or added to its row.
+  auto emit = [&](int q, int cstart, int by, const T (&f)[kFields]) {
+    if (lane != by) return;
+    if constexpr (Atomic) {
+      for (int k = 0; k < kFields; ++k) atomicAdd(&grad.at(row_of[q], k), f[k]);
+    } else {
+      for (int k = 0; k < kFields; ++k) partial[warp][q - cstart][k] = f[k];
+    }
+  };
   for (int end = r.x + visited; end > r.x; end -= kBatch) {
     const int start = max(r.x, end - kBatch), n = end - start;
     __syncthreads();  // the previous batch is consumed
@@ -244,31 +308,45 @@ __global__ void __launch_bounds__(kThreads) rasterize_backward(
       batch[p.tid] = splats[gaussian];
     }
     __syncthreads();
-    for (int cend = n; cend > 0; cend -= kChunk) {
-      const int cstart = max(0, cend - kChunk);
+    for (int cend = n; cend > 0; cend -= kChunk<T>) {
+      const int cstart = max(0, cend - kChunk<T>);
+      unsigned long long mask = 0;  // (warp-uniform, as is held)
+      int held = -1;                // a touched entry waiting for a second one, its values in hf
+      T hf[kFields] = {};
       for (int q = cend - 1; q >= cstart; --q) {
         splat::SplatGrad<T> g;
-        const bool mine = start + q - r.x < int(o.taken) && walk.step(batch[q], px, py, g);
+        const bool mine = start + q - r.x < last && walk.step(batch[q], px, py, g);
+        if (!__any_sync(0xffffffffu, mine)) continue;
+        mask |= 1ull << (q - cstart);
         T f[kFields];
         pack(g, f);
-        const bool any = __any_sync(0xffffffffu, mine);
-        if (any) warp_sum(f);
-        if constexpr (Atomic) {
-          if (any && lane == 0)
-            for (int k = 0; k < kFields; ++k) atomicAdd(grad + i64(row_of[q]) * kFields + k, f[k]);
-        } else if (lane == 0) {
-          for (int k = 0; k < kFields; ++k) partial[warp][q - cstart][k] = f[k];
+        if (held < 0) {
+#pragma unroll
+          for (int k = 0; k < kFields; ++k) hf[k] = f[k];
+          held = q;
+          continue;
         }
+        pair_sum(hf, f, lane);
+        emit(held, cstart, 0, hf);
+        emit(q, cstart, 16, hf);
+        held = -1;
+      }
+      if (held >= 0) {
+        warp_sum(hf);
+        emit(held, cstart, 0, hf);
       }
       if constexpr (!Atomic) {
+        if (lane == 0) touched[warp] = mask;
         __syncthreads();
         for (int e = p.tid; e < (cend - cstart) * kFields; e += kThreads) {
           const int q = e / kFields, k = e % kFields;
           T s = T(0);
-          for (int w = 0; w < kWarps; ++w) s += partial[w][q][k];
-          grad[i64(row_of[cstart + q]) * kFields + k] = s;
+          bool any = false;
+          for (int w = 0; w < kWarps; ++w)
+            if (touched[w] >> q & 1ull) s += partial[w][q][k], any = true;
+          if (any) grad.at(row_of[cstart + q], k) = s;
         }
-        __syncthreads();  // partial is free again
+        __syncthreads();  // partial and touched are free again
       }
     }
   }
@@ -293,8 +371,8 @@ __global__ void __launch_bounds__(kThreads) rasterize_backward(
 template <class T>
 __global__ void __launch_bounds__(128) gaussian_grads(splat::Scene<T> sc, CameraArgs ca, const T* __restrict__ view,
                                                       const i64* __restrict__ offsets, bool per_gaussian,
-                                                      const T* __restrict__ grad,
-                                                      T* __restrict__ g_means, T* __restrict__ g_log_scales,
+                                                      const GradRows<T> grad, T* __restrict__ g_means,
+                                                      T* __restrict__ g_log_scales,
                                                       T* __restrict__ g_quats, T* __restrict__ g_ologit,
                                                       T* __restrict__ g_sh) {
   const splat::Camera cam = camera(ca, view);
@@ -303,7 +381,7 @@ __global__ void __launch_bounds__(128) gaussian_grads(splat::Scene<T> sc, Camera
     const i64 b = per_gaussian ? i : offsets[i], e = per_gaussian ? i + 1 : offsets[i + 1];
     T f[kFields] = {};
     for (i64 k = b; k < e; ++k)
-      for (int q = 0; q < kFields; ++q) f[q] += grad[k * kFields + q];
+      for (int q = 0; q < kFields; ++q) f[q] += grad.at(k, q);
     splat::gaussian_backward(sc, i, cam, unpack(f), g_means + 3 * i, g_log_scales + 3 * i, g_quats + 4 * i,
                              g_ologit + i, g_sh + i64(3) * sc.k_count * i);
   }
@@ -459,19 +537,26 @@ void render_backward(const ir::Node& n, std::span<const Tensor> in, std::span<Te
     if (o.nbytes() > 0) check(cudaMemsetAsync(o.raw(), 0, o.nbytes(), stream()), "splat: clearing gradients");
   const bool atomic = splat_atomics();
   const size_t rows = size_t(atomic ? s.count : s.total);
-  Scratch grad(at_least_1(rows * kFields * sizeof(T)));
+  // Deterministic: a row per slot, its first fields in the sort's key buffers (2 * total
+  // 64-bit keys, dead once tile_ranges has run: 4 fields in f32, 2 in f64), the rest in a new
+  // block. Atomics: a row per Gaussian in a new block.
+  const int n_lo = atomic || s.total == 0 ? 0 : int(2 * sizeof(uint64_t) / sizeof(T));
+  Scratch rest(at_least_1(rows * (kFields - n_lo) * sizeof(T)));
+  const GradRows<T> grad{n_lo > 0 ? s.keys->template as<T>() : nullptr, rest.as<T>(), n_lo};
   Scratch tile_bg(size_t(s.tiles) * 3 * sizeof(T));
-  if (rows > 0) check(cudaMemsetAsync(grad.get(), 0, rows * kFields * sizeof(T), stream()), "splat: clearing gradients");
+  if (n_lo > 0) check(cudaMemsetAsync(grad.lo, 0, rows * n_lo * sizeof(T), stream()), "splat: clearing gradients");
+  if (rows > 0)
+    check(cudaMemsetAsync(grad.hi, 0, rows * (kFields - n_lo) * sizeof(T), stream()), "splat: clearing gradients");
   auto launch = [&](auto kernel) {
     kernel<<<unsigned(s.tiles), dim3(splat::kTile, splat::kTile), 0, stream()>>>(
         s.screen(), s.sorted_values, s.gaussian_of_slot(), s.ranges.template as<int2>(), s.tiles_x, s.cam.width,
-        s.cam.height, s.background(), gi.data<T>(), ga.data<T>(), gd.data<T>(), grad.as<T>(), tile_bg.as<T>());
+        s.cam.height, s.background(), gi.data<T>(), ga.data<T>(), gd.data<T>(), grad, tile_bg.as<T>());
   };
   atomic ? launch(rasterize_backward<T, true>) : launch(rasterize_backward<T, false>);
   check_launch("splat rasterize_backward");
   if (s.total > 0) {
     gaussian_grads<T><<<grid_for(s.count, 128), 128, 0, stream()>>>(
-        s.scene, s.cam, s.view(), s.offsets.template as<i64>(), atomic, grad.as<T>(), out[0].data<T>(),
+        s.scene, s.cam, s.view(), s.offsets.template as<i64>(), atomic, grad, out[0].data<T>(),
         out[1].data<T>(), out[2].data<T>(), out[3].data<T>(), out[4].data<T>());
     check_launch("splat gaussian_grads");
   }
@@ -644,12 +729,13 @@ __global__ void __launch_bounds__(256) gaussian_runs(const int* ids, i64 len, i6
 
 // Each Gaussian's screen cotangent: its list rows of grad summed in list order.
 template <class T>
-__global__ void __launch_bounds__(128) sum_gaussian_rows(i64 n, const int2* runs, const int* rows, const T* grad,
+__global__ void __launch_bounds__(128) sum_gaussian_rows(i64 n, const int2* runs, const int* rows,
+                                                         const GradRows<T> grad,
                                                          T* gxy, T* gc, T* go, T* grgb, T* gd) {
   RLX_SPLAT_FOR_EACH(i, n) {
     T f[kFields] = {};
     for (int k = runs[i].x; k < runs[i].y; ++k)
-      for (int q = 0; q < kFields; ++q) f[q] += grad[i64(rows[k]) * kFields + q];
+      for (int q = 0; q < kFields; ++q) f[q] += grad.at(rows[k], q);
     splat::store_grad(unpack(f), i, gxy, gc, go, grgb, gd);
   }
 }
@@ -823,7 +909,7 @@ void composite_backward_op(const ir::Node& n, std::span<const Tensor> in, std::s
   rasterize_backward<T, false><<<unsigned(s.tiles), dim3(splat::kTile, splat::kTile), 0, stream()>>>(
       s.splats.template as<splat::Splat2D<T>>(), positions.as<int>(), s.list32.template as<int>(),
       s.ranges32.template as<int2>(), s.tiles_x, s.width, s.height, s.bg(), gi.data<T>(), ga.data<T>(), gd.data<T>(),
-      grad.as<T>(), tile_bg.as<T>());
+      GradRows<T>{nullptr, grad.as<T>(), 0}, tile_bg.as<T>());
   check_launch("splat_composite_backward rasterize");
   sum_background<T><<<1, kBgThreads, 0, stream()>>>(tile_bg.as<T>(), int(s.tiles), out[5].data<T>());
   check_launch("splat_composite_backward background");
@@ -838,8 +924,8 @@ void composite_backward_op(const ir::Node& n, std::span<const Tensor> in, std::s
   gaussian_runs<<<grid_for(s.len, 256), 256, 0, stream()>>>(kb.Current(), s.len, s.count, runs.as<int2>());
   check_launch("splat_composite_backward runs");
   sum_gaussian_rows<T><<<grid_for(s.count, 128), 128, 0, stream()>>>(
-      s.count, runs.as<int2>(), vb.Current(), grad.as<T>(), out[0].data<T>(), out[1].data<T>(), out[2].data<T>(),
-      out[3].data<T>(), out[4].data<T>());
+      s.count, runs.as<int2>(), vb.Current(), GradRows<T>{nullptr, grad.as<T>(), 0}, out[0].data<T>(),
+      out[1].data<T>(), out[2].data<T>(), out[3].data<T>(), out[4].data<T>());
   check_launch("splat_composite_backward sums");
 }
 

@@ -287,29 +287,37 @@ RLX_SPLAT_HD void tile_range_entry(const Key* keys, int64_t total, int64_t k, in
 inline constexpr int kMaxShCoeffs = 16;
 RLX_SPLAT_HD inline int sh_coeffs(int degree) { return (degree + 1) * (degree + 1); }
 
-// The real SH basis of degrees 0..3 at the unit direction (x, y, z), K = (degree+1)^2 values.
-template <class S>
-RLX_SPLAT_HD void sh_basis(int k_count, const S& x, const S& y, const S& z, S out[kMaxShCoeffs]) {
+// The real SH basis of degrees 0..3 at the unit direction (x, y, z): f(k, basis_k) for the
+// K = (degree+1)^2 values in turn, in straight-line code (a caller that folds them as they
+// come keeps no array, which on cuda would live in local memory: the loop bound is K).
+template <class S, class F>
+RLX_SPLAT_HD void sh_basis_each(int k_count, const S& x, const S& y, const S& z, F&& f) {
   using T = decltype(value_of(S()));
-  out[0] = S(T(0.28209479177387814));
+  f(0, S(T(0.28209479177387814)));
   if (k_count <= 1) return;
   const T c1 = T(0.4886025119029199);
-  out[1] = -(c1 * y), out[2] = c1 * z, out[3] = -(c1 * x);
+  f(1, -(c1 * y)), f(2, c1 * z), f(3, -(c1 * x));
   if (k_count <= 4) return;
   const S xx = x * x, yy = y * y, zz = z * z;
-  out[4] = T(1.0925484305920792) * (x * y);
-  out[5] = T(-1.0925484305920792) * (y * z);
-  out[6] = T(0.31539156525252005) * (T(2) * zz - xx - yy);
-  out[7] = T(-1.0925484305920792) * (x * z);
-  out[8] = T(0.5462742152960396) * (xx - yy);
+  f(4, T(1.0925484305920792) * (x * y));
+  f(5, T(-1.0925484305920792) * (y * z));
+  f(6, T(0.31539156525252005) * (T(2) * zz - xx - yy));
+  f(7, T(-1.0925484305920792) * (x * z));
+  f(8, T(0.5462742152960396) * (xx - yy));
   if (k_count <= 9) return;
-  out[9] = T(-0.5900435899266435) * y * (T(3) * xx - yy);
-  out[10] = T(2.890611442640554) * (x * y * z);
-  out[11] = T(-0.4570457994644658) * y * (T(4) * zz - xx - yy);
-  out[12] = T(0.3731763325901154) * z * (T(2) * zz - T(3) * xx - T(3) * yy);
-  out[13] = T(-0.4570457994644658) * x * (T(4) * zz - xx - yy);
-  out[14] = T(1.445305721320277) * z * (xx - yy);
-  out[15] = T(-0.5900435899266435) * x * (xx - T(3) * yy);
+  f(9, T(-0.5900435899266435) * y * (T(3) * xx - yy));
+  f(10, T(2.890611442640554) * (x * y * z));
+  f(11, T(-0.4570457994644658) * y * (T(4) * zz - xx - yy));
+  f(12, T(0.3731763325901154) * z * (T(2) * zz - T(3) * xx - T(3) * yy));
+  f(13, T(-0.4570457994644658) * x * (T(4) * zz - xx - yy));
+  f(14, T(1.445305721320277) * z * (xx - yy));
+  f(15, T(-0.5900435899266435) * x * (xx - T(3) * yy));
+}
+
+// The basis as an array of K values.
+template <class S>
+RLX_SPLAT_HD void sh_basis(int k_count, const S& x, const S& y, const S& z, S out[kMaxShCoeffs]) {
+  sh_basis_each(k_count, x, y, z, [&](int k, const S& b) { out[k] = b; });
 }
 
 // The unit direction from the camera centre to the mean; a mean at the centre looks along +z.
@@ -343,9 +351,11 @@ RLX_SPLAT_HD void sh_colour(int k_count, const S dir[3], Coeff coeff, S rgb[3]) 
 
 // ---------------------------------------------------------------- compositing
 
-// A visible Gaussian as the rasterizer reads it.
+// A visible Gaussian as the rasterizer reads it. 16-byte aligned (48 bytes in f32, 80 in
+// f64) so that cuda reads it from shared memory in 16-byte loads (4 loads per list entry in
+// f32 instead of 10): the compositing loops read one per pixel per entry.
 template <class T>
-struct Splat2D {
+struct alignas(16) Splat2D {
   T u, v, a, b, c, opacity, depth, rgb[3];
 };
 
@@ -441,18 +451,21 @@ struct BackwardWalk {
     const bool clamped = !(raw < T(kMaxAlpha));
     const T alpha = clamped ? T(kMaxAlpha) : raw;
     if (!(alpha >= T(kMinAlpha))) return false;
-    const T one_minus = T(1) - alpha;
-    const T t_i = tr / one_minus;
+    // One division, then products: the seven quotients by (1 - α_i) below cost a correctly
+    // rounded division each on cuda (a Newton sequence, not one instruction), and this loop
+    // runs per pixel per visited splat.
+    const T inv = T(1) / (T(1) - alpha);
+    const T t_i = tr * inv;
     const T w = alpha * t_i;
     T g_a = T(0);  // d L / d α_i
     for (int ch = 0; ch < 3; ++ch) {
       g.rgb[ch] = w * g_rgb[ch];
-      g_a += g_rgb[ch] * (t_i * s.rgb[ch] - after_rgb[ch] / one_minus);
+      g_a += g_rgb[ch] * (t_i * s.rgb[ch] - after_rgb[ch] * inv);
     }
     g.depth = w * g_dn;
-    g_a += g_dn * (t_i * s.depth - after_z / one_minus);
-    g_a += g_w * (t_i - after_w / one_minus);
-    g_a += g_alpha * tf / one_minus;  // alpha = 1 - T_final, T_final carries (1 - α_i)
+    g_a += g_dn * (t_i * s.depth - after_z * inv);
+    g_a += g_w * (t_i - after_w * inv);
+    g_a += g_alpha * tf * inv;  // alpha = 1 - T_final, T_final carries (1 - α_i)
     if (!clamped) {
       using std::exp;
       const T e = exp(-power);
@@ -561,13 +574,17 @@ RLX_SPLAT_HD void colour_backward(int k_count, const T m[3], const T* coeff, con
   D dm[3], dir[3], pre[3];
   for (int k = 0; k < 3; ++k) dm[k] = seed<T, 3>(m[k], k);
   view_direction(dm, cam, dir);
-  sh_colour(k_count, dir, [&](int k, int ch) { return coeff[3 * k + ch]; }, pre);
-  D basis[kMaxShCoeffs];
-  sh_basis(k_count, dir[0], dir[1], dir[2], basis);
+  // sh_colour's sum, folded as the basis comes (no array of dual numbers: gaussian_grads on
+  // cuda kept one in local memory).
+  for (int ch = 0; ch < 3; ++ch) pre[ch] = D(T(0.5));
+  sh_basis_each(k_count, dir[0], dir[1], dir[2], [&](int k, const D& b) {
+    for (int ch = 0; ch < 3; ++ch) pre[ch] = pre[ch] + b * T(coeff[3 * k + ch]);
+  });
   T g_pre[3];
   for (int ch = 0; ch < 3; ++ch) g_pre[ch] = pre[ch].v > T(0) ? g_rgb[ch] : T(0);
-  for (int k = 0; k < k_count; ++k)
-    for (int ch = 0; ch < 3; ++ch) g_sh[3 * k + ch] = basis[k].v * g_pre[ch];
+  sh_basis_each(k_count, dir[0].v, dir[1].v, dir[2].v, [&](int k, T b) {
+    for (int ch = 0; ch < 3; ++ch) g_sh[3 * k + ch] = b * g_pre[ch];
+  });
   for (int k = 0; k < 3; ++k) {
     T dc = 0;
     for (int ch = 0; ch < 3; ++ch) dc += g_pre[ch] * pre[ch].d[k];
