@@ -145,7 +145,7 @@ Tensor parameter_value(const io::SafetensorsFile& f, const std::string& name, co
                      shape_str(p.type.shape));
   if (e.dtype != "F32" && e.dtype != "F16" && e.dtype != "BF16")
     throw InputError(f.path() + ": the tensor '" + name + "' is " + e.dtype + ", the model needs F32, F16 or BF16");
-  return to_f32(f.tensor(name));
+  return to_f32(f.view(name));  // f32: over the mapping, no copy
 }
 }  // namespace
 

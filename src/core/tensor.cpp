@@ -47,7 +47,10 @@ Tensor scalar_tensor(DType t, double re, double im) {
 }
 
 Buffer::Buffer(Allocator* a, size_t n) : alloc(a), data(a->allocate(n)), bytes(n) {}
-Buffer::~Buffer() { alloc->deallocate(data, bytes); }
+Buffer::Buffer(std::shared_ptr<const void> o, void* d, size_t n) : alloc(host_allocator()), data(d), bytes(n), owner(std::move(o)) {}
+Buffer::~Buffer() {
+  if (!owner) alloc->deallocate(data, bytes);
+}
 
 Tensor Tensor::empty(DType t, Shape s, Allocator* a) {
   for (int64_t d : s)
@@ -74,6 +77,23 @@ Tensor Tensor::view_of(void* data, Allocator* a, DType t, Shape s) {
   r.strides_ = contiguous_strides(r.shape_);
   r.alloc_ = a;
   r.raw_ = data;
+  return r;
+}
+
+Tensor Tensor::over(std::shared_ptr<const void> owner, const void* data, DType t, Shape s) {
+  for (int64_t d : s)
+    if (d < 0) throw ShapeError("negative extent in shape " + shape_str(s));
+  if (!owner) throw InternalError("Tensor::over: no owner for the memory");
+  const size_t bytes = dtype_storage_bytes(t, rlx::numel(s));
+  if (bytes && !data) throw InternalError("Tensor::over: no memory for " + std::to_string(bytes) + " bytes");
+  if (reinterpret_cast<uintptr_t>(data) % dtype_size(t) != 0)
+    throw InternalError(std::string("Tensor::over: memory not aligned for ") + dtype_name(t));
+  Tensor r;
+  r.dtype_ = t;
+  r.shape_ = std::move(s);
+  r.strides_ = contiguous_strides(r.shape_);
+  r.alloc_ = host_allocator();
+  r.buf_ = std::make_shared<Buffer>(std::move(owner), const_cast<void*>(data), bytes);
   return r;
 }
 

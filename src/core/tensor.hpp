@@ -33,7 +33,11 @@ struct Buffer {
   Allocator* alloc = nullptr;
   void* data = nullptr;
   size_t bytes = 0;
+  // Set for host memory that another object owns and keeps alive (a file mapping): the
+  // buffer then holds that object and never deallocates `data`.
+  std::shared_ptr<const void> owner;
   Buffer(Allocator* a, size_t n);
+  Buffer(std::shared_ptr<const void> owner, void* data, size_t n);
   ~Buffer();
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
@@ -46,6 +50,10 @@ class Tensor {
   static Tensor zeros(DType t, Shape s);  // host
   // A tensor over memory someone else owns (the executor's arena). Not freed.
   static Tensor view_of(void* data, Allocator* a, DType t, Shape s);
+  // A host tensor over memory that `owner` keeps alive (a file mapping), without a copy: the
+  // tensor and every view of it hold the owner. The memory must be host memory laid out
+  // contiguously for t and s, aligned to t's element size.
+  static Tensor over(std::shared_ptr<const void> owner, const void* data, DType t, Shape s);
 
   bool defined() const { return buf_ != nullptr || raw_ != nullptr; }
   DType dtype() const { return dtype_; }

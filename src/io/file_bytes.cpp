@@ -32,7 +32,10 @@ std::shared_ptr<const FileBytes> FileBytes::map(const std::string& path, std::st
   auto s = std::make_shared<FileBytes>();
   s->size_ = size_t(st.st_size);
   if (s->size_ > 0) {  // an empty file has nothing to map; the readers' checks refuse it
-    void* m = ::mmap(nullptr, s->size_, PROT_READ, MAP_PRIVATE, f.fd, 0);
+    // Private and writable: tensors over the mapping (SafetensorsFile::view) are ordinary host
+    // tensors, and a write to one copies that page in this process instead of faulting; the
+    // file is never written.
+    void* m = ::mmap(nullptr, s->size_, PROT_READ | PROT_WRITE, MAP_PRIVATE, f.fd, 0);
     if (m == MAP_FAILED)
       throw InputError(path + ": cannot map " + std::to_string(s->size_) + " bytes (" + std::strerror(errno) + ")");
     s->map_ = m;

@@ -1,6 +1,6 @@
 // The bytes of an untrusted input file, and the text helpers its readers' messages share
-// (io::SafetensorsFile, io::GgufFile). A file is mapped read-only and private, never read
-// whole; bytes held in memory (a fuzz target's input) are copied into the same holder so
+// (io::SafetensorsFile, io::GgufFile). A file is mapped private (copy-on-write: the file is
+// never written), never read whole; bytes held in memory (a fuzz target's input) are copied into the same holder so
 // both paths run the same checks.
 #pragma once
 #include <cstddef>

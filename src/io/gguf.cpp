@@ -473,8 +473,7 @@ PackedTensor GgufFile::packed(std::string_view name) const {
   if (n * row_bytes != int64_t(src.size()))
     throw InternalError(path_ + ": tensor " + shown(t.name) + ": validated size differs from the rows'");
   PackedTensor r;
-  r.blocks = Tensor::empty(DType::U8, {n, row_bytes});
-  if (!src.empty()) std::memcpy(r.blocks.raw(), src.data(), src.size());
+  r.blocks = src.empty() ? Tensor::empty(DType::U8, {n, row_bytes}) : Tensor::over(bytes_, src.data(), DType::U8, {n, row_bytes});
   r.type = f->name;
   r.k = k;
   return r;

@@ -116,9 +116,9 @@ class GgufFile {
   // tensor and its type for the others.
   Tensor dequantize(std::string_view name) const;
   // The tensor's blocks undecoded, as rows of its fastest-varying dimension (the others
-  // folded into N), for the same types as dequantize(). One copy of the packed bytes (a
-  // Tensor cannot keep the file's mapping alive); never a decoded copy. InputError naming the
-  // tensor for another type or rows that do not hold whole blocks.
+  // folded into N), for the same types as dequantize(): a tensor over the mapping (no copy;
+  // it keeps the mapping alive, and a write to it stays in this process). InputError naming
+  // the tensor for another type or rows that do not hold whole blocks.
   PackedTensor packed(std::string_view name) const;
 
  private:

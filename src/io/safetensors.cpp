@@ -272,24 +272,40 @@ std::span<const std::byte> SafetensorsFile::bytes(std::string_view name) const {
   return {reinterpret_cast<const std::byte*>(storage_->data()) + data_offset_ + e.begin, size_t(e.end - e.begin)};
 }
 
-Tensor SafetensorsFile::tensor(std::string_view name) const {
-  const SafetensorsEntry& e = entry(name);
+namespace {
+// The rlx dtype of entry e, its bytes checked to be a valid tensor of it: InputError for a
+// dtype rlx has no type for and for a BOOL byte that is not 0 or 1.
+DType checked_dtype(const std::string& path, const SafetensorsEntry& e, std::span<const std::byte> src) {
   const std::optional<DType> t = dtype_from_safetensors(e.dtype);
   if (!t)
-    throw InputError(path_ + ": tensor " + shown(e.name) + " has dtype " + e.dtype +
+    throw InputError(path + ": tensor " + shown(e.name) + " has dtype " + e.dtype +
                      ", which rlx has no type for (SafetensorsFile::bytes gives its raw data)");
-  const std::span<const std::byte> src = bytes(name);
-  Tensor r = Tensor::empty(*t, e.shape);
-  if (r.nbytes() != src.size())
-    throw InternalError(path_ + ": tensor " + shown(e.name) + ": validated size differs from the tensor's");
-  if (!src.empty()) std::memcpy(r.raw(), src.data(), src.size());
+  if (dtype_storage_bytes(*t, numel(e.shape)) != src.size())
+    throw InternalError(path + ": tensor " + shown(e.name) + ": validated size differs from the tensor's");
   // A bool is one byte holding 0 or 1; any other byte is not a C++ bool.
   if (*t == DType::Bool)
     for (size_t i = 0; i < src.size(); ++i)
       if (const auto b = static_cast<unsigned>(src[i]); b > 1)
-        throw InputError(path_ + ": tensor " + shown(e.name) + ": BOOL element " + std::to_string(i) + " holds the byte " +
+        throw InputError(path + ": tensor " + shown(e.name) + ": BOOL element " + std::to_string(i) + " holds the byte " +
                          std::to_string(b) + " (a bool is 0 or 1)");
+  return *t;
+}
+}  // namespace
+
+Tensor SafetensorsFile::tensor(std::string_view name) const {
+  const SafetensorsEntry& e = entry(name);
+  const std::span<const std::byte> src = bytes(name);
+  Tensor r = Tensor::empty(checked_dtype(path_, e, src), e.shape);
+  if (!src.empty()) std::memcpy(r.raw(), src.data(), src.size());
   return r;
+}
+
+Tensor SafetensorsFile::view(std::string_view name) const {
+  const SafetensorsEntry& e = entry(name);
+  const std::span<const std::byte> src = bytes(name);
+  const DType t = checked_dtype(path_, e, src);
+  if (src.empty() || reinterpret_cast<uintptr_t>(src.data()) % dtype_size(t) != 0) return tensor(name);
+  return Tensor::over(storage_, src.data(), t, e.shape);
 }
 
 void write_safetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,

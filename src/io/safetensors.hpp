@@ -5,6 +5,7 @@
 //   io::SafetensorsFile f("model.safetensors");     // maps the file, checks the whole header
 //   for (const io::SafetensorsEntry& e : f.tensors()) ...   // header order
 //   Tensor w = f.tensor("encoder.layer.0.weight");  // a host copy, of the matching rlx dtype
+//   Tensor v = f.view("encoder.layer.0.weight");    // the same values over the mapping, no copy
 //
 //   io::write_safetensors("ckpt.safetensors", {{"w", w}, {"b", b}}, {{"step", "100"}});
 //
@@ -64,6 +65,10 @@ class SafetensorsFile {
   // U32, U64, the F8/F6/F4 formats: bytes() still reads them) and for a BOOL element that
   // is not 0 or 1.
   Tensor tensor(std::string_view name) const;
+  // The same tensor over the mapping, without a copy, when its bytes are aligned to its
+  // element size (a copy, as tensor() makes, when they are not): it keeps the mapping alive,
+  // and a write to it stays in this process (the mapping is private). Same errors as tensor().
+  Tensor view(std::string_view name) const;
 
  private:
   SafetensorsFile(std::shared_ptr<const FileBytes> storage, std::string path);  // validates

@@ -232,6 +232,8 @@ BOOST_AUTO_TEST_CASE(dequantize_op_reads_the_packages_files_bit_for_bit) {
   int checked = 0;
   for (const io::GgufTensor& t : f.tensors()) {
     const io::PackedTensor p = f.packed(t.name);
+    // The blocks are the file's bytes in place (no copy), held by the tensor.
+    BOOST_TEST(static_cast<const void*>(p.blocks.raw()) == static_cast<const void*>(f.bytes(t.name).data()), t.name);
     const Tensor want = f.dequantize(t.name);
     ir::Graph g;
     Var w = input(g, "w", DType::U8, p.blocks.shape());
@@ -350,6 +352,13 @@ BOOST_AUTO_TEST_CASE(packed_refuses_what_it_cannot_hand_out) {
   expect_error([&] { f.packed("i32"); }, {"small.gguf: tensor 'i32' has I32 (26), which packed() does not take"});
   expect_error([&] { f.packed("none"); }, {"small.gguf: no tensor 'none'"});
   BOOST_TEST(f.packed("q").blocks.shape() == Shape({2, 34}), boost::test_tools::per_element());
+  // The blocks hold the file's bytes after the file object is gone.
+  io::PackedTensor q;
+  {
+    const io::GgufFile h = io::GgufFile::from_bytes(g.b, "small.gguf");
+    q = h.packed("q");
+  }
+  BOOST_TEST(q.blocks.data<unsigned char>()[67] == 1);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

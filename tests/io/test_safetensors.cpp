@@ -241,6 +241,54 @@ BOOST_AUTO_TEST_CASE(round_trip_every_dtype) {
   BOOST_TEST(read_file(scratch("none.safetensors")) == st_file("{}      "));
 }
 
+// view() reads the mapping in place: the same values as tensor(), no copy when aligned, the
+// mapping alive after the file object is gone, writes private to the process; misaligned
+// data and bad BOOL bytes take tensor()'s path and errors.
+BOOST_AUTO_TEST_CASE(views_read_the_mapping_in_place) {
+  const Tensor w = random_tensor(DType::F32, {64, 33}, 7), h = random_tensor(DType::BF16, {5, 3}, 8);
+  const fs::path p = scratch("view.safetensors");
+  io::write_safetensors(p.string(), {{"w", w}, {"h", h}, {"flag", random_tensor(DType::Bool, {9}, 9)}});
+  const std::string before = read_file(p);
+  Tensor v, vh;
+  {
+    io::SafetensorsFile f(p.string());
+    v = f.view("w");
+    vh = f.view("h");
+    BOOST_TEST(static_cast<const void*>(v.raw()) == static_cast<const void*>(f.bytes("w").data()));  // no copy
+    BOOST_TEST(static_cast<const void*>(vh.raw()) == static_cast<const void*>(f.bytes("h").data()));
+    BOOST_TEST((v.type() == w.type()));
+    BOOST_TEST((f.view("flag").dtype() == DType::Bool));
+  }
+  // The file object is gone; the views keep the mapping.
+  BOOST_TEST(std::memcmp(v.raw(), w.raw(), w.nbytes()) == 0);
+  BOOST_TEST(bits16<bf16>(vh) == bits16<bf16>(h), boost::test_tools::per_element());
+  const Tensor part = v.reshape({33 * 64}).with_strides({10}, {1}, 100);  // a view of the view
+  BOOST_TEST(part.data<float>()[3] == w.data<float>()[103]);
+  v.data<float>()[0] = 12345.0f;  // private: the process sees it, the file does not
+  BOOST_TEST(v.data<float>()[0] == 12345.0f);
+  BOOST_TEST(read_file(p) == before);
+  BOOST_TEST(io::SafetensorsFile(p.string()).tensor("w").data<float>()[0] == w.data<float>()[0]);
+
+  // An f32 tensor at an odd offset cannot be viewed: it is copied, values intact.
+  std::string data(1 + 8, '\0');
+  const float vals[2] = {1.5f, -2.25f};
+  std::memcpy(data.data() + 1, vals, 8);
+  const fs::path odd = scratch("odd.safetensors");
+  std::string header = "{" + entry("pad", "U8", "[1]", 0, 1) + "," + entry("x", "F32", "[2]", 1, 9) + "}";
+  header.resize((header.size() + 7) / 8 * 8, ' ');  // the data section 8-aligned: x at an odd address
+  write_file(odd, st_file(header, data));
+  io::SafetensorsFile f(odd.string());
+  const Tensor x = f.view("x");
+  BOOST_TEST(static_cast<const void*>(x.raw()) != static_cast<const void*>(f.bytes("x").data()));
+  BOOST_TEST(x.data<float>()[0] == 1.5f);
+  BOOST_TEST(x.data<float>()[1] == -2.25f);
+
+  // A BOOL byte that is not 0 or 1 is refused by view() as by tensor().
+  const fs::path bad = scratch("badbool.safetensors");
+  write_file(bad, st_file("{" + entry("b", "BOOL", "[2]", 0, 2) + "}", std::string("\x01\x07", 2)));
+  BOOST_TEST(has(error_of([&] { io::SafetensorsFile(bad.string()).view("b"); }), "BOOL element 1"));
+}
+
 // What the writer refuses, before anything is written.
 BOOST_AUTO_TEST_CASE(writer_refuses_what_the_format_cannot_hold) {
   const Tensor x = Tensor::zeros(DType::F32, {2});
