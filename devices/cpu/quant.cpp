@@ -50,6 +50,7 @@ struct RowsArgs {
   int64_t n;
 };
 using RowsFn = void (*)(const RowsArgs&, int64_t, int64_t);
+using WidenFn = void (*)(const unsigned char*, int64_t, float*);
 
 // quant_rows.inc once per instruction set, each inside a target region so that the
 // intrinsics and the inlined block decoders are compiled for it.
@@ -138,6 +139,16 @@ RowsFn rows_fn(uint32_t type) {
   }
 }
 
+WidenFn widen_fn(uint32_t type) {
+  switch (quant_isa()) {
+#ifdef RLX_QUANT_X86
+    case Isa::V4: return v4::widen_fn(type);
+    case Isa::V3: return v3::widen_fn(type);
+#endif
+    default: return base::widen_fn(type);
+  }
+}
+
 RowsFn f32_rows() {
   switch (quant_isa()) {
 #ifdef RLX_QUANT_X86
@@ -152,17 +163,8 @@ RowsFn f32_rows() {
 void decode_rows(const ggml::BlockFormat& f, const unsigned char* p, int64_t row_bytes, int64_t k, int64_t r0,
                  int64_t r1, float* w) {
   const int64_t blocks = k / f.block;
-  if (f.type == ggml::kBF16) {  // (a loop the compiler vectorises, not a call per element)
-    for (int64_t r = r0; r < r1; ++r) {
-      const unsigned char* q = p + r * row_bytes;
-      float* o = w + r * k;
-      for (int64_t e = 0; e < k; ++e) {
-        uint16_t h;
-        std::memcpy(&h, q + 2 * e, 2);
-        const uint32_t u = uint32_t(h) << 16;
-        std::memcpy(o + e, &u, 4);
-      }
-    }
+  if (WidenFn widen = widen_fn(f.type)) {  // (BF16, F16: vector widening, not a call per element)
+    for (int64_t r = r0; r < r1; ++r) widen(p + r * row_bytes, k, w + r * k);
     return;
   }
   for (int64_t r = r0; r < r1; ++r)
