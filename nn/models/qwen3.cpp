@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <numeric>
@@ -500,10 +501,10 @@ class Checkpoint {
     if (!f) f = std::make_unique<io::SafetensorsFile>((index_.parent_path() / it->second).string());
     return *f;
   }
-  // The tensor's dtype as the file spells it, or "" when the checkpoint lacks it.
+  // The tensor's dtype as the file spells it, or "" when the checkpoint lacks it (the
+  // loaders name the missing tensor).
   std::string dtype_of(const std::string& name) {
-    if (sharded_ && !map_.count(name)) return "";
-    if (!sharded_ && !files_.at("")->contains(name)) return "";
+    if (sharded_ ? !map_.count(name) : !files_.at("")->contains(name)) return "";
     const io::SafetensorsFile& f = file_of(name);
     return f.contains(name) ? f.entry(name).dtype : "";
   }
@@ -522,7 +523,10 @@ std::map<std::string, std::string> safetensors_packed_weights(Checkpoint& ck, co
   if (w == Qwen3Weights::F32) return r;
   for (const std::string& s : packable_scopes(c)) {
     const std::string dtype = ck.dtype_of(checkpoint_name(s + "/weight"));
-    if (w == Qwen3Weights::BF16 ? (dtype == "F32" || is_float16(dtype)) : is_float16(dtype)) r.emplace(s, w == Qwen3Weights::BF16 ? "BF16" : dtype);
+    if (w == Qwen3Weights::BF16 && (dtype == "F32" || is_float16(dtype)))
+      r.emplace(s, "BF16");
+    else if (w == Qwen3Weights::AsStored && is_float16(dtype))
+      r.emplace(s, dtype);
   }
   return r;
 }
@@ -540,7 +544,8 @@ std::vector<Tensor> load_safetensors_weights(Model& m, Checkpoint& ck, const Qwe
       out.push_back(std::move(p->second));
       continue;
     }
-    const auto layer = pname.size() > weight.size() ? c.packed.find(pname.substr(0, pname.size() - weight.size())) : c.packed.end();
+    const auto layer =
+        pname.size() > weight.size() ? c.packed.find(pname.substr(0, pname.size() - weight.size())) : c.packed.end();
     if (layer == c.packed.end()) continue;  // (ids, position, cache)
     const std::string name = checkpoint_name(pname);
     const io::SafetensorsFile& f = ck.file_of(name);
@@ -551,7 +556,14 @@ std::vector<Tensor> load_safetensors_weights(Model& m, Checkpoint& ck, const Qwe
                        std::to_string(want[0]) + ", " + std::to_string(want[1] / 2) + "]");
     if (e.dtype != "F32" && !is_float16(e.dtype))
       throw InputError(f.path() + ": the tensor '" + name + "' is " + e.dtype + ", the model needs F32, F16 or BF16");
-    out.push_back(pack_floats(f.tensor(name), layer->second));
+    if (e.dtype == layer->second) {  // (the stored bytes as they are: one copy out of the mapping)
+      const std::span<const std::byte> b = f.bytes(name);
+      Tensor t = Tensor::empty(DType::U8, want);
+      std::memcpy(t.raw(), b.data(), b.size());
+      out.push_back(std::move(t));
+    } else {
+      out.push_back(pack_floats(f.tensor(name), layer->second));
+    }
   }
   return out;
 }
