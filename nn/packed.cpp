@@ -1,7 +1,10 @@
 #include "nn/packed.hpp"
 
+#include <cstring>
+
 #include "core/error.hpp"
 #include "core/ggml_blocks.hpp"
+#include "core/half.hpp"
 #include "ir/op_registry.hpp"
 
 namespace rlx::nn {
@@ -45,6 +48,30 @@ Tensor load_packed(const io::GgufFile& f, const std::string& tensor, const Var& 
     throw InputError(f.path() + ": tensor '" + tensor + "' packs to " + shape_str(p.blocks.shape()) + " (" + p.type +
                      ", rows of " + std::to_string(p.k) + ") but the layer's input is " + shape_str(input.shape()));
   return std::move(p.blocks);
+}
+
+Tensor pack_floats(const Tensor& values, const std::string& type) {
+  if (type != "BF16" && type != "F16") throw InputError("pack_floats: '" + type + "' is not BF16 or F16");
+  const DType to = type == "BF16" ? DType::BF16 : DType::F16;
+  if (values.rank() != 2) throw InputError("pack_floats: the values are " + shape_str(values.shape()) + ", need [N, K]");
+  const Tensor v = values.contiguous();
+  Tensor r = Tensor::empty(DType::U8, {v.shape()[0], 2 * v.shape()[1]});
+  auto* out = r.data<uint16_t>();
+  const int64_t n = v.numel();
+  if (v.dtype() == to) {
+    std::memcpy(out, v.raw(), size_t(n) * 2);
+    return r;
+  }
+  auto put = [&](int64_t i, float x) { out[i] = to == DType::BF16 ? bf16::from_float(x) : f16::from_float(x); };
+  if (v.dtype() == DType::F32)
+    for (int64_t i = 0; i < n; ++i) put(i, v.data<float>()[i]);
+  else if (v.dtype() == DType::F16)
+    for (int64_t i = 0; i < n; ++i) put(i, float(v.data<f16>()[i]));
+  else if (v.dtype() == DType::BF16)
+    for (int64_t i = 0; i < n; ++i) put(i, float(v.data<bf16>()[i]));
+  else
+    throw InputError(std::string("pack_floats: a ") + dtype_name(v.dtype()) + " tensor is not F32, F16 or BF16");
+  return r;
 }
 
 }  // namespace rlx::nn

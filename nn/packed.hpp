@@ -31,4 +31,9 @@ std::string packed_type(const io::GgufFile& f, const std::string& tensor);
 // file and the tensor when its format differs from the layer's or its shape from the input's.
 Tensor load_packed(const io::GgufFile& f, const std::string& tensor, const Var& input);
 
+// A float tensor [N, K] (F32, F16 or BF16) as the rows of a BF16 or F16 packed weight: u8
+// [N, 2 K], each value rounded to nearest even (a value already of that format is copied as
+// it is). InputError for another dtype, rank or format.
+Tensor pack_floats(const Tensor& values, const std::string& type);
+
 }  // namespace rlx::nn

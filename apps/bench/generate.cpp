@@ -4,7 +4,8 @@
 // over --new tokens (B tokens per step; one replayed step per token where the device records,
 // greedy, the cache on the device). The prompt ids are (i * 37 + 11) mod vocab, as
 // apps/bench/peers_qwen3.py feeds transformers. A .gguf model keeps its quantized weights
-// packed (the weight bytes printed are those the model holds). Medians of --reps runs after one warm-up run
+// packed, a folder its BF16/F16 ones; --weights f32|bf16 holds them decoded or as bf16 (the
+// weight bytes printed are those the model holds). Medians of --reps runs after one warm-up run
 // (which compiles); the model is a folder or .gguf (apps/bench/make_qwen3_random.py makes a
 // random Qwen3-0.6B-shaped folder).
 #include <cstdio>
@@ -18,25 +19,27 @@ using namespace rlx;
 using namespace rlx::bench;
 
 int bench_generate(int argc, char** argv) {
-  std::string model, device = "cpu";
+  std::string model, device = "cpu", weights = "stored";
   int64_t prompt = 512, fresh = 64, batch = 1;
   int reps = 3;
   Args args("rlx-bench generate",
             "Qwen3 prefill and decode tokens/s at batch --batch (greedy): --prompt tokens, then --new tokens.\n"
-            "--model: a Qwen3 folder (config.json + model.safetensors) or .gguf file.\n");
+            "--model: a Qwen3 folder (config.json + model.safetensors) or .gguf file; --weights stored|f32|bf16: the\n"
+            "projections and embedding as stored, decoded to f32, or held as bf16 (nn::Qwen3Weights).\n");
   args.option("--model", "PATH", model)
       .option("--prompt", "512", prompt, 1)
       .option("--new", "64", fresh, 2)
       .option("--batch", "1", batch, 1)
       .option("--reps", "N", reps, 1)
-      .option("--device", "cpu", device);
+      .option("--device", "cpu", device)
+      .option("--weights", "stored", weights, {"stored", "f32", "bf16"});
   args.parse(argc, argv);
   return run_bench("rlx-bench generate", [&] {
     if (model.empty()) throw InputError("no model: pass --model PATH (apps/bench/make_qwen3_random.py makes one)");
     Device& dev = DeviceRegistry::get().at(device);
     print_device(dev);
     Stopwatch sw;
-    nn::Qwen3Generator gen(model);
+    nn::Qwen3Generator gen(model, nn::qwen3_weights_named(weights));
     const double load = sw.lap();
     const nn::Qwen3Config& c = gen.config();
     std::vector<int64_t> ids;
@@ -59,6 +62,7 @@ int bench_generate(int argc, char** argv) {
     Result("generate")
         .add("model", std::string("qwen3"))
         .add("peer", std::string("rlx"))
+        .add("weights", weights)
         .add("device", dev.name())
         .add("prompt", prompt)
         .add("new", fresh)

@@ -5,9 +5,11 @@ Qwen3-0.6B's shape by default (hidden 1024, 28 layers, 16 heads, 8 key/value hea
 N(0, 0.02) with norms at one, saved as config.json + model.safetensors (2.4 GB) for
 `rlx-bench generate --model DIR` and apps/bench/peers_qwen3.py. --gguf Q8_0,Q4_0 also writes
 the same weights as DIR/qwen3-q8_0.gguf, DIR/qwen3-q4_0.gguf (llama.cpp's qwen3 layout, norms in
-F32: data/qwen3/make_qwen3_tiny.py's writer).
+F32: data/qwen3/make_qwen3_tiny.py's writer). --dtype bf16 saves the safetensors weights in bf16
+(1.2 GB; the same draws rounded to nearest even), as Qwen3-0.6B is published.
 
     python3 apps/bench/make_qwen3_random.py --out build/qwen3-0.6b-random [--layers 28] [--seed 0] [--gguf Q8_0,Q4_0]
+        [--dtype f32|bf16]
 """
 import argparse
 import importlib.util
@@ -22,6 +24,7 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--layers", type=int, default=28)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--dtype", default="f32", choices=["f32", "bf16"], help="the safetensors weights' dtype")
     ap.add_argument("--gguf", default="", help="comma-separated GGUF types to write beside the folder (Q8_0, Q4_0, F16, ...)")
     a = ap.parse_args()
     torch.manual_seed(a.seed)
@@ -30,7 +33,9 @@ def main():
                       rms_norm_eps=1e-6, rope_theta=1000000.0, tie_word_embeddings=True, hidden_act="silu")
     model = Qwen3ForCausalLM(cfg).to(torch.float32)  # (transformers' init: N(0, 0.02), norms at one)
     os.makedirs(a.out, exist_ok=True)
-    model.save_pretrained(a.out, safe_serialization=True, max_shard_size="100GB")
+    saved = model.to(torch.bfloat16) if a.dtype == "bf16" else model
+    saved.save_pretrained(a.out, safe_serialization=True, max_shard_size="100GB")
+    model = model.to(torch.float32)  # (the GGUF copies below: from the saved values)
     print(f"{a.out}: {sum(p.numel() for p in model.parameters())} parameters")
     if a.gguf:
         import gguf

@@ -9,7 +9,8 @@
                   per call, so every call has the shapes the first compiled) and the forward
                   under torch.compile (mode "reduce-overhead" on cuda: CUDA graphs).
 
-f32 for transformers, --batch B copies of a --prompt of P tokens ((i * 37 + 11) mod vocab, the
+--dtype f32 (default) or bf16 for transformers' weights and activations; with bf16, rlx runs
+with --weights bf16 (bf16 weights, f32 activations and cache: the op's f32 contract). --batch B copies of a --prompt of P tokens ((i * 37 + 11) mod vocab, the
 formula of apps/bench/generate.cpp) and --new tokens. Prefill tokens/s = B P / (time of
 generate with one new token); decode tokens/s = B (new - 1) / (time of generate with --new
 tokens - that time). Medians of --reps runs after a warm-up run; RESULT lines as rlx-bench
@@ -61,20 +62,24 @@ def main():
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     ap.add_argument("--threads", type=int, default=2, help="torch intra-op threads and RLX_NUM_THREADS (cpu)")
     ap.add_argument("--peers", default="torch-eager,torch-compiled")
+    ap.add_argument("--dtype", default="f32", choices=["f32", "bf16"], help="transformers' dtype; bf16: rlx --weights bf16")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     for path in ([a.model] + [g for g in a.gguf.split(",") if g]) if a.rlx else []:
         out = subprocess.run([a.rlx, "generate", "--model", path, "--prompt", str(a.prompt), "--new", str(a.new),
-                              "--batch", str(a.batch), "--reps", str(a.reps), "--device", a.device], capture_output=True,
+                              "--batch", str(a.batch), "--reps", str(a.reps), "--device", a.device]
+                             + (["--weights", "bf16"] if a.dtype == "bf16" and not path.endswith(".gguf") else []),
+                             capture_output=True,
                              text=True, env=dict(os.environ, RLX_NUM_THREADS=str(a.threads)))
         if out.returncode != 0:
             sys.exit(f"rlx-bench generate failed:\n{out.stdout}{out.stderr}")
         for line in out.stdout.splitlines():
             print(line if line.startswith("RESULT") else f"rlx ({os.path.basename(path)}): " + line, flush=True)
-    model = AutoModelForCausalLM.from_pretrained(a.model, dtype=torch.float32, attn_implementation="eager").to(a.device).eval()
+    dtype = torch.bfloat16 if a.dtype == "bf16" else torch.float32
+    model = AutoModelForCausalLM.from_pretrained(a.model, dtype=dtype, attn_implementation="eager").to(a.device).eval()
     vocab = model.config.vocab_size
     ids = torch.tensor([[(i * 37 + 11) % vocab for i in range(a.prompt)]] * a.batch, device=a.device)
-    print(f"torch {torch.__version__} ({torch.get_num_threads()} threads), model {a.model}", flush=True)
+    print(f"torch {torch.__version__} ({torch.get_num_threads()} threads), model {a.model}, {a.dtype}", flush=True)
     for peer in a.peers.split(","):
         kw = dict(do_sample=False, pad_token_id=0, eos_token_id=None)
         static = peer == "torch-compiled"
@@ -99,7 +104,7 @@ def main():
         pre, dec = a.batch * a.prompt / t1, (a.batch * (a.new - 1) / (tn - t1) if tn > t1 else float("nan"))
         print(f"{peer:15s} batch {a.batch}: prefill {a.prompt} tokens {pre:.1f} tokens/s, decode {a.new} tokens "
               f"{dec:.2f} tokens/s ({1e3 * a.batch / dec:.1f} ms/step); {total:.0f} s in all (compiles included)", flush=True)
-        result(peer, a.device, a.prompt, a.new, a.batch, pre, dec, a.reps)
+        result(peer + ("-bf16" if a.dtype == "bf16" else ""), a.device, a.prompt, a.new, a.batch, pre, dec, a.reps)
 
 
 if __name__ == "__main__":

@@ -39,7 +39,8 @@ struct Options {
   std::string device = "cpu";
 };
 
-// Random quants under scales of a realistic size: the kernels do not branch on values.
+// Random quants under scales of a realistic size: the kernels do not branch on values (BF16
+// and F16, blocks of one element: every weight the 16-bit pattern of f16 0.01).
 Tensor random_packed(const ggml::BlockFormat& f, int64_t n, int64_t k, uint64_t seed) {
   std::mt19937_64 rng(seed);
   Tensor t = Tensor::empty(DType::U8, {n, k / f.block * f.bytes});
@@ -162,7 +163,7 @@ int bench_qmatmul(int argc, char** argv) {
             "Shapes are NxK (weight rows x row length). Threads: RLX_NUM_THREADS.\n");
   args.option("--shapes", "4096x4096,1024x4096", o.shapes)
       .option("--m", "1,512", o.ms)
-      .option("--types", "Q8_0,Q4_0,Q4_K", o.types, {"Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K"})
+      .option("--types", "Q8_0,Q4_0,Q4_K", o.types, {"Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K", "BF16", "F16"})
       .option("--reps", "N", o.reps)
       .option("--device", "cpu", o.device);
   args.parse(argc, argv);

@@ -3,6 +3,8 @@
 // ids on stdout (a line per sequence), prefill and decode throughput on stderr. --batch B decodes
 // B copies of the prompt together (one cache [B, ...]): the batched path at the cost of B
 // sequences, for measuring it; the API (Qwen3Generator::generate_batch) takes distinct prompts.
+// --weights stored|f32|bf16 holds the projections and embedding as the file stores them (the
+// default), decoded to f32, or as bf16 (nn::Qwen3Weights).
 #include <cstdio>
 #include <iostream>
 
@@ -29,9 +31,12 @@ int cmd_generate(const Args& a) {
   s.seed = uint64_t(a.integer("seed", 0, 0, INT64_MAX));
   if (s.temperature == 0 && (a.has("top-k") || a.has("top-p") || a.has("seed")))
     std::cerr << "rlx generate: --temperature 0 (the default) is greedy; --top-k, --top-p and --seed have no effect\n";
+  const std::string weights = a.get("weights", "stored");
+  if (weights != "stored" && weights != "f32" && weights != "bf16")
+    throw UsageError("--weights must be stored, f32 or bf16, got '" + weights + "'");
   Device& dev = DeviceRegistry::get().at(a.get("device", "cpu"));
   if (!dev.unavailable().empty()) throw UsageError("device " + dev.name() + " is not available here: " + dev.unavailable());
-  nn::Qwen3Generator gen(model);
+  nn::Qwen3Generator gen(model, nn::qwen3_weights_named(weights));
   const nn::Qwen3Config& c = gen.config();
   if (a.flag("explain"))
     std::cout << gen.explain_decode(std::min<int64_t>(c.max_positions, (int64_t(prompt.size()) + max_new + 63) / 64 * 64), dev, batch);

@@ -61,8 +61,9 @@ const char* kUsage =
     "        sentence embeddings of a sentence-transformers BERT folder (all-MiniLM-L6-v2), or of\n"
     "        its ONNX export (the tokenizer and config from the folder)\n"
     "  generate --model DIR|FILE.gguf --prompt-ids 1,2,3 [--max-new N] [--batch B] [--device D] [--temperature T]\n"
-    "        [--top-k K] [--top-p P] [--seed S] [--explain]   Qwen3 token generation: new ids on stdout (a line per\n"
-    "        sequence; --batch B decodes B copies of the prompt together), tokens/s on stderr\n"
+    "        [--top-k K] [--top-p P] [--seed S] [--weights stored|f32|bf16] [--explain]   Qwen3 token generation: new\n"
+    "        ids on stdout (a line per sequence; --batch B decodes B copies of the prompt together), tokens/s on\n"
+    "        stderr; --weights: projections as stored (default), decoded to f32, or held as bf16\n"
     "policies: prefer-native (default), force-common-ir, strict, allow-host\n"
     "--deny OP,...: treat these ops as having no native kernel (exercises lowerings, rewrites, staging)\n";
 
@@ -356,7 +357,7 @@ int main(int argc, char** argv) {
     if (cmd == "splat") return cmd_splat(argc, argv);
     if (cmd == "embed") return cmd_embed(Args(argc, argv, 2, {"model", "device", "out"}, {"explain"}));
     if (cmd == "generate")
-      return cmd_generate(Args(argc, argv, 2, {"model", "prompt-ids", "max-new", "batch", "device", "temperature", "top-k", "top-p", "seed"},
+      return cmd_generate(Args(argc, argv, 2, {"model", "prompt-ids", "max-new", "batch", "device", "weights", "temperature", "top-k", "top-p", "seed"},
                                {"explain"}));
     std::cerr << "rlx: unknown command '" << cmd << "'\n" << kUsage;
     return kBadInput;

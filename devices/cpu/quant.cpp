@@ -1,12 +1,15 @@
 // Packed weights on the cpu device (src/ir/ops/quant.cpp):
 //   dequantize     every format of core/ggml_blocks.hpp, threaded over rows;
-//   matmul_packed  Q8_0, Q4_0 and Q4_K natively (the other formats take the rewrite
-//                  dequant-then-matmul). Few rows of x (decode, M <= kSmallM): each weight
-//                  block is decoded straight into vector registers once per group of up to 4
-//                  rows of x and consumed at once by FMAs — the weight bytes are read once,
-//                  which is what bounds a batch-1 decode step; threaded over weight rows. More
-//                  rows: a panel of weight rows is decoded into f32 scratch and multiplied by
-//                  the device's sgemm (gemm.hpp).
+//   matmul_packed  Q8_0, Q4_0, Q4_K, BF16 and F16 natively (the other formats take the
+//                  rewrite dequant-then-matmul). Few rows of x (decode, M <= kSmallM): each
+//                  weight block (for BF16 and F16: kF32Block elements) is decoded straight into
+//                  vector registers once per group of up to 4 rows of x and consumed at once
+//                  by FMAs in f32 — the weight bytes are read once, which is what bounds a
+//                  batch-1 decode step; threaded over weight rows. BF16 widens by a 16-bit
+//                  shift, F16 by the F16C conversion, both exact; the AVX-512 BF16 dot
+//                  instructions are not used: they round x to bf16, and the op multiplies the
+//                  f32 x. More rows: a panel of weight rows is decoded into f32 scratch and
+//                  multiplied by the device's sgemm (gemm.hpp).
 //   matmul_small_m_f32  the decode kernel over f32 weight rows, for the cpu matmul's products
 //                  with few rows (a decode step's x · W^T): OpenBLAS's sgemm packs all of W
 //                  for M = 1, which reads and writes the weights where one read is the bound.
@@ -36,7 +39,7 @@ namespace rlx::cpu {
 namespace {
 
 constexpr int64_t kSmallM = 16;  // up to this many rows of x: the decode-and-FMA kernel
-constexpr int kF32Block = 64;    // f32 rows through the same kernel: elements per step
+constexpr int kF32Block = 64;    // f32, bf16 and f16 rows through the same kernel: elements per step
 
 struct RowsArgs {
   const unsigned char* w;  // packed rows
@@ -47,6 +50,7 @@ struct RowsArgs {
   int64_t n;
 };
 using RowsFn = void (*)(const RowsArgs&, int64_t, int64_t);
+using WidenFn = void (*)(const unsigned char*, int64_t, float*);
 
 // quant_rows.inc once per instruction set, each inside a target region so that the
 // intrinsics and the inlined block decoders are compiled for it.
@@ -66,6 +70,11 @@ inline VF load_nibbles(const unsigned char* p, int shift) {
   const __m128i n = _mm_and_si128(shift ? _mm_srli_epi16(q, 4) : q, _mm_set1_epi8(0xf));
   return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(n));
 }
+inline VF load_bf16(const unsigned char* p) {
+  const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+inline VF load_f16(const unsigned char* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
 #include "devices/cpu/quant_rows.inc"
 }  // namespace v4
 #pragma GCC pop_options
@@ -84,6 +93,11 @@ inline VF load_nibbles(const unsigned char* p, int shift) {
   const __m128i n = _mm_and_si128(shift ? _mm_srli_epi16(q, 4) : q, _mm_set1_epi8(0xf));
   return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(n));
 }
+inline VF load_bf16(const unsigned char* p) {
+  const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+inline VF load_f16(const unsigned char* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
 #include "devices/cpu/quant_rows.inc"
 }  // namespace v3
 #pragma GCC pop_options
@@ -97,6 +111,11 @@ inline VF load_i8(const unsigned char* p) { return VF{float(int8_t(p[0])), float
 inline VF load_nibbles(const unsigned char* p, int shift) {
   return VF{float((p[0] >> shift) & 0xf), float((p[1] >> shift) & 0xf), float((p[2] >> shift) & 0xf), float((p[3] >> shift) & 0xf)};
 }
+inline VF load_bf16(const unsigned char* p) {
+  auto e = [p](int j) { return ggml::decode_element(ggml::kBF16, p + 2 * j, 0); };
+  return VF{e(0), e(1), e(2), e(3)};
+}
+inline VF load_f16(const unsigned char* p) { return VF{ggml::half(p), ggml::half(p + 2), ggml::half(p + 4), ggml::half(p + 6)}; }
 #include "devices/cpu/quant_rows.inc"
 }  // namespace base
 
@@ -120,6 +139,16 @@ RowsFn rows_fn(uint32_t type) {
   }
 }
 
+WidenFn widen_fn(uint32_t type) {
+  switch (quant_isa()) {
+#ifdef RLX_QUANT_X86
+    case Isa::V4: return v4::widen_fn(type);
+    case Isa::V3: return v3::widen_fn(type);
+#endif
+    default: return base::widen_fn(type);
+  }
+}
+
 RowsFn f32_rows() {
   switch (quant_isa()) {
 #ifdef RLX_QUANT_X86
@@ -134,6 +163,10 @@ RowsFn f32_rows() {
 void decode_rows(const ggml::BlockFormat& f, const unsigned char* p, int64_t row_bytes, int64_t k, int64_t r0,
                  int64_t r1, float* w) {
   const int64_t blocks = k / f.block;
+  if (WidenFn widen = widen_fn(f.type)) {  // (BF16, F16: vector widening, not a call per element)
+    for (int64_t r = r0; r < r1; ++r) widen(p + r * row_bytes, k, w + r * k);
+    return;
+  }
   for (int64_t r = r0; r < r1; ++r)
     for (int64_t b = 0; b < blocks; ++b) ggml::decode_block(f.type, p + r * row_bytes + b * f.bytes, w + r * k + b * f.block);
 }
@@ -206,7 +239,7 @@ void add_quant_kernels(KernelTable& t) {
            const std::string& type = n.attrs.get_string("type");
            const ggml::BlockFormat* f = ggml::block_format(type);
            if (f && matmul_packed_native(f->type)) return std::string();
-           return "no " + type + " matmul_packed kernel on cpu (it has Q8_0 Q4_0 Q4_K)";
+           return "no " + type + " matmul_packed kernel on cpu (it has Q8_0 Q4_0 Q4_K BF16 F16)";
          }});
 }
 

@@ -7,7 +7,7 @@
 
 namespace rlx::cpu {
 
-// Whether ggml type `type` has a native kernel here (Q8_0, Q4_0, Q4_K).
+// Whether ggml type `type` has a native kernel here (Q8_0, Q4_0, Q4_K, BF16, F16).
 bool matmul_packed_native(uint32_t type);
 // y[m, n] = x[m, k] · dequant(w)[n, k]^T, w's rows `row_bytes` apart; threaded over the
 // device's pool. InternalError for a type without a native kernel.

@@ -1,9 +1,12 @@
-// layer_norm, softmax (last axis) and attention as native kernels. Their lowerings
-// (src/ir/ops/nn.cpp) run as 5 to 8 kernels that each read and write the whole tensor — for
+// layer_norm, rms_norm, softmax (last axis) and attention as native kernels. Their lowerings
+// (src/ir/ops/nn.cpp) run as 3 to 8 kernels that each read and write the whole tensor — for
 // attention the [.., Lq, Lk] scores five times over; these read their inputs once and write
-// their result once. Each keeps the lowering's arithmetic (layer_norm: mean, then the mean of
-// the squared deviations, then c * rsqrt(var + eps) * gamma + beta; softmax: exp(x - max) /
-// sum), so they differ from it by the order of f32 sums only. Their VJPs stay the ops' IR
+// their result once (for rms_norm, a decoder's four norms per layer, the kernels saved are
+// what counts: a batch-1 decode step's norms are a few KB each, and each kernel costs its
+// launch). Each keeps the lowering's arithmetic (layer_norm: mean, then the mean of the
+// squared deviations, then c * rsqrt(var + eps) * gamma + beta; rms_norm: x * rsqrt(mean(x^2)
+// + eps) * gamma; softmax: exp(x - max) / sum), so they differ from it by the order of f32
+// sums only. Their VJPs stay the ops' IR
 // expressions.
 #include <cfloat>
 #include <cmath>
@@ -59,6 +62,20 @@ __global__ void __launch_bounds__(32 * kRowsPerBlock) layer_norm_kernel(const T*
 }
 
 template <class T>
+__global__ void __launch_bounds__(32 * kRowsPerBlock) rms_norm_kernel(const T* __restrict__ x, const T* __restrict__ gamma,
+                                                                      T* __restrict__ y, i64 rows, int d, T eps) {
+  const i64 row = i64(blockIdx.x) * kRowsPerBlock + threadIdx.y;
+  if (row >= rows) return;
+  const T* xr = x + row * d;
+  T* yr = y + row * d;
+  const int lane = int(threadIdx.x);
+  T q = T(0);
+  for (int i = lane; i < d; i += 32) q += xr[i] * xr[i];
+  const T r = T(1) / sqrt(warp_sum(q) / T(d) + eps);
+  for (int i = lane; i < d; i += 32) yr[i] = xr[i] * r * gamma[i];
+}
+
+template <class T>
 __global__ void __launch_bounds__(32 * kRowsPerBlock) softmax_kernel(const T* __restrict__ x, T* __restrict__ y, i64 rows,
                                                                      int d) {
   const i64 row = i64(blockIdx.x) * kRowsPerBlock + threadIdx.y;
@@ -86,6 +103,16 @@ void layer_norm(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor>
   layer_norm_kernel<T><<<grid_for(rows, kRowsPerBlock), dim3(32, kRowsPerBlock), 0, stream()>>>(
       x.data<T>(), g.data<T>(), b.data<T>(), out[0].data<T>(), rows, last_of(x), T(n.attrs.get_float("eps")));
   check_launch("layer_norm");
+}
+
+template <class T>
+void rms_norm(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
+  const Tensor x = contiguous(in[0]), g = contiguous(in[1]);
+  const i64 rows = rows_of(x);
+  if (x.numel() == 0) return;
+  rms_norm_kernel<T><<<grid_for(rows, kRowsPerBlock), dim3(32, kRowsPerBlock), 0, stream()>>>(
+      x.data<T>(), g.data<T>(), out[0].data<T>(), rows, last_of(x), T(n.attrs.get_float("eps")));
+  check_launch("rms_norm");
 }
 
 template <class T>
@@ -272,10 +299,11 @@ std::string softmax_check(const ir::Node& n, const ir::Graph& g) {
   if (g.type(n.inputs[0]).shape.back() > (int64_t(1) << 31) - 1) return "softmax on cuda: rows of at most 2^31 - 1";
   return "";
 }
-std::string layer_norm_check(const ir::Node& n, const ir::Graph& g) {
+// layer_norm and rms_norm: a warp per row of the last axis.
+std::string norm_check(const ir::Node& n, const ir::Graph& g) {
   const Shape& x = g.type(n.inputs[0]).shape;
-  if (x.empty()) return "layer_norm on cuda: rank at least 1";
-  if (x.back() > (int64_t(1) << 31) - 1) return "layer_norm on cuda: rows of at most 2^31 - 1";
+  if (x.empty()) return n.op->name + " on cuda: rank at least 1";
+  if (x.back() > (int64_t(1) << 31) - 1) return n.op->name + " on cuda: rows of at most 2^31 - 1";
   return "";
 }
 
@@ -287,7 +315,12 @@ void add_nn_kernels(KernelTable& t) {
          [](const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
            in[0].dtype() == DType::F64 ? layer_norm<double>(n, in, out) : layer_norm<float>(n, in, out);
          },
-         layer_norm_check});
+         norm_check});
+  t.add({"rms_norm", f32_f64, 0,
+         [](const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
+           in[0].dtype() == DType::F64 ? rms_norm<double>(n, in, out) : rms_norm<float>(n, in, out);
+         },
+         norm_check});
   t.add({"softmax", f32_f64, 0,
          [](const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
            in[0].dtype() == DType::F64 ? softmax<double>(n, in, out) : softmax<float>(n, in, out);

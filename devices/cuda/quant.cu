@@ -2,12 +2,18 @@
 // (the same element decoders as every other device; explicitly rounded products, so the
 // values are ggml's bit for bit):
 //   dequantize     every format: one thread per element.
-//   matmul_packed  Q8_0, Q4_0, Q4_K natively (the other formats take dequant-then-matmul).
-//                  Up to kWarpM rows of x: a warp per weight row, each lane decoding every
-//                  32nd group of 32 weights (a block, or a Q4_K sub-block) once and
-//                  multiplying it into every row of x, then a warp reduction (the GEMV of a
-//                  decode step). More rows: the weight decoded
-//                  into scratch, then cuBLAS sgemm in full f32 (no TF32).
+//   matmul_packed  Q8_0, Q4_0, Q4_K, BF16 and F16 natively (the other formats take
+//                  dequant-then-matmul). Up to kWarpM rows of x: a warp per weight row, each
+//                  lane decoding every 32nd group of 32 weights (a block, or a Q4_K
+//                  sub-block) once and multiplying it into every row of x, then a warp
+//                  reduction (the GEMV of a decode step). BF16 and F16 rows are read 16 bytes
+//                  (8 weights) per lane per load when rows and base are 16-byte aligned (k a
+//                  multiple of 8), else a weight per lane; widened exactly to f32 and
+//                  multiplied into the f32 x in f32 (no bf16 or f16 arithmetic: the op's
+//                  contract is the f32 product). More rows: the weight decoded into scratch,
+//                  then cuBLAS sgemm in full f32 (no TF32).
+#include <cuda_fp16.h>
+
 #include <cstdint>
 
 #include "core/ggml_blocks.hpp"
@@ -99,6 +105,73 @@ __global__ void __launch_bounds__(256) gemv_kernel(const unsigned char* __restri
   }
 }
 
+// A 16-bit float (BF16 or F16) widened to f32, exactly.
+template <uint32_t Type>
+__device__ inline float widen16(uint32_t h) {
+  if constexpr (Type == ggml::kBF16) return __uint_as_float(h << 16);
+  else return __half2float(__ushort_as_half(static_cast<unsigned short>(h)));
+}
+
+// y[:, row] for the m <= kWarpM rows of x over a BF16 or F16 weight row, a warp per row.
+// Wide: lane l reads the row's 16-byte chunks l, l + 32, ... (8 weights each; rows 16-byte
+// aligned), and the matching 8 floats of each row of x as two float4. Otherwise a weight per
+// lane per step.
+template <uint32_t Type, bool Wide>
+__global__ void __launch_bounds__(256) gemv16_kernel(const unsigned char* __restrict__ w, int64_t n, int64_t row_bytes,
+                                                     int64_t k, const float* __restrict__ x, int m, float* __restrict__ y) {
+  const int64_t row = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  const int lane = threadIdx.x % 32;
+  if (row >= n) return;  // whole warps leave together
+  float acc[kWarpM] = {};
+  if constexpr (Wide) {
+    const uint4* p = reinterpret_cast<const uint4*>(w + row * row_bytes);
+    const int64_t chunks = k / 8;
+#pragma unroll 4
+    for (int64_t c = lane; c < chunks; c += 32) {
+      const uint4 q = __ldg(p + c);
+      const uint32_t words[4] = {q.x, q.y, q.z, q.w};
+      float v[8];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {  // (little-endian: the low half is the earlier weight)
+        v[2 * j] = widen16<Type>(words[j] & 0xffffu);
+        v[2 * j + 1] = widen16<Type>(words[j] >> 16);
+      }
+#pragma unroll
+      for (int i = 0; i < kWarpM; ++i) {
+        if (i >= m) break;
+        const float4* xr = reinterpret_cast<const float4*>(x + int64_t(i) * k + c * 8);
+        const float4 a = xr[0], b = xr[1];
+        float s = acc[i];
+        s = fmaf(a.x, v[0], s);
+        s = fmaf(a.y, v[1], s);
+        s = fmaf(a.z, v[2], s);
+        s = fmaf(a.w, v[3], s);
+        s = fmaf(b.x, v[4], s);
+        s = fmaf(b.y, v[5], s);
+        s = fmaf(b.z, v[6], s);
+        s = fmaf(b.w, v[7], s);
+        acc[i] = s;
+      }
+    }
+  } else {
+    const unsigned short* p = reinterpret_cast<const unsigned short*>(w + row * row_bytes);
+    for (int64_t e = lane; e < k; e += 32) {
+      const float v = widen16<Type>(p[e]);
+#pragma unroll
+      for (int i = 0; i < kWarpM; ++i) {
+        if (i >= m) break;
+        acc[i] = fmaf(x[int64_t(i) * k + e], v, acc[i]);
+      }
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < kWarpM; ++i) {
+    float s = acc[i];
+    for (int off = 16; off > 0; off /= 2) s += __shfl_xor_sync(0xffffffffu, s, off);
+    if (lane == 0 && i < m) y[int64_t(i) * n + row] = s;
+  }
+}
+
 void dequantize_into(const ggml::BlockFormat& f, const Tensor& w, int64_t k, float* y) {
   const int64_t total = w.shape()[0] * k;
   if (total == 0) return;
@@ -112,7 +185,7 @@ void run_dequantize(const ir::Node& n, std::span<const Tensor> in, std::span<Ten
   dequantize_into(ggml::format_named(n.attrs.get_string("type")), w, n.attrs.get_int("k"), out[0].data<float>());
 }
 
-bool native_type(const std::string& t) { return t == "Q8_0" || t == "Q4_0" || t == "Q4_K"; }
+bool native_type(const std::string& t) { return t == "Q8_0" || t == "Q4_0" || t == "Q4_K" || t == "BF16" || t == "F16"; }
 
 void run_matmul_packed(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
   const ggml::BlockFormat& f = ggml::format_named(n.attrs.get_string("type"));
@@ -128,9 +201,12 @@ void run_matmul_packed(const ir::Node& n, std::span<const Tensor> in, std::span<
       kernel<<<grid_for(rows * 32, 256), 256, 0, stream()>>>(w.data<unsigned char>(), rows, w.shape()[1], k,
                                                              x.data<float>(), int(m), y);
     };
+    const bool wide = k % 8 == 0 && reinterpret_cast<uintptr_t>(w.raw()) % 16 == 0;
     if (f.type == ggml::kQ8_0) go(gemv_kernel<ggml::kQ8_0>);
     else if (f.type == ggml::kQ4_0) go(gemv_kernel<ggml::kQ4_0>);
-    else go(gemv_kernel<ggml::kQ4_K>);
+    else if (f.type == ggml::kQ4_K) go(gemv_kernel<ggml::kQ4_K>);
+    else if (f.type == ggml::kBF16) wide ? go(gemv16_kernel<ggml::kBF16, true>) : go(gemv16_kernel<ggml::kBF16, false>);
+    else wide ? go(gemv16_kernel<ggml::kF16, true>) : go(gemv16_kernel<ggml::kF16, false>);
     check_launch("matmul_packed (gemv)");
     return;
   }
@@ -149,7 +225,7 @@ void add_quant_kernels(KernelTable& t) {
   t.add({"dequantize", bit(DType::U8), 0, run_dequantize, {}});
   t.add({"matmul_packed", bit(DType::F32), 0, run_matmul_packed, [](const ir::Node& n, const ir::Graph& g) {
            const std::string& type = n.attrs.get_string("type");
-           if (!native_type(type)) return "no " + type + " matmul_packed kernel on cuda (it has Q8_0 Q4_0 Q4_K)";
+           if (!native_type(type)) return "no " + type + " matmul_packed kernel on cuda (it has Q8_0 Q4_0 Q4_K BF16 F16)";
            const int64_t k = n.attrs.get_int("k"), rows = g.type(n.inputs[1]).shape[0];
            const int64_t m = k == 0 ? 0 : numel(g.type(n.inputs[0]).shape) / k;
            if (m > kWarpM && (rows > INT32_MAX || m > INT32_MAX || k > INT32_MAX))

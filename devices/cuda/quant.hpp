@@ -4,6 +4,6 @@
 
 namespace rlx::cuda {
 
-void add_quant_kernels(KernelTable& t);  // quant.cu: dequantize (every format), matmul_packed (Q8_0 Q4_0 Q4_K)
+void add_quant_kernels(KernelTable& t);  // quant.cu: dequantize (every format), matmul_packed (Q8_0 Q4_0 Q4_K BF16 F16)
 
 }  // namespace rlx::cuda

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <numeric>
@@ -13,6 +14,7 @@
 #include "io/file_bytes.hpp"
 #include "io/gguf.hpp"
 #include "io/json_text.hpp"
+#include "io/safetensors.hpp"
 #include "nn/layers.hpp"
 #include "nn/models/bert.hpp"
 #include "nn/models/model_files.hpp"
@@ -311,28 +313,54 @@ std::string gguf_tensor_name(const std::string& p) {
   throw InputError("gguf_tensor_name: '" + p + "' is not a Qwen3 parameter");
 }
 
-std::map<std::string, std::string> gguf_packed_weights(const io::GgufFile& f, const Qwen3Config& c) {
+namespace {
+// The scopes of the weights a model may keep packed: the embedding, the lm_head when untied,
+// every projection.
+std::vector<std::string> packable_scopes(const Qwen3Config& c) {
   std::vector<std::string> scopes{"model/embed_tokens"};
   if (!c.tie_word_embeddings) scopes.push_back("lm_head");
   for (int64_t i = 0; i < c.num_layers; ++i)
     for (const char* p : {"self_attn/q_proj", "self_attn/k_proj", "self_attn/v_proj", "self_attn/o_proj", "mlp/gate_proj",
                           "mlp/up_proj", "mlp/down_proj"})
       scopes.push_back("model/layers/" + std::to_string(i) + "/" + p);
+  return scopes;
+}
+
+bool is_float16(const std::string& type) { return type == "BF16" || type == "F16"; }
+}  // namespace
+
+Qwen3Weights qwen3_weights_named(const std::string& name) {
+  if (name == "stored") return Qwen3Weights::AsStored;
+  if (name == "f32") return Qwen3Weights::F32;
+  if (name == "bf16") return Qwen3Weights::BF16;
+  throw InputError("weights '" + name + "': expected stored, f32 or bf16");
+}
+
+std::map<std::string, std::string> gguf_packed_weights(const io::GgufFile& f, const Qwen3Config& c, Qwen3Weights w) {
   std::map<std::string, std::string> r;
-  for (const std::string& s : scopes) {
+  if (w == Qwen3Weights::F32) return r;
+  for (const std::string& s : packable_scopes(c)) {
     const std::string name = gguf_tensor_name(s + "/weight");
     if (!f.contains(name)) continue;  // (load_gguf_weights names the missing tensor)
     const io::GgufTensor& info = f.tensor_info(name);
     const char* type = io::ggml_type_name(info.type);
     const ggml::BlockFormat* b = type ? ggml::block_format(std::string_view(type)) : nullptr;
-    if (!b || b->type == ggml::kF32 || b->type == ggml::kF16 || b->type == ggml::kBF16) continue;
+    if (w == Qwen3Weights::BF16) {
+      if (!b || b->block != 1)
+        throw InputError(f.path() + ": bf16 weights requested, but the tensor '" + name + "' is " +
+                         (type ? std::string(type) : "ggml type " + std::to_string(info.type)) +
+                         " (quantized weights are held as they are stored)");
+      if (info.shape.size() == 2) r.emplace(s, "BF16");
+      continue;
+    }
+    if (!b || b->type == ggml::kF32) continue;
     if (info.shape.size() != 2 || info.shape[1] % b->block) continue;  // (refused by shape when loaded)
     r.emplace(s, type);
   }
   return r;
 }
 
-std::vector<Tensor> load_gguf_weights(Model& m, const io::GgufFile& f) {
+std::vector<Tensor> load_gguf_weights(Model& m, const io::GgufFile& f, const Qwen3Config& c) {
   std::map<std::string, const Parameter*> params;
   for (const Parameter& p : m.parameters()) params.emplace(p.name, &p);
   const ir::Graph& g = m.graph();
@@ -347,7 +375,19 @@ std::vector<Tensor> load_gguf_weights(Model& m, const io::GgufFile& f) {
     const std::string name = gguf_tensor_name(pname);
     if (!f.contains(name)) throw InputError(f.path() + ": the tensor '" + name + "' (" + checkpoint_name(pname) + ") is missing");
     if (packed) {
-      out.push_back(load_packed(f, name, Var(&m.graph(), g.params[i])));
+      const Var input(&m.graph(), g.params[i]);
+      const auto layer = c.packed.find(pname.substr(0, pname.size() - weight.size()));
+      const std::string stored = packed_type(f, name);
+      if (layer != c.packed.end() && layer->second != stored && is_float16(layer->second) &&
+          (stored == "F32" || is_float16(stored))) {
+        Tensor t = pack_floats(f.dequantize(name), layer->second);  // (16-bit values are exact in f32)
+        if (t.shape() != input.shape())
+          throw InputError(f.path() + ": the tensor '" + name + "' is " + shape_str(f.tensor_info(name).shape) +
+                           ", the layer's input is " + shape_str(input.shape()));
+        out.push_back(std::move(t));
+      } else {
+        out.push_back(load_packed(f, name, input));
+      }
       continue;
     }
     const io::GgufTensor& info = f.tensor_info(name);
@@ -424,7 +464,112 @@ int64_t config_parameter_count(const Qwen3Config& c) {
 }
 }  // namespace
 
-Qwen3Generator::Qwen3Generator(const std::string& path, GgufWeights gguf) {
+namespace {
+// A model folder's tensors: model.safetensors, or the shards model.safetensors.index.json
+// lists (each opened on first use).
+class Checkpoint {
+ public:
+  explicit Checkpoint(const fs::path& dir) : single_(dir / "model.safetensors"), index_(dir / "model.safetensors.index.json") {
+    std::error_code ec;
+    if (fs::exists(single_, ec)) {
+      files_.emplace("", std::make_unique<io::SafetensorsFile>(single_.string()));
+    } else if (fs::exists(index_, ec)) {
+      map_ = model_files::shard_index(model_files::read_config(index_.string()), index_.string());
+      sharded_ = true;
+    } else {
+      throw InputError(single_.string() +
+                       ": missing, and no model.safetensors.index.json (only safetensors weights are read from a folder)");
+    }
+  }
+  // The f32 parameters of m (load_parameters or load_sharded_parameters), by name.
+  std::map<std::string, Tensor> parameters(const Model& m) const {
+    std::vector<Tensor> v = sharded_ ? load_sharded_parameters(m, index_.string()) : load_parameters(m, single_.string());
+    std::map<std::string, Tensor> r;
+    for (size_t i = 0; i < v.size(); ++i) r.emplace(m.parameters()[i].name, std::move(v[i]));
+    return r;
+  }
+  // The file holding the tensor `name`; InputError naming the file (or index) when it is missing.
+  const io::SafetensorsFile& file_of(const std::string& name) {
+    if (!sharded_) {
+      const io::SafetensorsFile& f = *files_.at("");
+      if (!f.contains(name)) throw InputError(f.path() + ": the tensor '" + name + "' is missing");
+      return f;
+    }
+    const auto it = map_.find(name);
+    if (it == map_.end()) throw InputError(index_.string() + ": the tensor '" + name + "' is missing from weight_map");
+    std::unique_ptr<io::SafetensorsFile>& f = files_[it->second];
+    if (!f) f = std::make_unique<io::SafetensorsFile>((index_.parent_path() / it->second).string());
+    return *f;
+  }
+  // The tensor's dtype as the file spells it, or "" when the checkpoint lacks it (the
+  // loaders name the missing tensor).
+  std::string dtype_of(const std::string& name) {
+    if (sharded_ ? !map_.count(name) : !files_.at("")->contains(name)) return "";
+    const io::SafetensorsFile& f = file_of(name);
+    return f.contains(name) ? f.entry(name).dtype : "";
+  }
+
+ private:
+  fs::path single_, index_;
+  bool sharded_ = false;
+  std::map<std::string, std::string> map_;
+  std::map<std::string, std::unique_ptr<io::SafetensorsFile>> files_;
+};
+
+// The layers of a checkpoint that a model keeps packed when held as `w`: AsStored, the BF16
+// and F16 projections and embedding; BF16, every one of them (F32 and F16 rounded on load).
+std::map<std::string, std::string> safetensors_packed_weights(Checkpoint& ck, const Qwen3Config& c, Qwen3Weights w) {
+  std::map<std::string, std::string> r;
+  if (w == Qwen3Weights::F32) return r;
+  for (const std::string& s : packable_scopes(c)) {
+    const std::string dtype = ck.dtype_of(checkpoint_name(s + "/weight"));
+    if (w == Qwen3Weights::BF16 && (dtype == "F32" || is_float16(dtype)))
+      r.emplace(s, "BF16");
+    else if (w == Qwen3Weights::AsStored && is_float16(dtype))
+      r.emplace(s, dtype);
+  }
+  return r;
+}
+
+// m's inputs that are weights, in the graph's order: the f32 parameters, and the packed layers'
+// rows (a checkpoint tensor of the layer's format as its bytes, another float one rounded).
+std::vector<Tensor> load_safetensors_weights(Model& m, Checkpoint& ck, const Qwen3Config& c) {
+  std::map<std::string, Tensor> params = ck.parameters(m);
+  const ir::Graph& g = m.graph();
+  const std::string weight = "/weight";
+  std::vector<Tensor> out;
+  for (size_t i = 0; i < g.params.size(); ++i) {
+    const std::string pname = g.param_name(i);
+    if (auto p = params.find(pname); p != params.end()) {
+      out.push_back(std::move(p->second));
+      continue;
+    }
+    const auto layer =
+        pname.size() > weight.size() ? c.packed.find(pname.substr(0, pname.size() - weight.size())) : c.packed.end();
+    if (layer == c.packed.end()) continue;  // (ids, position, cache)
+    const std::string name = checkpoint_name(pname);
+    const io::SafetensorsFile& f = ck.file_of(name);
+    const io::SafetensorsEntry& e = f.entry(name);
+    const Shape want = g.type(g.params[i]).shape;
+    if (e.shape.size() != 2 || e.shape[0] != want[0] || 2 * e.shape[1] != want[1])
+      throw InputError(f.path() + ": the tensor '" + name + "' is " + shape_str(e.shape) + ", the model needs [" +
+                       std::to_string(want[0]) + ", " + std::to_string(want[1] / 2) + "]");
+    if (e.dtype != "F32" && !is_float16(e.dtype))
+      throw InputError(f.path() + ": the tensor '" + name + "' is " + e.dtype + ", the model needs F32, F16 or BF16");
+    if (e.dtype == layer->second) {  // (the stored bytes as they are: one copy out of the mapping)
+      const std::span<const std::byte> b = f.bytes(name);
+      Tensor t = Tensor::empty(DType::U8, want);
+      std::memcpy(t.raw(), b.data(), b.size());
+      out.push_back(std::move(t));
+    } else {
+      out.push_back(pack_floats(f.tensor(name), layer->second));
+    }
+  }
+  return out;
+}
+}  // namespace
+
+Qwen3Generator::Qwen3Generator(const std::string& path, Qwen3Weights weights) {
   std::error_code ec;
   ir::Graph g;
   Model m(g);
@@ -432,23 +577,19 @@ Qwen3Generator::Qwen3Generator(const std::string& path, GgufWeights gguf) {
     if (!fs::is_regular_file(path, ec)) throw InputError(path + ": no such GGUF file");
     const io::GgufFile f(path);
     config_ = Qwen3Config::from_gguf(f);
-    if (gguf == GgufWeights::Packed) config_.packed = gguf_packed_weights(f, config_);
+    config_.packed = gguf_packed_weights(f, config_, weights);
     build_prefill(m, config_, 1, 1, 1, false);
-    weights_ = load_gguf_weights(m, f);
+    weights_ = load_gguf_weights(m, f, config_);
   } else {
     if (!fs::is_directory(path, ec))
       throw InputError(path + ": not a model folder (config.json + model.safetensors) nor a .gguf file");
-    const fs::path config = fs::path(path) / "config.json", weights = fs::path(path) / "model.safetensors";
+    const fs::path config = fs::path(path) / "config.json";
     if (!fs::exists(config, ec)) throw InputError(config.string() + ": missing (a Qwen3 model folder has config.json)");
     config_ = Qwen3Config::from_file(config.string());
-    const fs::path index = fs::path(path) / "model.safetensors.index.json";
+    Checkpoint ck(path);
+    config_.packed = safetensors_packed_weights(ck, config_, weights);
     build_prefill(m, config_, 1, 1, 1, false);
-    if (fs::exists(weights, ec))
-      weights_ = load_parameters(m, weights.string());
-    else if (fs::exists(index, ec))
-      weights_ = load_sharded_parameters(m, index.string());
-    else
-      throw InputError(weights.string() + ": missing, and no model.safetensors.index.json (only safetensors weights are read from a folder)");
+    weights_ = load_safetensors_weights(m, ck, config_);
   }
   parameter_count_ = config_parameter_count(config_);
 }

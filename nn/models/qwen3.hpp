@@ -8,7 +8,8 @@
 // Parameters are declared under transformers' names with '/' for '.'
 // (`model/layers/0/self_attn/q_proj/weight`), so a safetensors file loads by name; a GGUF file
 // loads through the llama.cpp names (`blk.0.attn_q.weight`, gguf_tensor_name), its quantized
-// weights kept as their blocks (Qwen3Config::packed: matmul_packed over them).
+// weights kept as their blocks (Qwen3Config::packed: matmul_packed over them); BF16 and F16
+// weights of either file stay 16-bit the same way (Qwen3Weights).
 //
 //   nn::Qwen3Generator gen("path/to/Qwen3-0.6B");            // config.json + model.safetensors, or a .gguf
 //   auto r = gen.generate({9707, 11, 1879}, 32, {}, DeviceRegistry::get().at("cuda"));  // greedy
@@ -46,8 +47,9 @@ struct Qwen3Config {
   int64_t num_heads = 16, num_kv_heads = 8, head_dim = 128, max_positions = 40960;
   double rms_norm_eps = 1e-6, rope_theta = 1e6;
   bool tie_word_embeddings = true;
-  // Weights kept as their ggml blocks (a GGUF file's quantized tensors): the layer's scope
-  // ("model/layers/0/mlp/up_proj", "model/embed_tokens", "lm_head") -> the format ("Q4_0").
+  // Weights kept as their ggml blocks (a GGUF file's quantized tensors; BF16 and F16 weights
+  // as 2-byte "blocks" of one element): the layer's scope ("model/layers/0/mlp/up_proj",
+  // "model/embed_tokens", "lm_head") -> the format ("Q4_0", "BF16").
   // Such a projection is matmul_packed over a u8 [out, row_bytes] input named scope +
   // "/weight" (nn::linear_packed); a packed embedding table is gathered by row and decoded
   // (dequantize) for the tokens at hand, and when tied the lm_head is matmul_packed over the
@@ -80,18 +82,34 @@ Qwen3Outputs qwen3_prefill(Model& m, const Qwen3Config& c, const Var& ids, int64
 // Attention reads positions <= pos only.
 Qwen3Outputs qwen3_decode(Model& m, const Qwen3Config& c, const Var& ids, const Var& pos, const std::vector<Var>& cache);
 
+// How a model holds its projection and embedding weights (norm weights are f32 in every case):
+//   AsStored  as the file stores them: a GGUF file's quantized, F16 and BF16 tensors and a
+//             safetensors checkpoint's BF16 and F16 tensors stay packed (Qwen3Config::packed:
+//             matmul_packed over their bytes, native on cpu and cuda), F32 ones are f32
+//             parameters;
+//   F32       every weight decoded to an f32 parameter when the file is read;
+//   BF16      every projection and the embedding held as BF16, F32 and F16 values rounded
+//             to nearest even; a quantized GGUF tensor is refused (InputError naming it: its
+//             decoded values are not bf16 values, and bf16 would take more bytes).
+enum class Qwen3Weights { AsStored, F32, BF16 };
+// "stored", "f32" or "bf16" (the CLI's --weights); InputError for another name.
+Qwen3Weights qwen3_weights_named(const std::string& name);
+
 // llama.cpp's GGUF name of a parameter ("model/layers/3/mlp/up_proj/weight" ->
 // "blk.3.ffn_up.weight"); InputError for a name a Qwen3 model does not have.
 std::string gguf_tensor_name(const std::string& parameter);
-// The weights of a GGUF file that a model keeps packed (Qwen3Config::packed): every 2-D
-// tensor of a projection or the embedding in a quantized format (Q8_0, Q4_0, Q4_K, ... every
-// ggml format but F32, F16 and BF16, which decode to f32 as they are read: a float weight
-// through dequant-then-matmul would decode the whole matrix on every step).
-std::map<std::string, std::string> gguf_packed_weights(const io::GgufFile& f, const Qwen3Config& c);
+// The weights of a GGUF file that a model keeps packed (Qwen3Config::packed) when held as `w`:
+// AsStored, every 2-D tensor of a projection or the embedding in a format other than F32
+// (quantized, F16, BF16: cpu and cuda multiply them natively, so they are never decoded to a
+// whole f32 matrix); BF16, every such tensor as BF16 (InputError for a quantized one); F32, none.
+std::map<std::string, std::string> gguf_packed_weights(const io::GgufFile& f, const Qwen3Config& c,
+                                                       Qwen3Weights w = Qwen3Weights::AsStored);
 // m's weights from a GGUF file in the order of the graph's inputs (the inputs that are not
 // weights, ids and cache, skipped): a parameter as an f32 host tensor (every type
-// GgufFile::dequantize decodes), a packed weight input (Qwen3Config::packed) as its blocks.
-std::vector<Tensor> load_gguf_weights(Model& m, const io::GgufFile& f);
+// GgufFile::dequantize decodes), a packed weight input (c.packed) as its blocks, or for a
+// BF16 or F16 layer over an F32, F16 or BF16 tensor of another of these, its values rounded
+// to the layer's format.
+std::vector<Tensor> load_gguf_weights(Model& m, const io::GgufFile& f, const Qwen3Config& c);
 
 // How the next token is chosen from a step's logits. temperature 0: greedy (the first
 // maximum). Otherwise transformers' order: logits / temperature, keep the top_k largest
@@ -122,16 +140,13 @@ struct BatchGenerationResult {
   int64_t prefill_tokens = 0, decode_steps = 0;
 };
 
-// How a GGUF file's quantized weights are held: packed (their blocks, matmul_packed) or
-// decoded to f32 parameters when the file is read.
-enum class GgufWeights { Packed, Dequantized };
-
 class Qwen3Generator {
  public:
   // A model folder (config.json + model.safetensors, or the shards model.safetensors.index.json
-  // lists) or a .gguf file. InputError naming the missing or bad file, field or tensor.
-  // A .gguf file's quantized weights stay packed unless `gguf` says Dequantized.
-  explicit Qwen3Generator(const std::string& path, GgufWeights gguf = GgufWeights::Packed);
+  // lists) or a .gguf file, its weights held as `weights` says (AsStored: a GGUF file's
+  // quantized, F16 and BF16 weights and a checkpoint's BF16 and F16 ones stay packed; BF16: an
+  // f32 checkpoint held as bf16). InputError naming the missing or bad file, field or tensor.
+  explicit Qwen3Generator(const std::string& path, Qwen3Weights weights = Qwen3Weights::AsStored);
   ~Qwen3Generator();
   Qwen3Generator(const Qwen3Generator&) = delete;
   Qwen3Generator& operator=(const Qwen3Generator&) = delete;

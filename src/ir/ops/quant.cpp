@@ -138,7 +138,7 @@ void register_quant_ops(OpRegistry& r) {
            std::vector<Var> r;
            Var a = x.in(t, {3, 256});
            uint64_t seed = 100;
-           for (const char* name : {"Q8_0", "Q4_0", "Q4_K"}) {
+           for (const char* name : {"Q8_0", "Q4_0", "Q4_K", "BF16", "F16"}) {
              const ggml::BlockFormat& f = *ggml::block_format(std::string_view(name));
              r.push_back(op("matmul_packed", {a, x.fixed(example_blocks(f, 5, 256, seed++))}, packed_attrs_of(f, 256)));
            }
