@@ -556,11 +556,11 @@ std::vector<Tensor> load_safetensors_weights(Model& m, Checkpoint& ck, const Qwe
                        std::to_string(want[0]) + ", " + std::to_string(want[1] / 2) + "]");
     if (e.dtype != "F32" && !is_float16(e.dtype))
       throw InputError(f.path() + ": the tensor '" + name + "' is " + e.dtype + ", the model needs F32, F16 or BF16");
-    if (e.dtype == layer->second) {  // (the stored bytes as they are: one copy out of the mapping)
+    if (e.dtype == layer->second) {  // (the stored bytes as they are, over the mapping: no copy)
       const std::span<const std::byte> b = f.bytes(name);
-      Tensor t = Tensor::empty(DType::U8, want);
-      std::memcpy(t.raw(), b.data(), b.size());
-      out.push_back(std::move(t));
+      if (int64_t(b.size()) != numel(want))
+        throw InternalError(f.path() + ": the tensor '" + name + "': validated size differs from the layer's");
+      out.push_back(Tensor::over(f.mapping(), b.data(), DType::U8, want));
     } else {
       out.push_back(pack_floats(f.tensor(name), layer->second));
     }

@@ -69,6 +69,8 @@ class SafetensorsFile {
   // element size (a copy, as tensor() makes, when they are not): it keeps the mapping alive,
   // and a write to it stays in this process (the mapping is private). Same errors as tensor().
   Tensor view(std::string_view name) const;
+  // What keeps the mapping alive, for tensors made over bytes() spans (Tensor::over).
+  std::shared_ptr<const void> mapping() const { return storage_; }
 
  private:
   SafetensorsFile(std::shared_ptr<const FileBytes> storage, std::string path);  // validates
