@@ -42,9 +42,11 @@ bool is_qwen3(const std::string& path) {
 
 int bench_load(int argc, char** argv) {
   std::string model;
+  std::string read = "no";
   Args args("rlx-bench load",
             "Load --model once (a .gguf or Qwen3 folder, a sentence-transformers folder or .onnx): seconds and peak memory.\n");
   args.option("--model", "PATH", model);
+  args.option("--read", "no|yes", read, {"no", "yes"});  // yes: then touch every page of a Qwen3 model's weights
   args.parse(argc, argv);
   return run_bench("rlx-bench load", [&] {
     if (model.empty()) throw InputError("no model: pass --model PATH");
@@ -52,11 +54,21 @@ int bench_load(int argc, char** argv) {
     Stopwatch sw;
     std::string kind;
     int64_t params = 0, bytes = -1;
+    uint64_t checksum = 0;
     if (is_qwen3(model)) {
       nn::Qwen3Generator gen(model);
       kind = "qwen3";
       params = gen.parameter_count();
       bytes = gen.weight_bytes();
+      if (read == "yes") {
+        // Weights over the file's mapping are read lazily, as a mapped peer's are: a page comes
+        // in on its first read, so one byte of every 4 KiB is read (and summed, so the reads stay).
+        for (const Tensor& w : gen.host_weights()) {
+          const auto* p = static_cast<const unsigned char*>(w.raw());
+          for (size_t i = 0; i < w.nbytes(); i += 4096) checksum += p[i];
+        }
+        kind += "+read";
+      }
     } else {
       nn::SentenceEmbedder emb(model);
       kind = "sentence-embedder";
@@ -73,6 +85,7 @@ int bench_load(int argc, char** argv) {
         .add("seconds", s, "%.4f")
         .add("peak_mb", (hwm - rss0) / 1024.0, "%.1f")
         .add("weight_bytes", bytes)
+        .add("read_checksum", int64_t(checksum))
         .print();
     return 0;
   });

@@ -2,7 +2,7 @@
 """Load time and peak memory of each model format, rlx beside the loader a Python user would reach for,
 each load in a fresh process (peak memory = the process's VmHWM above its VmRSS before the load):
 
-  safetensors  rlx-bench load --model DIR   |  safetensors.torch.load_file (tensors over a mapping of the file,
+  safetensors  rlx-bench load --model DIR [--read yes]  |  safetensors.torch.load_file (tensors over a mapping of the file,
                read lazily), and the same with every tensor then read once (sum) so its bytes are in memory
   GGUF         rlx-bench load --model F.gguf (quantized tensors stay packed)
                |  gguf.GGUFReader + a copy of every tensor's bytes (its tensors are views of a mapping)
@@ -79,6 +79,17 @@ def warm(path):
                 pass
 
 
+def is_qwen3(path):
+    if path.endswith(".gguf"):
+        return True
+    config = os.path.join(path, "config.json")
+    if not os.path.isfile(config):
+        return False
+    import json
+    with open(config) as f:
+        return json.load(f).get("model_type") == "qwen3"
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rlx", required=True, help="rlx-bench")
@@ -96,6 +107,8 @@ def main():
         else:
             peers = ["safetensors", "safetensors-read"]
         rows = {"rlx": [run([a.rlx, "load", "--model", path], env) for _ in range(a.reps)]}
+        if is_qwen3(path):  # rlx's weights over the mapping read lazily too: also with every page read once
+            rows["rlx-read"] = [run([a.rlx, "load", "--model", path, "--read", "yes"], env) for _ in range(a.reps)]
         for p in peers:
             rows[p] = [run([sys.executable, "-c", CHILD, p, path]) for _ in range(a.reps)]
         for name, rs in rows.items():

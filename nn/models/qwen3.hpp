@@ -155,6 +155,9 @@ class Qwen3Generator {
   int64_t parameter_count() const { return parameter_count_; }
   // The bytes the loaded weights take on the host (packed weights count their blocks).
   int64_t weight_bytes() const;
+  // The weights as held on the host, in the graph's input order (f32 parameters and packed
+  // blocks; tensors over the checkpoint's mapping where the file's bytes serve as they are).
+  const std::vector<Tensor>& host_weights() const { return weights_; }
 
   // The logits of every position of ids (one prefill program), f32 [P, vocab] on the host.
   Tensor prefill_logits(const std::vector<int64_t>& ids, Device& d);
