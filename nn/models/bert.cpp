@@ -133,9 +133,7 @@ std::string checkpoint_name(const std::string& parameter) {
   return s;
 }
 
-namespace {
-// Parameter p's value from f, where the checkpoint calls it `name`.
-Tensor parameter_value(const io::SafetensorsFile& f, const std::string& name, const Parameter& p) {
+Tensor load_parameter(const io::SafetensorsFile& f, const std::string& name, const Parameter& p) {
   if (p.type.dtype != DType::F32)
     throw InputError("load_parameters: the model's parameters must be f32, '" + p.name + "' is " + dtype_name(p.type.dtype));
   if (!f.contains(name)) throw InputError(f.path() + ": the tensor '" + name + "' is missing");
@@ -147,12 +145,11 @@ Tensor parameter_value(const io::SafetensorsFile& f, const std::string& name, co
     throw InputError(f.path() + ": the tensor '" + name + "' is " + e.dtype + ", the model needs F32, F16 or BF16");
   return to_f32(f.view(name));  // f32: over the mapping, no copy
 }
-}  // namespace
 
 std::vector<Tensor> load_parameters(const Model& m, const std::string& safetensors_path, const std::string& prefix) {
   const io::SafetensorsFile f(safetensors_path);
   std::vector<Tensor> out;
-  for (const Parameter& p : m.parameters()) out.push_back(parameter_value(f, prefix + checkpoint_name(p.name), p));
+  for (const Parameter& p : m.parameters()) out.push_back(load_parameter(f, prefix + checkpoint_name(p.name), p));
   return out;
 }
 
@@ -168,7 +165,7 @@ std::vector<Tensor> load_sharded_parameters(const Model& m, const std::string& i
     const std::string& file = it->second;
     std::unique_ptr<io::SafetensorsFile>& f = shards[file];
     if (!f) f = std::make_unique<io::SafetensorsFile>((dir / file).string());
-    out.push_back(parameter_value(*f, name, p));
+    out.push_back(load_parameter(*f, name, p));
   }
   return out;
 }

@@ -23,6 +23,7 @@
 namespace rlx {
 namespace io {
 class OnnxModelFile;
+class SafetensorsFile;
 }
 class Device;
 struct Program;
@@ -53,6 +54,10 @@ Var l2_normalize(const Var& x, SrcLoc loc = SrcLoc::current());
 
 // The checkpoint name of a parameter ('/' -> '.').
 std::string checkpoint_name(const std::string& parameter);
+// Parameter p's value from f, where the checkpoint calls it `name`: the tensor with p's shape,
+// f32 over the file's mapping (no copy) or f16/bf16 widened exactly. InputError naming the
+// file and the tensor when it is missing, of another shape or of another dtype.
+Tensor load_parameter(const io::SafetensorsFile& f, const std::string& name, const Parameter& p);
 // The values of m's parameters, in m.parameters() order, from a safetensors file: each tensor
 // must be there with the parameter's shape (f32, or f16/bf16 widened exactly); `prefix` is put
 // before every name ("bert." for checkpoints of BertFor* heads). InputError naming the file and

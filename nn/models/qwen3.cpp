@@ -481,11 +481,13 @@ class Checkpoint {
                        ": missing, and no model.safetensors.index.json (only safetensors weights are read from a folder)");
     }
   }
-  // The f32 parameters of m (load_parameters or load_sharded_parameters), by name.
-  std::map<std::string, Tensor> parameters(const Model& m) const {
-    std::vector<Tensor> v = sharded_ ? load_sharded_parameters(m, index_.string()) : load_parameters(m, single_.string());
+  // The f32 parameters of m, by name, from the files this checkpoint has open.
+  std::map<std::string, Tensor> parameters(const Model& m) {
     std::map<std::string, Tensor> r;
-    for (size_t i = 0; i < v.size(); ++i) r.emplace(m.parameters()[i].name, std::move(v[i]));
+    for (const Parameter& p : m.parameters()) {
+      const std::string name = checkpoint_name(p.name);
+      r.emplace(p.name, load_parameter(file_of(name), name, p));
+    }
     return r;
   }
   // The file holding the tensor `name`; InputError naming the file (or index) when it is missing.
