@@ -1,9 +1,9 @@
 // safetensors reader (src/io/safetensors.hpp), on the bytes in memory
 // (SafetensorsFile::from_bytes: the same checks as a mapped file). A file that reads must
-// hold its tensors inside its data section, give every tensor of an rlx dtype, and write and
-// read back (through a mapped temporary file of this process, in /dev/shm when it is
-// writable, else $TMPDIR or /tmp) to the same names in the same order, dtypes, shapes, bytes
-// and metadata. A file that reads but does not write is a finding.
+// hold its tensors inside its data section, give every tensor of an rlx dtype (by tensor() and,
+// with the same values, by view()), and write and read back (through a mapped temporary file
+// of this process, in /dev/shm when it is writable, else $TMPDIR or /tmp) to the same names in
+// the same order, dtypes, shapes, bytes and metadata. A file that reads but does not write is a finding.
 #include <unistd.h>
 
 #include <cstdint>
@@ -44,7 +44,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         fuzz::finding("tensor '" + e.name + "' lies outside the data section");
       const auto raw = f.bytes(e.name);
       if (raw.size() != size_t(e.end - e.begin)) fuzz::finding("bytes() of '" + e.name + "' has the wrong length");
-      if (io::dtype_from_safetensors(e.dtype)) tensors.emplace_back(e.name, f.tensor(e.name));  // a bad bool is an InputError
+      if (io::dtype_from_safetensors(e.dtype)) {
+        tensors.emplace_back(e.name, f.tensor(e.name));  // a bad bool is an InputError
+        // view() holds the same values as tensor(), over the bytes or copied.
+        const Tensor v = f.view(e.name);
+        const Tensor& t = tensors.back().second;
+        if (!(v.type() == t.type()) || (t.nbytes() > 0 && std::memcmp(v.raw(), t.raw(), t.nbytes()) != 0))
+          fuzz::finding("view() of '" + e.name + "' differs from tensor()");
+      }
     }
     if (tensors.size() == f.tensors().size()) {
       try {
