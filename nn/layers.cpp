@@ -107,9 +107,12 @@ Var multi_head_attention(Model& m, const std::string& name, const Var& x, const 
   Model::Scope scope(m, name);
   // [N, L, E] -> [N, heads, L, d]
   auto split = [&](const Var& t, int64_t len) { return permute(reshape(t, {n, len, heads, d}, loc), {0, 2, 1, 3}, loc); };
-  Var q = split(linear(m, names.q, x, e, true, loc), lq);
-  Var k = split(linear(m, names.k, kv, e, true, loc), lk);
-  Var v = split(linear(m, names.v, kv, e, true, loc), lk);
+  auto project = [&](const std::string& p, const Var& in) {
+    return names.project ? names.project(m, p, in, e, loc) : linear(m, p, in, e, true, loc);
+  };
+  Var q = split(project(names.q, x), lq);
+  Var k = split(project(names.k, kv), lk);
+  Var v = split(project(names.v, kv), lk);
   std::optional<Var> bias;
   if (key_padding_mask) {
     const Var& pad = *key_padding_mask;
@@ -121,7 +124,7 @@ Var multi_head_attention(Model& m, const std::string& name, const Var& x, const 
                  broadcast_to(scalar(g, 0.0, x.dtype(), loc), s, loc), loc);
   }
   Var o = attention(q, k, v, causal ? "causal" : "none", bias, loc);
-  return linear(m, names.out, reshape(permute(o, {0, 2, 1, 3}, loc), {n, lq, e}, loc), e, true, loc);
+  return project(names.out, reshape(permute(o, {0, 2, 1, 3}, loc), {n, lq, e}, loc));
 }
 
 Var rotary_embedding(const Var& x, const Var& positions, double theta, SrcLoc loc) {

@@ -3,6 +3,7 @@
 // is ordinary code and its parameters a flat, named list.
 #pragma once
 #include <array>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -49,8 +50,12 @@ Var batch_norm(Model& m, const std::string& name, const Var& x, bool training, d
 // row whose keys are all masked has no weights to normalise and gives NaN, as in PyTorch.
 // `names` renames the projections where a checkpoint names them otherwise (BERT:
 // self/query, self/key, self/value, output/dense).
+// `project`, when set, makes each of the four projections in place of nn::linear with a bias
+// (a model holding its weights packed, as a GGUF file stores them, passes its own).
+using Projection = std::function<Var(Model& m, const std::string& name, const Var& x, int64_t out, SrcLoc loc)>;
 struct AttentionNames {
   std::string q = "q", k = "k", v = "v", out = "out";
+  Projection project;
 };
 Var multi_head_attention(Model& m, const std::string& name, const Var& x, const Var& kv, int64_t heads,
                          bool causal = false, std::optional<Var> key_padding_mask = std::nullopt,

@@ -1,6 +1,7 @@
 // rlx embed: sentence embeddings of a BERT sentence-transformers model folder
-// (all-MiniLM-L6-v2 and its kin, nn/models/bert.hpp), or of its ONNX export inside such a
-// folder (onnx/model.onnx), printed and optionally written as .npy.
+// (all-MiniLM-L6-v2 and its kin, nn/models/bert.hpp), of its ONNX export inside such a
+// folder (onnx/model.onnx), or of a GGUF file of a BERT model, printed and optionally
+// written as .npy.
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -15,13 +16,9 @@ namespace rlx::cli {
 int cmd_embed(const Args& a) {
   namespace fs = std::filesystem;
   const std::string model = a.get("model", "");
-  if (model.empty()) throw UsageError("embed needs --model PATH (a sentence-transformers model folder, or its onnx/model.onnx)");
+  if (model.empty())
+    throw UsageError("embed needs --model PATH (a sentence-transformers model folder, its onnx/model.onnx, or a BERT .gguf)");
   if (a.pos.empty()) throw UsageError("embed needs at least one sentence");
-  const std::string ext = fs::path(model).extension().string();
-  if (ext == ".gguf")
-    throw UsageError("--model " + model +
-                     ": gguf models are not yet supported by rlx embed; pass a model folder (config.json, vocab.txt, "
-                     "model.safetensors) or an .onnx file in one");
   // The output is checked before the model loads: a bad --out fails fast.
   const std::string out = a.get("out", "");
   if (!out.empty()) {
@@ -32,7 +29,7 @@ int cmd_embed(const Args& a) {
   }
   Device& dev = DeviceRegistry::get().at(a.get("device", "cpu"));
   if (!dev.unavailable().empty()) throw UsageError("device " + dev.name() + " is not available here: " + dev.unavailable());
-  nn::SentenceEmbedder e(model);
+  nn::SentenceEmbedder e(model, a.integer("max-length", 0, 2, int64_t(1) << 20));
   if (a.flag("explain")) {
     const nn::TokenBatch b = e.tokenizer().encode_batch(a.pos);
     std::cout << e.explain(b.ids.shape()[0], e.padded_length(b.ids.shape()[1]), dev);

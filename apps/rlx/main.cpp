@@ -57,9 +57,10 @@ const char* kUsage =
     "        [--device D] [--background r,g,b] [--seed S] [--report-every K] [--snapshots DIR] [--snapshot-every K]\n"
     "        [--densify [--densify-from I] [--densify-until I] [--densify-every K] [--grad-threshold G]\n"
     "        [--opacity-reset-every K]] -o OUT.ply\n"
-    "  embed --model DIR|DIR/onnx/model.onnx \"sentence\" ... [--device D] [--out emb.npy] [--explain]\n"
-    "        sentence embeddings of a sentence-transformers BERT folder (all-MiniLM-L6-v2), or of\n"
-    "        its ONNX export (the tokenizer and config from the folder)\n"
+    "  embed --model DIR|DIR/onnx/model.onnx|FILE.gguf \"sentence\" ... [--device D] [--out emb.npy] [--explain]\n"
+    "        [--max-length N]   sentence embeddings of a sentence-transformers BERT folder (all-MiniLM-L6-v2),\n"
+    "        of its ONNX export (the tokenizer and config from the folder), or of a BERT GGUF file; texts\n"
+    "        cut at N ids (default: the folder's max_seq_length, else the model's positions)\n"
     "  generate --model DIR|FILE.gguf --prompt-ids 1,2,3 [--max-new N] [--batch B] [--device D] [--temperature T]\n"
     "        [--top-k K] [--top-p P] [--seed S] [--weights stored|f32|bf16] [--explain]   Qwen3 token generation: new\n"
     "        ids on stdout (a line per sequence; --batch B decodes B copies of the prompt together), tokens/s on\n"
@@ -355,7 +356,7 @@ int main(int argc, char** argv) {
                              "json"},
                             {"drop-last"}));
     if (cmd == "splat") return cmd_splat(argc, argv);
-    if (cmd == "embed") return cmd_embed(Args(argc, argv, 2, {"model", "device", "out"}, {"explain"}));
+    if (cmd == "embed") return cmd_embed(Args(argc, argv, 2, {"model", "device", "out", "max-length"}, {"explain"}));
     if (cmd == "generate")
       return cmd_generate(Args(argc, argv, 2, {"model", "prompt-ids", "max-new", "batch", "device", "weights", "temperature", "top-k", "top-p", "seed"},
                                {"explain"}));

@@ -9,11 +9,14 @@
 
 #include "core/error.hpp"
 #include "core/half.hpp"
+#include "core/ggml_blocks.hpp"
+#include "io/gguf.hpp"
 #include "io/json_text.hpp"
 #include "io/onnx.hpp"
 #include "io/safetensors.hpp"
 #include "nn/layers.hpp"
 #include "nn/models/model_files.hpp"
+#include "nn/packed.hpp"
 #include "runtime/device.hpp"
 #include "runtime/executor.hpp"
 #include "runtime/runtime.hpp"
@@ -24,6 +27,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
+using model_files::gguf_int;
 using model_files::int_field;
 using model_files::ModuleLocation;
 using model_files::string_field;
@@ -88,7 +92,15 @@ Var bert_encoder(Model& m, const BertConfig& c, const Var& ids, const Var& token
     ModuleLocation at("attention_mask");
     padding = eq(attention_mask, scalar_like(attention_mask, 0.0));
   }
-  const AttentionNames names{.q = "self/query", .k = "self/key", .v = "self/value", .out = "output/dense"};
+  // A projection with a bias, over packed blocks where c holds its weight packed.
+  const Projection project = [&c](Model& m, const std::string& name, const Var& in, int64_t out, SrcLoc loc) {
+    const auto it = c.packed.find(m.scoped(name));
+    if (it == c.packed.end()) return linear(m, name, in, out, true, loc);
+    Var y = linear_packed(m, name, in, out, it->second, loc);
+    Model::Scope scope(m, name);
+    return y + m.param("bias", {out}, Init::zeros(), loc);
+  };
+  const AttentionNames names{.q = "self/query", .k = "self/key", .v = "self/value", .out = "output/dense", .project = project};
   for (int64_t i = 0; i < c.num_layers; ++i) {
     const std::string layer = "encoder/layer/" + std::to_string(i);
     Model::Scope scope(m, layer);
@@ -100,10 +112,10 @@ Var bert_encoder(Model& m, const BertConfig& c, const Var& ids, const Var& token
     Var f;
     {
       ModuleLocation at(checkpoint_name(layer) + ".intermediate");
-      f = gelu(linear(m, "intermediate/dense", x, c.intermediate_size), "none");
+      f = gelu(project(m, "intermediate/dense", x, c.intermediate_size, SrcLoc::current()), "none");
     }
     ModuleLocation at(checkpoint_name(layer) + ".output");
-    f = linear(m, "output/dense", f, h);
+    f = project(m, "output/dense", f, h, SrcLoc::current());
     x = layer_norm(m, "output/LayerNorm", x + f, c.layer_norm_eps);
   }
   return x;
@@ -168,6 +180,125 @@ std::vector<Tensor> load_sharded_parameters(const Model& m, const std::string& i
     out.push_back(load_parameter(*f, name, p));
   }
   return out;
+}
+
+namespace {
+
+// Every projection of a BERT layer, by its checkpoint scope under encoder/layer/N, and the
+// name llama.cpp gives it; then the norms and tables.
+const std::pair<const char*, const char*> kGgufLayerNames[] = {
+    {"attention/self/query", "attn_q"},          {"attention/self/key", "attn_k"},     {"attention/self/value", "attn_v"},
+    {"attention/output/dense", "attn_output"},   {"intermediate/dense", "ffn_up"},     {"output/dense", "ffn_down"},
+    {"attention/output/LayerNorm", "attn_output_norm"}, {"output/LayerNorm", "layer_output_norm"}};
+constexpr int kGgufProjections = 6;  // the first entries above
+const std::pair<const char*, const char*> kGgufTopNames[] = {{"embeddings/word_embeddings", "token_embd"},
+                                                             {"embeddings/position_embeddings", "position_embd"},
+                                                             {"embeddings/token_type_embeddings", "token_types"},
+                                                             {"embeddings/LayerNorm", "token_embd_norm"}};
+constexpr int64_t kMaxGgufVocab = int64_t(1) << 24;
+
+// A 2-D float table [rows, hidden] named `tensor` in f: its rows (InputError otherwise).
+int64_t table_rows(const io::GgufFile& f, const std::string& tensor, int64_t hidden, int64_t max_rows) {
+  const io::GgufTensor& t = f.tensor_info(tensor);
+  if (t.shape.size() != 2 || t.shape[1] != hidden || t.shape[0] < 1 || t.shape[0] > max_rows)
+    throw InputError(f.path() + ": " + tensor + " is " + shape_str(t.shape) + ", expected [rows, " + std::to_string(hidden) +
+                     "] with 1 to " + std::to_string(max_rows) + " rows");
+  return t.shape[0];
+}
+
+}  // namespace
+
+BertConfig BertConfig::from_gguf(const io::GgufFile& f) {
+  const std::string arch = f.get_string("general.architecture");
+  if (arch != "bert") throw InputError(f.path() + ": general.architecture is \"" + io::printable(arch, 40) + "\", not \"bert\"");
+  BertConfig c;
+  c.hidden_size = gguf_int(f, "bert.embedding_length", 1, 1 << 16);
+  c.num_layers = gguf_int(f, "bert.block_count", 1, 1024);
+  c.num_heads = gguf_int(f, "bert.attention.head_count", 1, 1024);
+  c.intermediate_size = gguf_int(f, "bert.feed_forward_length", 1, 1 << 18);
+  c.max_positions = gguf_int(f, "bert.context_length", 2, 1 << 20);
+  c.layer_norm_eps = f.get_float("bert.attention.layer_norm_epsilon");
+  if (!(c.layer_norm_eps > 0 && c.layer_norm_eps < 1))
+    throw InputError(f.path() + ": bert.attention.layer_norm_epsilon must lie in (0, 1)");
+  if (c.hidden_size % c.num_heads)
+    throw InputError(f.path() + ": " + std::to_string(c.num_heads) + " attention heads do not divide bert.embedding_length " +
+                     std::to_string(c.hidden_size));
+  if (f.contains_key("bert.attention.causal") && f.get_bool("bert.attention.causal"))
+    throw InputError(f.path() + ": bert.attention.causal is true; a BERT encoder attends both ways");
+  if (f.contains_key("bert.pooling_type") && f.get_int("bert.pooling_type") != 1)
+    throw InputError(f.path() + ": bert.pooling_type is " + std::to_string(f.get_int("bert.pooling_type")) +
+                     "; only mean pooling (1) is supported");
+  c.vocab_size = table_rows(f, "token_embd.weight", c.hidden_size, kMaxGgufVocab);
+  c.type_vocab_size = table_rows(f, "token_types.weight", c.hidden_size, 1 << 16);
+  const int64_t positions = table_rows(f, "position_embd.weight", c.hidden_size, 1 << 20);
+  if (positions < c.max_positions)
+    throw InputError(f.path() + ": position_embd.weight has " + std::to_string(positions) + " rows, bert.context_length is " +
+                     std::to_string(c.max_positions));
+  c.max_positions = positions;
+  if (f.contains_key("tokenizer.ggml.token_type_count") && f.get_int("tokenizer.ggml.token_type_count") != c.type_vocab_size)
+    throw InputError(f.path() + ": tokenizer.ggml.token_type_count " + std::to_string(f.get_int("tokenizer.ggml.token_type_count")) +
+                     " differs from token_types.weight's " + std::to_string(c.type_vocab_size) + " rows");
+  for (int64_t i = 0; i < c.num_layers; ++i)
+    for (int p = 0; p < kGgufProjections; ++p) {
+      const std::string scope = "encoder/layer/" + std::to_string(i) + "/" + kGgufLayerNames[p].first;
+      const std::string name = bert_gguf_tensor_name(scope + "/weight");
+      if (!f.contains(name)) continue;  // (load_bert_gguf_weights names the missing tensor)
+      const ggml::BlockFormat* b = ggml::block_format(f.tensor_info(name).type);
+      if (b && b->block > 1) c.packed.emplace(scope, b->name);
+    }
+  return c;
+}
+
+std::string bert_gguf_tensor_name(const std::string& p) {
+  const size_t slash = p.rfind('/');
+  const std::string scope = slash == std::string::npos ? "" : p.substr(0, slash), leaf = p.substr(slash + 1);
+  if (slash != std::string::npos && (leaf == "weight" || leaf == "bias")) {
+    for (const auto& [from, to] : kGgufTopNames)
+      if (scope == from) return std::string(to) + "." + leaf;
+    const std::string head = "encoder/layer/";
+    const size_t end = scope.find('/', head.size());
+    if (scope.rfind(head, 0) == 0 && end != std::string::npos && end > head.size()) {
+      const std::string index = scope.substr(head.size(), end - head.size());
+      if (std::all_of(index.begin(), index.end(), ::isdigit))
+        for (const auto& [from, to] : kGgufLayerNames)
+          if (scope.compare(end + 1, std::string::npos, from) == 0) return "blk." + index + "." + to + "." + leaf;
+    }
+  }
+  throw InputError("bert_gguf_tensor_name: '" + p + "' is not a BERT parameter");
+}
+
+std::vector<Tensor> load_bert_gguf_weights(Model& m, const io::GgufFile& f, const BertConfig& c) {
+  return model_files::gguf_weights(
+      m, f, bert_gguf_tensor_name, [&c](const std::string& layer) { return c.packed.count(layer) != 0; },
+      [&f](const std::string& tensor, const std::string&, const Var& input) { return load_packed(f, tensor, input); });
+}
+
+std::vector<std::string> bert_gguf_vocab(const io::GgufFile& f) {
+  const std::string model = f.get_string("tokenizer.ggml.model");
+  if (model != "bert")
+    throw InputError(f.path() + ": tokenizer.ggml.model is \"" + io::printable(model, 40) + "\", not \"bert\" (WordPiece)");
+  std::vector<std::string> tokens = f.get_string_array("tokenizer.ggml.tokens");
+  std::vector<int64_t> types;
+  if (f.contains_key("tokenizer.ggml.token_type")) {
+    types = f.get_int_array("tokenizer.ggml.token_type");
+    if (types.size() != tokens.size())
+      throw InputError(f.path() + ": tokenizer.ggml.token_type has " + std::to_string(types.size()) + " entries for " +
+                       std::to_string(tokens.size()) + " tokens");
+  }
+  // llama.cpp marks where a word starts (U+2581, UTF-8 E2 96 81) and leaves continuations bare;
+  // control tokens ([CLS], ...; every bracketed token in files of older converters) are kept.
+  const std::string start = "\xE2\x96\x81";
+  constexpr int64_t kControl = 3;
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    std::string& t = tokens[i];
+    const bool control = !types.empty() && types[i] == kControl;
+    if (control) continue;
+    if (t.rfind(start, 0) == 0)
+      t.erase(0, start.size());
+    else if (!(t.size() > 2 && t.front() == '[' && t.back() == ']'))
+      t = "##" + t;
+  }
+  return tokens;
 }
 
 // One compiled forward program: ids, token_type_ids, attention_mask, then the parameters
@@ -248,6 +379,7 @@ void check_modules(const std::string& folder) {
 }
 
 bool is_onnx(const std::string& model) { return fs::path(model).extension() == ".onnx"; }
+bool is_gguf(const std::string& model) { return fs::path(model).extension() == ".gguf"; }
 
 // The folder of config.json and vocab.txt: the model itself, or for an .onnx file its own
 // folder or the one above it (sentence-transformers keeps onnx/model.onnx in the model folder).
@@ -287,13 +419,48 @@ BertConfig checked_config(const std::string& folder) {
   return BertConfig::from_file(config.string());
 }
 
+// The tokenizer of a model folder (vocab.txt) or of a GGUF file (its vocabulary).
+WordPieceTokenizer tokenizer_of(const std::string& folder, const io::GgufFile* gguf, const BertConfig& c, int64_t max_length) {
+  if (max_length != 0 && (max_length < 2 || max_length > c.max_positions))
+    throw InputError("max_length " + std::to_string(max_length) + " must lie in [2, " + std::to_string(c.max_positions) +
+                     "], the model's positions");
+  if (gguf) {
+    WordPieceTokenizer t(bert_gguf_vocab(*gguf), gguf->path(), {.max_length = max_length ? max_length : c.max_positions});
+    if (t.vocab_size() != c.vocab_size)
+      throw InputError(gguf->path() + ": " + std::to_string(t.vocab_size()) + " tokens, token_embd.weight has " +
+                       std::to_string(c.vocab_size) + " rows");
+    // (the file's own special ids, where it gives them, must be the tokens the tokenizer uses)
+    const std::pair<const char*, int64_t> specials[] = {{"tokenizer.ggml.cls_token_id", t.cls_id()},
+                                                        {"tokenizer.ggml.seperator_token_id", t.sep_id()},
+                                                        {"tokenizer.ggml.padding_token_id", t.pad_id()},
+                                                        {"tokenizer.ggml.unknown_token_id", t.unk_id()}};
+    for (const auto& [key, id] : specials)
+      if (gguf->contains_key(key) && gguf->get_int(key) != id)
+        throw InputError(gguf->path() + ": " + key + " is " + std::to_string(gguf->get_int(key)) + ", the vocabulary has it at " +
+                         std::to_string(id));
+    return t;
+  }
+  return WordPieceTokenizer::from_file((fs::path(folder) / "vocab.txt").string(),
+                                       {.max_length = max_length ? max_length : max_length_of(folder, c)});
+}
+
 }  // namespace
 
-SentenceEmbedder::SentenceEmbedder(const std::string& model)
-    : folder_(model_folder(model)),
-      config_(checked_config(folder_)),
-      tokenizer_(WordPieceTokenizer::from_file((fs::path(folder_) / "vocab.txt").string(),
-                                               {.max_length = max_length_of(folder_, config_)})) {
+SentenceEmbedder::SentenceEmbedder(const std::string& model, int64_t max_length)
+    : folder_(is_gguf(model) ? fs::path(model).parent_path().string() : model_folder(model)),
+      gguf_(is_gguf(model) ? std::make_shared<const io::GgufFile>(model) : nullptr),
+      config_(gguf_ ? BertConfig::from_gguf(*gguf_) : checked_config(folder_)),
+      tokenizer_(tokenizer_of(folder_, gguf_.get(), config_, max_length)) {
+  if (gguf_) {
+    ir::Graph g;
+    Model m(g);
+    build_embedder(m, config_, 1, 2);
+    weights_ = load_bert_gguf_weights(m, *gguf_, config_);
+    parameter_count_ = m.parameter_count();
+    for (const auto& [scope, type] : config_.packed)  // (a packed layer counts the weights it encodes)
+      parameter_count_ += gguf_->tensor_info(bert_gguf_tensor_name(scope + "/weight")).numel;
+    return;
+  }
   const std::string& folder = folder_;
   check_pooling(folder);
   check_modules(folder);

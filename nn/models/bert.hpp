@@ -22,6 +22,7 @@
 
 namespace rlx {
 namespace io {
+class GgufFile;
 class OnnxModelFile;
 class SafetensorsFile;
 }
@@ -37,9 +38,18 @@ struct BertConfig {
   int64_t vocab_size = 30522, hidden_size = 768, num_layers = 12, num_heads = 12, intermediate_size = 3072;
   int64_t max_positions = 512, type_vocab_size = 2;
   double layer_norm_eps = 1e-12;
+  // The projections whose weights stay packed (their checkpoint scope, e.g.
+  // "encoder/layer/0/intermediate/dense" -> "Q8_0"): each is nn::linear_packed with an f32 bias.
+  std::map<std::string, std::string> packed;
   // Reads and checks config.json: model_type "bert", hidden_act "gelu", absolute positions,
   // positive sizes, heads dividing the hidden size. InputError naming the file and the field.
   static BertConfig from_file(const std::string& path);
+  // The same from a GGUF file as llama.cpp's converter writes a BERT model (docs/models.md):
+  // general.architecture "bert", the bert.* sizes, the token and position tables' shapes, mean
+  // pooling when bert.pooling_type is given, no causal attention. Every projection stored in
+  // a quantized format (Q8_0, Q4_0, ..., Q6_K) is listed in `packed`; float tensors are read
+  // as f32. InputError naming the file and the key or tensor.
+  static BertConfig from_gguf(const io::GgufFile& f);
 };
 
 // The encoder's last hidden states [B, L, hidden] for ids, token_type_ids and attention_mask
@@ -68,6 +78,20 @@ std::vector<Tensor> load_parameters(const Model& m, const std::string& safetenso
 // index and the tensor when the map lacks it or names anything but a file in that folder.
 std::vector<Tensor> load_sharded_parameters(const Model& m, const std::string& index_path, const std::string& prefix = "");
 
+// GGUF's name of a BERT parameter (llama.cpp's: `encoder/layer/3/attention/self/query/bias` is
+// `blk.3.attn_q.bias`, `embeddings/word_embeddings/weight` is `token_embd.weight`, a packed
+// layer's `.../weight` input likewise). InputError for a name BERT does not have.
+std::string bert_gguf_tensor_name(const std::string& parameter);
+// m's weight inputs from f in the graph's order (the parameters, f32 — quantized embedding
+// tables decoded —, and the packed projections' blocks over the file's mapping). InputError
+// naming the file and the tensor when one is missing or of another shape or format.
+std::vector<Tensor> load_bert_gguf_weights(Model& m, const io::GgufFile& f, const BertConfig& c);
+// The WordPiece vocabulary of a GGUF BERT model, in id order: tokenizer.ggml.tokens as
+// llama.cpp rewrites them undone (control tokens as they are; a token that starts a word
+// carries U+2581 there, a continuation none, here "##"). tokenizer.ggml.model must be "bert";
+// InputError naming the file otherwise.
+std::vector<std::string> bert_gguf_vocab(const io::GgufFile& f);
+
 // all-MiniLM-L6-v2 and its kin: a sentence-transformers model folder with config.json,
 // vocab.txt, model.safetensors, and optionally sentence_bert_config.json (max_seq_length),
 // 1_Pooling/config.json (which must ask for mean pooling) and modules.json (Transformer,
@@ -77,9 +101,16 @@ std::vector<Tensor> load_sharded_parameters(const Model& m, const std::string& i
 // inputs input_ids, attention_mask and optionally token_type_ids, [batch, sequence]; output
 // last_hidden_state, else its only rank-3 output), the folder being the file's own or the one
 // above it (sentence-transformers' onnx/model.onnx); pooling and normalisation are the same.
+// Given a .gguf file, the model, its sizes and its vocabulary all come from that file
+// (BertConfig::from_gguf, bert_gguf_vocab); texts are cut at the model's positions unless
+// max_length says otherwise, as the file records no shorter maximum (all-MiniLM-L6-v2's
+// sentence-transformers cuts at 256 of its 512).
 class SentenceEmbedder {
  public:
-  explicit SentenceEmbedder(const std::string& model);
+  // max_length: the ids a text is cut to, [CLS] and [SEP] included (2 to the model's
+  // positions); 0 for the model's own (sentence_bert_config.json's max_seq_length, else the
+  // positions).
+  explicit SentenceEmbedder(const std::string& model, int64_t max_length = 0);
   ~SentenceEmbedder();
   SentenceEmbedder(const SentenceEmbedder&) = delete;
   SentenceEmbedder& operator=(const SentenceEmbedder&) = delete;
@@ -108,6 +139,7 @@ class SentenceEmbedder {
   void import_onnx(Compiled& c, int64_t batch, int64_t length);
   std::string folder_;
   std::shared_ptr<const io::OnnxModelFile> onnx_;  // the encoder, when read from ONNX
+  std::shared_ptr<const io::GgufFile> gguf_;       // the model, when read from GGUF
   std::vector<std::string> weight_names_;         // ONNX: the initializer behind each of weights_
   BertConfig config_;
   WordPieceTokenizer tokenizer_;

@@ -1,11 +1,13 @@
 #include "nn/models/model_files.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "core/error.hpp"
 #include "core/half.hpp"
 #include "io/file_bytes.hpp"
+#include "io/gguf.hpp"
 #include "io/json_text.hpp"
 #include "runtime/device.hpp"
 
@@ -84,6 +86,48 @@ const std::vector<Tensor>& weights_on(std::map<std::string, std::vector<Tensor>>
   std::vector<Tensor> w;
   for (const Tensor& t : host) w.push_back(d.allocator()->host_accessible() ? t : t.to(d.allocator()));
   return uploaded.emplace(d.name(), std::move(w)).first->second;
+}
+
+int64_t gguf_int(const io::GgufFile& f, const std::string& key, int64_t lo, int64_t hi) {
+  const int64_t v = f.get_int(key);
+  if (v < lo || v > hi)
+    throw InputError(f.path() + ": " + key + " must lie in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " +
+                     std::to_string(v));
+  return v;
+}
+
+std::vector<Tensor> gguf_weights(Model& m, const io::GgufFile& f, const std::function<std::string(const std::string&)>& tensor_name,
+                                 const std::function<bool(const std::string&)>& packed,
+                                 const std::function<Tensor(const std::string&, const std::string&, const Var&)>& load_packed) {
+  std::map<std::string, const Parameter*> params;
+  for (const Parameter& p : m.parameters()) params.emplace(p.name, &p);
+  const ir::Graph& g = m.graph();
+  const std::string weight = "/weight";
+  std::vector<Tensor> out;
+  for (size_t i = 0; i < g.params.size(); ++i) {
+    const std::string pname = g.param_name(i);
+    const auto p = params.find(pname);
+    const bool is_packed = p == params.end() && pname.size() > weight.size() &&
+                           pname.compare(pname.size() - weight.size(), weight.size(), weight) == 0 &&
+                           packed(pname.substr(0, pname.size() - weight.size()));
+    if (p == params.end() && !is_packed) continue;
+    const std::string name = tensor_name(pname);
+    if (!f.contains(name)) {
+      std::string checkpoint = pname;
+      std::replace(checkpoint.begin(), checkpoint.end(), '/', '.');
+      throw InputError(f.path() + ": the tensor '" + name + "' (" + checkpoint + ") is missing");
+    }
+    if (is_packed) {
+      out.push_back(load_packed(name, pname.substr(0, pname.size() - weight.size()), Var(&m.graph(), g.params[i])));
+      continue;
+    }
+    const io::GgufTensor& info = f.tensor_info(name);
+    if (info.shape != p->second->type.shape)
+      throw InputError(f.path() + ": the tensor '" + name + "' is " + shape_str(info.shape) + ", the model needs " +
+                       shape_str(p->second->type.shape));
+    out.push_back(f.dequantize(name));
+  }
+  return out;
 }
 
 bool bool_field(const nlohmann::json& j, const std::string& path, const char* key, bool def) {

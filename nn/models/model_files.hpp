@@ -4,6 +4,7 @@
 // Internal to nn/models (not installed).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -12,10 +13,14 @@
 
 #include "core/tensor.hpp"
 #include "ir/frontend.hpp"
+#include "nn/model.hpp"
 
 namespace rlx {
 class Device;
+namespace io {
+class GgufFile;
 }
+}  // namespace rlx
 
 namespace rlx::nn::model_files {
 
@@ -39,6 +44,16 @@ std::string string_field(const nlohmann::json& j, const std::string& path, const
 // A number field in (lo, hi) (open bounds); absent: def, or an error when `required`.
 double number_field(const nlohmann::json& j, const std::string& path, const char* key, double def, double lo, double hi,
                     bool required = false);
+// A GGUF integer metadata value in [lo, hi] (InputError naming the file and the key).
+int64_t gguf_int(const io::GgufFile& f, const std::string& key, int64_t lo, int64_t hi);
+// m's weight inputs read from a GGUF file, in the graph's order: each f32 parameter the tensor
+// `tensor_name(parameter)` decoded (its shape checked), each packed layer's `.../weight` input
+// (`packed(layer scope)` true) what `load_packed(tensor, layer, input)` gives; other inputs (ids,
+// masks, caches) are skipped. InputError naming the file and the tensor (and its checkpoint
+// name) when one is missing or of another shape.
+std::vector<Tensor> gguf_weights(Model& m, const io::GgufFile& f, const std::function<std::string(const std::string&)>& tensor_name,
+                                 const std::function<bool(const std::string&)>& packed,
+                                 const std::function<Tensor(const std::string&, const std::string&, const Var&)>& load_packed);
 // A bool field; absent: def.
 bool bool_field(const nlohmann::json& j, const std::string& path, const char* key, bool def);
 

@@ -27,6 +27,7 @@ namespace rlx::nn {
 namespace {
 
 namespace fs = std::filesystem;
+using model_files::gguf_int;
 using model_files::int_field;
 using model_files::ModuleLocation;
 using model_files::number_field;
@@ -85,15 +86,6 @@ Qwen3Config from_json(const nlohmann::json& j, const std::string& path) {
   }
   check_shape(c, path);
   return c;
-}
-
-// A GGUF integer in [lo, hi] (InputError naming the file and the key).
-int64_t gguf_int(const io::GgufFile& f, const std::string& key, int64_t lo, int64_t hi) {
-  const int64_t v = f.get_int(key);
-  if (v < lo || v > hi)
-    throw InputError(f.path() + ": " + key + " must lie in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " +
-                     std::to_string(v));
-  return v;
 }
 
 void check_sampling(const SamplingOptions& s) {
@@ -361,42 +353,21 @@ std::map<std::string, std::string> gguf_packed_weights(const io::GgufFile& f, co
 }
 
 std::vector<Tensor> load_gguf_weights(Model& m, const io::GgufFile& f, const Qwen3Config& c) {
-  std::map<std::string, const Parameter*> params;
-  for (const Parameter& p : m.parameters()) params.emplace(p.name, &p);
-  const ir::Graph& g = m.graph();
-  std::vector<Tensor> out;
-  const std::string weight = "/weight";
-  for (size_t i = 0; i < g.params.size(); ++i) {
-    const std::string pname = g.param_name(i);
-    const auto p = params.find(pname);
-    const bool packed = p == params.end() && pname.size() > weight.size() &&
-                        pname.compare(pname.size() - weight.size(), weight.size(), weight) == 0;
-    if (p == params.end() && !packed) continue;  // (ids, position, cache)
-    const std::string name = gguf_tensor_name(pname);
-    if (!f.contains(name)) throw InputError(f.path() + ": the tensor '" + name + "' (" + checkpoint_name(pname) + ") is missing");
-    if (packed) {
-      const Var input(&m.graph(), g.params[i]);
-      const auto layer = c.packed.find(pname.substr(0, pname.size() - weight.size()));
-      const std::string stored = packed_type(f, name);
-      if (layer != c.packed.end() && layer->second != stored && is_float16(layer->second) &&
-          (stored == "F32" || is_float16(stored))) {
-        Tensor t = pack_floats(f.dequantize(name), layer->second);  // (16-bit values are exact in f32)
-        if (t.shape() != input.shape())
-          throw InputError(f.path() + ": the tensor '" + name + "' is " + shape_str(f.tensor_info(name).shape) +
-                           ", the layer's input is " + shape_str(input.shape()));
-        out.push_back(std::move(t));
-      } else {
-        out.push_back(load_packed(f, name, input));
-      }
-      continue;
+  auto packed = [&](const std::string& tensor, const std::string& scope, const Var& input) {
+    const auto layer = c.packed.find(scope);
+    const std::string stored = packed_type(f, tensor);
+    if (layer != c.packed.end() && layer->second != stored && is_float16(layer->second) && (stored == "F32" || is_float16(stored))) {
+      Tensor t = pack_floats(f.dequantize(tensor), layer->second);  // (16-bit values are exact in f32)
+      if (t.shape() != input.shape())
+        throw InputError(f.path() + ": the tensor '" + tensor + "' is " + shape_str(f.tensor_info(tensor).shape) +
+                         ", the layer's input is " + shape_str(input.shape()));
+      return t;
     }
-    const io::GgufTensor& info = f.tensor_info(name);
-    if (info.shape != p->second->type.shape)
-      throw InputError(f.path() + ": the tensor '" + name + "' is " + shape_str(info.shape) + ", the model needs " +
-                       shape_str(p->second->type.shape));
-    out.push_back(f.dequantize(name));
-  }
-  return out;
+    return load_packed(f, tensor, input);
+  };
+  // (every packed layer's weight input: c.packed names exactly the layers built packed)
+  return model_files::gguf_weights(m, f, gguf_tensor_name, [&c](const std::string& layer) { return c.packed.count(layer) != 0; },
+                                   packed);
 }
 
 int64_t sample_token(const float* logits, int64_t n, const SamplingOptions& s, uint64_t step) {

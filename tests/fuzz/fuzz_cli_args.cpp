@@ -41,7 +41,7 @@ const std::vector<Command>& commands() {
         "snapshot-every", "out", "densify-from", "densify-until", "densify-every", "grad-threshold",
         "opacity-reset-every"},
        {"densify"}},
-      {"embed", {"model", "device", "out"}, {"explain"}},
+      {"embed", {"model", "device", "out", "max-length"}, {"explain"}},
       {"generate", {"model", "prompt-ids", "max-new", "batch", "device", "temperature", "top-k", "top-p", "seed"}, {"explain"}},
   };
   return c;

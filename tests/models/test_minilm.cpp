@@ -7,6 +7,9 @@
 // misshapen tensors) run on small files made here and need no weights. The same sentences
 // through the ONNX export of the encoder (data/minilm/export_onnx.py, $RLX_MINILM_ONNX or
 // build/minilm-onnx/onnx/model.onnx): cosine >= 0.99999 as well, skipped without the export.
+// From GGUF (data/minilm/export_gguf.py; $RLX_MINILM_GGUF or build/minilm-gguf): f32 cosine >=
+// 0.99999, Q8_0 (packed matmuls) >= 0.999; a small random BERT committed in data/bert_tiny in
+// all three forms checks the GGUF loader against a float64 NumPy forward without the weights.
 #define BOOST_TEST_MODULE models_minilm
 #include <boost/test/unit_test.hpp>
 #include <unistd.h>
@@ -22,6 +25,7 @@
 #include <type_traits>
 
 #include "core/half.hpp"
+#include "io/gguf.hpp"
 #include "io/npy.hpp"
 #include "io/safetensors.hpp"
 #include "nn/layers.hpp"
@@ -74,7 +78,8 @@ double cosine(const float* a, const float* b, int64_t n) {
 
 // Embeds the sentences `which` in batches of up to `batch` (sorted by length, so each batch
 // pads little) and checks each row against the reference; returns the smallest cosine.
-double check(SentenceEmbedder& e, const Reference& ref, std::vector<size_t> which, size_t batch, Device& d) {
+double check(SentenceEmbedder& e, const Reference& ref, std::vector<size_t> which, size_t batch, Device& d,
+             double min_cosine = kMinCosine) {
   std::stable_sort(which.begin(), which.end(), [&](size_t a, size_t b) {
     return e.tokenizer().encode(ref.sentences[a]).size() < e.tokenizer().encode(ref.sentences[b]).size();
   });
@@ -91,7 +96,7 @@ double check(SentenceEmbedder& e, const Reference& ref, std::vector<size_t> whic
       const double c = cosine(row, ref.embeddings.data<float>() + int64_t(i) * h, h);
       double norm = 0;
       for (int64_t j = 0; j < h; ++j) norm += double(row[j]) * row[j];
-      BOOST_TEST(c >= kMinCosine, "sentence " << i << " '" << texts[k].substr(0, 50) << "' on " << d.name() << ": cosine " << c);
+      BOOST_TEST(c >= min_cosine, "sentence " << i << " '" << texts[k].substr(0, 50) << "' on " << d.name() << ": cosine " << c);
       BOOST_TEST(std::abs(std::sqrt(norm) - 1) < 1e-5, "sentence " << i << ": norm " << std::sqrt(norm));
       worst = std::min(worst, c);
     }
@@ -313,7 +318,9 @@ BOOST_AUTO_TEST_CASE(rlx_embed_prints_and_writes_npy_and_refuses_what_it_cannot_
   BOOST_TEST(r.code == 2);
   BOOST_TEST(test::has(r.err, "model.onnx: no such file"), r.err);
   r = cli("embed --model model.gguf hello");
-  BOOST_TEST(test::has(r.err, "gguf models are not yet supported"), r.err);
+  BOOST_TEST((r.code == 2 && test::has(r.err, "model.gguf")), r.err);
+  r = cli("embed --model " + std::string(RLX_DATA) + "/qwen3/qwen3-tiny-q8_0.gguf hello");
+  BOOST_TEST((r.code == 2 && test::has(r.err, "general.architecture is \"qwen3\", not \"bert\"")), r.err);
   r = cli("embed hello");
   BOOST_TEST((r.code == 2 && test::has(r.err, "embed needs --model")), r.err);
   r = cli("embed --model " + folder);
@@ -414,6 +421,166 @@ BOOST_AUTO_TEST_CASE(an_onnx_model_that_is_not_a_bert_encoder_is_refused) {
   fs::remove_all(lone);
 }
 #endif
+
+// ---- BERT from GGUF (data/minilm/export_gguf.py: llama.cpp's layout) ----
+
+const std::string kTiny = std::string(RLX_DATA) + "/bert_tiny";
+
+std::vector<std::string> lines_of(const std::string& path) {
+  std::ifstream f(path);
+  std::vector<std::string> out;
+  for (std::string line; std::getline(f, line);) out.push_back(line);
+  return out;
+}
+
+// Largest |got - want| over a [B, H] f32 result against an f64 reference.
+double max_abs_diff(const Tensor& got, const Tensor& want) {
+  BOOST_TEST_REQUIRE((got.shape() == want.shape()));
+  double worst = 0;
+  for (int64_t k = 0; k < want.numel(); ++k) worst = std::max(worst, std::abs(double(got.data<float>()[k]) - want.data<double>()[k]));
+  return worst;
+}
+
+// The tiny model's three forms against NumPy's float64 forward of the weights each holds:
+// folder and f32 GGUF against embeddings.npy, the Q8_0 GGUF (its projections packed, its tables
+// decoded) against embeddings_q8_0.npy — within 2e-5 on every runnable device.
+BOOST_AUTO_TEST_CASE(gguf_berts_embed_as_a_float64_numpy_forward) {
+  const TokenBatch b{io::read_npy(kTiny + "/ids.npy"), io::read_npy(kTiny + "/mask.npy"), io::read_npy(kTiny + "/types.npy")};
+  struct Case {
+    std::string model, reference;
+    size_t packed;
+  };
+  const Case cases[] = {{kTiny, "embeddings.npy", 0}, {kTiny + "/model-f32.gguf", "embeddings.npy", 0},
+                        {kTiny + "/model-q8_0.gguf", "embeddings_q8_0.npy", 12}};
+  std::vector<int64_t> counts;
+  for (const Case& k : cases) {
+    SentenceEmbedder e(k.model);
+    counts.push_back(e.parameter_count());
+    BOOST_TEST(e.config().packed.size() == k.packed, k.model);
+    const Tensor want = io::read_npy(kTiny + "/" + k.reference);
+    for (Device* d : DeviceRegistry::get().runnable()) {
+      Tensor got = e.embed(b, *d);
+      if (!got.is_host()) got = got.to(host_allocator());
+      const double err = max_abs_diff(got, want);
+      BOOST_TEST(err < 2e-5, k.model << " on " << d->name() << ": max |diff| " << err);
+    }
+  }
+  BOOST_TEST((counts[0] == counts[1] && counts[1] == counts[2]), counts[0] << " " << counts[1] << " " << counts[2]);
+  // Each packed projection is matmul_packed, run natively on cpu and located by its module.
+  SentenceEmbedder q(kTiny + "/model-q8_0.gguf");
+  const std::string report = q.explain(3, 12, DeviceRegistry::get().at("cpu"));
+  BOOST_TEST(test::has(report, "matmul_packed"), report);
+  for (const char* module : {"encoder.layer.0.attention", "encoder.layer.1.intermediate", "encoder.layer.1.output"})
+    BOOST_TEST(test::has(report, module), module);
+  BOOST_TEST(test::has(report, "unsupported=0"), report);
+}
+
+// llama.cpp's spelling of the vocabulary undone gives the folder's vocab.txt line for line, so
+// the GGUF model tokenizes as the folder's does.
+BOOST_AUTO_TEST_CASE(the_gguf_vocabulary_is_the_folders) {
+  const io::GgufFile f(kTiny + "/model-q8_0.gguf");
+  BOOST_TEST((bert_gguf_vocab(f) == lines_of(kTiny + "/vocab.txt")));
+  SentenceEmbedder a(kTiny), b(kTiny + "/model-f32.gguf");
+  const Reference ref = reference();
+  for (const std::string& s : ref.sentences) BOOST_TEST((a.tokenizer().encode(s) == b.tokenizer().encode(s)), s);
+  BOOST_TEST(bert_gguf_tensor_name("encoder/layer/1/attention/self/query/bias") == "blk.1.attn_q.bias");
+  BOOST_TEST(bert_gguf_tensor_name("embeddings/LayerNorm/weight") == "token_embd_norm.weight");
+  BOOST_TEST(bert_gguf_tensor_name("encoder/layer/0/output/LayerNorm/bias") == "blk.0.layer_output_norm.bias");
+  expect_error([] { bert_gguf_tensor_name("encoder/layer/x/output/dense/weight"); }, {"not a BERT parameter"});
+  expect_error([] { bert_gguf_tensor_name("pooler/dense/weight"); }, {"not a BERT parameter"});
+}
+
+// A copy of the tiny f32 file with `from` replaced by `to` (same length) at its first place;
+// with `value_after` >= 0, the u32 value that follows the key `from` (after its type) set instead.
+std::string broken_copy(const fs::path& dir, const std::string& from, const std::string& to, int64_t value_after = -1) {
+  std::ifstream in(kTiny + "/model-f32.gguf", std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t at = bytes.find(from);
+  BOOST_TEST_REQUIRE(at != std::string::npos, from);
+  if (value_after >= 0) {
+    const uint32_t v = uint32_t(value_after);
+    std::memcpy(bytes.data() + at + from.size() + 4, &v, 4);
+  } else {
+    bytes.replace(at, from.size(), to);
+  }
+  const std::string path = (dir / "broken.gguf").string();
+  std::ofstream(path, std::ios::binary) << bytes;
+  return path;
+}
+
+BOOST_AUTO_TEST_CASE(bad_gguf_berts_are_refused_naming_the_file_and_what_is_wrong) {
+  const fs::path dir = test::scratch_dir("rlx-bert-gguf-");
+  expect_error([&] { SentenceEmbedder e(broken_copy(dir, "blk.1.ffn_up.weight", "blk.1.ffn_XX.weight")); },
+               {"broken.gguf", "'blk.1.ffn_up.weight'", "encoder.layer.1.intermediate.dense.weight", "missing"});
+  expect_error([&] { SentenceEmbedder e(broken_copy(dir, "position_embd.weight", "position_embX.weight")); },
+               {"broken.gguf", "position_embd.weight"});
+  expect_error([&] { SentenceEmbedder e(broken_copy(dir, "bert.pooling_type", "", 2)); },
+               {"broken.gguf", "bert.pooling_type is 2", "only mean pooling"});
+  expect_error([&] { SentenceEmbedder e(broken_copy(dir, "bert.attention.head_count", "", 3)); },
+               {"broken.gguf", "3 attention heads do not divide", "32"});
+  expect_error([&] { SentenceEmbedder e(broken_copy(dir, "bert.context_length", "", 41)); },
+               {"broken.gguf", "position_embd.weight has 40 rows", "bert.context_length is 41"});
+  expect_error([&] { SentenceEmbedder e(broken_copy(dir, "tokenizer.ggml.padding_token_id", "", 7)); },
+               {"broken.gguf", "tokenizer.ggml.padding_token_id is 7", "at 0"});
+  const std::string tokenizer_model = std::string("tokenizer.ggml.model\x08\0\0\0\x04\0\0\0\0\0\0\0", 32);
+  expect_error([&] { SentenceEmbedder e(broken_copy(dir, tokenizer_model + "bert", tokenizer_model + "gpt2")); },
+               {"broken.gguf", "tokenizer.ggml.model is \"gpt2\", not \"bert\""});
+  expect_error([&] { SentenceEmbedder e(std::string(RLX_DATA) + "/qwen3/qwen3-tiny-q8_0.gguf"); },
+               {"qwen3-tiny-q8_0.gguf", "general.architecture is \"qwen3\", not \"bert\""});
+  expect_error([] { SentenceEmbedder e("/nonexistent/model.gguf"); }, {"/nonexistent/model.gguf"});
+  expect_error([] { SentenceEmbedder e(kTiny + "/model-f32.gguf", 41); }, {"max_length 41 must lie in [2, 40]"});
+  BOOST_TEST(SentenceEmbedder(kTiny + "/model-f32.gguf", 5).tokenizer().encode("the of and to in a").size() == 5u);
+  fs::remove_all(dir);
+}
+
+std::string gguf_dir() {
+  if (const char* env = std::getenv("RLX_MINILM_GGUF")) return env;
+  return RLX_MINILM_GGUF_DEFAULT;
+}
+
+struct GgufModelPresent {
+  boost::test_tools::assertion_result operator()(boost::unit_test::test_unit_id) const {
+    std::error_code ec;
+    boost::test_tools::assertion_result r(fs::exists(fs::path(gguf_dir()) / "model-f32.gguf", ec) &&
+                                          fs::exists(fs::path(gguf_dir()) / "model-q8_0.gguf", ec));
+    r.message() << "no all-MiniLM-L6-v2 GGUF files in " << gguf_dir()
+                << " (data/minilm/export_gguf.py --type f32|q8_0 --out build/minilm-gguf/model-TYPE.gguf, or set RLX_MINILM_GGUF)";
+    return r;
+  }
+};
+
+BOOST_AUTO_TEST_CASE(minilm_from_gguf_embeds_every_sentence_as_sentence_transformers,
+                     *boost::unit_test::precondition(GgufModelPresent())) {
+  const Reference ref = reference();
+  std::vector<size_t> all(ref.sentences.size());
+  std::iota(all.begin(), all.end(), 0);
+  Device& cpu = DeviceRegistry::get().at("cpu");
+  const std::string f32 = gguf_dir() + "/model-f32.gguf", q8 = gguf_dir() + "/model-q8_0.gguf";
+  BOOST_TEST((bert_gguf_vocab(io::GgufFile(f32)) == lines_of(kDir + "/vocab.txt")));
+  // (the file records 512 positions; sentence-transformers cuts all-MiniLM-L6-v2's texts at 256)
+  SentenceEmbedder e(f32, 256);
+  BOOST_TEST(e.parameter_count() == 22565376);
+  const double worst = check(e, ref, all, 8, cpu);
+  BOOST_TEST_MESSAGE("gguf f32 on cpu: largest 1 - cosine " << std::scientific << 1 - worst);
+  SentenceEmbedder q(q8, 256);
+  BOOST_TEST(q.config().packed.size() == 36u);  // (6 projections in each of 6 layers)
+  BOOST_TEST(q.parameter_count() == 22565376);
+  const double q_worst = check(q, ref, all, 8, cpu, 0.999);
+  BOOST_TEST_MESSAGE("gguf q8_0 on cpu: largest 1 - cosine " << std::scientific << 1 - q_worst);
+  if (DeviceRegistry::get().at("cuda").unavailable().empty()) {
+    Device& cuda = DeviceRegistry::get().at("cuda");
+    BOOST_TEST_MESSAGE("gguf f32 on cuda: largest 1 - cosine " << std::scientific << 1 - check(e, ref, all, 8, cuda));
+    BOOST_TEST_MESSAGE("gguf q8_0 on cuda: largest 1 - cosine " << std::scientific << 1 - check(q, ref, all, 8, cuda, 0.999));
+  }
+  const fs::path dir = test::scratch_dir("rlx-minilm-gguf-cli-");
+  const test::CliResult r =
+      test::run_cli(RLX_CLI, "embed --model '" + q8 + "' --max-length 256 '" + ref.sentences[4] + "' --out " + (dir / "e.npy").string(), dir);
+  BOOST_TEST(r.code == 0, r.err);
+  const Tensor out = io::read_npy((dir / "e.npy").string());
+  BOOST_TEST_REQUIRE((out.shape() == Shape{1, 384}));
+  BOOST_TEST(cosine(out.data<float>(), ref.embeddings.data<float>() + 4 * 384, 384) >= 0.999);
+  fs::remove_all(dir);
+}
 
 }  // namespace
 }  // namespace rlx::nn
