@@ -1,6 +1,6 @@
-// rlx-bench load: the time and memory of loading one model file as the CLI does — a .gguf or a
-// Qwen3 folder into nn::Qwen3Generator (quantized weights kept packed), a sentence-transformers
-// folder or a .onnx into nn::SentenceEmbedder — in this process, once: peak memory is the
+// rlx-bench load: the time and memory of loading one model file as the CLI does — a Qwen3 .gguf or
+// folder into nn::Qwen3Generator (quantized weights kept packed), a sentence-transformers
+// folder, a .onnx or a BERT .gguf into nn::SentenceEmbedder — in this process, once: peak memory is the
 // process's high-water mark (VmHWM) above its resident size before the load (VmRSS), so run one
 // load per process (apps/bench/peers_load.py does, beside the Python loaders).
 #include <cstdio>
@@ -10,6 +10,7 @@
 
 #include "apps/bench/common.hpp"
 #include "core/error.hpp"
+#include "io/gguf.hpp"
 #include "nn/models/bert.hpp"
 #include "nn/models/model_files.hpp"
 #include "nn/models/qwen3.hpp"
@@ -30,7 +31,8 @@ int64_t status_kb(const std::string& field) {
 
 bool is_qwen3(const std::string& path) {
   namespace fs = std::filesystem;
-  if (path.size() > 5 && path.substr(path.size() - 5) == ".gguf") return true;
+  if (path.size() > 5 && path.substr(path.size() - 5) == ".gguf")  // (a BERT file is a sentence embedder's)
+    return io::GgufFile(path).get_string("general.architecture") != "bert";
   const fs::path config = fs::path(path) / "config.json";
   std::error_code ec;
   if (!fs::is_directory(path, ec) || !fs::exists(config, ec)) return false;

@@ -80,8 +80,10 @@ def warm(path):
 
 
 def is_qwen3(path):
-    if path.endswith(".gguf"):
-        return True
+    if path.endswith(".gguf"):  # (a BERT file is a sentence embedder's)
+        import gguf
+        field = gguf.GGUFReader(path).fields["general.architecture"]
+        return bytes(field.parts[field.data[0]]).decode() != "bert"
     config = os.path.join(path, "config.json")
     if not os.path.isfile(config):
         return False

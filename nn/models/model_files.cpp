@@ -125,7 +125,7 @@ std::vector<Tensor> gguf_weights(Model& m, const io::GgufFile& f, const std::fun
     if (info.shape != p->second->type.shape)
       throw InputError(f.path() + ": the tensor '" + name + "' is " + shape_str(info.shape) + ", the model needs " +
                        shape_str(p->second->type.shape));
-    out.push_back(f.dequantize(name));
+    out.push_back(info.type == uint32_t(io::GgmlType::F32) ? f.view(name) : f.dequantize(name));  // (f32: no copy)
   }
   return out;
 }

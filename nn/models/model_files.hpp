@@ -47,7 +47,7 @@ double number_field(const nlohmann::json& j, const std::string& path, const char
 // A GGUF integer metadata value in [lo, hi] (InputError naming the file and the key).
 int64_t gguf_int(const io::GgufFile& f, const std::string& key, int64_t lo, int64_t hi);
 // m's weight inputs read from a GGUF file, in the graph's order: each f32 parameter the tensor
-// `tensor_name(parameter)` decoded (its shape checked), each packed layer's `.../weight` input
+// `tensor_name(parameter)` (F32 over the file's mapping, other types decoded; its shape checked), each packed layer's `.../weight` input
 // (`packed(layer scope)` true) what `load_packed(tensor, layer, input)` gives; other inputs (ids,
 // masks, caches) are skipped. InputError naming the file and the tensor (and its checkpoint
 // name) when one is missing or of another shape.

@@ -405,26 +405,43 @@ std::span<const std::byte> GgufFile::bytes(std::string_view name) const {
   return {reinterpret_cast<const std::byte*>(bytes_->data()) + data_offset_ + t.offset, size_t(t.nbytes)};
 }
 
-Tensor GgufFile::tensor(std::string_view name) const {
-  const GgufTensor& t = tensor_info(name);
-  DType d;
+namespace {
+// The rlx dtype of a tensor that has one; InputError naming the file and tensor otherwise.
+DType rlx_dtype(const GgufTensor& t, const std::string& path) {
   switch (GgmlType(t.type)) {
-    case GgmlType::F32: d = DType::F32; break;
-    case GgmlType::F16: d = DType::F16; break;
-    case GgmlType::BF16: d = DType::BF16; break;
-    case GgmlType::F64: d = DType::F64; break;
-    case GgmlType::I8: d = DType::I8; break;
-    case GgmlType::I32: d = DType::I32; break;
-    case GgmlType::I64: d = DType::I64; break;
+    case GgmlType::F32: return DType::F32;
+    case GgmlType::F16: return DType::F16;
+    case GgmlType::BF16: return DType::BF16;
+    case GgmlType::F64: return DType::F64;
+    case GgmlType::I8: return DType::I8;
+    case GgmlType::I32: return DType::I32;
+    case GgmlType::I64: return DType::I64;
     default:
-      throw InputError(path_ + ": tensor " + shown(t.name) + " has " + type_str(t.type) +
+      throw InputError(path + ": tensor " + shown(t.name) + " has " + type_str(t.type) +
                        ", which has no rlx dtype (tensor() reads F32 F16 BF16 F64 I8 I32 I64; dequantize() decodes the quantized types)");
   }
+}
+}  // namespace
+
+Tensor GgufFile::tensor(std::string_view name) const {
+  const GgufTensor& t = tensor_info(name);
+  const DType d = rlx_dtype(t, path_);
   const std::span<const std::byte> src = bytes(name);
   Tensor r = Tensor::empty(d, t.shape);
   if (r.nbytes() != src.size()) throw InternalError(path_ + ": tensor " + shown(t.name) + ": validated size differs from the tensor's");
   if (!src.empty()) std::memcpy(r.raw(), src.data(), src.size());
   return r;
+}
+
+Tensor GgufFile::view(std::string_view name) const {
+  const GgufTensor& t = tensor_info(name);
+  const DType d = rlx_dtype(t, path_);
+  const std::span<const std::byte> src = bytes(name);
+  // (a file aligned to less than the element's size may place it where it cannot be read in place)
+  if (src.empty() || reinterpret_cast<uintptr_t>(src.data()) % dtype_size(d) != 0) return tensor(name);
+  if (int64_t(src.size()) != t.numel * int64_t(dtype_size(d)))
+    throw InternalError(path_ + ": tensor " + shown(t.name) + ": validated size differs from the tensor's");
+  return Tensor::over(bytes_, src.data(), d, t.shape);
 }
 
 Tensor GgufFile::dequantize(std::string_view name) const {

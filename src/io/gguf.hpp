@@ -111,6 +111,9 @@ class GgufFile {
   std::span<const std::byte> bytes(std::string_view name) const;
   // A host copy in the tensor's own rlx dtype: F32, F16, BF16, F64, I8, I32, I64.
   Tensor tensor(std::string_view name) const;
+  // The same over the mapping, without a copy (it keeps the mapping alive; a write to it stays
+  // in this process), or a copy where the file places the tensor unaligned for its dtype.
+  Tensor view(std::string_view name) const;
   // An f32 host tensor of the values ggml's reference dequantization gives, bit for bit:
   // F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K. InputError naming the
   // tensor and its type for the others.

@@ -2,8 +2,10 @@
 // checks as a mapped file). A file that reads must hold every tensor of a known type inside
 // itself, answer every metadata getter for the type each value has, and dequantize every
 // tensor of a decoded type into as many f32 values as its shape holds and hand it out packed as
-// its own bytes in rows of whole blocks (other types are an InputError).
+// its own bytes in rows of whole blocks (other types are an InputError), and view every tensor
+// of an rlx dtype as the bytes tensor() copies.
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <string_view>
 
@@ -34,6 +36,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       try {
         const Tensor x = f.dequantize(t.name);
         if (x.numel() != t.numel) fuzz::finding("tensor '" + t.name + "' dequantized to another element count");
+      } catch (const InputError&) {
+      }
+      // view(): the bytes tensor() copies, or the same InputError.
+      try {
+        const Tensor c = f.tensor(t.name), v = f.view(t.name);
+        if (v.type() != c.type() || (c.nbytes() && std::memcmp(v.raw(), c.raw(), c.nbytes()) != 0))
+          fuzz::finding("tensor '" + t.name + "': view() differs from tensor()");
       } catch (const InputError&) {
       }
       // Packed: the tensor's own bytes as rows of whole blocks, or an InputError.

@@ -121,6 +121,14 @@ BOOST_AUTO_TEST_CASE(every_type_dequantizes_bit_for_bit) {
   for (int64_t k = 0; k < h.numel(); ++k) BOOST_TEST(float(h.data<f16>()[k]) == hf.data<float>()[k]);
   BOOST_TEST(float_bits_of(f.tensor("f32")) == float_bits_of(f.dequantize("f32")));
   expect_error([&] { f.tensor("q4_0"); }, {"every_type.gguf: tensor 'q4_0' has Q4_0 (2), which has no rlx dtype"});
+  // view(): the same values over the file's mapping, no copy.
+  for (const char* name : {"f32", "f16", "bf16", "f32_rank1"}) {
+    const Tensor v = f.view(name), c = f.tensor(name);
+    BOOST_TEST((v.type() == c.type()), name);
+    BOOST_TEST(std::memcmp(v.raw(), c.raw(), c.nbytes()) == 0, name);
+    BOOST_TEST(v.raw() == static_cast<const void*>(f.bytes(name).data()), name << ": not over the mapping");
+  }
+  expect_error([&] { f.view("q4_0"); }, {"every_type.gguf: tensor 'q4_0' has Q4_0 (2), which has no rlx dtype"});
   expect_error([&] { f.dequantize("nope"); }, {"every_type.gguf: no tensor 'nope'"});
 }
 
