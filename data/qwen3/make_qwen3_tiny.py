@@ -76,7 +76,8 @@ def rope_theta(cfg):
     return float(params.get("rope_theta", getattr(cfg, "rope_theta", 10000.0)))
 
 
-def write_gguf(path, cfg, sd, qtype):
+def write_gguf(path, cfg, sd, qtype, encode=None):
+    """Writes sd as GGUF; 2-D tensors in qtype, by gguf-py or by encode(a) -> uint8 blocks."""
     w = gguf.GGUFWriter(path, "qwen3")
     w.add_name("qwen3-tiny-random")
     w.add_context_length(cfg.max_position_embeddings)
@@ -110,7 +111,7 @@ def write_gguf(path, cfg, sd, qtype):
             w.add_tensor(gg, a.astype(np.float16))
             stored[hf] = a.astype(np.float16).astype(np.float32)
         else:
-            q = gguf.quants.quantize(a, qtype)
+            q = encode(a) if encode else gguf.quants.quantize(a, qtype)
             w.add_tensor(gg, q, raw_dtype=qtype)
             stored[hf] = gguf.quants.dequantize(q, qtype).reshape(a.shape).astype(np.float32)
     w.write_header_to_file()

@@ -370,6 +370,32 @@ BOOST_AUTO_TEST_CASE(packed_gguf_weights_give_the_dequantized_logits_and_keep_th
   }
 }
 
+// Q4_K (256-value super-blocks: a model of its own, hidden 256; data/qwen3/make_qwen3_q4k.py):
+// every projection and the tied embedding kept packed as Q4_K and run natively; the logits
+// within 1e-4 of transformers on the file's weights (decoded by gguf-py) with the same top-1
+// everywhere, within 2e-5 of the same file decoded to f32 at load, and through the cache.
+BOOST_AUTO_TEST_CASE(a_q4_k_model_runs_packed_as_transformers_runs_its_weights) {
+  const Reference ref = reference();
+  const std::string file = kDir + "/qwen3-q4k.gguf";
+  Qwen3Generator packed(file), plain(file, Qwen3Weights::F32);
+  const Qwen3Config& c = packed.config();
+  BOOST_TEST(c.packed.size() == size_t(7 * c.num_layers + 1));
+  for (const auto& [scope, type] : c.packed) BOOST_TEST(type == "Q4_K", scope);
+  const Tensor want = io::read_npy(kDir + "/logits_q4k.npy");
+  for (Device* d : devices()) {
+    const Tensor a = packed.prefill_logits(ref.prompt, *d), b = plain.prefill_logits(ref.prompt, *d);
+    const double exact = max_abs_diff(a, want), diff = max_abs_diff(a, b);
+    BOOST_TEST_MESSAGE("qwen3-q4k.gguf on " << d->name() << ": max |packed - transformers on the file's weights| = " << exact
+                                             << ", max |packed - dequantized at load| = " << diff);
+    BOOST_TEST(exact <= 1e-4, d->name() << ": " << exact);
+    BOOST_TEST(diff <= 2e-5, d->name() << ": " << diff);
+    BOOST_TEST(top1(a) == top1(want), d->name());
+    BOOST_TEST(max_abs_diff(packed.decode_logits(ref.prompt, 3, *d), b) <= 1e-4, d->name());
+    const std::string report = packed.explain_decode(32, *d);
+    BOOST_TEST(occurrences(report, "matmul_packed") == int64_t(c.packed.size()), d->name() << "\n" << report);
+  }
+}
+
 // Sequences generated together (one cache [B, ...]) against each alone: the logits of every
 // position through the batched cache within 1e-4 of the sequence's own, the greedy tokens
 // identical, seeded sampling drawing what the sequence alone draws; on the f32 folder and
