@@ -27,11 +27,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (c.hidden_size % c.num_heads) fuzz::finding("heads that do not divide the hidden size");
     if (!(c.layer_norm_eps > 0 && c.layer_norm_eps < 1)) fuzz::finding("layer_norm_eps out of (0, 1)");
     const nn::WordPieceTokenizer t(nn::bert_gguf_vocab(f), "input", {.max_length = 8});
-    if (t.vocab_size() != c.vocab_size) return;  // (the embedder refuses this: the fuzz stops where it would)
+    if (t.vocab_size() != c.vocab_size) return 0;  // (the embedder refuses this: the fuzz stops where it would)
     if (t.cls_id() < 0 || t.sep_id() < 0 || t.pad_id() < 0 || t.unk_id() < 0) fuzz::finding("a special token missing");
     // The encoder for a [1, 2] batch, its weights from the file (small models only: the fuzzer
     // does not need large graphs to reach the loader's checks).
-    if (c.num_layers > 4 || c.hidden_size > 256 || c.intermediate_size > 1024) return;
+    if (c.num_layers > 4 || c.hidden_size > 256 || c.intermediate_size > 1024) return 0;
     ir::Graph g;
     nn::Model m(g);
     const Var ids = m.input("input_ids", DType::I64, {1, 2});
