@@ -310,8 +310,9 @@ void rotary_embedding(const ir::Node& n, std::span<const Tensor> in, std::span<T
     for (int64_t p = 0; p < t; ++p) {
       const float at = pos.dtype() == DType::I64 ? float(pos.data<int64_t>()[p]) : float(pos.data<int32_t>()[p]);
       const float angle = at * inv;
-      cs[size_t(p * half + i)] = T(std::cos(angle));
-      sn[size_t(p * half + i)] = T(std::sin(angle));
+      // In f64 rounded once to f32: the reference device's rounding of the lowering's f32 cos and sin.
+      cs[size_t(p * half + i)] = T(float(std::cos(double(angle))));
+      sn[size_t(p * half + i)] = T(float(std::sin(double(angle))));
     }
   }
   const T* xp = x.data<T>();

@@ -298,7 +298,7 @@ void attention(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> 
 // ---------------------------------------------------------------- rotary_embedding
 
 // A thread per feature pair (i, i + D/2) of one row of x [..., T, heads, D]: the lowering's
-// f32 angle float(position) * inv_i, its cosine and sine in f32 rounded to T, then
+// f32 angle float(position) * inv_i, its cosine and sine rounded to f32 and then to T, then
 // (x1 c - x2 s, x2 c + x1 s) — one kernel where the lowering runs four slice and
 // concatenation copies and the elementwise products.
 constexpr int kMaxRotaryHalf = 256;  // heads of up to 512 features
@@ -315,7 +315,9 @@ __global__ void rotary_kernel(const T* __restrict__ x, const P* __restrict__ pos
     const i64 row = e / a.half;
     const int t = int((row / a.heads) % a.t);
     const float angle = float(pos[t]) * a.inv[i];
-    const T c = T(cosf(angle)), s = T(sinf(angle));
+    // The cosine and sine in f64 rounded once to f32, as the reference device rounds the
+    // lowering's f32 cos and sin (cosf and sinf are within an ulp, not correctly rounded).
+    const T c = T(float(cos(double(angle)))), s = T(float(sin(double(angle))));
     const i64 at = row * 2 * a.half + i;
     const T x1 = x[at], x2 = x[at + a.half];
     y[at] = x1 * c - x2 * s;
@@ -354,21 +356,30 @@ std::string rotary_check(const ir::Node& n, const ir::Graph& g) {
 
 // ---------------------------------------------------------------- grouped_query_attention (decoding)
 
-// One block per query row (b, h, t): its warps take the keys in turns, kGqaKeys at a time
-// (each lane holding features lane, lane + 32, ... of the head: coalesced rows of k and v,
-// the dot product summed across the warp), each warp keeping an online softmax (running max
-// m, sum l, output acc rescaled when m grows); the warps' (m, l, acc) are then merged in
-// shared memory. One kernel where the lowering runs the scores' and p·v's batched products
-// and the softmax's reductions and elementwise steps: what a decoding step's attention
-// costs is its launches, the k and v of one (b, kv head) being a few hundred KB. Query
-// head h reads key/value head h / (H / KV). Masked keys (causal, or a bias of -inf) add
-// nothing; a row with every key masked is NaN (0 / 0), and so is a row with a NaN score, as
-// the lowering's softmax gives.
-constexpr int kGqaWarps = 16;
-constexpr int kGqaKeys = 4;        // keys in flight per warp
-constexpr int kGqaMaxQueries = 16;  // T: decoding's one token (or a few speculative ones)
+// A query row (b, h, t) is split over the keys: blockIdx.y picks the row, blockIdx.x one of
+// `splits` chunks of keys, so that a decoding step's few rows still fill the GPU (Qwen3-0.6B:
+// 16 rows, 576 keys, 9 chunks). In a block, the warps take the chunk's keys in turns,
+// kGqaKeys at a time (each lane holding features lane, lane + 32, ... of the head: coalesced
+// rows of k and v, the dot product summed across the warp), each warp keeping an online
+// softmax (running max m, sum l, output acc rescaled when m grows); the warps' (m, l, acc)
+// are merged in shared memory. With several chunks each block writes its merged (acc, m, l)
+// to scratch and the row's last block to finish (a per-row counter in device memory that it
+// resets for the next launch) merges them and writes the row. One kernel where the lowering
+// runs the scores' and p·v's batched products and the softmax's reductions and elementwise
+// steps: a decoding step's attention is bound by its launches and by reading k and v once.
+// Query head h reads key/value head h / (H / KV). Masked keys (causal, or a bias of -inf)
+// add nothing; a row with every key masked is NaN (0 / 0), and so is a row with a NaN score,
+// as the lowering's softmax gives.
+constexpr int kGqaWarps = 8;
+constexpr int kGqaKeys = 4;          // keys in flight per warp
+constexpr int kGqaMaxQueries = 16;   // T: decoding's one token (or a few speculative ones)
+constexpr int kGqaChunk = 64;        // keys per block, about (fewer blocks where there are many rows)
+constexpr int kGqaCounters = 1 << 16;  // rows that can be split; more rows run unsplit
+__device__ unsigned gqa_arrivals[kGqaCounters];  // zero at load; each row's last block re-zeroes its own
+
 struct GqaArgs {
   int h = 0, t = 0, s = 0, d = 0, dv = 0, groups = 0;
+  int splits = 1, chunk = 0;
   float scale = 1;
   bool causal = false, has_bias = false;
   i64 bias_stride[5] = {};  // over [B, KV, H / KV, T, S]; 0 where the bias broadcasts
@@ -379,12 +390,14 @@ __global__ void __launch_bounds__(32 * kGqaWarps) gqa_decode_kernel(const float*
                                                                     const float* __restrict__ k,
                                                                     const float* __restrict__ v,
                                                                     const float* __restrict__ bias,
-                                                                    float* __restrict__ o, GqaArgs a) {
+                                                                    float* __restrict__ o, float* partial,
+                                                                    GqaArgs a) {
   __shared__ float wm[kGqaWarps], wl[kGqaWarps];
   __shared__ float wacc[kGqaWarps][32 * R];
-  __shared__ int any_nan;
+  __shared__ int any_nan, last_block;
   const int lane = int(threadIdx.x) & 31, warp = int(threadIdx.x) >> 5;
-  const i64 row = blockIdx.x;  // ((b * H) + h) * T + t
+  const i64 row = blockIdx.y;  // ((b * H) + h) * T + t
+  const int split = int(blockIdx.x);
   const int t = int(row % a.t);
   const i64 bh = row / a.t;
   const int h = int(bh % a.h);
@@ -406,9 +419,9 @@ __global__ void __launch_bounds__(32 * kGqaWarps) gqa_decode_kernel(const float*
   }
   float m = -INFINITY, l = 0.f;
   bool nan = false;
-  // Keys past `last` are masked by causality (key j <= t + S - T).
-  const int last = a.causal ? min(a.s - 1, t + a.s - a.t) : a.s - 1;
-  for (int j0 = warp * kGqaKeys; j0 <= last; j0 += kGqaWarps * kGqaKeys) {
+  // This block's keys: its chunk, less those masked by causality (key j <= t + S - T).
+  const int last = min((split + 1) * a.chunk, a.causal ? min(a.s, t + a.s - a.t + 1) : a.s) - 1;
+  for (int j0 = split * a.chunk + warp * kGqaKeys; j0 <= last; j0 += kGqaWarps * kGqaKeys) {
     float kr[kGqaKeys][R], vr[kGqaKeys][R], sc[kGqaKeys];
 #pragma unroll
     for (int u = 0; u < kGqaKeys; ++u) {
@@ -468,17 +481,55 @@ __global__ void __launch_bounds__(32 * kGqaWarps) gqa_decode_kernel(const float*
 #pragma unroll
   for (int r = 0; r < R; ++r) wacc[warp][lane + 32 * r] = acc[r];
   __syncthreads();
-  float mall = -INFINITY;
-  for (int w = 0; w < kGqaWarps; ++w) mall = fmaxf(mall, wm[w]);
-  for (int c = int(threadIdx.x); c < a.dv; c += 32 * kGqaWarps) {
-    float num = 0.f, den = 0.f;
-    for (int w = 0; w < kGqaWarps; ++w) {
-      if (wm[w] == -INFINITY) continue;
-      const float f = expf(wm[w] - mall);
-      num += wacc[w][c] * f;
-      den += wl[w] * f;
+  // The block's (m, l, acc): warps whose keys were all masked add nothing.
+  float bm = -INFINITY, bl = 0.f;
+  for (int w = 0; w < kGqaWarps; ++w) bm = fmaxf(bm, wm[w]);
+  for (int w = 0; w < kGqaWarps; ++w)
+    if (wm[w] != -INFINITY) bl += wl[w] * expf(wm[w] - bm);
+  if (a.splits == 1) {
+    for (int c = int(threadIdx.x); c < a.dv; c += 32 * kGqaWarps) {
+      float num = 0.f;
+      for (int w = 0; w < kGqaWarps; ++w)
+        if (wm[w] != -INFINITY) num += wacc[w][c] * expf(wm[w] - bm);
+      o[row * a.dv + c] = any_nan ? NAN : num / bl;  // 0 / 0 when every key is masked
     }
-    o[row * a.dv + c] = any_nan ? NAN : num / den;  // 0 / 0 when every key is masked
+    return;
+  }
+  // Several chunks: this block's part [acc.., m, l] (l NaN for a NaN score), then the last.
+  float* mine = partial + (row * a.splits + split) * (a.dv + 2);
+  for (int c = int(threadIdx.x); c < a.dv; c += 32 * kGqaWarps) {
+    float num = 0.f;
+    for (int w = 0; w < kGqaWarps; ++w)
+      if (wm[w] != -INFINITY) num += wacc[w][c] * expf(wm[w] - bm);
+    mine[c] = num;
+  }
+  if (threadIdx.x == 0) {
+    mine[a.dv] = bm;
+    mine[a.dv + 1] = any_nan ? NAN : bl;
+  }
+  __threadfence();  // the part is visible to every block before the arrival is counted
+  __syncthreads();
+  if (threadIdx.x == 0) last_block = atomicAdd(&gqa_arrivals[row], 1u) == unsigned(a.splits - 1);
+  __syncthreads();
+  if (!last_block) return;
+  __threadfence();
+  if (threadIdx.x == 0) gqa_arrivals[row] = 0;  // ready for the next launch
+  const float* parts = partial + row * a.splits * (a.dv + 2);
+  float rm = -INFINITY, rl = 0.f;
+  bool rnan = false;
+  for (int sp = 0; sp < a.splits; ++sp) rm = fmaxf(rm, __ldcg(parts + sp * (a.dv + 2) + a.dv));
+  for (int sp = 0; sp < a.splits; ++sp) {
+    const float pm = __ldcg(parts + sp * (a.dv + 2) + a.dv), pl = __ldcg(parts + sp * (a.dv + 2) + a.dv + 1);
+    if (pl != pl) rnan = true;
+    else if (pm != -INFINITY) rl += pl * expf(pm - rm);
+  }
+  for (int c = int(threadIdx.x); c < a.dv; c += 32 * kGqaWarps) {
+    float num = 0.f;
+    for (int sp = 0; sp < a.splits; ++sp) {
+      const float pm = __ldcg(parts + sp * (a.dv + 2) + a.dv);
+      if (pm != -INFINITY) num += __ldcg(parts + sp * (a.dv + 2) + c) * expf(pm - rm);
+    }
+    o[row * a.dv + c] = rnan ? NAN : num / rl;
   }
 }
 
@@ -491,7 +542,7 @@ std::string gqa_check(const ir::Node& n, const ir::Graph& g) {
   if (q[2] > kGqaMaxQueries) return "grouped_query_attention on cuda: at most 16 queries per head (decoding)";
   if (q[3] > 128 || v[3] > 128) return "grouped_query_attention on cuda: head sizes of at most 128";
   if (k[2] > INT_MAX / 2) return "grouped_query_attention on cuda: fewer than 2^30 keys";
-  if (q[0] * q[1] * q[2] > kMaxGrid) return "grouped_query_attention on cuda: at most 2^30 query rows";
+  if (q[0] * q[1] * q[2] > 65535) return "grouped_query_attention on cuda: at most 65535 query rows";
   for (ir::Value in : n.inputs)
     if (g.type(in).dtype != DType::F32) return "grouped_query_attention on cuda: every input f32";
   return "";
@@ -525,10 +576,17 @@ void grouped_query_attention(const ir::Node& n, std::span<const Tensor> in, std:
   }
   if (out[0].numel() == 0) return;
   const i64 rows = qs[0] * qs[1] * qs[2];
+  // Chunks of about kGqaChunk keys, fewer where the rows alone fill the GPU several times.
+  i64 splits = std::max<i64>(1, ceil_div(a.s, kGqaChunk));
+  splits = std::min<i64>(splits, std::max<i64>(1, 4 * sm_count() / rows));
+  if (rows > kGqaCounters) splits = 1;
+  a.chunk = int(ceil_div(a.s, splits));
+  a.splits = int(ceil_div(a.s, a.chunk));
+  Scratch partial(a.splits > 1 ? size_t(rows * a.splits * (a.dv + 2)) * sizeof(float) : sizeof(float));
   const float* bp = a.has_bias ? bias.data<float>() : nullptr;
   auto go = [&](auto kernel) {
-    kernel<<<unsigned(rows), 32 * kGqaWarps, 0, stream()>>>(q.data<float>(), k.data<float>(), v.data<float>(), bp,
-                                                            out[0].data<float>(), a);
+    kernel<<<dim3(unsigned(a.splits), unsigned(rows)), 32 * kGqaWarps, 0, stream()>>>(
+        q.data<float>(), k.data<float>(), v.data<float>(), bp, out[0].data<float>(), partial.as<float>(), a);
   };
   const int widest = std::max(a.d, a.dv);
   if (widest <= 32) go(gqa_decode_kernel<1>);

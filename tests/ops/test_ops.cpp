@@ -1264,6 +1264,8 @@ const std::vector<L1Case>& l1_cases() {
         {"H=4 KV=2 T=3 S=5 causal", gqa_case(2, 4, 2, 3, 5, 4, 6, true, "")},
         {"H=6 KV=3 T=2 S=37 D=64 causal bias", gqa_case(1, 6, 3, 2, 37, 64, 64, true, "full")},
         {"H=16 KV=8 T=1 S=130 D=128 cache mask (decoding)", gqa_case(1, 16, 8, 1, 130, 128, 128, false, "mask", 97)},
+        {"H=8 KV=2 T=1 S=200 D=64 cache mask (chunks wholly masked)", gqa_case(1, 8, 2, 1, 200, 64, 64, false, "mask", 10)},
+        {"H=4 KV=1 T=3 S=300 D=128 Dv=96 causal bias", gqa_case(1, 4, 1, 3, 300, 128, 96, true, "full")},
         {"H=4 KV=4 T=20 S=24 D=32 causal (a prompt)", gqa_case(2, 4, 4, 20, 24, 32, 16, true, "")}}},
       {"cg_csr",
        {{"[9] i32", cg_case(9, 4, DType::I32, false)},
