@@ -38,16 +38,6 @@ Var rms_norm(Model& m, const std::string& name, const Var& x, double eps, SrcLoc
   return rlx::rms_norm(x, gamma, eps, loc);
 }
 
-AddNorm add_rms_norm(Model& m, const std::string& name, const Var& x, const Var& r, double eps, SrcLoc loc) {
-  if (x.type() != r.type())
-    throw InputError("add_rms_norm '" + m.scoped(name) + "': x " + x.type().str() + " and r " + r.type().str() + " differ");
-  const int64_t d = x.shape().back();
-  Model::Scope scope(m, name);
-  Var gamma = m.param("weight", {d}, Init::ones(), loc);
-  std::vector<Var> out = op_multi("add_rms_norm", {x, r, gamma}, {{"eps", eps}}, {}, loc);
-  return {out[0], out[1]};
-}
-
 Var mlp(Model& m, const std::string& name, const Var& x, const std::vector<int64_t>& sizes, SrcLoc loc) {
   if (sizes.size() < 2) throw InputError("mlp '" + name + "': needs at least the input and output sizes");
   if (x.shape().back() != sizes[0])

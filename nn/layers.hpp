@@ -21,13 +21,6 @@ Var embedding(Model& m, const std::string& name, const Var& indices, int64_t voc
 // Normalisation over the last axis with a learned scale (ones) and, for layer_norm, shift (zeros).
 Var layer_norm(Model& m, const std::string& name, const Var& x, double eps = 1e-5, SrcLoc loc = SrcLoc::current());
 Var rms_norm(Model& m, const std::string& name, const Var& x, double eps = 1e-6, SrcLoc loc = SrcLoc::current());
-// A residual sum and the rms_norm that follows it (a pre-norm block's x + branch, then its
-// norm): {x + r, rms_norm(x + r)}, one op (`add_rms_norm`), the parameter as rms_norm's.
-struct AddNorm {
-  Var sum, normed;
-};
-AddNorm add_rms_norm(Model& m, const std::string& name, const Var& x, const Var& r, double eps = 1e-6,
-                     SrcLoc loc = SrcLoc::current());
 
 // A stack of linear layers with ReLU between them: sizes {in, h1, ..., out}, named
 // name/0, name/1, ...

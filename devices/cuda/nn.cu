@@ -1,5 +1,5 @@
-// layer_norm, rms_norm, add_rms_norm, softmax (last axis), attention, rotary_embedding and
-// decoding's grouped_query_attention as native kernels. Their lowerings
+// layer_norm, rms_norm, softmax (last axis), attention, rotary_embedding and decoding's
+// grouped_query_attention as native kernels. Their lowerings
 // (src/ir/ops/nn.cpp) run as 3 to 8 kernels that each read and write the whole tensor — for
 // attention the [.., Lq, Lk] scores five times over; these read their inputs once and write
 // their result once (for rms_norm, a decoder's four norms per layer, the kernels saved are
@@ -79,26 +79,6 @@ __global__ void __launch_bounds__(32 * kRowsPerBlock) rms_norm_kernel(const T* _
   for (int i = lane; i < d; i += 32) yr[i] = xr[i] * r * gamma[i];
 }
 
-// add_rms_norm: s = x + r (rounded to T, as the lowering's add), written, then rms_norm of s.
-template <class T>
-__global__ void __launch_bounds__(32 * kRowsPerBlock) add_rms_norm_kernel(const T* __restrict__ x, const T* __restrict__ r,
-                                                                          const T* __restrict__ gamma, T* __restrict__ s,
-                                                                          T* __restrict__ y, i64 rows, int d, T eps) {
-  const i64 row = i64(blockIdx.x) * kRowsPerBlock + threadIdx.y;
-  if (row >= rows) return;
-  const T *xr = x + row * d, *rr = r + row * d;
-  T *sr = s + row * d, *yr = y + row * d;
-  const int lane = int(threadIdx.x);
-  T q = T(0);
-  for (int i = lane; i < d; i += 32) {
-    const T v = xr[i] + rr[i];
-    sr[i] = v;
-    q += v * v;
-  }
-  const T inv = T(1) / sqrt(warp_sum(q) / T(d) + eps);
-  for (int i = lane; i < d; i += 32) yr[i] = sr[i] * inv * gamma[i];  // (each lane reads back what it wrote)
-}
-
 template <class T>
 __global__ void __launch_bounds__(32 * kRowsPerBlock) softmax_kernel(const T* __restrict__ x, T* __restrict__ y, i64 rows,
                                                                      int d) {
@@ -137,17 +117,6 @@ void rms_norm(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> o
   rms_norm_kernel<T><<<grid_for(rows, kRowsPerBlock), dim3(32, kRowsPerBlock), 0, stream()>>>(
       x.data<T>(), g.data<T>(), out[0].data<T>(), rows, last_of(x), T(n.attrs.get_float("eps")));
   check_launch("rms_norm");
-}
-
-template <class T>
-void add_rms_norm(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
-  const Tensor x = contiguous(in[0]), r = contiguous(in[1]), g = contiguous(in[2]);
-  const i64 rows = rows_of(x);
-  if (x.numel() == 0) return;
-  add_rms_norm_kernel<T><<<grid_for(rows, kRowsPerBlock), dim3(32, kRowsPerBlock), 0, stream()>>>(
-      x.data<T>(), r.data<T>(), g.data<T>(), out[0].data<T>(), out[1].data<T>(), rows, last_of(x),
-      T(n.attrs.get_float("eps")));
-  check_launch("add_rms_norm");
 }
 
 template <class T>
@@ -641,11 +610,6 @@ std::string norm_check(const ir::Node& n, const ir::Graph& g) {
   if (x.back() > (int64_t(1) << 31) - 1) return n.op->name + " on cuda: rows of at most 2^31 - 1";
   return "";
 }
-// add_rms_norm: x and r of one shape (no broadcasting), a warp per row.
-std::string add_norm_check(const ir::Node& n, const ir::Graph& g) {
-  if (g.type(n.inputs[0]).shape != g.type(n.inputs[1]).shape) return "add_rms_norm on cuda: x and r of one shape";
-  return norm_check(n, g);
-}
 
 }  // namespace
 
@@ -661,11 +625,6 @@ void add_nn_kernels(KernelTable& t) {
            in[0].dtype() == DType::F64 ? rms_norm<double>(n, in, out) : rms_norm<float>(n, in, out);
          },
          norm_check});
-  t.add({"add_rms_norm", f32_f64, 0,
-         [](const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
-           in[0].dtype() == DType::F64 ? add_rms_norm<double>(n, in, out) : add_rms_norm<float>(n, in, out);
-         },
-         add_norm_check});
   t.add({"softmax", f32_f64, 0,
          [](const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
            in[0].dtype() == DType::F64 ? softmax<double>(n, in, out) : softmax<float>(n, in, out);

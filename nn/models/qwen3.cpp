@@ -172,23 +172,13 @@ Qwen3Outputs decoder(Model& m, const Qwen3Config& c, const Var& ids, int64_t cac
     }
   }
   const double eps = c.rms_norm_eps;
-  // The last block's output, not yet added to x: the next norm adds it (add_rms_norm, one op
-  // for the residual sum and the norm after it).
-  std::optional<Var> branch;
-  auto norm = [&](const char* name) {
-    if (!branch) return rms_norm(m, name, x, eps);
-    AddNorm r = add_rms_norm(m, name, x, *branch, eps);
-    x = r.sum;
-    branch.reset();
-    return r.normed;
-  };
   for (int64_t i = 0; i < c.num_layers; ++i) {
     const std::string layer = "model/layers/" + std::to_string(i);
     Model::Scope scope(m, layer);
     Var h;
     {
       ModuleLocation at(checkpoint_name(layer) + ".self_attn");
-      Var a = norm("input_layernorm");
+      Var a = rms_norm(m, "input_layernorm", x, eps);
       Model::Scope attn(m, "self_attn");
       Var q = reshape(projection(m, c, "q_proj", a, nh * hd), {b, t, nh, hd});
       Var k = reshape(projection(m, c, "k_proj", a, kv * hd), {b, t, kv, hd});
@@ -213,18 +203,18 @@ Qwen3Outputs decoder(Model& m, const Qwen3Config& c, const Var& ids, int64_t cac
       }
       h = projection(m, c, "o_proj", reshape(permute(o, {0, 2, 1, 3}), {b, t, nh * hd}), c.hidden_size);
     }
-    branch = h;
+    x = x + h;
     ModuleLocation at(checkpoint_name(layer) + ".mlp");
-    Var a = norm("post_attention_layernorm");
+    Var a = rms_norm(m, "post_attention_layernorm", x, eps);
     Model::Scope mlp(m, "mlp");
     Var gate = projection(m, c, "gate_proj", a, c.intermediate_size);
     Var up = projection(m, c, "up_proj", a, c.intermediate_size);
-    branch = projection(m, c, "down_proj", silu(gate) * up, c.hidden_size);
+    x = x + projection(m, c, "down_proj", silu(gate) * up, c.hidden_size);
   }
   {
     ModuleLocation at("model.norm");
     Model::Scope scope(m, "model");
-    x = norm("norm");
+    x = rms_norm(m, "norm", x, eps);
   }
   ModuleLocation at("lm_head");
   if (!all_logits && t > 1) x = slice(x, {0, t - 1, 0}, {b, t, c.hidden_size});

@@ -889,28 +889,6 @@ L1Make attention_case(const std::string& mask, bool bias, int64_t B = 2, int64_t
   };
 }
 
-// x + r and its rms_norm times gamma, in double (the sum not rounded to the dtype: the
-// half-precision bounds cover that rounding).
-L1Make add_norm_case(int64_t rows, int64_t d) {
-  return [rows, d](Build& b, DType t) {
-    const double eps = 1e-6;
-    Var x = b.in(t, {rows, d}), r = b.in(t, {rows, d}), g = b.in(t, {d}, {.lo = 0.5, .hi = 1.5});
-    auto X = reals(b.inputs[0]), R = reals(b.inputs[1]), G = reals(b.inputs[2]);
-    std::vector<double> s(X.size()), y(X.size());
-    for (int64_t i = 0; i < rows; ++i) {
-      double sq = 0;
-      for (int64_t k = 0; k < d; ++k) {
-        const size_t e = size_t(i * d + k);
-        s[e] = X[e] + R[e];
-        sq += s[e] * s[e] / double(d);
-      }
-      for (int64_t k = 0; k < d; ++k) y[size_t(i * d + k)] = s[size_t(i * d + k)] / std::sqrt(sq + eps) * G[size_t(k)];
-    }
-    std::vector<Var> out = op_multi("add_rms_norm", {x, r, g}, {{"eps", eps}});
-    return L1Built{out[0], as_complex(s), {out[1]}, {as_complex(y)}};
-  };
-}
-
 // x [B, T, H, D] at positions [T] drawn from [0, 2048): pair (i, i + D/2) turned by the f32
 // angle float(position) * inv_i (the op's stated rounding, computed here in f32 too), its
 // cosine and sine then taken in double. Every route takes the cosine and sine in f32, so f64
@@ -1207,7 +1185,6 @@ const std::vector<L1Case>& l1_cases() {
       {"splat_render", {{"12 Gaussians, degree 1, 20x12", splat_case(12, 4, 20, 12)}}},
       {"layer_norm", {{"[3,8]", norm_case(true, 3, 8)}, {"[37,300]", norm_case(true, 37, 300)}}},
       {"rms_norm", {{"[3,8]", norm_case(false, 3, 8)}, {"[37,300]", norm_case(false, 37, 300)}}},
-      {"add_rms_norm", {{"[3,8]", add_norm_case(3, 8)}, {"[37,1024]", add_norm_case(37, 1024)}}},
       {"mse",
        {{"[3,4]",
          [](Build& b, DType t) {

@@ -519,21 +519,6 @@ void register_nn_ops(OpRegistry& r) {
      "x / sqrt(mean(x^2) + eps) * gamma over the last axis",
      [](ExampleInputs& x, DType t) { return std::vector<Var>{rms_norm(x.in(t, {4, 8}), x.in(t, {8}))}; }, kFloats,
      rms_norm_vjp);
-  // A residual connection and the norm that follows it in a pre-norm decoder block, as one
-  // op so that a device can read x and r once and write both results in one pass.
-  l1(r, "add_rms_norm", 3, 3, {{"eps", AttrKind::Float, false, 1e-6}},
-     [](const std::vector<Var>& in, const Attrs& a) {
-       Var s = in[0] + in[1];
-       if (s.shape() != in[0].shape()) throw InputError("r " + shape_str(in[1].shape()) + " must broadcast to x " +
-                                                        shape_str(in[0].shape()));
-       if (in[2].shape() != Shape{s.shape().back()})
-         throw InputError("gamma must be [" + std::to_string(s.shape().back()) + "]");
-       return std::vector<Var>{s, s * rsqrt(mean_last(s * s) + a.get_float("eps")) * in[2]};
-     },
-     "(x + r, rms_norm(x + r) * gamma): a residual sum and its norm over the last axis",
-     [](ExampleInputs& x, DType t) {
-       return op_multi("add_rms_norm", {x.in(t, {4, 8}), x.in(t, {4, 8}), x.in(t, {8})}, {{"eps", 1e-6}});
-     });
   l1(r, "mse", 2, 2, {},
      [](const std::vector<Var>& in, const Attrs&) {
        if (in[0].shape() != in[1].shape())
