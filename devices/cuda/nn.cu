@@ -298,7 +298,7 @@ void attention(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> 
 // ---------------------------------------------------------------- rotary_embedding
 
 // A thread per feature pair (i, i + D/2) of one row of x [..., T, heads, D]: the lowering's
-// f32 angle float(position) * inv_i, its cosine and sine rounded to f32 and then to T, then
+// f32 angle float(position) * inv_i, its cosine and sine in f32 (rounded to T), then
 // (x1 c - x2 s, x2 c + x1 s) — one kernel where the lowering runs four slice and
 // concatenation copies and the elementwise products.
 constexpr int kMaxRotaryHalf = 256;  // heads of up to 512 features
@@ -315,9 +315,18 @@ __global__ void rotary_kernel(const T* __restrict__ x, const P* __restrict__ pos
     const i64 row = e / a.half;
     const int t = int((row / a.heads) % a.t);
     const float angle = float(pos[t]) * a.inv[i];
-    // The cosine and sine in f64 rounded once to f32, as the reference device rounds the
-    // lowering's f32 cos and sin (cosf and sinf are within an ulp, not correctly rounded).
-    const T c = T(float(cos(double(angle)))), s = T(float(sin(double(angle))));
+    // f32: cosf and sinf (within f32's tolerances). f64: the cosine and sine in f64 rounded
+    // once to f32, as the reference device rounds the lowering's f32 cos and sin, since
+    // cosf's last-ulp error would show at f64's tolerance (f64's slow path costs about 1 us
+    // a launch at decoding's sizes, under ncu).
+    T c, s;
+    if constexpr (sizeof(T) == 4) {
+      c = cosf(angle);
+      s = sinf(angle);
+    } else {
+      c = T(float(cos(double(angle))));
+      s = T(float(sin(double(angle))));
+    }
     const i64 at = row * 2 * a.half + i;
     const T x1 = x[at], x2 = x[at + a.half];
     y[at] = x1 * c - x2 * s;
