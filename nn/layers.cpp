@@ -130,47 +130,30 @@ Var multi_head_attention(Model& m, const std::string& name, const Var& x, const 
 Var rotary_embedding(const Var& x, const Var& positions, double theta, SrcLoc loc) {
   if (x.rank() < 3 || x.shape().back() % 2)
     throw InputError("rotary_embedding: x must be [..., T, heads, D] with D even, got " + x.type().str());
-  const int64_t t = x.shape()[size_t(x.rank() - 3)], d = x.shape().back(), half = d / 2;
+  const int64_t t = x.shape()[size_t(x.rank() - 3)];
   if (positions.rank() != 1 || positions.shape()[0] != t || (positions.dtype() != DType::I64 && positions.dtype() != DType::I32))
     throw InputError("rotary_embedding: positions must be i64 [" + std::to_string(t) + "], got " + positions.type().str());
   if (!(theta > 1)) throw InputError("rotary_embedding: theta must be above 1, got " + std::to_string(theta));
-  // (inverse frequencies rounded as transformers rounds them: the exponent 2i/D in f32)
-  Tensor inv = Tensor::empty(DType::F32, {1, half});
-  for (int64_t i = 0; i < half; ++i)
-    inv.data<float>()[i] = 1.0f / float(std::pow(theta, double(float(2 * i) / float(d))));
-  ir::Graph& g = *x.graph();
-  Var angles = reshape(cast(positions, DType::F32, loc), {t, 1}, loc) * constant(g, inv, loc);  // [T, D/2]
-  angles = concat({angles, angles}, 1, loc);
-  Shape bs(size_t(x.rank()), 1);
-  bs[size_t(x.rank() - 3)] = t;
-  bs.back() = d;
-  Var c = cast(reshape(cos(angles, loc), bs, loc), x.dtype(), loc);
-  Var s = cast(reshape(sin(angles, loc), bs, loc), x.dtype(), loc);
-  std::vector<int64_t> lo(size_t(x.rank()), 0), hi(x.shape().begin(), x.shape().end());
-  hi.back() = half;
-  Var x1 = slice(x, lo, hi, {}, loc);
-  lo.back() = half;
-  hi.back() = d;
-  Var x2 = slice(x, lo, hi, {}, loc);
-  Var rotated = concat({neg(x2, loc), x1}, x.rank() - 1, loc);
-  return add(mul(x, c, loc), mul(rotated, s, loc), loc);
+  // One op: its lowering is the slices and concatenations of rotate-half; devices with a
+  // native kernel run it as one pass over x.
+  return op("rotary_embedding", {x, positions}, {{"theta", theta}}, loc);
 }
 
 Var grouped_query_attention(const Var& q, const Var& k, const Var& v, bool causal, std::optional<Var> bias, SrcLoc loc) {
   if (q.rank() != 4 || k.rank() != 4 || v.rank() != 4)
     throw InputError("grouped_query_attention: q, k, v must be [B, heads, L, D], got " + q.type().str() + ", " +
                      k.type().str() + ", " + v.type().str());
-  const int64_t b = q.shape()[0], h = q.shape()[1], t = q.shape()[2], d = q.shape()[3];
+  const int64_t b = q.shape()[0], h = q.shape()[1], d = q.shape()[3];
   const int64_t kv = k.shape()[1], s = k.shape()[2], dv = v.shape()[3];
   if (k.shape()[0] != b || v.shape()[0] != b || v.shape()[1] != kv || v.shape()[2] != s || k.shape()[3] != d || kv < 1 ||
       h % kv)
     throw InputError("grouped_query_attention: q " + q.type().str() + " does not fit k " + k.type().str() + " and v " +
                      v.type().str() + " (the key/value heads must divide the query heads)");
-  const int64_t groups = h / kv;
-  // [B, KV, groups, T, D] against [B, KV, 1, S, D]: matmul broadcasts the group axis.
-  Var o = attention(reshape(q, {b, kv, groups, t, d}, loc), reshape(k, {b, kv, 1, s, d}, loc),
-                    reshape(v, {b, kv, 1, s, dv}, loc), causal ? "causal" : "none", bias, loc);
-  return reshape(o, {b, h, t, dv}, loc);
+  std::vector<Var> in{q, k, v};
+  if (bias) in.push_back(*bias);
+  // One op: its lowering is `attention` over [B, KV, H / KV, T, D] against [B, KV, 1, S, D];
+  // the cuda device runs small T (decoding) as one kernel.
+  return op("grouped_query_attention", in, {{"mask", std::string(causal ? "causal" : "none")}}, loc);
 }
 
 Var dropout(Model& m, const std::string& name, const Var& x, double p, bool training, SrcLoc loc) {

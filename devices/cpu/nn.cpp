@@ -1,4 +1,4 @@
-// layer_norm, softmax (last axis) and attention as native kernels. Their lowerings
+// layer_norm, softmax (last axis), attention and rotary_embedding as native kernels. Their lowerings
 // (src/ir/ops/nn.cpp) run as 5 to 8 kernels that each read and write the whole tensor and
 // each wake the thread pool — for attention the [.., Lq, Lk] scores five times over, plus
 // two batched products of 128-row blocks; these read their inputs once, keep each row (or
@@ -6,12 +6,15 @@
 // lowering's arithmetic (layer_norm: the mean, then the mean of the squared deviations,
 // then c * (1 / sqrt(var + eps)) * gamma + beta; softmax: exp(x - max) / sum; attention:
 // (q . k) * scale [+ bias] [causal: -inf], that softmax, then the weights times v), so they
-// differ from it by the order of sums only. Their VJPs stay the ops' IR expressions.
+// differ from it by the order of sums only; rotary_embedding: the f32 angle, its f32 cosine
+// and sine rounded to x's dtype, x cos + rotate_half(x) sin, in one pass over x instead of the
+// lowering's slices and concatenations). Their VJPs stay the ops' IR expressions.
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/rotary.hpp"
 #include "devices/cpu/kernels.hpp"
 #include "devices/cpu/thread_pool.hpp"
 #include "devices/cpu/vmath.hpp"
@@ -290,6 +293,49 @@ std::string attention_check(const ir::Node& n, const ir::Graph& g) {
   return "";
 }
 
+// ---------------------------------------------------------------- rotary_embedding
+
+// x [..., T, heads, D] at positions [T]: the cosines and sines of the [T, D/2] angles once
+// (float(position) * inv_i in f32, as the lowering), then each row's pairs (i, i + D/2).
+template <class T>
+void rotary_embedding(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
+  const Tensor x = in[0].contiguous(), pos = in[1].contiguous();
+  if (x.numel() == 0) return;
+  const Shape& s = x.shape();
+  const int64_t d = s.back(), half = d / 2, heads = s[s.size() - 2], t = s[s.size() - 3];
+  const double theta = n.attrs.get_float("theta");
+  std::vector<T> cs(size_t(t * half)), sn(size_t(t * half));
+  for (int64_t i = 0; i < half; ++i) {
+    const float inv = rotary_inverse_frequency(theta, d, i);
+    for (int64_t p = 0; p < t; ++p) {
+      const float at = pos.dtype() == DType::I64 ? float(pos.data<int64_t>()[p]) : float(pos.data<int32_t>()[p]);
+      const float angle = at * inv;
+      // In f64 rounded once to f32: the reference device's rounding of the lowering's f32 cos and sin.
+      cs[size_t(p * half + i)] = T(float(std::cos(double(angle))));
+      sn[size_t(p * half + i)] = T(float(std::sin(double(angle))));
+    }
+  }
+  const T* xp = x.data<T>();
+  T* yp = out[0].data<T>();
+  parallel_for(x.numel() / d, row_grain(d), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const T *xr = xp + r * d, *c = cs.data() + (r / heads) % t * half, *sr = sn.data() + (r / heads) % t * half;
+      T* yr = yp + r * d;
+      for (int64_t i = 0; i < half; ++i) {
+        const T x1 = xr[i], x2 = xr[i + half];
+        yr[i] = x1 * c[i] - x2 * sr[i];
+        yr[i + half] = x2 * c[i] + x1 * sr[i];
+      }
+    }
+  });
+}
+
+std::string rotary_check(const ir::Node& n, const ir::Graph& g) {
+  const Shape& x = g.type(n.inputs[0]).shape;
+  if (x.size() < 3 || x.back() % 2) return "rotary_embedding on cpu: x [..., T, heads, D], D even";
+  return "";
+}
+
 // layer_norm and softmax: the last axis only (softmax's axis attribute naming it).
 std::string softmax_check(const ir::Node& n, const ir::Graph& g) {
   const int64_t rank = int64_t(g.type(n.inputs[0]).shape.size());
@@ -330,6 +376,11 @@ void add_nn_kernels(KernelTable& t) {
            attention<decltype(tag)>(n, in, out);
          }),
          attention_check});
+  t.add({"rotary_embedding", f32_f64, 0,
+         f32_or_f64([](auto tag, const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
+           rotary_embedding<decltype(tag)>(n, in, out);
+         }),
+         rotary_check});
 }
 
 }  // namespace rlx::cpu

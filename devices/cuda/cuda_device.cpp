@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <mutex>
 
@@ -152,6 +153,7 @@ class CudaDevice final : public Device {
       release_recorded_checks(checks);
       check(e, "ending a CUDA graph capture");
     }
+    if (graph_stats_) print_graph_stats(graph);
     cudaGraphExec_t exec = nullptr;
     e = cudaGraphInstantiate(&exec, graph, 0);
     cudaGraphDestroy(graph);
@@ -206,8 +208,30 @@ class CudaDevice final : public Device {
   void sync_unless_recording(const char* what) {
     if (!capturing()) check(cudaStreamSynchronize(stream()), what);
   }
+  // With RLX_CUDA_GRAPH_STATS=1 each recording prints its nodes by kind to stderr: a replayed
+  // step's kernel launches, counted without a profiler.
+  static void print_graph_stats(cudaGraph_t graph) {
+    size_t count = 0;
+    if (cudaGraphGetNodes(graph, nullptr, &count) != cudaSuccess) return void(cudaGetLastError());
+    std::vector<cudaGraphNode_t> nodes(count);
+    if (cudaGraphGetNodes(graph, nodes.data(), &count) != cudaSuccess) return void(cudaGetLastError());
+    size_t kernels = 0, copies = 0, sets = 0;
+    for (cudaGraphNode_t node : nodes) {
+      cudaGraphNodeType type;
+      if (cudaGraphNodeGetType(node, &type) != cudaSuccess) continue;
+      kernels += type == cudaGraphNodeTypeKernel;
+      copies += type == cudaGraphNodeTypeMemcpy;
+      sets += type == cudaGraphNodeTypeMemset;
+    }
+    std::fprintf(stderr, "cuda: recorded a graph of %zu nodes: %zu kernels, %zu copies, %zu memsets\n", count, kernels,
+                 copies, sets);
+  }
   KernelTable table_{"cuda"};
   std::mutex capture_mu_;
+  bool graph_stats_ = [] {
+    const char* s = std::getenv("RLX_CUDA_GRAPH_STATS");
+    return s && *s && std::string(s) != "0";
+  }();
   bool sync_each_ = [] {
     const char* s = std::getenv("RLX_CUDA_SYNC");
     return s && *s && std::string(s) != "0";

@@ -1,18 +1,22 @@
-// layer_norm, rms_norm, softmax (last axis) and attention as native kernels. Their lowerings
+// layer_norm, rms_norm, softmax (last axis), attention, rotary_embedding and decoding's
+// grouped_query_attention as native kernels. Their lowerings
 // (src/ir/ops/nn.cpp) run as 3 to 8 kernels that each read and write the whole tensor — for
 // attention the [.., Lq, Lk] scores five times over; these read their inputs once and write
 // their result once (for rms_norm, a decoder's four norms per layer, the kernels saved are
 // what counts: a batch-1 decode step's norms are a few KB each, and each kernel costs its
 // launch). Each keeps the lowering's arithmetic (layer_norm: mean, then the mean of the
 // squared deviations, then c * rsqrt(var + eps) * gamma + beta; rms_norm: x * rsqrt(mean(x^2)
-// + eps) * gamma; softmax: exp(x - max) / sum), so they differ from it by the order of f32
-// sums only. Their VJPs stay the ops' IR
-// expressions.
+// + eps) * gamma; softmax: exp(x - max) / sum; rotary_embedding: the f32 angle, its f32
+// cosine and sine rounded to x's dtype), so they differ from it by the order of f32 sums
+// (and fused multiply-adds) only. Their VJPs stay the ops' IR expressions.
+#include <algorithm>
 #include <cfloat>
+#include <climits>
 #include <cmath>
 
 #include "devices/cuda/common.hpp"
 #include "devices/cuda/device_util.cuh"
+#include "core/rotary.hpp"
 #include "devices/cuda/library.hpp"
 #include "ir/graph.hpp"
 
@@ -291,6 +295,315 @@ void attention(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> 
   check_launch("attention");
 }
 
+// ---------------------------------------------------------------- rotary_embedding
+
+// A thread per feature pair (i, i + D/2) of one row of x [..., T, heads, D]: the lowering's
+// f32 angle float(position) * inv_i, its cosine and sine in f32 (rounded to T), then
+// (x1 c - x2 s, x2 c + x1 s) — one kernel where the lowering runs four slice and
+// concatenation copies and the elementwise products.
+constexpr int kMaxRotaryHalf = 256;  // heads of up to 512 features
+struct RotaryArgs {
+  i64 pairs = 0;
+  int half = 0, heads = 0, t = 0;
+  float inv[kMaxRotaryHalf] = {};
+};
+
+template <class T, class P>
+__global__ void rotary_kernel(const T* __restrict__ x, const P* __restrict__ pos, T* __restrict__ y, RotaryArgs a) {
+  for (i64 e = i64(blockIdx.x) * blockDim.x + threadIdx.x; e < a.pairs; e += i64(gridDim.x) * blockDim.x) {
+    const int i = int(e % a.half);
+    const i64 row = e / a.half;
+    const int t = int((row / a.heads) % a.t);
+    const float angle = float(pos[t]) * a.inv[i];
+    // f32: cosf and sinf (within f32's tolerances). f64: the cosine and sine in f64 rounded
+    // once to f32, as the reference device rounds the lowering's f32 cos and sin, since
+    // cosf's last-ulp error would show at f64's tolerance (f64's slow path costs about 1 us
+    // a launch at decoding's sizes, under ncu).
+    T c, s;
+    if constexpr (sizeof(T) == 4) {
+      c = cosf(angle);
+      s = sinf(angle);
+    } else {
+      c = T(float(cos(double(angle))));
+      s = T(float(sin(double(angle))));
+    }
+    const i64 at = row * 2 * a.half + i;
+    const T x1 = x[at], x2 = x[at + a.half];
+    y[at] = x1 * c - x2 * s;
+    y[at + a.half] = x2 * c + x1 * s;
+  }
+}
+
+template <class T>
+void rotary_embedding(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
+  const Tensor x = contiguous(in[0]), pos = contiguous(in[1]);
+  if (x.numel() == 0) return;
+  const Shape& s = x.shape();
+  RotaryArgs a;
+  a.half = int(s.back() / 2);
+  a.heads = int(s[s.size() - 2]);
+  a.t = int(s[s.size() - 3]);
+  a.pairs = x.numel() / 2;
+  const double theta = n.attrs.get_float("theta");
+  for (int i = 0; i < a.half; ++i) a.inv[i] = rotary_inverse_frequency(theta, s.back(), i);
+  constexpr int threads = 256;
+  const unsigned grid = grid_for(a.pairs, threads);
+  if (pos.dtype() == DType::I64)
+    rotary_kernel<T, long long><<<grid, threads, 0, stream()>>>(x.data<T>(), pos.data<long long>(), out[0].data<T>(), a);
+  else
+    rotary_kernel<T, int><<<grid, threads, 0, stream()>>>(x.data<T>(), pos.data<int>(), out[0].data<T>(), a);
+  check_launch("rotary_embedding");
+}
+
+std::string rotary_check(const ir::Node& n, const ir::Graph& g) {
+  const Shape& x = g.type(n.inputs[0]).shape;
+  if (x.size() < 3 || x.back() % 2) return "rotary_embedding on cuda: x [..., T, heads, D], D even";
+  if (x.back() / 2 > kMaxRotaryHalf) return "rotary_embedding on cuda: heads of at most 512 features";
+  if (x[x.size() - 2] > INT_MAX || x[x.size() - 3] > INT_MAX) return "rotary_embedding on cuda: T and heads below 2^31";
+  return "";
+}
+
+// ---------------------------------------------------------------- grouped_query_attention (decoding)
+
+// A query row (b, h, t) is split over the keys: blockIdx.y picks the row, blockIdx.x one of
+// `splits` chunks of keys, so that a decoding step's few rows still fill the GPU (Qwen3-0.6B:
+// 16 rows, 576 keys, 9 chunks). In a block, the warps take the chunk's keys in turns,
+// kGqaKeys at a time (each lane holding features lane, lane + 32, ... of the head: coalesced
+// rows of k and v, the dot product summed across the warp), each warp keeping an online
+// softmax (running max m, sum l, output acc rescaled when m grows); the warps' (m, l, acc)
+// are merged in shared memory. With several chunks each block writes its merged (acc, m, l)
+// to scratch and the row's last block to finish (a per-row counter in device memory that it
+// resets for the next launch) merges them and writes the row. One kernel where the lowering
+// runs the scores' and p·v's batched products and the softmax's reductions and elementwise
+// steps: a decoding step's attention is bound by its launches and by reading k and v once.
+// Query head h reads key/value head h / (H / KV). Masked keys (causal, or a bias of -inf)
+// add nothing; a row with every key masked is NaN (0 / 0), and so is a row with a NaN score,
+// as the lowering's softmax gives.
+constexpr int kGqaWarps = 8;
+constexpr int kGqaKeys = 4;          // keys in flight per warp
+constexpr int kGqaMaxQueries = 16;   // T: decoding's one token (or a few speculative ones)
+constexpr int kGqaChunk = 64;        // keys per block, about (fewer blocks where there are many rows)
+constexpr int kGqaCounters = 1 << 16;  // rows that can be split; more rows run unsplit
+__device__ unsigned gqa_arrivals[kGqaCounters];  // zero at load; each row's last block re-zeroes its own
+
+struct GqaArgs {
+  int h = 0, t = 0, s = 0, d = 0, dv = 0, groups = 0;
+  int splits = 1, chunk = 0;
+  float scale = 1;
+  bool causal = false, has_bias = false;
+  i64 bias_stride[5] = {};  // over [B, KV, H / KV, T, S]; 0 where the bias broadcasts
+};
+
+template <int R>  // features per lane: D and Dv at most 32 R
+__global__ void __launch_bounds__(32 * kGqaWarps) gqa_decode_kernel(const float* __restrict__ q,
+                                                                    const float* __restrict__ k,
+                                                                    const float* __restrict__ v,
+                                                                    const float* __restrict__ bias,
+                                                                    float* __restrict__ o, float* partial,
+                                                                    GqaArgs a) {
+  __shared__ float wm[kGqaWarps], wl[kGqaWarps];
+  __shared__ float wacc[kGqaWarps][32 * R];
+  __shared__ int any_nan, last_block;
+  const int lane = int(threadIdx.x) & 31, warp = int(threadIdx.x) >> 5;
+  const i64 row = blockIdx.y;  // ((b * H) + h) * T + t
+  const int split = int(blockIdx.x);
+  const int t = int(row % a.t);
+  const i64 bh = row / a.t;
+  const int h = int(bh % a.h);
+  const i64 b = bh / a.h;
+  const int kvh = h / a.groups, grp = h % a.groups;
+  const i64 kv_row = b * (a.h / a.groups) + kvh;
+  const float* kb = k + kv_row * a.s * a.d;
+  const float* vb = v + kv_row * a.s * a.dv;
+  i64 bias_base = 0;
+  if (a.has_bias)
+    bias_base = b * a.bias_stride[0] + kvh * a.bias_stride[1] + grp * a.bias_stride[2] + t * a.bias_stride[3];
+  if (threadIdx.x == 0) any_nan = 0;
+  float qr[R], acc[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    const int c = lane + 32 * r;
+    qr[r] = c < a.d ? q[row * a.d + c] * a.scale : 0.f;
+    acc[r] = 0.f;
+  }
+  float m = -INFINITY, l = 0.f;
+  bool nan = false;
+  // This block's keys: its chunk, less those masked by causality (key j <= t + S - T).
+  const int last = min((split + 1) * a.chunk, a.causal ? min(a.s, t + a.s - a.t + 1) : a.s) - 1;
+  for (int j0 = split * a.chunk + warp * kGqaKeys; j0 <= last; j0 += kGqaWarps * kGqaKeys) {
+    float kr[kGqaKeys][R], vr[kGqaKeys][R], sc[kGqaKeys];
+#pragma unroll
+    for (int u = 0; u < kGqaKeys; ++u) {
+      const bool in = j0 + u <= last;
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        const int c = lane + 32 * r;
+        kr[u][r] = in && c < a.d ? kb[i64(j0 + u) * a.d + c] : 0.f;
+        vr[u][r] = in && c < a.dv ? vb[i64(j0 + u) * a.dv + c] : 0.f;
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kGqaKeys; ++u) {
+      float p = 0.f;
+#pragma unroll
+      for (int r = 0; r < R; ++r) p += qr[r] * kr[u][r];
+      sc[u] = p;
+    }
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1)
+#pragma unroll
+      for (int u = 0; u < kGqaKeys; ++u) sc[u] += __shfl_xor_sync(0xffffffffu, sc[u], off);
+    float mx = m;
+#pragma unroll
+    for (int u = 0; u < kGqaKeys; ++u) {
+      if (j0 + u > last) {
+        sc[u] = -INFINITY;
+        continue;
+      }
+      if (a.has_bias) sc[u] += bias[bias_base + i64(j0 + u) * a.bias_stride[4]];
+      if (sc[u] != sc[u]) {
+        nan = true;
+        sc[u] = -INFINITY;
+      }
+      mx = fmaxf(mx, sc[u]);
+    }
+    if (mx == -INFINITY) continue;  // every key so far masked
+    const float corr = expf(m - mx);  // 0 while m is -inf
+    l *= corr;
+#pragma unroll
+    for (int r = 0; r < R; ++r) acc[r] *= corr;
+#pragma unroll
+    for (int u = 0; u < kGqaKeys; ++u) {
+      const float p = expf(sc[u] - mx);  // 0 for a masked key
+      l += p;
+#pragma unroll
+      for (int r = 0; r < R; ++r) acc[r] += p * vr[u][r];
+    }
+    m = mx;
+  }
+  __syncthreads();  // any_nan is set
+  if (lane == 0) {
+    wm[warp] = m;
+    wl[warp] = l;
+    if (nan) any_nan = 1;
+  }
+#pragma unroll
+  for (int r = 0; r < R; ++r) wacc[warp][lane + 32 * r] = acc[r];
+  __syncthreads();
+  // The block's (m, l, acc): warps whose keys were all masked add nothing.
+  float bm = -INFINITY, bl = 0.f;
+  for (int w = 0; w < kGqaWarps; ++w) bm = fmaxf(bm, wm[w]);
+  for (int w = 0; w < kGqaWarps; ++w)
+    if (wm[w] != -INFINITY) bl += wl[w] * expf(wm[w] - bm);
+  if (a.splits == 1) {
+    for (int c = int(threadIdx.x); c < a.dv; c += 32 * kGqaWarps) {
+      float num = 0.f;
+      for (int w = 0; w < kGqaWarps; ++w)
+        if (wm[w] != -INFINITY) num += wacc[w][c] * expf(wm[w] - bm);
+      o[row * a.dv + c] = any_nan ? NAN : num / bl;  // 0 / 0 when every key is masked
+    }
+    return;
+  }
+  // Several chunks: this block's part [acc.., m, l] (l NaN for a NaN score), then the last.
+  float* mine = partial + (row * a.splits + split) * (a.dv + 2);
+  for (int c = int(threadIdx.x); c < a.dv; c += 32 * kGqaWarps) {
+    float num = 0.f;
+    for (int w = 0; w < kGqaWarps; ++w)
+      if (wm[w] != -INFINITY) num += wacc[w][c] * expf(wm[w] - bm);
+    mine[c] = num;
+  }
+  if (threadIdx.x == 0) {
+    mine[a.dv] = bm;
+    mine[a.dv + 1] = any_nan ? NAN : bl;
+  }
+  __threadfence();  // the part is visible to every block before the arrival is counted
+  __syncthreads();
+  if (threadIdx.x == 0) last_block = atomicAdd(&gqa_arrivals[row], 1u) == unsigned(a.splits - 1);
+  __syncthreads();
+  if (!last_block) return;
+  __threadfence();
+  if (threadIdx.x == 0) gqa_arrivals[row] = 0;  // ready for the next launch
+  const float* parts = partial + row * a.splits * (a.dv + 2);
+  float rm = -INFINITY, rl = 0.f;
+  bool rnan = false;
+  for (int sp = 0; sp < a.splits; ++sp) rm = fmaxf(rm, __ldcg(parts + sp * (a.dv + 2) + a.dv));
+  for (int sp = 0; sp < a.splits; ++sp) {
+    const float pm = __ldcg(parts + sp * (a.dv + 2) + a.dv), pl = __ldcg(parts + sp * (a.dv + 2) + a.dv + 1);
+    if (pl != pl) rnan = true;
+    else if (pm != -INFINITY) rl += pl * expf(pm - rm);
+  }
+  for (int c = int(threadIdx.x); c < a.dv; c += 32 * kGqaWarps) {
+    float num = 0.f;
+    for (int sp = 0; sp < a.splits; ++sp) {
+      const float pm = __ldcg(parts + sp * (a.dv + 2) + a.dv);
+      if (pm != -INFINITY) num += __ldcg(parts + sp * (a.dv + 2) + c) * expf(pm - rm);
+    }
+    o[row * a.dv + c] = rnan ? NAN : num / rl;
+  }
+}
+
+// What the kernel takes: f32; q [B, H, T, D] with T at most kGqaMaxQueries, D and Dv at
+// most 128; a bias broadcasting to [B, KV, H / KV, T, S]. Longer query blocks (a prompt)
+// run the lowering, whose batched products suit them.
+std::string gqa_check(const ir::Node& n, const ir::Graph& g) {
+  const Shape &q = g.type(n.inputs[0]).shape, &k = g.type(n.inputs[1]).shape, &v = g.type(n.inputs[2]).shape;
+  if (q.size() != 4 || k.size() != 4 || v.size() != 4) return "grouped_query_attention on cuda: rank 4";
+  if (q[2] > kGqaMaxQueries) return "grouped_query_attention on cuda: at most 16 queries per head (decoding)";
+  if (q[3] > 128 || v[3] > 128) return "grouped_query_attention on cuda: head sizes of at most 128";
+  if (k[2] > INT_MAX / 2) return "grouped_query_attention on cuda: fewer than 2^30 keys";
+  if (q[0] * q[1] * q[2] > 65535) return "grouped_query_attention on cuda: at most 65535 query rows";
+  for (ir::Value in : n.inputs)
+    if (g.type(in).dtype != DType::F32) return "grouped_query_attention on cuda: every input f32";
+  return "";
+}
+
+void grouped_query_attention(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
+  const Tensor q = contiguous(in[0]), k = contiguous(in[1]), v = contiguous(in[2]);
+  const Shape &qs = q.shape(), &ks = k.shape();
+  GqaArgs a;
+  a.h = int(qs[1]);
+  a.t = int(qs[2]);
+  a.d = int(qs[3]);
+  a.s = int(ks[2]);
+  a.dv = int(v.shape()[3]);
+  a.groups = int(qs[1] / ks[1]);
+  double scale = n.attrs.get_float("scale");
+  if (scale == 0.0) scale = 1.0 / std::sqrt(double(a.d));
+  a.scale = float(scale);
+  a.causal = n.attrs.get_string("mask") == "causal";
+  Tensor bias;
+  if (in.size() == 4) {
+    bias = contiguous(in[3]);
+    a.has_bias = true;
+    // Right-aligned against [B, KV, H / KV, T, S]; a dimension of 1 broadcasts (stride 0).
+    const Shape& bs = bias.shape();
+    i64 st = 1;
+    for (int dim = int(bs.size()) - 1; dim >= 0; --dim) {
+      a.bias_stride[5 - int(bs.size()) + dim] = bs[size_t(dim)] == 1 ? 0 : st;
+      st *= bs[size_t(dim)];
+    }
+  }
+  if (out[0].numel() == 0) return;
+  const i64 rows = qs[0] * qs[1] * qs[2];
+  // Chunks of about kGqaChunk keys, fewer where the rows alone fill the GPU several times.
+  i64 splits = std::max<i64>(1, ceil_div(a.s, kGqaChunk));
+  splits = std::min<i64>(splits, std::max<i64>(1, 4 * sm_count() / rows));
+  if (rows > kGqaCounters) splits = 1;
+  a.chunk = int(ceil_div(a.s, splits));
+  a.splits = int(ceil_div(a.s, a.chunk));
+  Scratch partial(a.splits > 1 ? size_t(rows * a.splits * (a.dv + 2)) * sizeof(float) : sizeof(float));
+  const float* bp = a.has_bias ? bias.data<float>() : nullptr;
+  auto go = [&](auto kernel) {
+    kernel<<<dim3(unsigned(a.splits), unsigned(rows)), 32 * kGqaWarps, 0, stream()>>>(
+        q.data<float>(), k.data<float>(), v.data<float>(), bp, out[0].data<float>(), partial.as<float>(), a);
+  };
+  const int widest = std::max(a.d, a.dv);
+  if (widest <= 32) go(gqa_decode_kernel<1>);
+  else if (widest <= 64) go(gqa_decode_kernel<2>);
+  else go(gqa_decode_kernel<4>);
+  check_launch("grouped_query_attention");
+}
+
 // layer_norm and softmax: the last axis only (softmax's axis attribute naming it).
 std::string softmax_check(const ir::Node& n, const ir::Graph& g) {
   const int64_t rank = int64_t(g.type(n.inputs[0]).shape.size());
@@ -327,6 +640,12 @@ void add_nn_kernels(KernelTable& t) {
          },
          softmax_check});
   t.add({"attention", bit(DType::F32), 0, attention, attention_check});
+  t.add({"rotary_embedding", f32_f64, 0,
+         [](const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
+           in[0].dtype() == DType::F64 ? rotary_embedding<double>(n, in, out) : rotary_embedding<float>(n, in, out);
+         },
+         rotary_check});
+  t.add({"grouped_query_attention", bit(DType::F32), 0, grouped_query_attention, gqa_check});
 }
 
 }  // namespace rlx::cuda

@@ -627,6 +627,7 @@ struct L1Built {
   std::vector<cd> want;
   std::vector<Var> more_out = {};
   std::vector<std::vector<cd>> more_want = {};
+  double tol = 0;  // where above l1_tolerance: what the op's own rounding allows (said at the case)
 };
 using L1Make = std::function<L1Built(Build&, DType)>;
 struct L1Case {
@@ -885,6 +886,90 @@ L1Make attention_case(const std::string& mask, bool bias, int64_t B = 2, int64_t
         }
       }
     return L1Built{attention(q, k, v, mask, bv), as_complex(y)};
+  };
+}
+
+// x [B, T, H, D] at positions [T] drawn from [0, 2048): pair (i, i + D/2) turned by the f32
+// angle float(position) * inv_i (the op's stated rounding, computed here in f32 too), its
+// cosine and sine then taken in double. Every route takes the cosine and sine in f32, so f64
+// results carry f32's rounding of them: 1e-6 for f64 (about 8 f32 ulps; the f32 bound is
+// l1_tolerance's).
+L1Make rotary_case(int64_t B, int64_t T, int64_t H, int64_t D, DType pos_type = DType::I64) {
+  return [=](Build& b, DType t) {
+    Var x = b.in(t, {B, T, H, D});
+    Var pos = b.index(pos_type, {T}, 2048);
+    const double theta = 10000.0;
+    auto X = reals(b.inputs[0]);
+    const int64_t half = D / 2;
+    std::vector<double> y(X.size());
+    for (int64_t r = 0; r < B * T * H; ++r) {
+      const int64_t p = int_at(b.inputs[1], (r / H) % T);
+      for (int64_t i = 0; i < half; ++i) {
+        const float inv = 1.0f / float(std::pow(theta, double(float(2 * i) / float(D))));
+        const float angle = float(p) * inv;
+        const double c = std::cos(double(angle)), sn = std::sin(double(angle));
+        const double x1 = X[size_t(r * D + i)], x2 = X[size_t(r * D + i + half)];
+        y[size_t(r * D + i)] = x1 * c - x2 * sn;
+        y[size_t(r * D + i + half)] = x2 * c + x1 * sn;
+      }
+    }
+    L1Built r{op("rotary_embedding", {x, pos}, {{"theta", theta}}), as_complex(y)};
+    if (t == DType::F64) r.tol = 1e-6;
+    return r;
+  };
+}
+
+// q [B, H, T, D], k [B, KV, S, D], v [B, KV, S, Dv]; query head h reads key/value head
+// h / (H / KV): softmax(q k^T / sqrt(D) + bias [causal: key j <= t + S - T]) v in double.
+// bias: "" none, "full" random [B, KV, H / KV, T, S], "mask" [1, 1, 1, 1, S] of 0 up to key
+// `keep` and -inf after it (decoding's cache mask).
+L1Make gqa_case(int64_t B, int64_t H, int64_t KV, int64_t T, int64_t S, int64_t D, int64_t Dv, bool causal,
+                const std::string& bias, int64_t keep = 0) {
+  return [=](Build& b, DType t) {
+    const int64_t G = H / KV;
+    Var q = b.in(t, {B, H, T, D}), k = b.in(t, {B, KV, S, D}), v = b.in(t, {B, KV, S, Dv});
+    std::vector<Var> in{q, k, v};
+    Shape bs;
+    if (bias == "full") {
+      bs = {B, KV, G, T, S};
+      in.push_back(b.in(t, bs));
+    } else if (bias == "mask") {
+      bs = {1, 1, 1, 1, S};
+      std::vector<cd> m(static_cast<size_t>(S));
+      for (int64_t j = 0; j < S; ++j) m[size_t(j)] = j <= keep ? 0.0 : -INFINITY;
+      in.push_back(b.fixed(make_tensor(t, bs, m)));
+    }
+    auto Q = reals(b.inputs[0]), K = reals(b.inputs[1]), V = reals(b.inputs[2]);
+    std::vector<double> Bias = bias.empty() ? std::vector<double>{} : reals(b.inputs[3]);
+    auto bias_at = [&](int64_t n, int64_t kv, int64_t g, int64_t i, int64_t j) {
+      if (bias.empty()) return 0.0;
+      const int64_t idx[5] = {n, kv, g, i, j};
+      int64_t at = 0;
+      for (int d = 0; d < 5; ++d) at = at * bs[size_t(d)] + (bs[size_t(d)] == 1 ? 0 : idx[d]);
+      return Bias[size_t(at)];
+    };
+    std::vector<double> y(size_t(B * H * T * Dv));
+    for (int64_t n = 0; n < B; ++n)
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t i = 0; i < T; ++i) {
+          const int64_t kv = h / G;
+          std::vector<double> sc(size_t(S), -INFINITY);
+          for (int64_t j = 0; j < S; ++j) {
+            if (causal && j > i + S - T) continue;
+            double dot = 0;
+            for (int64_t e = 0; e < D; ++e)
+              dot += Q[size_t(((n * H + h) * T + i) * D + e)] * K[size_t(((n * KV + kv) * S + j) * D + e)];
+            sc[size_t(j)] = dot / std::sqrt(double(D)) + bias_at(n, kv, h % G, i, j);
+          }
+          auto p = softmax_of(sc, 1, S, 1, false);
+          for (int64_t e = 0; e < Dv; ++e) {
+            double acc = 0;
+            for (int64_t j = 0; j < S; ++j) acc += p[size_t(j)] * V[size_t(((n * KV + kv) * S + j) * Dv + e)];
+            y[size_t(((n * H + h) * T + i) * Dv + e)] = acc;
+          }
+        }
+    return L1Built{op("grouped_query_attention", in, {{"mask", std::string(causal ? "causal" : "none")}}),
+                   as_complex(y)};
   };
 }
 
@@ -1169,6 +1254,19 @@ const std::vector<L1Case>& l1_cases() {
         {"mask=none bias", attention_case("none", true)},
         {"mask=causal bias", attention_case("causal", true)},
         {"[2,67,32] mask=causal", attention_case("causal", false, 2, 67, 32, 16)}}},
+      {"rotary_embedding",
+       {{"[2,3,2,8]", rotary_case(2, 3, 2, 8)},
+        {"[1,5,3,64] i32 positions", rotary_case(1, 5, 3, 64, DType::I32)},
+        {"[1,1,16,128] (decoding)", rotary_case(1, 1, 16, 128)},
+        {"[2,37,4,128]", rotary_case(2, 37, 4, 128)}}},
+      {"grouped_query_attention",
+       {{"H=4 KV=2 T=3 S=5", gqa_case(2, 4, 2, 3, 5, 4, 6, false, "")},
+        {"H=4 KV=2 T=3 S=5 causal", gqa_case(2, 4, 2, 3, 5, 4, 6, true, "")},
+        {"H=6 KV=3 T=2 S=37 D=64 causal bias", gqa_case(1, 6, 3, 2, 37, 64, 64, true, "full")},
+        {"H=16 KV=8 T=1 S=130 D=128 cache mask (decoding)", gqa_case(1, 16, 8, 1, 130, 128, 128, false, "mask", 97)},
+        {"H=8 KV=2 T=1 S=200 D=64 cache mask (chunks wholly masked)", gqa_case(1, 8, 2, 1, 200, 64, 64, false, "mask", 10)},
+        {"H=4 KV=1 T=3 S=300 D=128 Dv=96 causal bias", gqa_case(1, 4, 1, 3, 300, 128, 96, true, "full")},
+        {"H=4 KV=4 T=20 S=24 D=32 causal (a prompt)", gqa_case(2, 4, 4, 20, 24, 32, 16, true, "")}}},
       {"cg_csr",
        {{"[9] i32", cg_case(9, 4, DType::I32, false)},
         {"[9] i64 x0", cg_case(9, 4, DType::I64, true)},
@@ -1200,7 +1298,8 @@ void check_l1(const L1Case& c) {
           [&](const std::string& ctx, const std::vector<Tensor>& got) {
             BOOST_REQUIRE_EQUAL(got.size(), 1 + built.more_out.size());
             for (size_t r = 0; r < got.size(); ++r) {
-              std::string m = mismatch(got[r], r ? built.more_want[r - 1] : built.want, l1_tolerance(t));
+              std::string m = mismatch(got[r], r ? built.more_want[r - 1] : built.want,
+                                       std::max(built.tol, l1_tolerance(t)));
               BOOST_CHECK_MESSAGE(m.empty(), ctx << (r ? " result " + std::to_string(r) : "") << ": " << m << "; "
                                                  << seed_note());
             }

@@ -8,6 +8,7 @@
 #include <mutex>
 #include <numbers>
 
+#include "core/rotary.hpp"
 #include "ir/frontend.hpp"
 #include "ir/ops/vjp.hpp"
 
@@ -365,6 +366,78 @@ V batch_norm_vjp(const V& in, const V&, const V& g, const Attrs& a) {
            reshape(grm * (m / cnt), cs) + xc * reshape(grv * (2 * m / (cnt - 1)), cs);
   return {dx, dgamma, dbeta, grm * (1.0 - m), grv * (1.0 - m)};
 }
+
+// ---- rotary embedding and grouped-query attention: a decoder layer's attention pieces ----
+
+// The inverse frequencies [1, D/2] of a head of D features as a constant; equal (theta, D)
+// share one tensor, so CSE merges the constants of a model's layers.
+Tensor rotary_frequencies(double theta, int64_t d) {
+  static std::mutex mu;
+  static std::map<std::pair<double, int64_t>, Tensor> cache;
+  std::lock_guard<std::mutex> lock(mu);
+  if (auto it = cache.find({theta, d}); it != cache.end()) return it->second;
+  Tensor inv = Tensor::empty(DType::F32, {1, d / 2});
+  for (int64_t i = 0; i < d / 2; ++i) inv.data<float>()[i] = rotary_inverse_frequency(theta, d, i);
+  if (cache.size() >= 64) cache.clear();  // a bound on what distinct shapes keep alive
+  cache.emplace(std::pair{theta, d}, inv);
+  return inv;
+}
+
+// x [..., T, heads, D] at positions [T]: each feature pair (i, i + D/2) turned by the angle
+// position * inv_i, computed in f32 from the positions as f32 (transformers' rounding);
+// cos and sin rounded to x's dtype, then x cos + rotate_half(x) sin with rotate_half(x) =
+// (-x[D/2:], x[:D/2]).
+V rotary_body(const V& in, const Attrs& a) {
+  const Var &x = in[0], &positions = in[1];
+  if (x.rank() < 3 || x.shape().back() % 2)
+    throw InputError("x must be [..., T, heads, D] with D even, got " + x.type().str());
+  const int64_t t = x.shape()[size_t(x.rank() - 3)], d = x.shape().back(), half = d / 2;
+  if (positions.rank() != 1 || positions.shape()[0] != t ||
+      (positions.dtype() != DType::I64 && positions.dtype() != DType::I32))
+    throw InputError("positions must be i32 or i64 [" + std::to_string(t) + "], got " + positions.type().str());
+  const double theta = a.get_float("theta");
+  if (!(theta > 1)) throw InputError("theta must be above 1, got " + std::to_string(theta));
+  Graph& g = *x.graph();
+  Var angles = reshape(cast(positions, DType::F32), {t, 1}) * constant(g, rotary_frequencies(theta, d));  // [T, D/2]
+  angles = concat({angles, angles}, 1);
+  Shape bs(size_t(x.rank()), 1);
+  bs[size_t(x.rank() - 3)] = t;
+  bs.back() = d;
+  Var c = cast(reshape(cos(angles), bs), x.dtype());
+  Var s = cast(reshape(sin(angles), bs), x.dtype());
+  std::vector<int64_t> lo(size_t(x.rank()), 0), hi(x.shape().begin(), x.shape().end());
+  hi.back() = half;
+  Var x1 = slice(x, lo, hi, {});
+  lo.back() = half;
+  hi.back() = d;
+  Var x2 = slice(x, lo, hi, {});
+  Var rotated = concat({neg(x2), x1}, x.rank() - 1);
+  return {add(mul(x, c), mul(rotated, s))};
+}
+
+// q [B, H, T, D] against k [B, KV, S, D] and v [B, KV, S, Dv], H a multiple of KV: query head
+// h reads key/value head h / (H / KV). As `attention` over [B, KV, H / KV, T, D] and
+// [B, KV, 1, S, D] (matmul broadcasts the group axis, so k and v are not copied per head);
+// the bias broadcasts to the scores [B, KV, H / KV, T, S].
+V grouped_query_attention_body(const V& in, const Attrs& a) {
+  const Var &q = in[0], &k = in[1], &v = in[2];
+  if (q.rank() != 4 || k.rank() != 4 || v.rank() != 4)
+    throw InputError("q, k, v must be [B, heads, L, D], got " + q.type().str() + ", " + k.type().str() + ", " +
+                     v.type().str());
+  const int64_t b = q.shape()[0], h = q.shape()[1], t = q.shape()[2], d = q.shape()[3];
+  const int64_t kv = k.shape()[1], s = k.shape()[2], dv = v.shape()[3];
+  if (k.shape()[0] != b || v.shape()[0] != b || v.shape()[1] != kv || v.shape()[2] != s || k.shape()[3] != d ||
+      kv < 1 || h % kv)
+    throw InputError("q " + q.type().str() + " does not fit k " + k.type().str() + " and v " + v.type().str() +
+                     " (the key/value heads must divide the query heads)");
+  if (in.size() == 4 && in[3].rank() > 5)
+    throw InputError("the bias must broadcast to [B, KV, H / KV, T, S], got " + in[3].type().str());
+  const int64_t groups = h / kv;
+  V args{reshape(q, {b, kv, groups, t, d}), reshape(k, {b, kv, 1, s, d}), reshape(v, {b, kv, 1, s, dv})};
+  if (in.size() == 4) args.push_back(in[3]);
+  Var o = op("attention", args, {{"mask", a.get_string("mask")}, {"scale", a.get_float("scale")}});
+  return {reshape(o, {b, h, t, dv})};
+}
 }  // namespace
 
 void register_nn_ops(OpRegistry& r) {
@@ -515,6 +588,23 @@ void register_nn_ops(OpRegistry& r) {
        return std::vector<Var>{attention(x.in(t, {2, 4, 8}), x.in(t, {2, 6, 8}), x.in(t, {2, 6, 8}))};
      },
      kFloats, attention_vjp);
+  l1(r, "rotary_embedding", 2, 2, {{"theta", AttrKind::Float, true}}, rotary_body,
+     "rotary position embedding (rotate-half: GPT-NeoX, Llama and Qwen in transformers) of x [..., T, heads, D] at "
+     "positions [T] (i32/i64): pair (i, i + D/2) turned by position * theta^(-2i/D), the angles in f32",
+     [](ExampleInputs& x, DType t) {
+       return std::vector<Var>{op("rotary_embedding", {x.in(t, {2, 3, 2, 8}), x.index(DType::I64, {3}, 64)},
+                                  {{"theta", 10000.0}})};
+     },
+     kFloats, {}, {1});
+  l1(r, "grouped_query_attention", 3, 4,
+     {{"mask", AttrKind::String, false, std::string("none")}, {"scale", AttrKind::Float, false, 0.0}},
+     grouped_query_attention_body,
+     "attention of q [B, H, T, D] over k [B, KV, S, D], v [B, KV, S, Dv], query head h reading key/value head "
+     "h / (H / KV); bias broadcast to [B, KV, H / KV, T, S]; causal: query i sees keys j <= i + S - T",
+     [](ExampleInputs& x, DType t) {
+       return std::vector<Var>{op("grouped_query_attention", {x.in(t, {1, 4, 2, 8}), x.in(t, {1, 2, 6, 8}),
+                                                              x.in(t, {1, 2, 6, 8})})};
+     });
   l1(r, "conv2d", 2, 3,
      {{"stride", AttrKind::Ints, false, std::vector<int64_t>{1, 1}},
       {"padding", AttrKind::Ints, false, std::vector<int64_t>{0, 0}},
