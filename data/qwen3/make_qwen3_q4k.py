@@ -17,10 +17,9 @@ import sys
 import numpy as np
 import torch
 import gguf
-from transformers import Qwen3Config, Qwen3ForCausalLM
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from make_qwen3_tiny import PROMPT, write_gguf  # noqa: E402
+from make_qwen3_tiny import PROMPT, random_qwen3, write_gguf  # noqa: E402
 
 SEED = 20261203
 
@@ -53,15 +52,8 @@ def encode_q4_k(a):
 
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(os.path.abspath(__file__))
-    torch.manual_seed(SEED)
-    cfg = Qwen3Config(vocab_size=512, hidden_size=256, intermediate_size=512, num_hidden_layers=1,
-                      num_attention_heads=4, num_key_value_heads=2, head_dim=64, max_position_embeddings=128,
-                      rms_norm_eps=1e-6, rope_theta=10000.0, tie_word_embeddings=True, hidden_act="silu",
-                      attention_bias=False, use_sliding_window=False, bos_token_id=1, eos_token_id=2)
-    model = Qwen3ForCausalLM(cfg).eval().to(torch.float32)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            p.copy_(1.0 + 0.2 * torch.randn_like(p) if name.endswith("norm.weight") else torch.randn_like(p) * 0.05)
+    cfg, model = random_qwen3(SEED, 0.05, vocab_size=512, hidden_size=256, intermediate_size=512, num_hidden_layers=1,
+                              num_attention_heads=4, num_key_value_heads=2, head_dim=64)
     sd = {k: v.detach().float().numpy().copy() for k, v in model.state_dict().items()}
     q4k = gguf.GGMLQuantizationType.Q4_K
     # The encoder's blocks decode (gguf-py) close to the values they encode.

@@ -28,20 +28,8 @@ MAX_NEW = 16
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(os.path.abspath(__file__))
     os.makedirs(out, exist_ok=True)
-    torch.manual_seed(SEED)
-    cfg = Qwen3Config(vocab_size=512, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=128,
-                      rms_norm_eps=1e-6, rope_theta=10000.0, tie_word_embeddings=True, hidden_act="silu",
-                      attention_bias=False, use_sliding_window=False, bos_token_id=1, eos_token_id=2)
-    model = Qwen3ForCausalLM(cfg).eval().to(torch.float32)
-    with torch.no_grad():
-        # The default init leaves the norms at one: randomise them so q_norm/k_norm/the layer
-        # norms are exercised (a wrong norm weight must change the logits).
-        for name, p in model.named_parameters():
-            if name.endswith("norm.weight"):
-                p.copy_(1.0 + 0.2 * torch.randn_like(p))
-            else:
-                p.copy_(torch.randn_like(p) * 0.08)
+    cfg, model = random_qwen3(SEED, 0.08, vocab_size=512, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                              num_attention_heads=4, num_key_value_heads=2, head_dim=16)
     model.save_pretrained(out, safe_serialization=True)
     for junk in ("generation_config.json",):
         p = os.path.join(out, junk)
@@ -68,6 +56,21 @@ def main():
         model.load_state_dict({k: torch.from_numpy(v) for k, v in stored.items()}, strict=False)
         with torch.no_grad():
             np.save(os.path.join(out, f"logits_{name}.npy"), model(ids).logits[0].float().numpy().astype(np.float32))
+
+
+def random_qwen3(seed, scale, **sizes):
+    """A seeded random Qwen3ForCausalLM (f32, eval) of the given sizes: weights N(0, scale^2),
+    norms 1 + N(0, 0.04) — the default init leaves the norms at one, and a wrong norm weight must
+    change the logits. Tied embeddings, 128 positions, eps 1e-6, theta 10^4."""
+    torch.manual_seed(seed)
+    cfg = Qwen3Config(max_position_embeddings=128, rms_norm_eps=1e-6, rope_theta=10000.0, tie_word_embeddings=True,
+                      hidden_act="silu", attention_bias=False, use_sliding_window=False, bos_token_id=1, eos_token_id=2,
+                      **sizes)
+    model = Qwen3ForCausalLM(cfg).eval().to(torch.float32)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            p.copy_(1.0 + 0.2 * torch.randn_like(p) if name.endswith("norm.weight") else torch.randn_like(p) * scale)
+    return cfg, model
 
 
 def rope_theta(cfg):
