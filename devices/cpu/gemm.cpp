@@ -322,9 +322,11 @@ void gemm_builtin_t(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* 
 #define RLX_V4 __attribute__((target("arch=x86-64-v4")))
 
 // C[MR, NV*16] (+)= A[MR, kc] . Bp[kc, NV*16]; A row i at A + i * lda; Bp 64-byte aligned.
-template <int MR, int NV, bool ACC>
+// With PF, also prefetches the MR rows at pf (same stride), one cache line of each per 16 k:
+// the next rows of A while these compute.
+template <int MR, int NV, bool ACC, bool PF = false>
 RLX_V4 void micro_rows(int64_t kc, const float* __restrict A, int64_t lda, const float* __restrict Bp,
-                       float* __restrict C, int64_t ldc) {
+                       float* __restrict C, int64_t ldc, const float* pf = nullptr) {
   constexpr int NR = NV * 16;
   __m512 c[MR][NV];
 #pragma GCC unroll 16
@@ -336,6 +338,9 @@ RLX_V4 void micro_rows(int64_t kc, const float* __restrict A, int64_t lda, const
   for (int i = 0; i < MR; ++i) a[i] = A + i * lda;
 #pragma GCC unroll 2
   for (int64_t k = 0; k < kc; ++k) {
+    if (PF && (k & 15) == 0)
+#pragma GCC unroll 16
+      for (int i = 0; i < MR; ++i) _mm_prefetch(reinterpret_cast<const char*>(pf + i * lda + k), _MM_HINT_T0);
     __m512 b[NV];
 #pragma GCC unroll 4
     for (int j = 0; j < NV; ++j) b[j] = _mm512_load_ps(Bp + k * NR + j * 16);
@@ -499,7 +504,12 @@ void weight_rows_part(int64_t M, int64_t K, const float* X, int64_t ldx, const f
     }
     for (int64_t q = 0; q < mpan; ++q) {
       const int64_t m0 = q * NR, nm = std::min<int64_t>(NR, M - m0);
-      micro_rows<MR, kWrNV, false>(K, w, lw, Xp + q * NR * K, tile, NR);
+      // The first panel of x reads these rows of W from memory: meanwhile the next rows come
+      // in (a weight read once per product is not in any cache; 10-15% at 128 rows).
+      if (q == 0 && j0 + 2 * MR <= n1)
+        micro_rows<MR, kWrNV, false, true>(K, w, lw, Xp, tile, NR, w + MR * ldw);
+      else
+        micro_rows<MR, kWrNV, false>(K, w, lw, Xp + q * NR * K, tile, NR);
       for (int64_t m = 0; m < nm; ++m) {
         float* c = C + (m0 + m) * ldc + j0;
         if (bias)
