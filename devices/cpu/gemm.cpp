@@ -482,6 +482,43 @@ void rows_part(bool tb, int64_t N, int64_t K, const float* A, int64_t lda, const
 
 constexpr int kWrMR = 6, kWrNV = 4, kWrNR = kWrNV * 16;
 
+// C[m, j] = tile[j * kWrNR + m] (+ bias[j]) for m < nm, j < nj: a tile of C^T back into C,
+// 16 values of m at a time transposed in registers (8 rows, two of them zero) and written as
+// masked 8-float stores. (Zero-masked shuffles: see pack_transposed.)
+RLX_V4 void store_transposed(const float* tile, int64_t nm, int64_t nj, const float* bias, float* C, int64_t ldc) {
+  static_assert(kWrMR <= 8);
+  constexpr __mmask16 kAll = 0xFFFF;
+  const __mmask8 mask = __mmask8((1u << nj) - 1);
+  const __m256 b = bias ? _mm256_maskz_loadu_ps(mask, bias) : _mm256_setzero_ps();
+  for (int64_t g = 0; g * 16 < nm; ++g) {
+    __m512 r[8], t[8], u[8];
+    for (int i = 0; i < 8; ++i) r[i] = i < kWrMR ? _mm512_load_ps(tile + i * kWrNR + g * 16) : _mm512_setzero_ps();
+    for (int i = 0; i < 8; i += 2) {
+      t[i] = _mm512_maskz_unpacklo_ps(kAll, r[i], r[i + 1]);
+      t[i + 1] = _mm512_maskz_unpackhi_ps(kAll, r[i], r[i + 1]);
+    }
+    // u[e] (u[4 + e]): in each 128-bit lane L, rows 0-3 (4-7) of m = 4L + e
+    for (int h = 0; h < 8; h += 4) {
+      u[h] = _mm512_maskz_shuffle_ps(kAll, t[h], t[h + 2], 0x44);
+      u[h + 1] = _mm512_maskz_shuffle_ps(kAll, t[h], t[h + 2], 0xEE);
+      u[h + 2] = _mm512_maskz_shuffle_ps(kAll, t[h + 1], t[h + 3], 0x44);
+      u[h + 3] = _mm512_maskz_shuffle_ps(kAll, t[h + 1], t[h + 3], 0xEE);
+    }
+    for (int e = 0; e < 4; ++e) {
+      // lanes (0, 0', 1, 1') and (2, 2', 3, 3') of u[e], u[4 + e]: m = e, 4 + e, 8 + e, 12 + e
+      const __m512 lo = _mm512_maskz_shuffle_f32x4(kAll, u[e], u[4 + e], 0x44);
+      const __m512 hi = _mm512_maskz_shuffle_f32x4(kAll, u[e], u[4 + e], 0xEE);
+      const __m512 v[2] = {_mm512_maskz_shuffle_f32x4(kAll, lo, lo, 0xD8), _mm512_maskz_shuffle_f32x4(kAll, hi, hi, 0xD8)};
+      for (int q = 0; q < 4; ++q) {
+        const int64_t m = g * 16 + q * 4 + e;
+        if (m >= nm) continue;
+        const __m256 x = q & 1 ? _mm512_maskz_extractf32x8_ps(0xFF, v[q >> 1], 1) : _mm512_maskz_extractf32x8_ps(0xFF, v[q >> 1], 0);
+        _mm256_mask_storeu_ps(C + m * ldc, mask, _mm256_add_ps(x, b));
+      }
+    }
+  }
+}
+
 // One thread's share of C = X W^T (+ bias): columns [n0, n1) of C, i.e. rows of W.
 void weight_rows_part(int64_t M, int64_t K, const float* X, int64_t ldx, const float* W, int64_t ldw, float* C,
                       int64_t ldc, const float* bias, int64_t n0, int64_t n1) {
@@ -510,13 +547,7 @@ void weight_rows_part(int64_t M, int64_t K, const float* X, int64_t ldx, const f
         micro_rows<MR, kWrNV, false, true>(K, w, lw, Xp, tile, NR, w + MR * ldw);
       else
         micro_rows<MR, kWrNV, false>(K, w, lw, Xp + q * NR * K, tile, NR);
-      for (int64_t m = 0; m < nm; ++m) {
-        float* c = C + (m0 + m) * ldc + j0;
-        if (bias)
-          for (int64_t r = 0; r < nj; ++r) c[r] = tile[r * NR + m] + bias[j0 + r];
-        else
-          for (int64_t r = 0; r < nj; ++r) c[r] = tile[r * NR + m];
-      }
+      store_transposed(tile, nm, nj, bias ? bias + j0 : nullptr, C + m0 * ldc + j0, ldc);
     }
   }
 }
