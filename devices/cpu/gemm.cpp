@@ -555,9 +555,15 @@ void weight_rows_part(int64_t M, int64_t K, const float* X, int64_t ldx, const f
 
 // Rows of C up to which x W^T takes the weight-rows form.
 constexpr int64_t kWeightRowsMaxM = 256;
-// x W^T with this many rows or more (and at most kWeightRowsMaxM) runs on the kernels above by
-// default, OpenBLAS otherwise (docs/cpu.md, "GEMM": measured per shape class).
+// Where the kernels above run by default, OpenBLAS elsewhere (docs/cpu.md, "GEMM": measured
+// per shape class on the MiniLM shapes): x W^T of kOwnDefaultMinM to kWeightRowsMaxM rows (the
+// weight-rows form), and x W^T with more rows whose k is at least twice n (the 8 x 48 tiles;
+// a BERT FFN's second product).
 constexpr int64_t kOwnDefaultMinM = 48;
+bool own_by_default(bool tb, int64_t M, int64_t N, int64_t K) {
+  if (!tb || M < kOwnDefaultMinM) return false;
+  return M <= kWeightRowsMaxM || K >= 2 * N;
+}
 
 // RLX_CPU_GEMM: "builtin" (rlx's kernels only; OpenBLAS is not even loaded), "openblas"
 // (every f32 product through OpenBLAS, when it loads), anything else or unset: per shape.
@@ -648,7 +654,7 @@ void gemm_t(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A, int64
     if (!ta && own_f32_available()) {
       const GemmMode mode = gemm_mode();
       const bool own = !b.info.loaded || mode == GemmMode::Builtin ||
-                       (mode == GemmMode::Auto && tb && M >= kOwnDefaultMinM && M <= kWeightRowsMaxM);
+                       (mode == GemmMode::Auto && own_by_default(tb, M, N, K));
       if (own) return gemm_own_f32(tb, M, N, K, A, lda, B, ldb, C, ldc, bias);
     }
   bool ok = b.info.loaded && fits_int(M) && fits_int(N) && fits_int(K) && fits_int(lda) && fits_int(ldb) &&
@@ -815,7 +821,7 @@ std::string gemm_description() {
     std::string d = "GEMM: OpenBLAS " + i.library + " core " + i.corename + (i.note.empty() ? "" : " (" + i.note + ")");
     if (own_f32_available() && gemm_mode() == GemmMode::Auto)
       d += "; f32 x·Wᵀ of " + std::to_string(kOwnDefaultMinM) + "-" + std::to_string(kWeightRowsMaxM) +
-           " rows: built-in x86-64-v4 (AVX-512) 6x64 weight-rows kernel";
+           " rows, or more rows with k >= 2n: built-in x86-64-v4 (AVX-512) 6x64 weight-rows / 8x48 kernels";
     if (gemm_mode() == GemmMode::OpenBlas) d += " (RLX_CPU_GEMM=openblas: every product)";
     return d;
   }
