@@ -15,6 +15,10 @@
 #include "devices/cpu/quant.hpp"
 #include "devices/cpu/thread_pool.hpp"
 
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#include <immintrin.h>
+#endif
+
 namespace rlx::cpu {
 
 // ---------------------------------------------------------------- OpenBLAS at run time
@@ -211,6 +215,11 @@ struct AlignedBuf {
 };
 thread_local AlignedBuf t_apack;
 
+// The AVX-512 f32 GEMM (below): whether this CPU runs it, and the product through it.
+bool own_f32_available();
+void gemm_own_f32(bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb,
+                  float* C, int64_t ldc, const float* bias);
+
 template <class T>
 void gemm_builtin_t(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A, int64_t lda, const T* B,
                     int64_t ldb, T* C, int64_t ldc) {
@@ -219,6 +228,8 @@ void gemm_builtin_t(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* 
     for (int64_t i = 0; i < M; ++i) std::fill(C + i * ldc, C + i * ldc + N, T(0));
     return;
   }
+  if constexpr (sizeof(T) == 4)
+    if (!ta && own_f32_available()) return gemm_own_f32(tb, M, N, K, A, lda, B, ldb, C, ldc, nullptr);
   static const Kernel<T> kr = pick(T{});
   const int MR = kr.mr, NR = kr.nr;
   const int64_t ars = ta ? 1 : lda, acs = ta ? lda : 1;  // A(i, k) = A[i * ars + k * acs]
@@ -291,6 +302,326 @@ void gemm_builtin_t(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* 
   }
 }
 
+// ---------------------------------------------------------------- f32 GEMM for AVX-512
+//
+// Products whose A is row-major (op(A) = A, each row contiguous in k). The micro-kernels
+// broadcast A straight from its rows (MR row pointers, no packing of A) against B packed
+// into panels of NV 512-bit vectors per k, with MR x NV accumulators in registers over the
+// whole k range (or KC of it), so C is read and written once per tile.
+//
+// Two ways of using them:
+// - "rows": C tiles of 8 x 48, B panels packed (transposed, when B is a weight [N, K]) one
+//   at a time right before the tiles that use them, while the panel is still in L1/L2;
+//   threads over panels of N (or over rows of A when there are few panels). Past kWholeRows
+//   rows a thread packs all its panels first and walks A in blocks of kRowBlock rows.
+// - "weight rows" (C^T = W x^T), for few rows times a transposed weight W [N, K]: the
+//   weight's rows are broadcast in place (6 at a time) against x^T packed in panels of 64
+//   rows of x, so the weight — the large operand at these shapes — is never repacked; each
+//   tile of C^T is written back transposed. Threads over rows of W; each packs x itself.
+#ifdef RLX_X86_TARGETS
+#define RLX_V4 __attribute__((target("arch=x86-64-v4")))
+
+// C[MR, NV*16] (+)= A[MR, kc] . Bp[kc, NV*16]; A row i at A + i * lda; Bp 64-byte aligned.
+// With PF, also prefetches the MR rows at pf (same stride), one cache line of each per 16 k:
+// the next rows of A while these compute.
+template <int MR, int NV, bool ACC, bool PF = false>
+RLX_V4 void micro_rows(int64_t kc, const float* __restrict A, int64_t lda, const float* __restrict Bp,
+                       float* __restrict C, int64_t ldc, const float* pf = nullptr) {
+  constexpr int NR = NV * 16;
+  __m512 c[MR][NV];
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+    for (int j = 0; j < NV; ++j) c[i][j] = _mm512_setzero_ps();
+  const float* a[MR];
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i) a[i] = A + i * lda;
+#pragma GCC unroll 2
+  for (int64_t k = 0; k < kc; ++k) {
+    if (PF && (k & 15) == 0)
+#pragma GCC unroll 16
+      for (int i = 0; i < MR; ++i) _mm_prefetch(reinterpret_cast<const char*>(pf + i * lda + k), _MM_HINT_T0);
+    __m512 b[NV];
+#pragma GCC unroll 4
+    for (int j = 0; j < NV; ++j) b[j] = _mm512_load_ps(Bp + k * NR + j * 16);
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i) {
+      const __m512 av = _mm512_set1_ps(a[i][k]);
+#pragma GCC unroll 4
+      for (int j = 0; j < NV; ++j) c[i][j] = _mm512_fmadd_ps(av, b[j], c[i][j]);
+    }
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+    for (int j = 0; j < NV; ++j) {
+      float* p = C + i * ldc + j * 16;
+      if (ACC) c[i][j] = _mm512_add_ps(c[i][j], _mm512_loadu_ps(p));
+      _mm512_storeu_ps(p, c[i][j]);
+    }
+}
+
+// dst[k * NR + j] = src[j * ld + k] for j < n, 0 for n <= j < NR (k < kc): NR rows of a
+// row-major matrix as a k-major panel, 16 x 16 blocks transposed in registers.
+template <int NR>
+RLX_V4 void pack_transposed(int64_t kc, int64_t n, const float* src, int64_t ld, float* dst) {
+  constexpr __mmask16 kAll = 0xFFFF;
+  int64_t k = 0;
+  if (n == NR) {
+    for (; k + 16 <= kc; k += 16) {
+      for (int jb = 0; jb < NR; jb += 16) {
+        __m512 r[16], t[16];
+        for (int j = 0; j < 16; ++j) r[j] = _mm512_loadu_ps(src + (jb + j) * ld + k);
+        for (int j = 0; j < 16; j += 2) {
+          t[j] = _mm512_maskz_unpacklo_ps(kAll, r[j], r[j + 1]);
+          t[j + 1] = _mm512_maskz_unpackhi_ps(kAll, r[j], r[j + 1]);
+        }
+        for (int j = 0; j < 16; j += 4) {
+          r[j] = _mm512_maskz_shuffle_ps(kAll, t[j], t[j + 2], 0x44);
+          r[j + 1] = _mm512_maskz_shuffle_ps(kAll, t[j], t[j + 2], 0xEE);
+          r[j + 2] = _mm512_maskz_shuffle_ps(kAll, t[j + 1], t[j + 3], 0x44);
+          r[j + 3] = _mm512_maskz_shuffle_ps(kAll, t[j + 1], t[j + 3], 0xEE);
+        }
+        for (int j = 0; j < 16; j += 8)
+          for (int q = 0; q < 4; ++q) {
+            t[j + q] = _mm512_maskz_shuffle_f32x4(kAll, r[j + q], r[j + 4 + q], 0x88);
+            t[j + 4 + q] = _mm512_maskz_shuffle_f32x4(kAll, r[j + q], r[j + 4 + q], 0xDD);
+          }
+        for (int q = 0; q < 4; ++q) {
+          r[q] = _mm512_maskz_shuffle_f32x4(kAll, t[q], t[8 + q], 0x88);
+          r[8 + q] = _mm512_maskz_shuffle_f32x4(kAll, t[q], t[8 + q], 0xDD);
+          r[4 + q] = _mm512_maskz_shuffle_f32x4(kAll, t[4 + q], t[12 + q], 0x88);
+          r[12 + q] = _mm512_maskz_shuffle_f32x4(kAll, t[4 + q], t[12 + q], 0xDD);
+        }
+        for (int q = 0; q < 16; ++q) _mm512_store_ps(dst + (k + q) * NR + jb, r[q]);
+      }
+    }
+  }
+  for (; k < kc; ++k)
+    for (int64_t j = 0; j < NR; ++j) dst[k * NR + j] = j < n ? src[j * ld + k] : 0.0f;
+}
+
+// dst[k * NR + j] = src[k * ld + j] for j < n, 0 for n <= j < NR (k < kc).
+template <int NR>
+void pack_rows(int64_t kc, int64_t n, const float* src, int64_t ld, float* dst) {
+  for (int64_t k = 0; k < kc; ++k) {
+    float* d = dst + k * NR;
+    const float* s = src + k * ld;
+    for (int64_t j = 0; j < n; ++j) d[j] = s[j];
+    for (int64_t j = n; j < NR; ++j) d[j] = 0.0f;
+  }
+}
+
+thread_local AlignedBuf t_bpack, t_edge;
+
+constexpr int kRowsMR = 8, kRowsNV = 3, kRowsNR = kRowsNV * 16;
+constexpr int64_t kRowsKC = 1536;       // k per pass: B panel 48 x 1536 floats, 288 KiB (L2)
+constexpr int64_t kWholeRows = 512;     // past this many rows: all panels packed first, then
+constexpr int64_t kRowBlock = 256;      // A in blocks of this many rows
+
+// One thread's share of C = A op(B): rows [i0, i1), panels [p0, p1) of kRowsNR columns.
+void rows_part(bool tb, int64_t N, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb, float* C,
+               int64_t ldc, int64_t i0, int64_t i1, int64_t p0, int64_t p1) {
+  constexpr int MR = kRowsMR, NR = kRowsNR;
+  const int64_t KC = std::min(K, kRowsKC);
+  const int64_t M = i1 - i0;
+  const bool whole = M > kWholeRows && p1 - p0 > 1;
+  const int64_t MB = whole ? kRowBlock : M;
+  float* Bbuf = t_bpack.get<float>(size_t((whole ? p1 - p0 : 1) * NR * KC));
+  float* E = t_edge.get<float>(size_t(MR * KC));
+  alignas(64) float tile[MR * NR];
+  auto pack = [&](int64_t p, int64_t pc, int64_t kc, float* dst) {
+    const int64_t j0 = p * NR, nj = std::min<int64_t>(NR, N - j0);
+    if (tb)
+      pack_transposed<NR>(kc, nj, B + j0 * ldb + pc, ldb, dst);
+    else
+      pack_rows<NR>(kc, nj, B + pc * ldb + j0, ldb, dst);
+  };
+  for (int64_t pc = 0; pc < K; pc += KC) {
+    const int64_t kc = std::min(KC, K - pc);
+    const bool acc = pc > 0;
+    if (whole)
+      for (int64_t p = p0; p < p1; ++p) pack(p, pc, kc, Bbuf + (p - p0) * NR * kc);
+    for (int64_t ib = i0; ib < i1; ib += MB) {
+      const int64_t ie = std::min(i1, ib + MB);
+      for (int64_t p = p0; p < p1; ++p) {
+        const int64_t j0 = p * NR, nj = std::min<int64_t>(NR, N - j0);
+        float* Bp = whole ? Bbuf + (p - p0) * NR * kc : Bbuf;
+        if (!whole) pack(p, pc, kc, Bp);
+        for (int64_t i = ib; i < ie; i += MR) {
+          const int64_t ni = std::min<int64_t>(MR, ie - i);
+          const float* a = A + i * lda + pc;
+          int64_t la = lda;
+          if (ni < MR) {  // the last rows, padded with zero rows
+            for (int r = 0; r < MR; ++r)
+              for (int64_t k = 0; k < kc; ++k) E[r * kc + k] = r < ni ? a[r * lda + k] : 0.0f;
+            a = E;
+            la = kc;
+          }
+          if (ni == MR && nj == NR) {
+            if (acc)
+              micro_rows<MR, kRowsNV, true>(kc, a, la, Bp, C + i * ldc + j0, ldc);
+            else
+              micro_rows<MR, kRowsNV, false>(kc, a, la, Bp, C + i * ldc + j0, ldc);
+          } else {
+            micro_rows<MR, kRowsNV, false>(kc, a, la, Bp, tile, NR);
+            for (int64_t r = 0; r < ni; ++r) {
+              float* c = C + (i + r) * ldc + j0;
+              const float* t = tile + r * NR;
+              if (acc)
+                for (int64_t j = 0; j < nj; ++j) c[j] += t[j];
+              else
+                for (int64_t j = 0; j < nj; ++j) c[j] = t[j];
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+constexpr int kWrMR = 6, kWrNV = 4, kWrNR = kWrNV * 16;
+
+// C[m, j] = tile[j * kWrNR + m] (+ bias[j]) for m < nm, j < nj: a tile of C^T back into C,
+// 16 values of m at a time transposed in registers (8 rows, two of them zero) and written as
+// masked 8-float stores. (Zero-masked shuffles: see pack_transposed.)
+RLX_V4 void store_transposed(const float* tile, int64_t nm, int64_t nj, const float* bias, float* C, int64_t ldc) {
+  static_assert(kWrMR <= 8);
+  constexpr __mmask16 kAll = 0xFFFF;
+  const __mmask8 mask = __mmask8((1u << nj) - 1);
+  const __m256 b = bias ? _mm256_maskz_loadu_ps(mask, bias) : _mm256_setzero_ps();
+  for (int64_t g = 0; g * 16 < nm; ++g) {
+    __m512 r[8], t[8], u[8];
+    for (int i = 0; i < 8; ++i) r[i] = i < kWrMR ? _mm512_load_ps(tile + i * kWrNR + g * 16) : _mm512_setzero_ps();
+    for (int i = 0; i < 8; i += 2) {
+      t[i] = _mm512_maskz_unpacklo_ps(kAll, r[i], r[i + 1]);
+      t[i + 1] = _mm512_maskz_unpackhi_ps(kAll, r[i], r[i + 1]);
+    }
+    // u[e] (u[4 + e]): in each 128-bit lane L, rows 0-3 (4-7) of m = 4L + e
+    for (int h = 0; h < 8; h += 4) {
+      u[h] = _mm512_maskz_shuffle_ps(kAll, t[h], t[h + 2], 0x44);
+      u[h + 1] = _mm512_maskz_shuffle_ps(kAll, t[h], t[h + 2], 0xEE);
+      u[h + 2] = _mm512_maskz_shuffle_ps(kAll, t[h + 1], t[h + 3], 0x44);
+      u[h + 3] = _mm512_maskz_shuffle_ps(kAll, t[h + 1], t[h + 3], 0xEE);
+    }
+    for (int e = 0; e < 4; ++e) {
+      // lanes (0, 0', 1, 1') and (2, 2', 3, 3') of u[e], u[4 + e]: m = e, 4 + e, 8 + e, 12 + e
+      const __m512 lo = _mm512_maskz_shuffle_f32x4(kAll, u[e], u[4 + e], 0x44);
+      const __m512 hi = _mm512_maskz_shuffle_f32x4(kAll, u[e], u[4 + e], 0xEE);
+      const __m512 v[2] = {_mm512_maskz_shuffle_f32x4(kAll, lo, lo, 0xD8), _mm512_maskz_shuffle_f32x4(kAll, hi, hi, 0xD8)};
+      for (int q = 0; q < 4; ++q) {
+        const int64_t m = g * 16 + q * 4 + e;
+        if (m >= nm) continue;
+        const __m256 x = q & 1 ? _mm512_maskz_extractf32x8_ps(0xFF, v[q >> 1], 1) : _mm512_maskz_extractf32x8_ps(0xFF, v[q >> 1], 0);
+        _mm256_mask_storeu_ps(C + m * ldc, mask, _mm256_add_ps(x, b));
+      }
+    }
+  }
+}
+
+// One thread's share of C = X W^T (+ bias): columns [n0, n1) of C, i.e. rows of W.
+void weight_rows_part(int64_t M, int64_t K, const float* X, int64_t ldx, const float* W, int64_t ldw, float* C,
+                      int64_t ldc, const float* bias, int64_t n0, int64_t n1) {
+  constexpr int MR = kWrMR, NR = kWrNR;
+  const int64_t mpan = (M + NR - 1) / NR;
+  float* Xp = t_bpack.get<float>(size_t(mpan * NR * K));
+  float* E = t_edge.get<float>(size_t(MR * K));
+  alignas(64) float tile[MR * NR];
+  for (int64_t q = 0; q < mpan; ++q)
+    pack_transposed<NR>(K, std::min<int64_t>(NR, M - q * NR), X + q * NR * ldx, ldx, Xp + q * NR * K);
+  for (int64_t j0 = n0; j0 < n1; j0 += MR) {
+    const int64_t nj = std::min<int64_t>(MR, n1 - j0);
+    const float* w = W + j0 * ldw;
+    int64_t lw = ldw;
+    if (nj < MR) {  // the last rows of W, padded with zero rows
+      for (int r = 0; r < MR; ++r)
+        for (int64_t k = 0; k < K; ++k) E[r * K + k] = r < nj ? w[r * ldw + k] : 0.0f;
+      w = E;
+      lw = K;
+    }
+    for (int64_t q = 0; q < mpan; ++q) {
+      const int64_t m0 = q * NR, nm = std::min<int64_t>(NR, M - m0);
+      // The first panel of x reads these rows of W from memory: meanwhile the next rows come
+      // in (a weight read once per product is not in any cache; 10-15% at 128 rows).
+      if (q == 0 && j0 + 2 * MR <= n1)
+        micro_rows<MR, kWrNV, false, true>(K, w, lw, Xp, tile, NR, w + MR * ldw);
+      else
+        micro_rows<MR, kWrNV, false>(K, w, lw, Xp + q * NR * K, tile, NR);
+      store_transposed(tile, nm, nj, bias ? bias + j0 : nullptr, C + m0 * ldc + j0, ldc);
+    }
+  }
+}
+#endif
+
+// Rows of C up to which x W^T takes the weight-rows form.
+constexpr int64_t kWeightRowsMaxM = 256;
+// Where the kernels above run by default, OpenBLAS elsewhere (docs/cpu.md, "GEMM": measured
+// per shape class on the MiniLM shapes): x W^T of kOwnDefaultMinM to kWeightRowsMaxM rows (the
+// weight-rows form), and x W^T with more rows whose k is at least twice n (the 8 x 48 tiles;
+// a BERT FFN's second product).
+constexpr int64_t kOwnDefaultMinM = 48;
+bool own_by_default(bool tb, int64_t M, int64_t N, int64_t K) {
+  if (!tb || M < kOwnDefaultMinM) return false;
+  return M <= kWeightRowsMaxM || K >= 2 * N;
+}
+
+// RLX_CPU_GEMM: "builtin" (rlx's kernels only; OpenBLAS is not even loaded), "openblas"
+// (every f32 product through OpenBLAS, when it loads), anything else or unset: per shape.
+enum class GemmMode { Auto, Builtin, OpenBlas };
+GemmMode gemm_mode() {
+  static const GemmMode m = [] {
+    const char* f = std::getenv("RLX_CPU_GEMM");
+    if (f && std::strcmp(f, "builtin") == 0) return GemmMode::Builtin;
+    if (f && std::strcmp(f, "openblas") == 0) return GemmMode::OpenBlas;
+    return GemmMode::Auto;
+  }();
+  return m;
+}
+
+bool own_f32_available() {
+#ifdef RLX_X86_TARGETS
+  return gemm_isa() == Isa::V4;
+#else
+  return false;
+#endif
+}
+
+template <class T>
+void add_bias(T* C, int64_t ldc, const T* bias, int64_t i0, int64_t i1, int64_t j0, int64_t j1);
+
+// C = A op(B) (+ bias) with the kernels above, threaded over the pool (inline from a task).
+// Needs own_f32_available(); A row-major (no transpose); M, N, K > 0.
+void gemm_own_f32(bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb,
+                  float* C, int64_t ldc, const float* bias) {
+#ifdef RLX_X86_TARGETS
+  const int nt = ThreadPool::in_task() ? 1 : ThreadPool::instance().size();
+  if (tb && M <= kWeightRowsMaxM) {
+    const int64_t blocks = (N + kWrMR - 1) / kWrMR;
+    parallel_for(blocks, 4, [&](int64_t b0, int64_t b1) {
+      weight_rows_part(M, K, A, lda, B, ldb, C, ldc, bias, b0 * kWrMR, std::min(N, b1 * kWrMR));
+    });
+    return;
+  }
+  const int64_t npan = (N + kRowsNR - 1) / kRowsNR;
+  if (npan >= 2 * nt || M < 2 * kRowsMR * nt) {
+    parallel_for(npan, 1, [&](int64_t p0, int64_t p1) {
+      rows_part(tb, N, K, A, lda, B, ldb, C, ldc, 0, M, p0, p1);
+      if (bias) add_bias(C, ldc, bias, int64_t(0), M, p0 * kRowsNR, std::min(N, p1 * kRowsNR));
+    });
+  } else {
+    const int64_t units = (M + kRowsMR - 1) / kRowsMR;
+    parallel_for(units, 2, [&](int64_t u0, int64_t u1) {
+      const int64_t i0 = u0 * kRowsMR, i1 = std::min(M, u1 * kRowsMR);
+      rows_part(tb, N, K, A, lda, B, ldb, C, ldc, i0, i1, 0, npan);
+      if (bias) add_bias(C, ldc, bias, i0, i1, int64_t(0), N);
+    });
+  }
+#else
+  (void)tb, (void)M, (void)N, (void)K, (void)A, (void)lda, (void)B, (void)ldb, (void)C, (void)ldc, (void)bias;
+  throw InternalError("cpu gemm: no AVX-512 kernels in this build");
+#endif
+}
+
 // Products below this many flops run as one call (OpenBLAS's own threading decides).
 constexpr double kSplitFlops = 4.0e6;
 
@@ -319,6 +650,13 @@ void gemm_t(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A, int64
       return;
     }
   const Blas& b = blas();
+  if constexpr (sizeof(T) == 4)
+    if (!ta && own_f32_available()) {
+      const GemmMode mode = gemm_mode();
+      const bool own = !b.info.loaded || mode == GemmMode::Builtin ||
+                       (mode == GemmMode::Auto && own_by_default(tb, M, N, K));
+      if (own) return gemm_own_f32(tb, M, N, K, A, lda, B, ldb, C, ldc, bias);
+    }
   bool ok = b.info.loaded && fits_int(M) && fits_int(N) && fits_int(K) && fits_int(lda) && fits_int(ldb) &&
             fits_int(ldc);
   if (ok) {
@@ -470,12 +808,23 @@ void* blas_symbol(const char* name) {
   return b.handle ? dlsym(b.handle, name) : nullptr;
 }
 
-std::string gemm_builtin_isa() { return std::string(pick(float{}).name) + " f32, " + pick(double{}).name + " f64"; }
+std::string gemm_builtin_isa() {
+  if (own_f32_available())
+    return "x86-64-v4 (AVX-512) 8x48 and 6x64 weight-rows f32 (8x32 for a transposed A), " +
+           std::string(pick(double{}).name) + " f64";
+  return std::string(pick(float{}).name) + " f32, " + pick(double{}).name + " f64";
+}
 
 std::string gemm_description() {
   const BlasInfo& i = blas_info();
-  if (i.loaded)
-    return "GEMM: OpenBLAS " + i.library + " core " + i.corename + (i.note.empty() ? "" : " (" + i.note + ")");
+  if (i.loaded) {
+    std::string d = "GEMM: OpenBLAS " + i.library + " core " + i.corename + (i.note.empty() ? "" : " (" + i.note + ")");
+    if (own_f32_available() && gemm_mode() == GemmMode::Auto)
+      d += "; f32 x·Wᵀ of " + std::to_string(kOwnDefaultMinM) + "-" + std::to_string(kWeightRowsMaxM) +
+           " rows, or more rows with k >= 2n: built-in x86-64-v4 (AVX-512) 6x64 weight-rows / 8x48 kernels";
+    if (gemm_mode() == GemmMode::OpenBlas) d += " (RLX_CPU_GEMM=openblas: every product)";
+    return d;
+  }
   return "GEMM: built-in " + gemm_builtin_isa() + " (" + i.note + ")";
 }
 

@@ -4,7 +4,9 @@
 // after pointing OPENBLAS_CORETYPE at the kernels this CPU can run (SkylakeX with
 // AVX-512F, Haswell with AVX2) when the variable is unset: Debian's OpenBLAS 0.3.21 does
 // not recognise recent Xeons and would otherwise run generic kernels. When OpenBLAS is
-// missing, or RLX_CPU_GEMM=builtin, the device's own packed, cache-blocked GEMM runs.
+// missing, or RLX_CPU_GEMM=builtin, the device's own GEMM runs every product; by default its
+// AVX-512 f32 kernels also take the shape classes where they are faster than OpenBLAS (x·Wᵀ of
+// 48-256 rows, ...: docs/cpu.md), and RLX_CPU_GEMM=openblas sends every f32 product to OpenBLAS.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -36,7 +38,7 @@ void gemm_builtin(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float
                   int64_t ldb, float* C, int64_t ldc);
 void gemm_builtin(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const double* A, int64_t lda, const double* B,
                   int64_t ldb, double* C, int64_t ldc);
-// Which micro-kernel the built-in GEMM uses on this CPU ("avx512 8x32", ...).
+// Which micro-kernels the built-in GEMM uses on this CPU.
 std::string gemm_builtin_isa();
 
 // out = matmul(a, b) with the op's attributes; a, b may be strided views; batch dims
