@@ -27,5 +27,10 @@ ir::Graph cse(const ir::Graph& g);
 // Evaluates nodes whose inputs are all constants (results up to max_elems elements) with
 // `evaluate` and replaces them by constants; a node it cannot run, or whose run fails, stays.
 ir::Graph fold_constants(const ir::Graph& g, const Evaluator& evaluate, int64_t max_elems = 1 << 16);
+// Replaces each permute that moves only axes of extent 1 (the others keep their order) by a
+// reshape: the same bytes in the same order, a view instead of a copy. Runs after legalize
+// (reshape is a runtime view on every device), so the dispatch report still shows the permute
+// and its route.
+ir::Graph permutes_as_reshapes(const ir::Graph& g);
 
 }  // namespace rlx::passes

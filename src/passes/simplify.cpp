@@ -1,4 +1,4 @@
-// verify, dce, cse and constant folding.
+// verify, dce, cse, constant folding and order-keeping permutes as views.
 #include <unordered_map>
 
 #include "core/error.hpp"
@@ -135,6 +135,36 @@ ir::Graph fold_constants(const ir::Graph& g, const Evaluator& evaluate, int64_t 
         std::vector<ir::Value> vs;
         for (auto& r : *res) vs.push_back(out.add(constant, {}, ir::Attrs{{"value", r}}, n.loc));
         m[size_t(n.id)] = vs;
+        continue;
+      }
+    }
+    m[size_t(n.id)] = copy_into(out, n, in);
+  }
+  finish(g, out, m);
+  return out;
+}
+
+ir::Graph permutes_as_reshapes(const ir::Graph& g) {
+  ir::Graph out;
+  ValueMap m(g.nodes.size());
+  const ir::OpDef* reshape = &ir::OpRegistry::get().at("reshape");
+  for (auto& n : g.nodes) {
+    auto in = mapped(m, n.inputs);
+    if (n.op->name == "permute" && n.regions.empty()) {
+      // Row-major order is unchanged when the axes longer than 1 keep their relative order:
+      // the permuted tensor is its input's bytes, so a view (reshape) replaces the copy.
+      const Shape& from = g.type(n.inputs[0]).shape;
+      int64_t last = -1;
+      bool keeps = true;
+      for (int64_t axis : n.attrs.get_ints("perm")) {
+        if (from[size_t(axis)] == 1) continue;
+        keeps = keeps && axis > last;
+        last = axis;
+      }
+      if (keeps) {
+        auto v = out.add_multi(reshape, in, ir::Attrs{{"shape", n.out().shape}}, n.loc, {});
+        out.nodes.back().host = n.host;
+        m[size_t(n.id)] = v;
         continue;
       }
     }

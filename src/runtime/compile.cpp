@@ -1,4 +1,4 @@
-// compile(): verify -> legalize (dispatch contract) -> fold/CSE/DCE -> schedule -> plan.
+// compile(): verify -> legalize (dispatch contract) -> fold/views/CSE/DCE -> schedule -> plan.
 #include <unistd.h>
 
 #include "core/checked.hpp"
@@ -46,6 +46,7 @@ void check_memory_fits(const Program& p, const Device& d) {
 void finish_program(Program& p, Device& d, const CompileOptions& opts) {
   if (Device* ref = DeviceRegistry::get().find("reference"); ref && opts.fold_constants)
     p.graph = passes::fold_constants(p.graph, evaluator_for(*ref));
+  p.graph = passes::permutes_as_reshapes(p.graph);
   if (opts.cse) p.graph = passes::cse(p.graph);
   p.graph = passes::dce(p.graph);
   passes::FusesEpilogue epilogues;

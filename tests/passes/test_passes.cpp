@@ -129,6 +129,38 @@ BOOST_AUTO_TEST_CASE(memory_plan_reuses_in_place_and_aliases_views) {
   for (int i = 0; i < 4096; ++i) BOOST_TEST(got[0].data<float>()[i] == hv[size_t(i)], boost::test_tools::tolerance(1e-4));
 }
 
+// A permute that moves only axes of extent 1 (a decode step's [B, 1, heads, d] -> [B, heads,
+// 1, d]) is the same bytes: the compiled program holds a view there and copies nothing, while a
+// permute that reorders longer axes stays a copy; both give the reference's values on every
+// device, and the dispatch report still names the permutes.
+BOOST_AUTO_TEST_CASE(order_keeping_permutes_become_views) {
+  ir::Graph g;
+  auto x = input(g, "x", DType::F32, {2, 1, 3, 4});
+  auto moved = permute(x, {0, 2, 1, 3});      // [2, 3, 1, 4]: same order of 2, 3, 4
+  auto swapped = permute(x, {0, 1, 3, 2});    // [2, 1, 4, 3]: a real transpose
+  output(g, {moved * 2.0, swapped});
+  ir::Graph v = passes::permutes_as_reshapes(g);
+  passes::verify(v);
+  BOOST_TEST(count_op(v, "permute") == 1);
+  BOOST_TEST(count_op(v, "reshape") == 1);
+  const Tensor xin = random_f32({2, 1, 3, 4}, 11);
+  const std::vector<Tensor> want = run(compile(g, ref()), ref(), {xin});
+  for (Device* d : DeviceRegistry::get().runnable()) {
+    const Program p = compile(g, *d);
+    BOOST_TEST(count_op(p.graph, "permute") == 1, d->name());
+    int permutes_reported = 0;
+    for (const auto& r : p.report.nodes) permutes_reported += r.op == "permute";
+    BOOST_TEST(permutes_reported == 2, d->name());
+    std::vector<Tensor> got = run(p, *d, {xin});
+    for (size_t i = 0; i < got.size(); ++i) {
+      const Tensor h = got[i].is_host() ? got[i] : got[i].to(host_allocator());
+      BOOST_TEST_REQUIRE(h.shape() == want[i].shape());
+      for (int64_t e = 0; e < h.numel(); ++e)
+        BOOST_TEST(h.data<float>()[e] == want[i].data<float>()[e], d->name() << " result " << i << " element " << e);
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(fusion_groups_elementwise_chains) {
   Device* cpu = DeviceRegistry::get().find("cpu");
   if (!cpu || !cpu->fuses_elementwise()) {
