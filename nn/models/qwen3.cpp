@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -642,9 +643,10 @@ Qwen3Generator::Session& Qwen3Generator::session(int64_t batch, int64_t cache_le
   s->pos = Tensor::zeros(DType::I64, {}).to(d.allocator());
   s->logits = Tensor::empty(DType::F32, {batch, 1, config_.vocab_size}, d.allocator());
   // Record both directions now, before any prefill fills set 0 (capture runs the step once).
+  // RLX_PROFILE's per-kernel times need the kernels issued one by one: no recording then.
   const std::vector<Tensor>& w = weights_on(d);
   try {
-    for (int k = 0; k < 2; ++k) {
+    for (int k = 0; k < 2 && !std::getenv("RLX_PROFILE"); ++k) {
       std::vector<Tensor> in{s->ids, s->pos};
       in.insert(in.end(), s->sets[k].begin(), s->sets[k].end());
       in.insert(in.end(), w.begin(), w.end());
