@@ -3,18 +3,23 @@
 // values are ggml's bit for bit):
 //   dequantize     every format: one thread per element.
 //   matmul_packed  Q8_0, Q4_0, Q4_K, BF16 and F16 natively (the other formats take
-//                  dequant-then-matmul). Up to kWarpM rows of x: a warp per weight row, each
+//                  dequant-then-matmul). Up to 16 rows of x: a warp per weight row, each
 //                  lane decoding every 32nd group of 32 weights (a block, or a Q4_K
 //                  sub-block) once and multiplying it into every row of x, then a warp
 //                  reduction (the GEMV of a decode step). BF16 and F16 rows are read 16 bytes
 //                  (8 weights) per lane per load when rows and base are 16-byte aligned (k a
-//                  multiple of 8), else a weight per lane; widened exactly to f32 and
+//                  multiple of 8), else a weight per lane; 9-16 rows of x over such rows
+//                  stage x in shared memory and give each warp four weight rows; widened exactly to f32 and
 //                  multiplied into the f32 x in f32 (no bf16 or f16 arithmetic: the op's
-//                  contract is the f32 product). More rows: the weight decoded into scratch,
-//                  then cuBLAS sgemm in full f32 (no TF32).
+//                  contract is the f32 product). 17-64 rows: the same kernel over blocks of
+//                  16 rows (the weight read once per block: fewer bytes than decoding it to
+//                  f32 for a GEMM). More rows: the weight decoded into scratch, then cuBLAS
+//                  sgemm in full f32 (no TF32).
 #include <cuda_fp16.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "core/ggml_blocks.hpp"
 #include "devices/cuda/common.hpp"
@@ -26,7 +31,10 @@
 namespace rlx::cuda {
 namespace {
 
-constexpr int kWarpM = 8;
+// The GEMV kernels keep one accumulator per row of x in registers: instantiated for at most
+// 8 rows (a decode step of batch 1-8) and 16 (batch 9-16), so the small case keeps its
+// registers. Past kGemvRows the weight is read once per block of 16 rows, up to kBlockedRows.
+constexpr int kGemvRows = 16, kBlockedRows = 64;
 
 __global__ void __launch_bounds__(256) dequantize_kernel(uint32_t type, int block, int bytes, const unsigned char* __restrict__ w,
                                                          int64_t row_bytes, int64_t k, int64_t total, float* __restrict__ y) {
@@ -69,7 +77,7 @@ __device__ inline void decode_group(const unsigned char* row, int64_t g, float (
 // decodes the row's 32-weight groups l, l + 32, ... (whole blocks, so a lane's loads stay in
 // one block and the scales are read once per group), multiplies each into every row of x,
 // and the warp adds its lanes' sums.
-template <uint32_t Type>
+template <uint32_t Type, int kWarpM>
 __global__ void __launch_bounds__(256) gemv_kernel(const unsigned char* __restrict__ w, int64_t n, int64_t row_bytes,
                                                    int64_t k, const float* __restrict__ x, int m, float* __restrict__ y) {
   const int64_t row = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
@@ -116,7 +124,7 @@ __device__ inline float widen16(uint32_t h) {
 // Wide: lane l reads the row's 16-byte chunks l, l + 32, ... (8 weights each; rows 16-byte
 // aligned), and the matching 8 floats of each row of x as two float4. Otherwise a weight per
 // lane per step.
-template <uint32_t Type, bool Wide>
+template <uint32_t Type, bool Wide, int kWarpM>
 __global__ void __launch_bounds__(256) gemv16_kernel(const unsigned char* __restrict__ w, int64_t n, int64_t row_bytes,
                                                      int64_t k, const float* __restrict__ x, int m, float* __restrict__ y) {
   const int64_t row = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
@@ -172,6 +180,69 @@ __global__ void __launch_bounds__(256) gemv16_kernel(const unsigned char* __rest
   }
 }
 
+// y[:, rows] for 9-16 rows of x over BF16 or F16 weight rows (rows 16-byte aligned, k a
+// multiple of 8): the warp-per-row kernel above reloads all of x for every weight row, so at
+// 16 rows x's traffic from cache is 32 bytes per weight byte and bounds the product. Here a
+// block stages x in shared memory a tile of kTileK columns at a time, and each warp computes
+// kRowsPerWarp weight rows, so each staged x value serves four rows: 8 bytes of shared-memory
+// reads per weight byte. Lane l handles the tile's columns 8l .. 8l + 7 of every row.
+constexpr int kRowsPerWarp = 4, kTileK = 256;
+template <uint32_t Type>
+__global__ void __launch_bounds__(256) gemv16_rows_kernel(const unsigned char* __restrict__ w, int64_t n, int64_t row_bytes,
+                                                          int64_t k, const float* __restrict__ x, int m,
+                                                          float* __restrict__ y) {
+  __shared__ float4 xs[kGemvRows][kTileK / 4];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t row0 = (int64_t(blockIdx.x) * (blockDim.x / 32) + warp) * kRowsPerWarp;
+  float acc[kRowsPerWarp][kGemvRows] = {};
+  for (int64_t k0 = 0; k0 < k; k0 += kTileK) {
+    const int kt = int(k - k0 < kTileK ? k - k0 : kTileK), quads = kt / 4;
+    __syncthreads();  // (the previous tile is no longer read)
+    for (int e = threadIdx.x; e < m * quads; e += blockDim.x)
+      xs[e / quads][e % quads] = reinterpret_cast<const float4*>(x + int64_t(e / quads) * k + k0)[e % quads];
+    __syncthreads();
+    if (lane * 8 >= kt) continue;
+    float v[kRowsPerWarp][8];
+#pragma unroll
+    for (int r = 0; r < kRowsPerWarp; ++r) {
+      uint4 q = make_uint4(0, 0, 0, 0);
+      if (row0 + r < n) q = __ldg(reinterpret_cast<const uint4*>(w + (row0 + r) * row_bytes) + k0 / 8 + lane);
+      const uint32_t words[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        v[r][2 * j] = widen16<Type>(words[j] & 0xffffu);
+        v[r][2 * j + 1] = widen16<Type>(words[j] >> 16);
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < kGemvRows; ++i) {
+      if (i >= m) break;
+      const float4 a = xs[i][2 * lane], b = xs[i][2 * lane + 1];
+#pragma unroll
+      for (int r = 0; r < kRowsPerWarp; ++r) {
+        float s = acc[r][i];
+        s = fmaf(a.x, v[r][0], s);
+        s = fmaf(a.y, v[r][1], s);
+        s = fmaf(a.z, v[r][2], s);
+        s = fmaf(a.w, v[r][3], s);
+        s = fmaf(b.x, v[r][4], s);
+        s = fmaf(b.y, v[r][5], s);
+        s = fmaf(b.z, v[r][6], s);
+        s = fmaf(b.w, v[r][7], s);
+        acc[r][i] = s;
+      }
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < kRowsPerWarp; ++r)
+#pragma unroll
+    for (int i = 0; i < kGemvRows; ++i) {
+      float s = acc[r][i];
+      for (int off = 16; off > 0; off /= 2) s += __shfl_xor_sync(0xffffffffu, s, off);
+      if (lane == 0 && i < m && row0 + r < n) y[int64_t(i) * n + row0 + r] = s;
+    }
+}
+
 void dequantize_into(const ggml::BlockFormat& f, const Tensor& w, int64_t k, float* y) {
   const int64_t total = w.shape()[0] * k;
   if (total == 0) return;
@@ -196,18 +267,37 @@ void run_matmul_packed(const ir::Node& n, std::span<const Tensor> in, std::span<
   const int64_t k = n.attrs.get_int("k"), rows = w.shape()[0], m = x.numel() / k;
   float* y = out[0].data<float>();
   if (m == 0 || rows == 0) return;
-  if (m <= kWarpM) {
-    auto go = [&](auto kernel) {
-      kernel<<<grid_for(rows * 32, 256), 256, 0, stream()>>>(w.data<unsigned char>(), rows, w.shape()[1], k,
-                                                             x.data<float>(), int(m), y);
-    };
+  if (m <= kBlockedRows) {
     const bool wide = k % 8 == 0 && reinterpret_cast<uintptr_t>(w.raw()) % 16 == 0;
-    if (f.type == ggml::kQ8_0) go(gemv_kernel<ggml::kQ8_0>);
-    else if (f.type == ggml::kQ4_0) go(gemv_kernel<ggml::kQ4_0>);
-    else if (f.type == ggml::kQ4_K) go(gemv_kernel<ggml::kQ4_K>);
-    else if (f.type == ggml::kBF16) wide ? go(gemv16_kernel<ggml::kBF16, true>) : go(gemv16_kernel<ggml::kBF16, false>);
-    else wide ? go(gemv16_kernel<ggml::kF16, true>) : go(gemv16_kernel<ggml::kF16, false>);
-    check_launch("matmul_packed (gemv)");
+    for (int64_t r0 = 0; r0 < m; r0 += kGemvRows) {
+      const int rows_here = int(std::min<int64_t>(kGemvRows, m - r0));
+      const float* xr = x.data<float>() + r0 * k;
+      float* yr = y + r0 * rows;
+      auto go = [&](auto kernel) {
+        kernel<<<grid_for(rows * 32, 256), 256, 0, stream()>>>(w.data<unsigned char>(), rows, w.shape()[1], k, xr,
+                                                               rows_here, yr);
+      };
+      auto by_type = [&](auto max_rows) {
+        constexpr int R = decltype(max_rows)::value;
+        if (f.type == ggml::kQ8_0) go(gemv_kernel<ggml::kQ8_0, R>);
+        else if (f.type == ggml::kQ4_0) go(gemv_kernel<ggml::kQ4_0, R>);
+        else if (f.type == ggml::kQ4_K) go(gemv_kernel<ggml::kQ4_K, R>);
+        else if (f.type == ggml::kBF16) wide ? go(gemv16_kernel<ggml::kBF16, true, R>) : go(gemv16_kernel<ggml::kBF16, false, R>);
+        else wide ? go(gemv16_kernel<ggml::kF16, true, R>) : go(gemv16_kernel<ggml::kF16, false, R>);
+      };
+      const bool half16 = f.type == ggml::kBF16 || f.type == ggml::kF16;
+      if (rows_here <= 8) {
+        by_type(std::integral_constant<int, 8>{});
+      } else if (half16 && wide) {
+        auto tiled = f.type == ggml::kBF16 ? gemv16_rows_kernel<ggml::kBF16> : gemv16_rows_kernel<ggml::kF16>;
+        const int64_t rows_per_block = 8 * kRowsPerWarp;
+        tiled<<<grid_for(rows, rows_per_block), 256, 0, stream()>>>(w.data<unsigned char>(), rows, w.shape()[1], k, xr,
+                                                                  rows_here, yr);
+      } else {
+        by_type(std::integral_constant<int, kGemvRows>{});
+      }
+      check_launch("matmul_packed (gemv)");
+    }
     return;
   }
   Scratch wd(size_t(rows * k) * sizeof(float));
@@ -228,7 +318,7 @@ void add_quant_kernels(KernelTable& t) {
            if (!native_type(type)) return "no " + type + " matmul_packed kernel on cuda (it has Q8_0 Q4_0 Q4_K BF16 F16)";
            const int64_t k = n.attrs.get_int("k"), rows = g.type(n.inputs[1]).shape[0];
            const int64_t m = k == 0 ? 0 : numel(g.type(n.inputs[0]).shape) / k;
-           if (m > kWarpM && (rows > INT32_MAX || m > INT32_MAX || k > INT32_MAX))
+           if (m > kBlockedRows && (rows > INT32_MAX || m > INT32_MAX || k > INT32_MAX))
              return std::string("matmul_packed on cuda: sizes past 2^31 for cuBLAS");
            return std::string();
          }});

@@ -6,7 +6,8 @@
 //   - written into a GGUF file, read back packed (the bytes the file holds) and dequantized
 //     by the op bit for bit as GgufFile::dequantize decodes them, on every device; also the
 //     files the gguf package quantized (tests/io/data/gguf/every_type.gguf);
-//   - matmul_packed for M in {1, 3, 64} against x · dequant(W)^T in f64, within
+//   - matmul_packed for M in {1, 3, 12, 16, 40, 64, 70} (each of the cuda GEMV's row
+//     bounds and blocks, and its cuBLAS path) against x · dequant(W)^T in f64, within
 //     K · 2^-24 · sum_k |x_k w_k| per result (what any order of an f32 sum over K terms
 //     keeps to), and the route each device took: native for Q8_0 Q4_0 Q4_K BF16 F16 on cpu and cuda,
 //     rewritten:dequant-then-matmul for the other formats;
@@ -263,7 +264,7 @@ BOOST_AUTO_TEST_CASE(matmul_packed_matches_f64_on_every_device_and_says_its_rout
       const Tensor wd = run(compile(gd, ref), ref, {w})[0];
       const float* wv = wd.data<float>();
       const bool native = f.type == ggml::kQ8_0 || f.type == ggml::kQ4_0 || f.type == ggml::kQ4_K || half16;
-      for (int64_t m : {1, 3, 64}) {
+      for (int64_t m : {1, 3, 12, 16, 40, 64, 70}) {
         Tensor x = Tensor::empty(DType::F32, {m, k});
         for (int64_t i = 0; i < m * k; ++i) x.data<float>()[i] = uniform(-1, 1);
         ir::Graph g;
