@@ -403,8 +403,16 @@ V rotary_body(const V& in, const Attrs& a) {
   Shape bs(size_t(x.rank()), 1);
   bs[size_t(x.rank() - 3)] = t;
   bs.back() = d;
-  Var c = cast(reshape(cos(angles), bs), x.dtype());
-  Var s = cast(reshape(sin(angles), bs), x.dtype());
+  // f64 x: the f32 angle's cosine and sine taken in f64 and rounded once to f32 — the value
+  // the reference's f32 cos gives, and one a device's f32 cosf (within an ulp or two) need not
+  // give, which f64's tolerances would see (its gradient runs this body).
+  auto trig = [&](bool cosine) {
+    auto f = [&](const Var& v) { return cosine ? cos(v) : sin(v); };
+    return x.dtype() == DType::F64 ? cast(cast(f(cast(angles, DType::F64)), DType::F32), DType::F64)
+                                   : cast(f(angles), x.dtype());
+  };
+  Var c = reshape(trig(true), bs);
+  Var s = reshape(trig(false), bs);
   std::vector<int64_t> lo(size_t(x.rank()), 0), hi(x.shape().begin(), x.shape().end());
   hi.back() = half;
   Var x1 = slice(x, lo, hi, {});
