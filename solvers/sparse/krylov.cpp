@@ -44,6 +44,11 @@ class Step {
   std::vector<Tensor> run(const std::vector<Tensor>& free) { return ex_->run(g.inputs(free)); }
   void run_into(const std::vector<Tensor>& free, std::vector<Tensor>& out) { ex_->run_into(g.inputs(free), out); }
   const DispatchReport& report() const { return prog_->report; }
+  // Whether result `result` may be written over the caller's input `free` (Program::donations).
+  bool in_place(size_t free, size_t result) const {
+    const int64_t param = g.param_of_free(free);
+    return param >= 0 && prog_->donates(size_t(param), result);
+  }
 
  private:
   std::unique_ptr<Program> prog_;
@@ -229,7 +234,13 @@ void cg(const LinearOperator& A, const Tensor& b, const Preconditioner& M, const
   std::vector<Tensor> next = {Tensor::empty(t, {n}, d.allocator()), Tensor::empty(t, {n}, d.allocator()),
                               Tensor::empty(t, {n}, d.allocator()), Tensor::empty(t, {}, d.allocator()),
                               Tensor::empty(t, {2}, d.allocator())};
+  // r and p are updated in place where the step allows it (one buffer each, rewritten where
+  // it is read, instead of a fresh one each step); x keeps two, so the iterate before a step
+  // that breaks down is the one returned (start() rebuilds r and p from it).
+  const bool r_in_place = step.in_place(1, 1), p_in_place = step.in_place(2, 2);
   while (!done) {
+    if (r_in_place) next[1] = cur[1];
+    if (p_in_place) next[2] = cur[2];
     step.run_into(cur, next);
     auto sc = host_values(next[4]);
     double pq = sc[1].real();

@@ -26,6 +26,12 @@ void BoundGraph::move_bound_to(Allocator* a) {
     if (bound && t.allocator() != a) t = t.to(a);
 }
 
+int64_t BoundGraph::param_of_free(size_t k) const {
+  for (size_t i = 0; i < slots_.size(); ++i)
+    if (!slots_[i].first && k-- == 0) return int64_t(i);
+  return -1;
+}
+
 std::vector<Tensor> BoundGraph::inputs(const std::vector<Tensor>& free) const {
   std::vector<Tensor> r;
   size_t k = 0;

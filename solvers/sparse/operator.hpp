@@ -25,6 +25,8 @@ class BoundGraph {
   Var input(const std::string& name, DType dt, Shape s);
   // The inputs for a run: bound tensors, with the caller's in the order they were declared.
   std::vector<Tensor> inputs(const std::vector<Tensor>& free) const;
+  // The graph parameter index of the caller's k-th input (none past the last: -1).
+  int64_t param_of_free(size_t k) const;
   // Copies the bound tensors to a device once (they are reused by every run).
   void move_bound_to(Allocator* a);
   // Inputs an operator already bound in this graph, keyed by the operator.

@@ -62,6 +62,18 @@ struct Schedule {
   std::vector<Kernel> kernels;
   std::vector<std::vector<BufferSlot>> slots;  // [node id][result index]
   int64_t arena_bytes = 0;
+  // (parameter index, result index): the result may be written over the parameter's buffer
+  // when a caller passes the same tensor for both (Executor::run_into), as an elementwise
+  // kernel writes over a dying arena input — the kernel making the result is the
+  // parameter's last use and reads it element for element. An iteration that replaces its
+  // state (a Krylov step's x, r, p) then updates it in place: no second buffer, no
+  // write-allocate of a fresh one.
+  std::vector<std::pair<int32_t, int32_t>> donations;
+  bool donates(size_t param, size_t result) const {
+    for (auto [pi, ri] : donations)
+      if (size_t(pi) == param && size_t(ri) == result) return true;
+    return false;
+  }
   const BufferSlot& slot(ir::Value v) const { return slots.at(size_t(v.node)).at(size_t(v.index)); }
 };
 

@@ -222,6 +222,56 @@ void schedule_kernels(Schedule& p, bool fuse, bool fuse_reductions, const FusesE
   }
 }
 
+// Donations (l3.hpp): the same test as plan_memory's in-place arena reuse, over parameters.
+std::vector<std::pair<int32_t, int32_t>> safe_donations(const Schedule& p) {
+  const ir::Graph& g = p.graph;
+  auto base_of = [&](ir::Value v) {
+    while (p.slot(v).kind == BufferSlot::View) v = p.slot(v).alias;
+    return v;
+  };
+  // The last kernel to read each parameter (through views too); a returned one lives on.
+  std::vector<int64_t> last(g.params.size(), -1);
+  auto touch = [&](ir::Value v, int64_t at) {
+    const BufferSlot& s = p.slot(base_of(v));
+    if (s.kind == BufferSlot::Param && s.index >= 0 && size_t(s.index) < last.size())
+      last[size_t(s.index)] = std::max(last[size_t(s.index)], at);
+  };
+  const size_t nk = p.kernels.size();
+  for (size_t ki = 0; ki < nk; ++ki)
+    for (auto v : p.kernels[ki].inputs) touch(v, int64_t(ki));
+  for (auto v : g.results) touch(v, int64_t(nk));
+  std::vector<std::pair<int32_t, int32_t>> out;
+  for (size_t ki = 0; ki < nk; ++ki) {
+    const Kernel& k = p.kernels[ki];
+    const ir::Node& first = g.nodes[size_t(k.nodes[0])];
+    const bool elementwise = k.kind == Kernel::Fused || (k.kind == Kernel::Single && first.op->cls == ir::OpClass::Elementwise);
+    const int ip = k.kind == Kernel::Single ? first.op->inplace_input : -1;
+    if (!elementwise && ip < 0) continue;
+    for (auto v : k.outputs) {
+      const BufferSlot& rs = p.slot(v);
+      if (rs.kind != BufferSlot::Result || rs.index < 0 || size_t(rs.index) >= g.results.size() ||
+          !(g.results[size_t(rs.index)] == v))
+        continue;
+      if (std::count(g.results.begin(), g.results.end(), v) != 1) continue;  // (returned twice: two buffers)
+      const TensorType& ot = g.type(v);
+      for (const ir::Value in : k.inputs) {
+        if (!elementwise && !(v.node == first.id && size_t(ip) < first.inputs.size() && first.inputs[size_t(ip)] == in))
+          continue;
+        const BufferSlot& bs = p.slot(base_of(in));
+        const TensorType& it = g.type(in);
+        if (bs.kind != BufferSlot::Param || bs.index < 0 || size_t(bs.index) >= last.size() || last[size_t(bs.index)] != int64_t(ki))
+          continue;
+        if (it.shape != ot.shape || dtype_size(it.dtype) != dtype_size(ot.dtype) || it.dtype == DType::I4) continue;
+        if (!elementwise && it.dtype != ot.dtype) continue;
+        const bool taken =
+            std::any_of(out.begin(), out.end(), [&](auto d) { return d.first == bs.index || d.second == rs.index; });
+        if (!taken) out.push_back({bs.index, rs.index});
+      }
+    }
+  }
+  return out;
+}
+
 void plan_memory(Schedule& p) {
   const ir::Graph& g = p.graph;
   p.slots.assign(g.nodes.size(), {});
@@ -275,6 +325,8 @@ void plan_memory(Schedule& p) {
   for (auto& n : g.nodes)
     for (size_t o = 0; o < n.outputs.size(); ++o)
       if (last[size_t(n.id)][o] >= 0) dies_at[size_t(last[size_t(n.id)][o])].push_back({n.id, int32_t(o)});
+
+  p.donations = safe_donations(p);
 
   // Greedy best-fit over free blocks; elementwise kernels write in place over an input
   // that dies there and has the output's shape and element size.

@@ -27,5 +27,7 @@ void schedule_kernels(Schedule& p, bool fuse, bool fuse_reductions = false, cons
 std::optional<MatmulEpilogue> find_matmul_epilogue(const ir::Graph& g, int32_t id);
 // Fills p.slots and p.arena_bytes from p.graph and p.kernels.
 void plan_memory(Schedule& p);
+// The (parameter, result) pairs of Schedule::donations that p's kernels and slots allow.
+std::vector<std::pair<int32_t, int32_t>> safe_donations(const Schedule& p);
 
 }  // namespace rlx::passes

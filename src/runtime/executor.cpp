@@ -136,14 +136,19 @@ void Executor::execute(const std::vector<Tensor>& inputs, std::vector<Tensor>& r
                      std::to_string(results.size()) + " result tensors");
   if (have_results) {
     // Result buffers are written while inputs are still being read: they must not overlap
-    // each other or any input.
+    // each other or any input, except where the program takes a parameter's buffer for a
+    // result (Program::donations) and the caller passes that very tensor for both.
     for (size_t i = 0; i < results.size(); ++i) {
       for (size_t j = 0; j < i; ++j)
         if (results[i].defined() && results[i].raw() == results[j].raw())
           throw InputError("result tensors " + std::to_string(j) + " and " + std::to_string(i) + " share a buffer");
       for (size_t j = 0; j < inputs.size(); ++j)
-        if (results[i].defined() && results[i].raw() == inputs[j].raw())
-          throw InputError("result tensor " + std::to_string(i) + " is also input " + std::to_string(j));
+        if (results[i].defined() && results[i].raw() == inputs[j].raw() &&
+            !(p_.donates(j, i) && results[i].nbytes() == inputs[j].nbytes() && inputs[j].is_contiguous() &&
+              inputs[j].allocator() == d_.allocator()))
+          throw InputError("result tensor " + std::to_string(i) + " is also input " + std::to_string(j) +
+                           (p_.donates(j, i) ? " but not the same whole device tensor"
+                                             : " (the program cannot write that result over that input)"));
     }
   }
   Allocator* dev_alloc = d_.allocator();

@@ -69,8 +69,13 @@ std::string print_slots(const Program& p, const ValueNames& names, const ir::Nod
   const auto& slots = p.slots[size_t(n.id)];
   std::string r = " -> ";
   if (slots.size() != 1) r += "(";
-  for (size_t o = 0; o < slots.size(); ++o)
+  for (size_t o = 0; o < slots.size(); ++o) {
     r += (o ? ", " : "") + print_slot(slots[o], names, o < n.outputs.size() ? &n.outputs[o] : nullptr);
+    // (a result that may take a parameter's buffer: Program::donations)
+    if (slots[o].kind == BufferSlot::Result)
+      for (auto [param, result] : p.donations)
+        if (result == slots[o].index) r += " donor=" + std::to_string(param);
+  }
   if (slots.size() != 1) r += ")";
   return r;
 }
@@ -149,6 +154,7 @@ struct SlotSyntax {
   BufferSlot slot;
   bool has_bytes = false;
   std::optional<ValueRef> alias;
+  std::optional<int32_t> donor;  // a result's donor parameter (Program::donations)
   int line = 0;
 };
 
@@ -217,8 +223,10 @@ SlotSyntax parse_slot(Parser& p) {
       s.slot.index = parse_i32(p, "the index");
     } else if (field == "alias") {
       s.alias = p.parse_value_ref();
+    } else if (field == "donor" && s.slot.kind == BufferSlot::Result) {
+      s.donor = parse_i32(p, "the donor parameter's index");
     } else {
-      p.fail(f.line, "unknown slot field '" + field + "' (expected offset, bytes, index or alias)");
+      p.fail(f.line, "unknown slot field '" + field + "' (expected offset, bytes, index or alias; donor on a result)");
     }
   }
   return s;
@@ -340,6 +348,7 @@ Program build_program(const ProgramSyntax& s, const std::string& file) {
   const ir::Graph& g = p.graph;
 
   p.slots.assign(g.nodes.size(), {});
+  std::vector<std::pair<std::pair<int32_t, int32_t>, int>> donors;  // ((param, result), line)
   for (const auto& [key, slots] : s.slots) {
     const ir::Node& n = g.nodes.at(size_t(b.node_id(key)));
     if (!slots.empty() && slots.size() != n.outputs.size())
@@ -349,6 +358,7 @@ Program build_program(const ProgramSyntax& s, const std::string& file) {
       BufferSlot slot = slots[o].slot;
       if (!slots[o].has_bytes) slot.bytes = natural_bytes(n.outputs[o]);
       if (slots[o].alias) slot.alias = b.resolve(*slots[o].alias);
+      if (slots[o].donor) donors.push_back({{*slots[o].donor, slot.index}, slots[o].line});
       if (slot.kind == BufferSlot::Const) {
         if (n.op->name != "constant")
           fail(slots[o].line, "a const slot needs a constant node, found op '" + n.op->name + "'");
@@ -402,6 +412,15 @@ Program build_program(const ProgramSyntax& s, const std::string& file) {
         k.region.shape = g.nodes[size_t(k.nodes[0])].out().shape;
     }
     p.kernels.push_back(std::move(k));
+  }
+  // A donor is taken only where the kernels allow it: a text that claims more would let a
+  // run write a result over an input something still reads.
+  const auto safe = passes::safe_donations(p);
+  for (const auto& [d, line] : donors) {
+    if (std::find(safe.begin(), safe.end(), d) == safe.end() || p.donates(size_t(d.first), size_t(d.second)))
+      fail(line, "result " + std::to_string(d.second) + " cannot take parameter " + std::to_string(d.first) +
+                     "'s buffer (it must be made by the elementwise kernel that reads the parameter last, at its shape)");
+    p.donations.push_back(d);
   }
   return p;
 }

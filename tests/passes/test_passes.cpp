@@ -9,6 +9,7 @@
 #include "passes/passes.hpp"
 #include "passes/schedule.hpp"
 #include "runtime/executor.hpp"
+#include "runtime/program_text.hpp"
 #include "runtime/runtime.hpp"
 
 using namespace rlx;
@@ -159,6 +160,60 @@ BOOST_AUTO_TEST_CASE(order_keeping_permutes_become_views) {
         BOOST_TEST(h.data<float>()[e] == want[i].data<float>()[e], d->name() << " result " << i << " element " << e);
     }
   }
+}
+
+// A result may be written over a parameter's buffer (Program::donations) where the kernel
+// making it reads the parameter last and element for element: x (read once, by y's kernel)
+// gives y its buffer; w, still read by the matmul after y's kernel, does not. A caller passing
+// the same tensor for both gets the values of a run with separate buffers, on every device;
+// an alias the program does not allow is refused naming the pair; the L3 text carries the
+// donor and a text claiming one the kernels do not allow is refused.
+BOOST_AUTO_TEST_CASE(results_written_over_donated_parameters) {
+  ir::Graph g;
+  auto x = input(g, "x", DType::F32, {16, 16});
+  auto w = input(g, "w", DType::F32, {16, 16});
+  auto a = input(g, "a", DType::F32, {});
+  auto y = x * a + w;
+  auto m = matmul(w, w);
+  output(g, {y, m});
+  const Tensor xin = random_f32({16, 16}, 21), win = random_f32({16, 16}, 22), ain = random_f32({}, 23);
+  const std::vector<Tensor> want = run(compile(g, ref()), ref(), {xin, win, ain});
+  for (Device* d : DeviceRegistry::get().runnable()) {
+    const Program p = compile(g, *d);
+    // (where x * a and + w are one fused kernel; the reference runs them as two, and x's
+    // last reader then makes x * a, not y)
+    BOOST_TEST(p.donates(0, 0) == d->fuses_elementwise(), d->name());
+    BOOST_TEST(!p.donates(1, 0), d->name());
+    BOOST_TEST(!p.donates(1, 1), d->name());
+    Executor ex(p, *d);
+    std::vector<Tensor> in = {xin.to(d->allocator()), win.to(d->allocator()), ain.to(d->allocator())};
+    std::vector<Tensor> out = {in[0], Tensor::empty(DType::F32, {16, 16}, d->allocator())};
+    if (!p.donates(0, 0)) {
+      BOOST_CHECK_THROW(ex.run_into(in, out), InputError);
+      continue;
+    }
+    ex.run_into(in, out);
+    BOOST_TEST(out[0].raw() == in[0].raw());
+    for (size_t r = 0; r < 2; ++r) {
+      const Tensor h = out[r].is_host() ? out[r] : out[r].to(host_allocator());
+      for (int64_t e = 0; e < h.numel(); ++e)
+        BOOST_TEST(h.data<float>()[e] == want[r].data<float>()[e], boost::test_tools::tolerance(1e-5f));
+    }
+    std::vector<Tensor> bad = {Tensor::empty(DType::F32, {16, 16}, d->allocator()), in[1]};
+    BOOST_CHECK_EXCEPTION(ex.run_into(in, bad), InputError, [](const InputError& e) {
+      return std::string(e.what()).find("result tensor 1 is also input 1") != std::string::npos;
+    });
+  }
+  const std::string text = print_program(compile(g, DeviceRegistry::get().at("cpu")));
+  BOOST_TEST(text.find("result 0 donor=0") != std::string::npos, text);
+  BOOST_TEST(parse_program(text).donates(0, 0));
+  std::string forged = text;
+  const size_t at = forged.find("result 1");
+  BOOST_TEST_REQUIRE(at != std::string::npos);
+  forged.insert(at + 8, " donor=1");
+  BOOST_CHECK_EXCEPTION(parse_program(forged), ParseError, [](const ParseError& e) {
+    return std::string(e.what()).find("cannot take parameter 1") != std::string::npos;
+  });
 }
 
 BOOST_AUTO_TEST_CASE(fusion_groups_elementwise_chains) {
