@@ -294,13 +294,23 @@ def offd_bytes(N, p, decomposition, offd):
     return b
 
 
+def precond_bytes(pc, N):
+    """Bytes per row of the preconditioner's apply: z = r * inv_diag, or the two solves."""
+    if pc == "jacobi":
+        return 3 * F64
+    lower = (nnz_per_row(N) - 1) / 2
+    return trsv_bytes(lower) + trsv_bytes(lower + 1)
+
+
 def iteration(N, p, code, pc, a, method=None, decomposition="slab", offd="inplace"):
     """The model's terms (seconds) for one iteration on p ranks."""
     method = method or ("petsc-cg" if code == "petsc" else "rlx-cg")
     rows = N ** 3 / p
     bw = rank_bandwidth(p, a)
-    if a.cache_speedup != 1 and (N ** 3 / max(1, math.ceil(p / a.ranks_per_node))) * bytes_per_row(method, pc, N) <= a.cache_mib * 2**20:
-        bw *= a.cache_speedup  # the node's working set fits in its cache (a stated assumption)
+    # The bytes a node streams per iteration stand for its working set: each is touched once.
+    node_bytes = N ** 3 / math.ceil(p / a.ranks_per_node) * bytes_per_row(method, pc, N)
+    if a.cache_speedup != 1 and node_bytes <= a.cache_mib * 2**20:
+        bw *= a.cache_speedup  # it fits in the node's cache (an assumption, off by default)
     local_bytes = rows * bytes_per_row(method, pc, N)
     if p > 1:
         local_bytes += offd_bytes(N, p, decomposition, offd)
@@ -319,13 +329,6 @@ def iteration(N, p, code, pc, a, method=None, decomposition="slab", offd="inplac
         total = t_fixed + t_local + t_h + t_r
     return dict(rows=rows, local=t_local, halo=t_h, reduce=t_r, fixed=t_fixed, total=total,
                 overlap=t_overlap, note=halo(N, p, decomposition)[2])
-
-
-def precond_bytes(pc, N):
-    if pc == "jacobi":
-        return 3 * F64
-    lower = (nnz_per_row(N) - 1) / 2
-    return trsv_bytes(lower) + trsv_bytes(lower + 1)
 
 
 # ---------------------------------------------------------------------------- printing
