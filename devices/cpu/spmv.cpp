@@ -253,11 +253,14 @@ void spmv_typed(const Tensor& rp_t, const Tensor& ci_t, const Tensor& v_t, const
   };
   // y += alpha A x in place (the memory plan gave the result y0's buffer): a row without
   // entries keeps its value, so only the runs of rows with entries are visited — the
-  // off-diagonal block of a distributed matrix has entries in few of its rows.
+  // off-diagonal block of a distributed matrix has entries in few of its rows. Row pointers
+  // never decrease, so a stretch of empty rows ends where the pointer first grows: found by
+  // bisection, not by reading every pointer of the stretch.
   if (y0 == y && a.beta == 1.0) {
     for_row_ranges(rp, rows, [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1;) {
-        while (r < r1 && rp[r] == rp[r + 1]) ++r;
+        if (rp[r] == rp[r + 1])  // (at least one row on: progress whatever the pointers hold)
+          r = std::max<int64_t>(r + 1, int64_t(std::upper_bound(rp + r, rp + r1 + 1, rp[r]) - rp) - 1);
         int64_t e = r;
         while (e < r1 && rp[e] != rp[e + 1]) ++e;
         if (r < e) rows_fn(r, e);
