@@ -42,7 +42,8 @@ for t in $TESTS; do
   esac >"$OUT/$t.log" 2>&1
   r=$?
   echo "$t: exit $r"
-  [ $r -ne 0 ] && { grep -E "error|fatal" "$OUT/$t.log" | head -${ERRLINES:-40}; rc=1; }
+  # (Boost.Test's failure lines: "error: in", "fatal error"; not the suites' own "normalized error" figures)
+  [ $r -ne 0 ] && { sed 's/\x1b\[[0-9;]*m//g' "$OUT/$t.log" | grep -aE "error: in|fatal error|has failed" | head -${ERRLINES:-40}; rc=1; }
 done
 [ -f "$OUT/test_ops.log" ] && grep -E "test_ops: device" "$OUT/test_ops.log"
 "$BUILD/bin/rlx" solve poisson3d:64 --method pcg --pc jacobi --device cuda --explain --out "$OUT/poisson3d.h5" 2>&1 | tail -12

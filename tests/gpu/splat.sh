@@ -44,7 +44,7 @@ if [ "$MODE" != bench ]; then
     >"$OUT/test_splat_atomics.log" 2>&1
   r=$?
   echo "test_splat with RLX_CUDA_SPLAT_ATOMICS=1: exit $r"
-  [ $r -ne 0 ] && { grep -E "error|fatal" "$OUT/test_splat_atomics.log" | head -20; rc=1; }
+  [ $r -ne 0 ] && { sed 's/\x1b\[[0-9;]*m//g' "$OUT/test_splat_atomics.log" | grep -aE "error: in|fatal error|has failed" | head -20; rc=1; }
   # rlx splat fit on cuda (docs/splat.md, "Densification"): the example's four ring views fitted
   # from 200 random Gaussians, without densification, with it, and with a tenfold threshold
   # (the cpu figures are in docs/splat.md).
