@@ -222,7 +222,26 @@ void schedule_kernels(Schedule& p, bool fuse, bool fuse_reductions, const FusesE
   }
 }
 
-// Donations (l3.hpp): the same test as plan_memory's in-place arena reuse, over parameters.
+namespace {
+
+// Whether kernel k may write its output `out` into the buffer of its input `in`: an
+// elementwise kernel reading `in` at out's shape and element size (element i is read before
+// element i is written), or the in-place input of a single node (OpDef::inplace_input) that
+// reads it as no other operand. The memory plan's reuse of a dying arena buffer and a
+// program's donations (l3.hpp) both ask this.
+bool may_write_over(const ir::Graph& g, const Kernel& k, ir::Value in, ir::Value out) {
+  const ir::Node& first = g.nodes[size_t(k.nodes[0])];
+  const TensorType &it = g.type(in), &ot = g.type(out);
+  if (k.kind == Kernel::Fused || (k.kind == Kernel::Single && first.op->cls == ir::OpClass::Elementwise))
+    return it.shape == ot.shape && dtype_size(it.dtype) == dtype_size(ot.dtype) && it.dtype != DType::I4;
+  const int ip = k.kind == Kernel::Single ? first.op->inplace_input : -1;
+  return ip >= 0 && size_t(ip) < first.inputs.size() && out.node == first.id && first.inputs[size_t(ip)] == in &&
+         std::count(first.inputs.begin(), first.inputs.end(), in) == 1 && it.shape == ot.shape && it.dtype == ot.dtype;
+}
+
+}  // namespace
+
+// Donations (l3.hpp): a result the kernel reading a parameter last may write over it.
 std::vector<std::pair<int32_t, int32_t>> safe_donations(const Schedule& p) {
   const ir::Graph& g = p.graph;
   auto base_of = [&](ir::Value v) {
@@ -243,29 +262,17 @@ std::vector<std::pair<int32_t, int32_t>> safe_donations(const Schedule& p) {
   std::vector<std::pair<int32_t, int32_t>> out;
   for (size_t ki = 0; ki < nk; ++ki) {
     const Kernel& k = p.kernels[ki];
-    const ir::Node& first = g.nodes[size_t(k.nodes[0])];
-    const bool elementwise = k.kind == Kernel::Fused || (k.kind == Kernel::Single && first.op->cls == ir::OpClass::Elementwise);
-    const int ip = k.kind == Kernel::Single ? first.op->inplace_input : -1;
-    if (!elementwise && ip < 0) continue;
     for (auto v : k.outputs) {
       const BufferSlot& rs = p.slot(v);
-      if (rs.kind != BufferSlot::Result || rs.index < 0 || size_t(rs.index) >= g.results.size() ||
-          !(g.results[size_t(rs.index)] == v))
-        continue;
-      if (std::count(g.results.begin(), g.results.end(), v) != 1) continue;  // (returned twice: two buffers)
-      const TensorType& ot = g.type(v);
+      if (rs.kind != BufferSlot::Result || std::count(g.results.begin(), g.results.end(), v) != 1) continue;
       for (const ir::Value in : k.inputs) {
-        if (!elementwise && !(v.node == first.id && size_t(ip) < first.inputs.size() && first.inputs[size_t(ip)] == in))
+        const BufferSlot& ps = p.slot(in);
+        if (ps.kind != BufferSlot::Param || ps.index < 0 || size_t(ps.index) >= last.size() ||
+            last[size_t(ps.index)] != int64_t(ki) || !may_write_over(g, k, in, v))
           continue;
-        const BufferSlot& bs = p.slot(base_of(in));
-        const TensorType& it = g.type(in);
-        if (bs.kind != BufferSlot::Param || bs.index < 0 || size_t(bs.index) >= last.size() || last[size_t(bs.index)] != int64_t(ki))
-          continue;
-        if (it.shape != ot.shape || dtype_size(it.dtype) != dtype_size(ot.dtype) || it.dtype == DType::I4) continue;
-        if (!elementwise && it.dtype != ot.dtype) continue;
         const bool taken =
-            std::any_of(out.begin(), out.end(), [&](auto d) { return d.first == bs.index || d.second == rs.index; });
-        if (!taken) out.push_back({bs.index, rs.index});
+            std::any_of(out.begin(), out.end(), [&](auto d) { return d.first == ps.index || d.second == rs.index; });
+        if (!taken) out.push_back({ps.index, rs.index});
       }
     }
   }
@@ -364,40 +371,19 @@ void plan_memory(Schedule& p) {
 
   for (size_t ki = 0; ki < nk; ++ki) {
     Kernel& k = p.kernels[ki];
-    bool elementwise = k.kind == Kernel::Fused ||
-                       (k.kind == Kernel::Single && g.nodes[size_t(k.nodes[0])].op->cls == ir::OpClass::Elementwise);
     std::vector<ir::Value> donated;
     for (auto v : k.outputs) {
       BufferSlot& s = p.slots[size_t(v.node)][size_t(v.index)];
       if (s.kind != BufferSlot::Arena) continue;
-      const TensorType& ot = g.type(v);
       bool placed = false;
-      if (elementwise) {
-        for (auto in : k.inputs) {
-          const BufferSlot& is = p.slot(in);
-          if (is.kind != BufferSlot::Arena || last[size_t(in.node)][size_t(in.index)] != int64_t(ki)) continue;
-          if (std::find(donated.begin(), donated.end(), in) != donated.end()) continue;
-          const TensorType& it = g.type(in);
-          if (it.shape != ot.shape || dtype_size(it.dtype) != dtype_size(ot.dtype) || it.dtype == DType::I4) continue;
-          s.offset = is.offset;
-          donated.push_back(in);
-          placed = true;
-          break;
-        }
-      }
-      const ir::Node& first = g.nodes[size_t(k.nodes[0])];
-      const int ip = k.kind == Kernel::Single ? first.op->inplace_input : -1;
-      if (!placed && ip >= 0 && size_t(ip) < first.inputs.size() && v.node == first.id) {
-        const ir::Value in = first.inputs[size_t(ip)];
+      for (auto in : k.inputs) {
         const BufferSlot& is = p.slot(in);
-        const bool only_there = std::count(first.inputs.begin(), first.inputs.end(), in) == 1;
-        if (is.kind == BufferSlot::Arena && only_there && last[size_t(in.node)][size_t(in.index)] == int64_t(ki) &&
-            std::find(donated.begin(), donated.end(), in) == donated.end() && g.type(in).shape == ot.shape &&
-            g.type(in).dtype == ot.dtype) {
-          s.offset = is.offset;
-          donated.push_back(in);
-          placed = true;
-        }
+        if (is.kind != BufferSlot::Arena || last[size_t(in.node)][size_t(in.index)] != int64_t(ki)) continue;
+        if (std::find(donated.begin(), donated.end(), in) != donated.end() || !may_write_over(g, k, in, v)) continue;
+        s.offset = is.offset;
+        donated.push_back(in);
+        placed = true;
+        break;
       }
       if (!placed) s.offset = allocate(s.bytes);
     }

@@ -284,6 +284,25 @@ BOOST_AUTO_TEST_CASE(an_accumulating_spmv_runs_in_place_over_a_dying_y0) {
     }
 }
 
+// A program may write an spmv's result over its accumulated input y0 when y0 is a parameter
+// the product reads last (Program::donations) — but not when that parameter is also the
+// product's x, which the kernel reads at other rows after writing some of y. Every device.
+BOOST_AUTO_TEST_CASE(an_spmv_result_takes_y0s_buffer_only_when_y0_is_not_also_x) {
+  CsrMatrix A = poisson2d(6, DType::F64, DType::I32);
+  for (bool same : {false, true}) {
+    ir::Graph g;
+    CsrVars V = A.ir_inputs(g, "A");
+    Var xv = rlx::input(g, "x", DType::F64, {A.rows()});
+    Var yv = same ? xv : rlx::input(g, "y0", DType::F64, {A.rows()});
+    rlx::output(g, {spmv(V, xv, 1.0, 1.0, yv)});
+    const size_t y_param = same ? 3 : 4;  // (after row_ptr, col_idx, values and x)
+    for (Device* d : DeviceRegistry::get().runnable()) {
+      const Program p = compile(g, *d);
+      BOOST_TEST(p.donates(y_param, 0) == !same, d->name() << (same ? ": y0 is x" : ": y0 apart"));
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(front_end_errors) {
   CsrMatrix A = poisson2d(3);
   ir::Graph g;
