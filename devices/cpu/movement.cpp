@@ -232,6 +232,22 @@ void pad(const Tensor& x, const std::vector<int64_t>& low, double value, Tensor&
             x.shape(), es);
 }
 
+// In place (out is x's buffer, update_slice's inplace_input) only the block is written.
+void update_slice(const Tensor& x, const Tensor& block, const Tensor& start, int axis, Tensor& out) {
+  require_whole_bytes(x, "update_slice");
+  const int64_t s = index_of(start, 0), room = x.shape()[size_t(axis)] - block.shape()[size_t(axis)];
+  if (s < 0 || s > room)
+    throw InputError("update_slice: start " + std::to_string(s) + " is outside [0, " + std::to_string(room) +
+                     "] for a block of " + std::to_string(block.shape()[size_t(axis)]) + " along axis " +
+                     std::to_string(axis) + " of extent " + std::to_string(x.shape()[size_t(axis)]));
+  const size_t es = dtype_size(x.dtype());
+  if (out.raw() != x.raw())
+    copy_view(x.raw(), x.strides().data(), out.raw(), out.strides().data(), out.shape(), es);
+  copy_view(block.raw(), block.strides().data(),
+            static_cast<char*>(out.raw()) + s * out.strides()[size_t(axis)] * int64_t(es), out.strides().data(),
+            block.shape(), es);
+}
+
 void gather(const Tensor& x_in, const Tensor& idx_in, int axis, Tensor& out) {
   require_whole_bytes(x_in, "gather");
   Tensor x = x_in.contiguous(), idx = idx_in.contiguous();

@@ -1,5 +1,5 @@
-// gather and scatter_add on the cuda device, and the sort scatter_add groups its indices
-// with. Both read their index check back with one stream sync (while a CUDA graph is being
+// gather, scatter_add and update_slice on the cuda device, and the sort scatter_add groups
+// its indices with. Both read their index check back with one stream sync (while a CUDA graph is being
 // recorded, through a recorded_check word instead): that relies on every launch going on
 // the one stream().
 #include <algorithm>
@@ -119,6 +119,23 @@ __global__ void __launch_bounds__(256) scatter_direct(T* __restrict__ y, const T
         any = true;
       }
     if (any) y[i] = Num<T>::narrow(acc);
+  }
+}
+
+// y[(o, s + j, in)] = b[(o, j, in)] over [outer, U, inner] with s = *start, when s lies in
+// [0, room]; otherwise nothing is written and *bad drops to 0 (update_slice's check word).
+template <class W, class I>
+__global__ void __launch_bounds__(256) write_block(W* __restrict__ y, const W* __restrict__ b, const I* __restrict__ start,
+                                                   i64 n, i64 U, i64 inner, i64 A, i64 room, u64* bad) {
+  const i64 s = i64(*start);
+  if (s < 0 || s > room) {
+    if (blockIdx.x == 0 && threadIdx.x == 0) atomicMin(bad, 0ull);
+    return;
+  }
+  for (i64 i = i64(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += i64(gridDim.x) * blockDim.x) {
+    const i64 t = i / inner, in = i - t * inner;
+    const i64 o = t / U, j = t - o * U;
+    y[(o * A + s + j) * inner + in] = b[i];
   }
 }
 
@@ -293,6 +310,71 @@ void scatter_add(const Tensor& x, const Tensor& idx, const Tensor& updates, int 
     scatter_sorted<T><<<grid_for(n, 256), 256, 0, stream()>>>(y, u, k, start, end, n, J, inner, A);
     check_launch("scatter_add");
   });
+}
+
+// out = x (skipped in place: out over x's buffer, update_slice's inplace_input), then one
+// launch writes the block; the start is read on the device, so a recorded step takes each
+// replay's position. Its range check reports as gather's does: one stream sync, or a
+// recorded_check word inside a recording.
+void update_slice(const Tensor& x, const Tensor& block, const Tensor& start, int axis, Tensor& out) {
+  const size_t es = element_size(x, "update_slice");
+  if (axis < 0) axis += x.rank();
+  if (out.raw() != x.raw() && out.numel() > 0) copy_strided(x.raw(), view_of(x), out.raw(), es);
+  const i64 n = block.numel();
+  if (n == 0) return;
+  i64 outer = 1, inner = 1;
+  for (int d = 0; d < axis; ++d) outer *= x.shape()[size_t(d)];
+  for (int d = axis + 1; d < x.rank(); ++d) inner *= x.shape()[size_t(d)];
+  const i64 A = x.shape()[size_t(axis)], U = block.shape()[size_t(axis)], room = A - U;
+  const void* bp = block.raw();
+  std::optional<Scratch> bcopy;
+  if (!block.is_contiguous()) {
+    bcopy.emplace(size_t(n) * es);
+    copy_strided(block.raw(), view_of(block), bcopy->get(), es);
+    bp = bcopy->get();
+  }
+  const void* sp = start.raw();
+  const bool wide = start.dtype() == DType::I64;
+  auto describe = [sp, wide, room, U, A, axis](const std::string& where) {
+    int64_t v = 0;
+    if (wide) {
+      check(cudaMemcpy(&v, sp, sizeof(v), cudaMemcpyDeviceToHost), "update_slice check");
+    } else {
+      int32_t w = 0;
+      check(cudaMemcpy(&w, sp, sizeof(w), cudaMemcpyDeviceToHost), "update_slice check");
+      v = w;
+    }
+    return "update_slice: start " + std::to_string(v) + " is outside [0, " + std::to_string(room) + "] for a block of " +
+           std::to_string(U) + " along axis " + std::to_string(axis) + " of extent " + std::to_string(A) + where;
+  };
+  const bool recording = capturing();
+  std::optional<Scratch> word;
+  u64* bad = nullptr;
+  if (recording) {
+    const std::string where = node_suffix() + ", in a replayed CUDA graph";
+    bad = recorded_check([=](u64) { return describe(where); });
+  } else {
+    word.emplace(sizeof(u64));
+    bad = word->as<u64>();
+    check(cudaMemsetAsync(bad, 0xff, sizeof(u64), stream()), "update_slice check");
+  }
+  visit_esize(es, "update_slice", [&](auto tag) {
+    using W = decltype(tag);
+    W* y = static_cast<W*>(out.raw());
+    const W* b = static_cast<const W*>(bp);
+    if (wide)
+      write_block<W, int64_t><<<grid_for(n, 256), 256, 0, stream()>>>(y, b, static_cast<const int64_t*>(sp), n, U, inner,
+                                                                       A, room, bad);
+    else
+      write_block<W, int32_t><<<grid_for(n, 256), 256, 0, stream()>>>(y, b, static_cast<const int32_t*>(sp), n, U, inner,
+                                                                       A, room, bad);
+    check_launch("update_slice");
+  });
+  if (recording) return;
+  u64 first = ~0ull;
+  check(cudaMemcpyAsync(&first, bad, sizeof(u64), cudaMemcpyDeviceToHost, stream()), "update_slice check");
+  check(cudaStreamSynchronize(stream()), "update_slice check");
+  if (first != ~0ull) throw InputError(describe(node_suffix()));
 }
 
 }  // namespace rlx::cuda

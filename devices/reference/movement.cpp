@@ -1,4 +1,5 @@
-// Movement kernels: permute, broadcast_to, slice, concat, pad, gather, scatter_add.
+// Movement kernels: permute, broadcast_to, slice, concat, pad, gather, scatter_add,
+// update_slice.
 // All but pad's fill and scatter_add's sums copy elements bit for bit through a
 // strided view of the input.
 #include <string>
@@ -132,6 +133,21 @@ void scatter_add_kernel(const ir::Node& n, std::span<const Tensor> in, std::span
   });
 }
 
+// y = x, then the block at start along the axis. In place (y over x's buffer) the first
+// copy writes each element over itself.
+void update_slice_kernel(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
+  const Tensor &x = in[0], &block = in[1], &y = out[0];
+  const size_t ax = size_t(normalize_axis(n.attrs.get_int("axis"), x.rank()));
+  const int64_t start = load_int(in[2], 0), room = x.shape()[ax] - block.shape()[ax];
+  if (start < 0 || start > room)
+    throw InputError("update_slice: start " + std::to_string(start) + " is outside [0, " + std::to_string(room) +
+                     "] for a block of " + std::to_string(block.shape()[ax]) + " along axis " + std::to_string(ax) +
+                     " of extent " + std::to_string(x.shape()[ax]) + " (at " + n.loc.str() + ")");
+  const std::vector<int64_t> ys = contiguous_strides(y.shape());
+  copy_view(x, x.shape(), x.strides(), 0, y, ys, 0);
+  copy_view(block, block.shape(), block.strides(), 0, y, ys, start * ys[ax]);
+}
+
 std::string index_dtype(const ir::Node& n, const ir::Graph& g) {
   DType t = g.type(n.inputs.at(1)).dtype;
   return t == DType::I32 || t == DType::I64 ? "" : std::string("indices are ") + dtype_name(t) + ", not i32/i64";
@@ -147,6 +163,7 @@ void add_movement_kernels(KernelTable& t) {
   t.add({"pad", kAllButI4, 0, pad_kernel, {}});
   t.add({"gather", kAllButI4, 0, gather_kernel, index_dtype});
   t.add({"scatter_add", kNumeric, 0, scatter_add_kernel, index_dtype});
+  t.add({"update_slice", kAllButI4, 0, update_slice_kernel, {}});
 }
 
 }  // namespace rlx::reference

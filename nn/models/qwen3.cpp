@@ -189,11 +189,11 @@ Qwen3Outputs decoder(Model& m, const Qwen3Config& c, const Var& ids, int64_t cac
       v = permute(v, {0, 2, 1, 3});
       Var o;
       if (pos) {
-        // The new k/v written at position pos: `where` broadcasts the [1, 1, cache_len, 1] mask
-        // and the [B, kv, 1, hd] rows itself, so no cache-sized copy of either is made.
-        Var here = eq(iota(g, {1, 1, cache_len, 1}, 2, DType::I64), reshape(*pos, {1, 1, 1, 1}));
-        Var kc = where(here, k, (*cache)[size_t(2 * i)]);
-        Var vc = where(here, v, (*cache)[size_t(2 * i + 1)]);
+        // The new k/v rows written at position pos. update_slice may take the cache's buffer
+        // (Program::donations): a step that passes one set of tensors as both the cache in and
+        // the cache out then writes B x kv rows instead of streaming the whole cache.
+        Var kc = update_slice((*cache)[size_t(2 * i)], k, *pos, 2);
+        Var vc = update_slice((*cache)[size_t(2 * i + 1)], v, *pos, 2);
         o = grouped_query_attention(q, kc, vc, false, bias);
         out.cache.push_back(kc);
         out.cache.push_back(vc);
@@ -408,15 +408,19 @@ struct Qwen3Generator::Program_ {
   std::unique_ptr<Executor> exec;
 };
 
-// The decode step of one batch size and cache length on one device, with the cache's two
-// sets and the step's inputs and logits on the device.
+// The decode step of one batch size and cache length on one device, with the cache's
+// set(s) and the step's inputs and logits on the device. Where the compiled step writes each
+// cache result over its cache input (Program::donations) there is one set, read and written
+// in place; otherwise two, each step reading one and writing the other.
 struct Qwen3Generator::Session {
   int64_t batch = 1, cache_len = 0;
   Program_ decode;
+  bool in_place = false;
   std::vector<Tensor> sets[2];
   Tensor ids, pos, logits;
   std::unique_ptr<Replay> replay[2];
   bool replayed = false;
+  int next(int from) const { return in_place ? from : 1 - from; }
 };
 
 namespace {
@@ -636,7 +640,10 @@ Qwen3Generator::Session& Qwen3Generator::session(int64_t batch, int64_t cache_le
     output(s->decode.graph, res);
     s->decode.program = std::make_unique<Program>(compile(s->decode.graph, d));
     s->decode.exec = std::make_unique<Executor>(*s->decode.program, d);
-    for (int k = 0; k < 2; ++k)
+    // (inputs: ids, pos, the cache, the weights; results: the logits, the cache)
+    s->in_place = true;
+    for (size_t i = 0; i < cache.size(); ++i) s->in_place = s->in_place && s->decode.program->donates(2 + i, 1 + i);
+    for (int k = 0; k < (s->in_place ? 1 : 2); ++k)
       for (size_t i = 0; i < cache.size(); ++i) s->sets[k].push_back(Tensor::zeros(DType::F32, full).to(d.allocator()));
   }
   s->ids = Tensor::zeros(DType::I64, {batch, 1}).to(d.allocator());
@@ -646,12 +653,12 @@ Qwen3Generator::Session& Qwen3Generator::session(int64_t batch, int64_t cache_le
   // RLX_PROFILE's per-kernel times need the kernels issued one by one: no recording then.
   const std::vector<Tensor>& w = weights_on(d);
   try {
-    for (int k = 0; k < 2 && !std::getenv("RLX_PROFILE"); ++k) {
+    for (int k = 0; k < (s->in_place ? 1 : 2) && !std::getenv("RLX_PROFILE"); ++k) {
       std::vector<Tensor> in{s->ids, s->pos};
       in.insert(in.end(), s->sets[k].begin(), s->sets[k].end());
       in.insert(in.end(), w.begin(), w.end());
       std::vector<Tensor> out{s->logits};
-      out.insert(out.end(), s->sets[1 - k].begin(), s->sets[1 - k].end());
+      out.insert(out.end(), s->sets[s->next(k)].begin(), s->sets[s->next(k)].end());
       s->replay[k] = s->decode.exec->capture(in, out);
     }
   } catch (const InputError&) {  // (a device that does not record runs the step each time)
@@ -676,7 +683,7 @@ Tensor Qwen3Generator::run_prefill(const std::vector<std::vector<int64_t>>& batc
 Tensor Qwen3Generator::run_step(const std::vector<int64_t>& tokens, int64_t pos, int64_t step, Session& s, Device& d) {
   if (pos >= s.cache_len) throw InternalError("qwen3: decode position past the cache");
   if (int64_t(tokens.size()) != s.batch) throw InternalError("qwen3: a decode step's tokens differ from its batch");
-  const int from = int(step % 2), to = 1 - from;
+  const int from = s.in_place ? 0 : int(step % 2), to = s.next(from);
   s.ids.allocator()->copy_from_host(s.ids.raw(), tokens.data(), tokens.size() * sizeof(int64_t));
   write_i64(s.pos, pos);
   if (s.replay[from]) {

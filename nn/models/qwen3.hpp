@@ -19,9 +19,9 @@
 // per P) and the decode step (one token at a position given
 // as an input tensor -> logits and the cache with that position written; fixed shapes, the
 // cache at its full length, attention masked to positions <= pos). The cache never leaves the
-// device: it lives in two sets of tensors, each step reads one and writes the other (the
-// executor refuses results that alias inputs, as nn::Trainer's parameters do), and on a device
-// that records (cuda) each direction of the step is a captured graph replayed per token.
+// device: the step writes each new row into the cache in place (update_slice over a donated
+// buffer, Program::donations; two sets read and written in turn where a device's plan cannot
+// donate), and on a device that records (cuda) the step is a captured graph replayed per token.
 #pragma once
 #include <cstdint>
 #include <map>

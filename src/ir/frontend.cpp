@@ -184,6 +184,9 @@ Var gather(const Var& x, const Var& idx, int64_t axis, SrcLoc loc) { return op("
 Var scatter_add(const Var& x, const Var& idx, const Var& u, int64_t axis, SrcLoc loc) {
   return op("scatter_add", {x, idx, u}, {{"axis", axis}}, loc);
 }
+Var update_slice(const Var& x, const Var& block, const Var& start, int64_t axis, SrcLoc loc) {
+  return op("update_slice", {x, block, start}, {{"axis", axis}}, loc);
+}
 
 Var iota(ir::Graph& g, Shape s, int64_t axis, DType t, SrcLoc loc) {
   return source(g, "iota", {{"shape", s}, {"axis", axis}, {"dtype", t}}, loc);

@@ -129,6 +129,8 @@ Var pad(const Var& x, std::vector<int64_t> low, std::vector<int64_t> high, doubl
 Var gather(const Var& x, const Var& idx, int64_t axis, SrcLoc loc = SrcLoc::current());
 // The adjoint of gather: out = x, then out[.., idx[j], ..] += updates[.., j, ..].
 Var scatter_add(const Var& x, const Var& idx, const Var& updates, int64_t axis, SrcLoc loc = SrcLoc::current());
+// x with `block` written at index `start` (an i32/i64 scalar) of `axis`; the rest of x unchanged.
+Var update_slice(const Var& x, const Var& block, const Var& start, int64_t axis, SrcLoc loc = SrcLoc::current());
 
 // ---- L2 sources ----
 Var iota(ir::Graph& g, Shape s, int64_t axis, DType t, SrcLoc loc = SrcLoc::current());

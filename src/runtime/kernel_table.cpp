@@ -110,6 +110,10 @@ void add_standard_kernels(KernelTable& t, const StandardKernels& k) {
          [f = k.scatter_add, axis_of](const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
            f(in[0], in[1], in[2], axis_of(n, in[0].rank()), out[0]);
          }});
+  t.add({"update_slice", kAllButI4, 0,
+         [f = k.update_slice, axis_of](const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
+           f(in[0], in[1], in[2], axis_of(n, in[0].rank()), out[0]);
+         }});
   t.add({"iota", kRealNumeric, -1, [f = k.iota, axis_of](const ir::Node& n, std::span<const Tensor>, std::span<Tensor> out) {
            f(out[0].rank() ? axis_of(n, out[0].rank()) : 0, out[0]);
          }});

@@ -78,7 +78,7 @@ class KernelTable {
 
 // Registers a device's implementations of the shared kernel signatures
 // (runtime/standard_kernels.hpp) under their ops: sum prod max min argmax cumsum permute
-// broadcast_to slice concat pad gather scatter_add iota rng_uniform rng_normal.
+// broadcast_to slice concat pad gather scatter_add update_slice iota rng_uniform rng_normal.
 void add_standard_kernels(KernelTable& t, const StandardKernels& k);
 
 // The sparse library family (src/ir/ops/sparse.cpp) as a compiled device implements it:

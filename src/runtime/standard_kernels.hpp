@@ -33,6 +33,9 @@ enum class ReduceOp { Sum, Prod, Max, Min };
   void gather(const ::rlx::Tensor& x, const ::rlx::Tensor& idx, int axis, ::rlx::Tensor& out);                       \
   void scatter_add(const ::rlx::Tensor& x, const ::rlx::Tensor& idx, const ::rlx::Tensor& updates, int axis,         \
                    ::rlx::Tensor& out);                                                                              \
+  /* out = x with `block` at the scalar start along axis; out may be x's own buffer (in place) */                   \
+  void update_slice(const ::rlx::Tensor& x, const ::rlx::Tensor& block, const ::rlx::Tensor& start, int axis,        \
+                    ::rlx::Tensor& out);                                                                             \
   void iota(int axis, ::rlx::Tensor& out);                                                                           \
   /* key: the optional i64[] input (nullptr without); the seed is then rng_keyed_seed(seed, *key) */                \
   void rng_uniform(uint64_t seed, const ::rlx::Tensor* key, double low, double high, ::rlx::Tensor& out);            \
@@ -50,6 +53,7 @@ struct StandardKernels {
   void (*pad)(const Tensor&, const std::vector<int64_t>&, double, Tensor&);
   void (*gather)(const Tensor&, const Tensor&, int, Tensor&);
   void (*scatter_add)(const Tensor&, const Tensor&, const Tensor&, int, Tensor&);
+  void (*update_slice)(const Tensor&, const Tensor&, const Tensor&, int, Tensor&);
   void (*iota)(int, Tensor&);
   void (*rng_uniform)(uint64_t, const Tensor*, double, double, Tensor&);
   void (*rng_normal)(uint64_t, const Tensor*, double, double, Tensor&);
@@ -58,7 +62,7 @@ struct StandardKernels {
 #define RLX_STANDARD_KERNELS_OF(ns)                                                                                    \
   ::rlx::StandardKernels {                                                                                             \
     &ns::reduce, &ns::argmax, &ns::cumsum, &ns::permute, &ns::broadcast_to, &ns::slice, &ns::concat, &ns::pad,         \
-        &ns::gather, &ns::scatter_add, &ns::iota, &ns::rng_uniform, &ns::rng_normal                                    \
+        &ns::gather, &ns::scatter_add, &ns::update_slice, &ns::iota, &ns::rng_uniform, &ns::rng_normal                 \
   }
 
 }  // namespace rlx

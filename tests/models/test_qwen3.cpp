@@ -154,7 +154,7 @@ Qwen3Outputs decode_graph(Model& m, const Qwen3Config& c, int64_t batch) {
   return o;
 }
 
-BOOST_AUTO_TEST_CASE(prefill_and_decode_compile_on_every_device_without_host_staging) {
+BOOST_AUTO_TEST_CASE(prefill_and_decode_compile_on_every_device_without_host_staging_and_decode_writes_the_cache_in_place) {
   const Qwen3Config c = Qwen3Config::from_file(kDir + "/config.json");
   for (Device* d : DeviceRegistry::get().all()) {
     ir::Graph pg;
@@ -174,6 +174,11 @@ BOOST_AUTO_TEST_CASE(prefill_and_decode_compile_on_every_device_without_host_sta
       const Program prog = compile(*g, *d);
       BOOST_TEST(prog.report.count(Route::HostStaged) == 0, d->name());
       BOOST_TEST(prog.report.count(Route::Unsupported) == 0, d->name());
+      // The decode step writes every cache result over its cache input (inputs: ids, pos,
+      // the cache; results: the logits, the cache): the generator then keeps one set.
+      if (g == &dg)
+        for (size_t i = 0; i < size_t(2 * c.num_layers); ++i)
+          BOOST_TEST(prog.donates(2 + i, 1 + i), d->name() << " cache " << i);
     }
   }
 }

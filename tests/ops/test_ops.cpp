@@ -515,6 +515,18 @@ const std::vector<OpCase>& l2_cases() {
                      Var x = b.in(t, {50, 31}), idx = b.index(DType::I32, {1001}, 50);
                      return one(scatter_add(x, idx, b.in(t, {1001, 31}), 0));
                    }}}});
+    c.push_back({"update_slice",
+                 {{"[4,8] axis=1 block [4,3] start=i64[]",
+                   [](B b, DType t) {
+                     return one(update_slice(b.in(t, {4, 8}), b.in(t, {4, 3}), b.index(DType::I64, {}, 6), 1));
+                   }},
+                  {"[2,3,37,16] axis=2 block [2,3,1,16] start=i32[]",
+                   [](B b, DType t) {
+                     return one(update_slice(b.in(t, {2, 3, 37, 16}), b.in(t, {2, 3, 1, 16}), b.index(DType::I32, {}, 37), 2));
+                   }},
+                  {"[5,7] axis=0 block [5,7] (whole)", [](B b, DType t) {
+                     return one(update_slice(b.in(t, {5, 7}), b.in(t, {5, 7}), b.index(DType::I64, {}, 1), 0));
+                   }}}});
 
     c.push_back({"iota",
                  {{"[3,4] axis=1", [](B b, DType t) { return one(iota(b.g, {3, 4}, 1, t)); }},

@@ -220,6 +220,33 @@ BOOST_AUTO_TEST_CASE(gather_follows_numpy_take) {
   }
 }
 
+// update_slice writes its block at the runtime start and leaves the rest; a start that does
+// not leave room for the block is an error naming it on every device, not a clamped write.
+BOOST_AUTO_TEST_CASE(update_slice_writes_its_block_and_refuses_a_start_without_room) {
+  {
+    Build b(1);
+    Var x = b.fixed(make_tensor(DType::F32, {2, 4}, {1, 2, 3, 4, 5, 6, 7, 8}));
+    Var y = update_slice(x, b.fixed(make_tensor(DType::F32, {2, 2}, {-1, -2, -3, -4})), b.fixed(ints(DType::I32, {}, {2})), 1);
+    expect_values("update_slice", b, y, {1, 2, -1, -2, 5, 6, -3, -4});
+  }
+  for (int64_t bad : {3, -1}) {
+    Build b(1);
+    Var x = b.fixed(make_tensor(DType::F32, {2, 4}, {1, 2, 3, 4, 5, 6, 7, 8}));
+    rlx::output(b.g, {update_slice(x, b.fixed(make_tensor(DType::F32, {2, 2}, {0, 0, 0, 0})),
+                                   b.fixed(ints(DType::I64, {}, {bad})), 1)});
+    for (Device* d : DeviceRegistry::get().runnable()) {
+      std::string why;
+      try {
+        compile_and_run(*d, b.g, b.inputs, &why);
+        BOOST_CHECK_MESSAGE(!why.empty(), "update_slice start " << bad << " on " << d->name() << ": no error");
+      } catch (const InputError& e) {
+        BOOST_CHECK_MESSAGE(std::string(e.what()).find("start " + std::to_string(bad) + " is outside [0, 2]") != std::string::npos,
+                            "the error on " << d->name() << " does not name start " << bad << ": " << e.what());
+      }
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(scatter_add_sums_repeated_indices) {
   Build b(1);
   Var y = scatter_add(b.fixed(make_tensor(DType::F32, {3}, {10, 20, 30})), b.fixed(ints(DType::I32, {4}, {0, 2, 0, 0})),

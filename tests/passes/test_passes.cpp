@@ -3,6 +3,9 @@
 #define BOOST_TEST_MODULE passes
 #include <boost/test/unit_test.hpp>
 
+#include <cstring>
+#include <memory>
+
 #include "core/rng.hpp"
 #include "ir/frontend.hpp"
 #include "ir/op_registry.hpp"
@@ -214,6 +217,68 @@ BOOST_AUTO_TEST_CASE(results_written_over_donated_parameters) {
   BOOST_CHECK_EXCEPTION(parse_program(forged), ParseError, [](const ParseError& e) {
     return std::string(e.what()).find("cannot take parameter 1") != std::string::npos;
   });
+}
+
+// A KV cache's decode write: update_slice's result takes the cache's buffer (its
+// inplace_input), so a step writes one row instead of copying the cache. On every device the
+// in-place run equals the reference's out-of-place one, step after step; where the device
+// records programs, the replay takes each step's position from the device tensor, and a
+// position past the cache fails where the results are read.
+BOOST_AUTO_TEST_CASE(a_cache_row_is_written_in_place) {
+  ir::Graph g;
+  auto cache = input(g, "cache", DType::F32, {2, 3, 10, 4});
+  auto row = input(g, "row", DType::F32, {2, 3, 1, 4});
+  auto pos = input(g, "pos", DType::I64, {});
+  auto kc = update_slice(cache, row, pos, 2);
+  output(g, {kc, sum(kc * kc, {2})});
+  Tensor want_cache = random_f32({2, 3, 10, 4}, 31);
+  for (Device* d : DeviceRegistry::get().runnable()) {
+    const Program p = compile(g, *d);
+    BOOST_TEST_REQUIRE(p.donates(0, 0), d->name());
+    Executor ex(p, *d);
+    const Program oracle = compile(g, ref());
+    Executor oracle_ex(oracle, ref());
+    Tensor c = want_cache.to(d->allocator()), host_want = want_cache.contiguous();
+    Tensor r = random_f32({2, 3, 1, 4}, 32).to(d->allocator());
+    Tensor at = Tensor::zeros(DType::I64, {}).to(d->allocator());
+    std::vector<Tensor> in = {c, r, at};
+    std::vector<Tensor> out = {c, Tensor::empty(DType::F32, {2, 3, 4}, d->allocator())};
+    std::unique_ptr<Replay> replay;
+    try {
+      replay = ex.capture(in, out);  // (runs the step at position 0 twice: the same row)
+    } catch (const InputError&) {
+    }
+    for (int64_t step : {0, 7, 9, 3}) {
+      const Tensor rh = random_f32({2, 3, 1, 4}, uint64_t(40 + step));
+      d->allocator()->copy_from_host(r.raw(), rh.raw(), size_t(rh.nbytes()));
+      d->allocator()->copy_from_host(at.raw(), &step, sizeof(step));
+      const Tensor ph = Tensor::zeros(DType::I64, {});
+      std::memcpy(ph.raw(), &step, sizeof(step));
+      const std::vector<Tensor> want = oracle_ex.run({host_want, rh, ph});
+      host_want = want[0];
+      if (replay) {
+        replay->launch();
+        d->synchronize();
+      } else {
+        ex.run_into(in, out);
+      }
+      BOOST_TEST(out[0].raw() == c.raw());
+      for (size_t k = 0; k < 2; ++k) {
+        const Tensor h = out[k].is_host() ? out[k] : out[k].to(host_allocator());
+        for (int64_t e = 0; e < h.numel(); ++e)
+          BOOST_TEST(h.data<float>()[e] == want[k].data<float>()[e], boost::test_tools::tolerance(1e-6f));
+      }
+    }
+    const int64_t past = 10;
+    d->allocator()->copy_from_host(at.raw(), &past, sizeof(past));
+    auto names_it = [](const InputError& e) { return std::string(e.what()).find("start 10 is outside [0, 9]") != std::string::npos; };
+    if (replay) {
+      replay->launch();
+      BOOST_CHECK_EXCEPTION(d->synchronize(), InputError, names_it);
+    } else {
+      BOOST_CHECK_EXCEPTION(ex.run_into(in, out), InputError, names_it);
+    }
+  }
 }
 
 BOOST_AUTO_TEST_CASE(fusion_groups_elementwise_chains) {

@@ -1,4 +1,5 @@
-// Data movement: reshape, permute, broadcast_to, slice, concat, pad, gather, scatter_add.
+// Data movement: reshape, permute, broadcast_to, slice, concat, pad, gather, scatter_add,
+// update_slice.
 #include <algorithm>
 
 #include "core/checked.hpp"
@@ -225,6 +226,42 @@ void register_movement_ops(OpRegistry& r) {
          .nondiff_inputs = {1},
          .dtypes = kNumeric,
          .example = [](ExampleInputs& x, DType t) { return std::vector<Var>{scatter_add(x.in(t, {4, 8}), x.index(DType::I64, {3}, 4), x.in(t, {3, 8}), 0)}; }});
+  // x with the block update written at `start` (a runtime scalar) along `axis`: a KV cache's
+  // new row at the decode position. The result may take x's buffer (inplace_input): kernels
+  // then write only the block, so a step costs the block's bytes rather than the cache's.
+  // start outside [0, extent - block] is an error on every device, never clamped.
+  r.add({.name = "update_slice", .level = Level::L2, .cls = OpClass::Movement, .min_inputs = 3, .max_inputs = 3,
+         .attrs = {{"axis", AttrKind::Int, true}},
+         .infer = [](const std::vector<TensorType>& in, const Attrs& a, auto&) {
+           require_dtype(in[0], kAllButI4);
+           require_rank_at_least(in[0], 1);
+           if (in[1].dtype != in[0].dtype) throw InputError("the block's dtype differs from the destination's");
+           if (in[2].dtype != DType::I32 && in[2].dtype != DType::I64)
+             throw InputError(std::string("start must be i32 or i64, got ") + dtype_name(in[2].dtype));
+           if (!in[2].shape.empty()) throw InputError("start must be a scalar, got shape " + shape_str(in[2].shape));
+           const int ax = normalize_axis(a.get_int("axis"), int(in[0].shape.size()));
+           bool fits = in[1].shape.size() == in[0].shape.size();
+           for (size_t d = 0; fits && d < in[0].shape.size(); ++d)
+             fits = int(d) == ax ? in[1].shape[d] <= in[0].shape[d] : in[1].shape[d] == in[0].shape[d];
+           if (!fits)
+             throw InputError("a block of shape " + shape_str(in[1].shape) + " does not fit " + shape_str(in[0].shape) +
+                              " along axis " + std::to_string(ax));
+           return std::vector<TensorType>{in[0]};
+         },
+         // dx: g with the block zeroed; dblock: g's rows start .. start + extent - 1.
+         .vjp = [](const V& in, const V&, const V& g, const Attrs& a) {
+           const int ax = normalize_axis(a.get_int("axis"), in[0].rank());
+           const int64_t u = in[1].shape()[size_t(ax)];
+           Var start = in[2].dtype() == DType::I64 ? in[2] : cast(in[2], DType::I64);
+           Var rows = iota(*g[0].graph(), {u}, 0, DType::I64) + broadcast_to(start, {u});
+           return V{update_slice(g[0], vjp::zeros_like(in[1]), in[2], ax), gather(g[0], rows, ax), Var()};
+         },
+         .nondiff_inputs = {2},
+         .inplace_input = 0,
+         .dtypes = kAllButI4,
+         .example = [](ExampleInputs& x, DType t) {
+           return std::vector<Var>{update_slice(x.in(t, {4, 8}), x.in(t, {4, 3}), x.index(DType::I64, {}, 6), 1)};
+         }});
 }
 
 }  // namespace rlx::ir
