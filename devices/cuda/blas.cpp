@@ -117,6 +117,8 @@ cudaDataType cuda_type(DType t) {
   throw InternalError(std::string("cuda matmul: no cuBLAS type for ") + dtype_name(t));
 }
 
+}  // namespace
+
 bool tf32_allowed() {
   static const bool v = [] {
     const char* e = std::getenv("RLX_CUDA_TF32");
@@ -124,6 +126,8 @@ bool tf32_allowed() {
   }();
   return v;
 }
+
+namespace {
 
 // One operand as cuBLAS takes it: the matrix (last two dims, stored [r, c]) at ptr with
 // leading dimension ld, column-major when it is a transposed view; batch strides

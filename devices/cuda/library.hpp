@@ -38,5 +38,8 @@ std::string library_description();
 // node).
 cublasHandle_t cublas_handle();
 void check_cublas(cublasStatus_t s, const char* call);  // e.g. "cuBLAS 13.0, cuSPARSE 12.6, cuSOLVER 12.0"
+// RLX_CUDA_TF32=1 (read once per process): f32 products may use TF32 tensor cores (10-bit
+// mantissas in the products, f32 sums), in matmul and in matmul_packed's many-row GEMM.
+bool tf32_allowed();
 
 }  // namespace rlx::cuda

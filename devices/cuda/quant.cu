@@ -13,8 +13,9 @@
 //                  multiplied into the f32 x in f32 (no bf16 or f16 arithmetic: the op's
 //                  contract is the f32 product). 17-64 rows: the same kernel over blocks of
 //                  16 rows (the weight read once per block: fewer bytes than decoding it to
-//                  f32 for a GEMM). More rows: the weight decoded into scratch, then cuBLAS
-//                  sgemm in full f32 (no TF32).
+//                  f32 for a GEMM). More rows: the weight decoded into scratch, then a cuBLAS
+//                  f32 GEMM: full f32, or TF32 tensor cores where RLX_CUDA_TF32=1 allows them
+//                  (as for matmul; BF16 weights are exact in TF32, x is rounded to it).
 #include <cuda_fp16.h>
 
 #include <algorithm>
@@ -304,9 +305,11 @@ void run_matmul_packed(const ir::Node& n, std::span<const Tensor> in, std::span<
   dequantize_into(f, w, k, wd.as<float>());
   // Row-major y[m, rows] = x[m, k] · wd[rows, k]^T is column-major y^T = wd^T(op T) · x^T.
   const float one = 1.0f, zero = 0.0f;
-  check_cublas(cublasSgemm(cublas_handle(), CUBLAS_OP_T, CUBLAS_OP_N, int(rows), int(m), int(k), &one, wd.as<float>(),
-                           int(k), x.data<float>(), int(k), &zero, y, int(rows)),
-               "cublasSgemm (matmul_packed)");
+  const cublasComputeType_t compute = tf32_allowed() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  check_cublas(cublasGemmEx(cublas_handle(), CUBLAS_OP_T, CUBLAS_OP_N, int(rows), int(m), int(k), &one, wd.as<float>(),
+                            CUDA_R_32F, int(k), x.data<float>(), CUDA_R_32F, int(k), &zero, y, CUDA_R_32F, int(rows),
+                            compute, CUBLAS_GEMM_DEFAULT),
+               "cublasGemmEx (matmul_packed)");
 }
 
 }  // namespace
