@@ -20,6 +20,9 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
+#include <optional>
+#include <string>
 #include <type_traits>
 
 #include "core/ggml_blocks.hpp"
@@ -188,16 +191,26 @@ __global__ void __launch_bounds__(256) gemv16_kernel(const unsigned char* __rest
 // kRowsPerWarp weight rows, so each staged x value serves four rows: 8 bytes of shared-memory
 // reads per weight byte. Lane l handles the tile's columns 8l .. 8l + 7 of every row.
 constexpr int kRowsPerWarp = 4, kTileK = 256;
+//
+// A projection of few weight rows (1,024 rows: 32 blocks) leaves most SMs idle, so the
+// columns may be split (split-K): block (x, s) takes columns [s kchunk, (s + 1) kchunk) and
+// writes its partial sums to part[s][i][row]; the block of column x that finishes last (a
+// counter per x, zeroed before the launch) adds the partials in split order and writes y,
+// so the result does not depend on which block ran first.
 template <uint32_t Type>
 __global__ void __launch_bounds__(256) gemv16_rows_kernel(const unsigned char* __restrict__ w, int64_t n, int64_t row_bytes,
                                                           int64_t k, const float* __restrict__ x, int m,
-                                                          float* __restrict__ y) {
+                                                          float* __restrict__ y, int64_t kchunk, float* __restrict__ part,
+                                                          unsigned* __restrict__ done) {
   __shared__ float4 xs[kGemvRows][kTileK / 4];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t row0 = (int64_t(blockIdx.x) * (blockDim.x / 32) + warp) * kRowsPerWarp;
+  const int64_t kbegin = int64_t(blockIdx.y) * kchunk, kend = kbegin + kchunk < k ? kbegin + kchunk : k;
+  const bool split = gridDim.y > 1;
+  float* dst = split ? part + int64_t(blockIdx.y) * m * n : y;
   float acc[kRowsPerWarp][kGemvRows] = {};
-  for (int64_t k0 = 0; k0 < k; k0 += kTileK) {
-    const int kt = int(k - k0 < kTileK ? k - k0 : kTileK), quads = kt / 4;
+  for (int64_t k0 = kbegin; k0 < kend; k0 += kTileK) {
+    const int kt = int(kend - k0 < kTileK ? kend - k0 : kTileK), quads = kt / 4;
     __syncthreads();  // (the previous tile is no longer read)
     for (int e = threadIdx.x; e < m * quads; e += blockDim.x)
       xs[e / quads][e % quads] = reinterpret_cast<const float4*>(x + int64_t(e / quads) * k + k0)[e % quads];
@@ -240,8 +253,38 @@ __global__ void __launch_bounds__(256) gemv16_rows_kernel(const unsigned char* _
     for (int i = 0; i < kGemvRows; ++i) {
       float s = acc[r][i];
       for (int off = 16; off > 0; off /= 2) s += __shfl_xor_sync(0xffffffffu, s, off);
-      if (lane == 0 && i < m && row0 + r < n) y[int64_t(i) * n + row0 + r] = s;
+      if (lane == 0 && i < m && row0 + r < n) dst[int64_t(i) * n + row0 + r] = s;
     }
+  if (!split) return;
+  __shared__ bool last;
+  __threadfence();  // (this block's partials visible before its count)
+  __syncthreads();
+  if (threadIdx.x == 0) last = atomicAdd(done + blockIdx.x, 1u) == gridDim.y - 1;
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  const int per_block = int(blockDim.x / 32) * kRowsPerWarp;
+  const int64_t first = int64_t(blockIdx.x) * per_block;
+  for (int e = threadIdx.x; e < m * per_block; e += blockDim.x) {
+    const int i = e / per_block;
+    const int64_t row = first + e % per_block;
+    if (row >= n) continue;
+    float s = 0;
+    for (unsigned sp = 0; sp < gridDim.y; ++sp) s += __ldcg(part + (int64_t(sp) * m + i) * n + row);
+    y[int64_t(i) * n + row] = s;
+  }
+}
+
+// How many column splits the 9-16-row kernel takes for n weight rows of k columns: enough
+// blocks for two per SM, each split a whole number of tiles. RLX_CUDA_GEMV_SPLIT=0 turns it off.
+int64_t gemv_splits(int64_t n, int64_t k) {
+  static const bool off = [] {
+    const char* e = std::getenv("RLX_CUDA_GEMV_SPLIT");
+    return e && std::string(e) == "0";
+  }();
+  const int64_t blocks = (n + 8 * kRowsPerWarp - 1) / (8 * kRowsPerWarp), tiles = (k + kTileK - 1) / kTileK;
+  if (off) return 1;
+  return std::clamp<int64_t>((2 * int64_t(sm_count()) + blocks - 1) / blocks, 1, tiles);
 }
 
 void dequantize_into(const ggml::BlockFormat& f, const Tensor& w, int64_t k, float* y) {
@@ -291,9 +334,20 @@ void run_matmul_packed(const ir::Node& n, std::span<const Tensor> in, std::span<
         by_type(std::integral_constant<int, 8>{});
       } else if (half16 && wide) {
         auto tiled = f.type == ggml::kBF16 ? gemv16_rows_kernel<ggml::kBF16> : gemv16_rows_kernel<ggml::kF16>;
-        const int64_t rows_per_block = 8 * kRowsPerWarp;
-        tiled<<<grid_for(rows, rows_per_block), 256, 0, stream()>>>(w.data<unsigned char>(), rows, w.shape()[1], k, xr,
-                                                                  rows_here, yr);
+        const int64_t rows_per_block = 8 * kRowsPerWarp, blocks = (rows + rows_per_block - 1) / rows_per_block;
+        const int64_t tiles = (k + kTileK - 1) / kTileK;
+        int64_t splits = gemv_splits(rows, k);
+        const int64_t kchunk = (tiles + splits - 1) / splits * kTileK;
+        splits = (k + kchunk - 1) / kchunk;
+        std::optional<Scratch> part, done;
+        if (splits > 1) {
+          part.emplace(size_t(splits * rows_here * rows) * sizeof(float));
+          done.emplace(size_t(blocks) * sizeof(unsigned));
+          check(cudaMemsetAsync(done->get(), 0, size_t(blocks) * sizeof(unsigned), stream()), "matmul_packed (split)");
+        }
+        tiled<<<dim3(unsigned(blocks), unsigned(splits)), 256, 0, stream()>>>(
+            w.data<unsigned char>(), rows, w.shape()[1], k, xr, rows_here, yr, kchunk,
+            part ? part->as<float>() : nullptr, done ? done->as<unsigned>() : nullptr);
       } else {
         by_type(std::integral_constant<int, kGemvRows>{});
       }

@@ -3,10 +3,11 @@
 # machine (docs/benchmarks.md, "strong scaling on 16 cores"). PETSc comes from
 # tests/gpu/pack_petsc.sh's tarball (carry .gpu and .debs); rlx is built by run.sh.
 #   OUT=dir [SIZES="128 200"] [NPS="16 8 4 2 1"] [PCS="jacobi bjacobi"] [BUDGET=540] \
-#     [PETSC_TAR=.gpu/petsc.tar.xz] [NOBUILD=1] [STREAM=1] [PROFILE=1] tests/gpu/scaling.sh
+#     [PETSC_TAR=.gpu/petsc.tar.xz] [NOBUILD=1] [STREAM=1] [PROFILE=1 [PROFILE_PCS=..]] tests/gpu/scaling.sh
 # Lines "RLX n= pc= np= rep= ... time: setup S s, solve S s" and "PETSC ... KSPSolve" go to
 # $OUT/log.txt; STREAM=1 adds the triad bandwidth on 1..16 processes; PROFILE=1 the per-kernel
-# profile of rlx (RLX_PROFILE=1) and PETSc's -log_view at 16 ranks on 128^3.
+# profile of rlx (RLX_PROFILE=1) and PETSc's -log_view at 16 ranks on 128^3, for each
+# preconditioner of PROFILE_PCS (default jacobi).
 set -u
 cd "$(dirname "$0")/../.."
 : "${OUT:?OUT=dir}"
@@ -36,8 +37,10 @@ if [ -n "${STREAM:-}" ]; then
   for np in 1 2 4 8 16; do $M -n $np /tmp/stream >> "$L" 2>&1; done
 fi
 if [ -n "${PROFILE:-}" ]; then
-  RLX_PROFILE=1 $M -n 16 build-gpu/bin/rlx solve poisson3d:128 --method pcg --pc jacobi --rtol 1e-8 > "$OUT/prof_rlx16.txt" 2>&1
-  LD_LIBRARY_PATH=$PLD $M -n 16 $P/rlx-bench-petsc -n 128 -reps 1 -pc_type jacobi -log_view > "$OUT/prof_petsc16.txt" 2>&1
+  for pc in ${PROFILE_PCS:-jacobi}; do
+    RLX_PROFILE=1 $M -n 16 build-gpu/bin/rlx solve poisson3d:128 --method pcg --pc $pc --rtol 1e-8 > "$OUT/prof_rlx16_$pc.txt" 2>&1
+    LD_LIBRARY_PATH=$PLD $M -n 16 $P/rlx-bench-petsc -n 128 -reps 1 -pc_type $pc -log_view > "$OUT/prof_petsc16_$pc.txt" 2>&1
+  done
 fi
 for n in ${SIZES:-128 200}; do for pc in ${PCS:-jacobi bjacobi}; do for np in ${NPS:-16 8 4 2 1}; do
   reps=1; [ $np -ge 4 ] && reps=3

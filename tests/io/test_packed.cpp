@@ -254,8 +254,9 @@ BOOST_AUTO_TEST_CASE(matmul_packed_matches_f64_on_every_device_and_says_its_rout
   for (const ggml::BlockFormat& f : ggml::kBlockFormats) {
     const bool half16 = f.type == ggml::kBF16 || f.type == ggml::kF16;
     // The 16-bit floats also at rows the wide loads cannot take (cuda: k not a multiple of
-    // 8) and with a tail after the cpu kernel's 64-element steps (k = 200).
-    for (int64_t k : half16 ? std::vector<int64_t>{k_for(f), 37, 200} : std::vector<int64_t>{k_for(f)}) {
+    // 8), with a tail after the cpu kernel's 64-element steps (k = 200), and over four of the
+    // cuda 9-16-row kernel's 256-column tiles, the last one short (k = 1000: split-K).
+    for (int64_t k : half16 ? std::vector<int64_t>{k_for(f), 37, 200, 1000} : std::vector<int64_t>{k_for(f)}) {
       const Tensor w = make_weight(f, n, k);
       // The exact f32 weights, decoded by the reference device's dequantize.
       ir::Graph gd;
