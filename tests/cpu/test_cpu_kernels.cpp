@@ -551,6 +551,33 @@ BOOST_AUTO_TEST_CASE(in_place_over_an_input) {
   check_region(g, {y, z}, {random_tensor(DType::F32, s), random_tensor(DType::F32, {4100})}, 2e-6, "in place", true);
 }
 
+// An output written over an input: every read of the input's chunk must see the old values,
+// whether it comes before or after the overwriting step, with and without streaming
+// (deferred) outputs. (Reading such an input in place instead of through its chunk copy fails
+// the later reads here.)
+BOOST_AUTO_TEST_CASE(in_place_reads_before_and_after_the_overwrite) {
+  for (const char* mode : {"1", "0"}) {
+    setenv("RLX_CPU_STREAM", mode, 1);
+    Shape s{21, 4099};
+    ir::Graph g;
+    Var x = input(g, "x", DType::F32, s);
+    Var p = input(g, "p", DType::F32, s);
+    Var a = input(g, "a", DType::F32, {});
+    Var axpy = x + a * p;         // the only reader of x: read in place
+    Var heavy = tanh(x) * a;      // over x, then x read again below
+    Var after = x - p;
+    Var reread = axpy * x;        // the overwriting step's own result with x after it
+    std::vector<Tensor> in = {random_tensor(DType::F32, s), random_tensor(DType::F32, s),
+                              random_tensor(DType::F32, {}, 0.5, 1.5)};
+    const std::string m = std::string("stream=") + mode;
+    check_region(g, {axpy}, in, 2e-6, m + " axpy", true);
+    check_region(g, {axpy, a * p - x}, in, 2e-6, m + " axpy and a later read", true);
+    check_region(g, {heavy, after}, in, 2e-6, m + " heavy, then a read", true);
+    check_region(g, {axpy, reread}, in, 2e-6, m + " axpy, then its product with x", true);
+  }
+  unsetenv("RLX_CPU_STREAM");
+}
+
 BOOST_AUTO_TEST_CASE(compile_and_run_fuses_gelu_chain) {
   const int64_t n = 300007;
   ir::Graph g;
