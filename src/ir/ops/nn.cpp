@@ -80,7 +80,10 @@ Var attention_probs(const V& in, const Attrs& a) {
   } else if (mask != "none") {
     throw InputError("mask must be \"none\" or \"causal\", got \"" + mask + "\"");
   }
-  return softmax_body(s, -1);
+  // The softmax op rather than its body: where attention itself is not native (a prefill's
+  // grouped query attention over broadcast key heads, on cuda) the scores then take one
+  // native softmax pass instead of five elementwise and reduction passes.
+  return softmax(s, -1);
 }
 // With P the weights: dV = P^T g, dP = g V^T, dS = P (dP - rowsum(dP P)); dQ = dS K scale,
 // dK = dS^T Q scale, dbias = dS. P is recomputed once; masked entries have P = 0, so dS = 0.
