@@ -16,6 +16,7 @@
 #include "core/rng.hpp"
 #include "io/hdf5.hpp"
 #include "io/npy.hpp"
+#include "tests/support/cli.hpp"
 #include "tests/support/outcomes.hpp"
 #include "tests/support/preconditions.hpp"
 
@@ -25,11 +26,7 @@ namespace fs = std::filesystem;
 namespace {
 
 fs::path scratch() {
-  static fs::path d = [] {
-    fs::path p = fs::temp_directory_path() / ("rlx_io_test_" + std::to_string(::getpid()));
-    fs::create_directories(p);
-    return p;
-  }();
+  static const fs::path d = test::scratch_dir("rlx_io_test_");
   return d;
 }
 

@@ -16,9 +16,11 @@ struct CliResult {
   std::string out, err;
 };
 
-// A folder of this process's own under the system temp folder.
+// A folder of this process's own under the system temp folder, emptied first: one left by an
+// earlier process with the same pid must not hold files a test then finds.
 inline std::filesystem::path scratch_dir(const std::string& prefix) {
   std::filesystem::path d = std::filesystem::temp_directory_path() / (prefix + std::to_string(::getpid()));
+  std::filesystem::remove_all(d);
   std::filesystem::create_directories(d);
   return d;
 }
