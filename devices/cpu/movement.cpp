@@ -237,9 +237,7 @@ void update_slice(const Tensor& x, const Tensor& block, const Tensor& start, int
   require_whole_bytes(x, "update_slice");
   const int64_t s = index_of(start, 0), room = x.shape()[size_t(axis)] - block.shape()[size_t(axis)];
   if (s < 0 || s > room)
-    throw InputError("update_slice: start " + std::to_string(s) + " is outside [0, " + std::to_string(room) +
-                     "] for a block of " + std::to_string(block.shape()[size_t(axis)]) + " along axis " +
-                     std::to_string(axis) + " of extent " + std::to_string(x.shape()[size_t(axis)]));
+    throw InputError(update_slice_bad_start(s, x.shape()[size_t(axis)], block.shape()[size_t(axis)], axis));
   const size_t es = dtype_size(x.dtype());
   if (out.raw() != x.raw())
     copy_view(x.raw(), x.strides().data(), out.raw(), out.strides().data(), out.shape(), es);

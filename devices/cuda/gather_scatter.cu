@@ -1,7 +1,7 @@
 // gather, scatter_add and update_slice on the cuda device, and the sort scatter_add groups
-// its indices with. Both read their index check back with one stream sync (while a CUDA graph is being
-// recorded, through a recorded_check word instead): that relies on every launch going on
-// the one stream().
+// its indices with. Each reads its index (or start) check back with one stream sync (while a
+// CUDA graph is being recorded, through a recorded_check word instead): that relies on every
+// launch going on the one stream().
 #include <algorithm>
 #include <cstdint>
 #include <optional>
@@ -335,7 +335,7 @@ void update_slice(const Tensor& x, const Tensor& block, const Tensor& start, int
   }
   const void* sp = start.raw();
   const bool wide = start.dtype() == DType::I64;
-  auto describe = [sp, wide, room, U, A, axis](const std::string& where) {
+  auto describe = [sp, wide, U, A, axis](const std::string& where) {
     int64_t v = 0;
     if (wide) {
       check(cudaMemcpy(&v, sp, sizeof(v), cudaMemcpyDeviceToHost), "update_slice check");
@@ -344,8 +344,7 @@ void update_slice(const Tensor& x, const Tensor& block, const Tensor& start, int
       check(cudaMemcpy(&w, sp, sizeof(w), cudaMemcpyDeviceToHost), "update_slice check");
       v = w;
     }
-    return "update_slice: start " + std::to_string(v) + " is outside [0, " + std::to_string(room) + "] for a block of " +
-           std::to_string(U) + " along axis " + std::to_string(axis) + " of extent " + std::to_string(A) + where;
+    return update_slice_bad_start(v, A, U, axis) + where;
   };
   const bool recording = capturing();
   std::optional<Scratch> word;

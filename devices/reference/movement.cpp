@@ -7,6 +7,7 @@
 
 #include "core/error.hpp"
 #include "devices/reference/access.hpp"
+#include "runtime/standard_kernels.hpp"
 
 namespace rlx::reference {
 namespace {
@@ -140,9 +141,8 @@ void update_slice_kernel(const ir::Node& n, std::span<const Tensor> in, std::spa
   const size_t ax = size_t(normalize_axis(n.attrs.get_int("axis"), x.rank()));
   const int64_t start = load_int(in[2], 0), room = x.shape()[ax] - block.shape()[ax];
   if (start < 0 || start > room)
-    throw InputError("update_slice: start " + std::to_string(start) + " is outside [0, " + std::to_string(room) +
-                     "] for a block of " + std::to_string(block.shape()[ax]) + " along axis " + std::to_string(ax) +
-                     " of extent " + std::to_string(x.shape()[ax]) + " (at " + n.loc.str() + ")");
+    throw InputError(update_slice_bad_start(start, x.shape()[ax], block.shape()[ax], int(ax)) + " (at " + n.loc.str() +
+                     ")");
   const std::vector<int64_t> ys = contiguous_strides(y.shape());
   copy_view(x, x.shape(), x.strides(), 0, y, ys, 0);
   copy_view(block, block.shape(), block.strides(), 0, y, ys, start * ys[ax]);

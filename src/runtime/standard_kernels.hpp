@@ -11,6 +11,7 @@
 #pragma once
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "core/tensor.hpp"
@@ -40,6 +41,14 @@ enum class ReduceOp { Sum, Prod, Max, Min };
   /* key: the optional i64[] input (nullptr without); the seed is then rng_keyed_seed(seed, *key) */                \
   void rng_uniform(uint64_t seed, const ::rlx::Tensor* key, double low, double high, ::rlx::Tensor& out);            \
   void rng_normal(uint64_t seed, const ::rlx::Tensor* key, double mean, double stddev, ::rlx::Tensor& out);
+
+// update_slice's error for a start that leaves no room for its block, worded alike on every
+// device (the reference device's kernel says it too).
+inline std::string update_slice_bad_start(int64_t start, int64_t extent, int64_t block, int axis) {
+  return "update_slice: start " + std::to_string(start) + " is outside [0, " + std::to_string(extent - block) +
+         "] for a block of " + std::to_string(block) + " along axis " + std::to_string(axis) + " of extent " +
+         std::to_string(extent);
+}
 
 // The same functions as pointers, for registration.
 struct StandardKernels {
