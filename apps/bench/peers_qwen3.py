@@ -5,9 +5,10 @@
                   the folder (f32) and on each --gguf file (its quantized weights kept packed);
   torch-eager     transformers' Qwen3ForCausalLM.generate, greedy, the dynamic cache, eager
                   attention, under torch.inference_mode();
-  torch-compiled  the same with a static cache (a StaticCache of prompt + new positions, one
-                  per call, so every call has the shapes the first compiled) and the forward
-                  under torch.compile (mode "reduce-overhead" on cuda: CUDA graphs).
+  torch-compiled  the same with a static cache (one StaticCache of prompt + new positions,
+                  emptied before each call, so every call has the shapes and buffers the first
+                  compiled) and the forward under torch.compile (mode "reduce-overhead" on
+                  cuda: CUDA graphs).
 
 --dtype f32 (default) or bf16 for transformers' weights and activations; with bf16, rlx runs
 with --weights bf16 (bf16 weights, f32 activations and cache: the op's f32 contract). --batch B copies of a --prompt of P tokens ((i * 37 + 11) mod vocab, the
@@ -32,6 +33,9 @@ from transformers import AutoModelForCausalLM, StaticCache
 
 
 def timed(f, device, reps):
+    # Two warm-up calls: the compiled peer compiles on the first and recompiles on the second
+    # (the static cache's first call initialises its buffers, which a guard watches).
+    f()
     f()
     t = []
     for _ in range(reps):
@@ -89,11 +93,17 @@ def main():
         elif peer != "torch-eager":
             sys.exit(f"unknown peer {peer}")
         with torch.inference_mode():
+            # One static cache for every call, emptied before each: the compiled graphs (CUDA
+            # graphs on cuda) keep the addresses of the buffers they were recorded with, so a
+            # fresh cache per call would make every call record anew.
+            cache = StaticCache(config=model.config, max_cache_len=a.prompt + a.new) if static else None
+
             def run(n):
                 def f():
                     extra = {}
                     if static:
-                        extra["past_key_values"] = StaticCache(config=model.config, max_cache_len=a.prompt + a.new)
+                        cache.reset()
+                        extra["past_key_values"] = cache
                     return model.generate(ids, max_new_tokens=n, min_new_tokens=n, **kw, **extra)
                 return f
             t0 = time.perf_counter()
