@@ -6,6 +6,7 @@
 #include <nvrtc.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <optional>
@@ -18,6 +19,7 @@
 #include <unordered_map>
 
 #include "core/error.hpp"
+#include "core/fast_divisor.hpp"
 #include "devices/cuda/common.hpp"
 #include "ir/op_registry.hpp"
 
@@ -488,7 +490,8 @@ std::string elementwise_source(const std::vector<const ir::Node*>& nodes, const 
   // Parameters: one 8-byte-aligned block, laid out exactly as the host packs it.
   s << "struct Params {\n  const void* in[" << std::max<size_t>(ni, 1) << "];\n  void* out[" << std::max<size_t>(no, 1)
     << "];\n  double* partial[" << std::max<size_t>(ns, 1) << "];\n  i64 n;\n  i64 shape[" << std::max(rank, 1)
-    << "];\n  i64 st[" << std::max(nstrided, 1) << "][" << std::max(rank, 1) << "];\n};\n";
+    << "];\n  i64 st[" << std::max(nstrided, 1) << "][" << std::max(rank, 1) << "];\n  unsigned dm[" << std::max(rank, 1)
+    << "][2];\n};\n";
   const char* idx = wide ? "i64" : "int";
   // Without strided inputs each thread takes U elements per trip and issues all their
   // loads before any arithmetic. Grid-stride layout: the U elements lie a grid stride
@@ -590,10 +593,22 @@ std::string elementwise_source(const std::vector<const ir::Node*>& nodes, const 
     // Element indices; a lane past the end re-reads element i0 (always valid) and stores nothing.
     for (int u = 0; u < U; ++u) s << "    const " << idx << " i" << sfx(u) << " = i0 + " << u << " * T;\n";
     if (nstrided) {
+      // The coordinates of element i0. Below 2^31 elements each division by an extent is a
+      // multiply-high and a shift by the host's constants (dm: magic, shift), where 64-bit
+      // division by a runtime value costs some 70 instructions a dimension — enough to make
+      // a broadcasting region over a large tensor compute-bound.
       for (int d = 0; d < rank; ++d) s << "    i64 c" << d << ";\n";
-      s << "    { i64 r = i0;\n";
-      for (int d = rank - 1; d >= 0; --d) s << "      c" << d << " = r % p.shape[" << d << "]; r /= p.shape[" << d << "];\n";
-      s << "    }\n";
+      if (wide) {
+        s << "    { i64 r = i0;\n";
+        for (int d = rank - 1; d > 0; --d) s << "      c" << d << " = r % p.shape[" << d << "]; r /= p.shape[" << d << "];\n";
+        s << "      c0 = r;\n    }\n";
+      } else {
+        s << "    { unsigned r = (unsigned)i0, q;\n";
+        for (int d = rank - 1; d > 0; --d)
+          s << "      q = (__umulhi(r, p.dm[" << d << "][0]) + r) >> p.dm[" << d << "][1]; c" << d << " = (i64)(r - q * (unsigned)p.shape["
+            << d << "]); r = q;\n";
+        s << "      c0 = (i64)r;\n    }\n";
+      }
     }
     std::vector<Names> name(size_t(U), scalar_name);
     for (int u = 0; u < U; ++u) {
@@ -654,27 +669,61 @@ std::string elementwise_source(const std::vector<const ir::Node*>& nodes, const 
 void run_elementwise(const std::vector<const ir::Node*>& nodes, const std::vector<ir::Value>& inputs, const std::vector<ir::Value>& outputs, const Shape& shape,
                      std::span<const Tensor> in, std::span<Tensor> out, const std::vector<FusedSum>& sums) {
   const int64_t n = numel(shape);
-  const int rank = int(shape.size());
-  if (rank > kMaxRank) throw InputError("cuda: elementwise regions of rank " + std::to_string(rank) + " (at most 8)");
-  // Classify inputs; collect strided views' element strides broadcast to `shape`.
+  if (shape.size() > size_t(kMaxRank))
+    throw InputError("cuda: elementwise regions of rank " + std::to_string(shape.size()) + " (at most 8)");
+  // Every input's view broadcast to `shape`, then the dimensions coalesced: extents of 1
+  // dropped, and a dimension merged into the one inside it wherever every view (and the
+  // contiguous output) steps across the pair as across one dimension. A causal mask
+  // [T, S] broadcast over scores [B, KV, G, T, S] becomes [B*KV*G, T*S]: one division per
+  // element instead of four.
+  std::vector<View> views;
+  for (const Tensor& t : in)
+    if (t.numel() != 1) views.push_back(broadcast_view(t, shape));
+  Shape cshape;  // coalesced, innermost first while building
+  std::vector<std::vector<int64_t>> cst(views.size());
+  for (int d = int(shape.size()) - 1; d >= 0; --d) {
+    const int64_t e = shape[size_t(d)];
+    if (e == 1) continue;
+    bool merge = !cshape.empty();
+    for (size_t k = 0; k < views.size() && merge; ++k)
+      if (views[k].strides[d] != cst[k].back() * cshape.back()) merge = false;
+    if (merge) {
+      cshape.back() *= e;
+    } else {
+      cshape.push_back(e);
+      for (size_t k = 0; k < views.size(); ++k) cst[k].push_back(views[k].strides[d]);
+    }
+  }
+  if (cshape.empty()) cshape.push_back(1);
+  std::reverse(cshape.begin(), cshape.end());
+  for (std::vector<int64_t>& st : cst) {
+    st.resize(cshape.size(), 0);
+    std::reverse(st.begin(), st.end());
+  }
+  const int rank = int(cshape.size());
+  // Classify inputs; collect the strided ones' coalesced strides.
   std::vector<int> kinds;
   std::vector<View> strided;
-  const Shape contiguous_strides_of_shape = [&] {
-    Shape st(shape.size(), 1);
-    for (int d = rank - 2; d >= 0; --d) st[size_t(d)] = st[size_t(d) + 1] * shape[size_t(d) + 1];
-    return st;
-  }();
+  size_t vi = 0;
   for (const Tensor& t : in) {
     if (t.numel() == 1) {
       kinds.push_back(kScalar);
       continue;
     }
-    View v = broadcast_view(t, shape);
+    const std::vector<int64_t>& st = cst[vi++];
     bool contig = true;
-    for (int d = 0; d < rank; ++d)
-      if (shape[size_t(d)] != 1 && v.strides[d] != contiguous_strides_of_shape[size_t(d)]) contig = false;
+    int64_t step = 1;
+    for (int d = rank - 1; d >= 0; --d) {
+      if (st[size_t(d)] != step) contig = false;
+      step *= cshape[size_t(d)];
+    }
     kinds.push_back(contig ? kContig : kStrided);
-    if (!contig) strided.push_back(v);
+    if (!contig) {
+      View v;
+      v.rank = rank;
+      for (int d = 0; d < rank; ++d) v.shape[d] = cshape[size_t(d)], v.strides[d] = st[size_t(d)];
+      strided.push_back(v);
+    }
   }
   // Element offsets fit in int when every byte offset does; sums add partials per block.
   // (Lanes run up to 4 grid strides past n before their bound check: keep that in range.)
@@ -755,7 +804,7 @@ void run_elementwise(const std::vector<const ir::Node*>& nodes, const std::vecto
   const size_t ni = std::max<size_t>(in.size(), 1), no = std::max<size_t>(out.size(), 1),
                ns = std::max<size_t>(sums.size(), 1), r = size_t(std::max(rank, 1)),
                nst = std::max<size_t>(strided.size(), 1);
-  std::vector<uint64_t> params(ni + no + ns + 1 + r + nst * r, 0);
+  std::vector<uint64_t> params(ni + no + ns + 1 + r + nst * r + r, 0);
   size_t at = 0;
   for (size_t k = 0; k < ni; ++k, ++at)
     if (k < in.size()) params[at] = reinterpret_cast<uint64_t>(in[k].raw());
@@ -764,10 +813,15 @@ void run_elementwise(const std::vector<const ir::Node*>& nodes, const std::vecto
   for (size_t k = 0; k < ns; ++k, ++at)
     if (k < sums.size()) params[at] = reinterpret_cast<uint64_t>(partial->as<double>() + size_t(blocks) * k);
   params[at++] = uint64_t(n);
-  for (size_t d = 0; d < r; ++d, ++at) params[at] = d < size_t(rank) ? uint64_t(shape[d]) : 1;
+  for (size_t d = 0; d < r; ++d, ++at) params[at] = d < size_t(rank) ? uint64_t(cshape[d]) : 1;
   for (size_t k = 0; k < nst; ++k)
     for (size_t d = 0; d < r; ++d, ++at)
       if (k < strided.size() && d < size_t(rank)) params[at] = uint64_t(strided[k].strides[d]);
+  // dm[d] = {magic, shift} (little-endian: magic in the low word) for the division by extent d.
+  for (size_t d = 0; d < r; ++d, ++at) {
+    const FastDivisor f = fast_divisor(d < size_t(rank) ? uint32_t(std::min<int64_t>(cshape[d], INT32_MAX)) : 1u);
+    params[at] = uint64_t(f.magic) | (uint64_t(f.shift) << 32);
+  }
   if (n > 0) {
     void* args[] = {params.data()};
     check(cudaLaunchKernel((const void*)m.main, dim3(unsigned(blocks)), dim3(kThreads), args, 0, stream()),

@@ -3,7 +3,8 @@
 // node-by-node evaluation on the reference device, GEMM against a naive loop, the
 // threaded reduction/movement/source paths at sizes the op suite does not reach, the
 // sort keys' inverse (values rebuilt from keys), the native layer_norm, softmax and
-// attention kernels against the reference device, and the thread pool.
+// attention kernels against the reference device, the thread pool, and core's fast divisor
+// (the cuda device's index arithmetic, checked here where every build runs it).
 #define BOOST_TEST_MODULE cpu_kernels
 #include <boost/test/unit_test.hpp>
 
@@ -15,6 +16,7 @@
 #include <optional>
 #include <random>
 
+#include "core/fast_divisor.hpp"
 #include "core/half.hpp"
 #include "core/sort_key.hpp"
 #include "devices/cpu/ew_kernels.hpp"
@@ -290,6 +292,29 @@ void check_bits_of(DType t, const std::vector<U>& patterns) {
       }
     }
   BOOST_TEST(bad == 0, dtype_name(t) << ": " << bad << " patterns wrong");
+}
+
+// Every numerator the device divides (below 2^31) against plain division, for small
+// divisors, powers of two and their neighbours, and random ones up to 2^31.
+BOOST_AUTO_TEST_CASE(fast_divisor_is_exact) {
+  std::mt19937_64 rng(std::random_device{}());
+  std::vector<uint32_t> divisors;
+  for (uint32_t d = 1; d < 2000; ++d) divisors.push_back(d);
+  for (int k = 1; k <= 31; ++k)
+    for (int64_t e : {-1, 0, 1}) divisors.push_back(uint32_t((int64_t(1) << k) + e));
+  for (int i = 0; i < 2000; ++i) divisors.push_back(uint32_t(rng() % (uint64_t(1) << 31)) + 1);
+  const uint32_t top = (uint32_t(1) << 31) - 1;
+  int bad = 0;
+  for (uint32_t d : divisors) {
+    const FastDivisor f = fast_divisor(d);
+    std::vector<uint32_t> ns{0, 1, d - 1, d, d + 1, top, top - 1, uint32_t(2) * d - 1};
+    for (int i = 0; i < 64; ++i) ns.push_back(uint32_t(rng() % (uint64_t(top) + 1)));
+    for (uint32_t n : ns) {
+      if (n > top) continue;
+      if (fast_divide(n, f) != n / d && ++bad <= 5) BOOST_ERROR(n << " / " << d << " gave " << fast_divide(n, f));
+    }
+  }
+  BOOST_TEST(bad == 0);
 }
 
 BOOST_AUTO_TEST_SUITE(sort_keys)
