@@ -114,10 +114,21 @@ size_t Attrs::hash() const {
           } else if constexpr (std::is_same_v<T, std::vector<double>>) {
             for (auto e : x) mix(std::hash<double>{}(e));
           } else if constexpr (std::is_same_v<T, Tensor>) {
-            // Small host constants hash by content so CSE merges equal literals.
-            if (x.is_host() && x.is_contiguous() && x.nbytes() <= 256) {
-              mix(std::hash<std::string_view>{}(std::string_view(static_cast<const char*>(x.raw()), x.nbytes())));
+            // Host constants hash by content so CSE merges equal literals — folded ones too
+            // (a mask broadcast to [N, 1, 1, L] that every layer builds alike). Past 512
+            // bytes the first and last 256 stand for the rest: equal tensors still hash
+            // alike, and operator== compares them whole.
+            if (x.is_host() && x.is_contiguous()) {
+              const char* b = static_cast<const char*>(x.raw());
+              const size_t nb = size_t(x.nbytes());
+              if (nb <= 512) {
+                mix(std::hash<std::string_view>{}(std::string_view(b, nb)));
+              } else {
+                mix(std::hash<std::string_view>{}(std::string_view(b, 256)));
+                mix(std::hash<std::string_view>{}(std::string_view(b + nb - 256, 256)));
+              }
               mix(size_t(x.dtype()));
+              for (int64_t e : x.shape()) mix(std::hash<int64_t>{}(e));
             } else {
               mix(std::hash<const void*>{}(x.raw()));
             }
