@@ -2,7 +2,9 @@
 // whole forward from token ids to the L2-normalised embeddings, at each --batches size and
 // --length tokens per sentence (no padding: every position is a token, the same ids as
 // apps/bench/peers_minilm.py feeds PyTorch and ONNX Runtime). Median and p90 of --reps runs
-// after one warm-up run; compile time apart.
+// after one warm-up run; compile time apart. On a GPU the ids are on the device before the
+// clock starts, as the PyTorch peers' are (the upload of three [B, L] i64 arrays is the
+// caller's, not the model's).
 #include <cstdio>
 #include <cstdlib>
 
@@ -60,7 +62,10 @@ int bench_embed(int argc, char** argv) {
     print_device(dev);
     nn::SentenceEmbedder e(o.model);
     for (int64_t b : o.batches) {
-      const nn::TokenBatch batch = synthetic_batch(b, o.length);
+      nn::TokenBatch batch = synthetic_batch(b, o.length);
+      if (!dev.allocator()->host_accessible())
+        batch = {batch.ids.to(dev.allocator()), batch.attention_mask.to(dev.allocator()),
+                 batch.token_type_ids.to(dev.allocator())};
       Stopwatch sw;
       e.embed(batch, dev);  // compiles, then runs once (the warm-up)
       dev.synchronize();
