@@ -201,9 +201,13 @@ __global__ void __launch_bounds__(kQueriesPerBlock) attention_kernel(const float
     __syncthreads();
     if (!active) continue;
     for (int r = 0; r < n && j0 + r <= last; ++r) {
-      float s = 0.f;
+      // Four partial sums: one chain of KD dependent multiply-adds (4 cycles each) per key
+      // was the kernel's critical path at short sequences, where a block's 128 threads are
+      // all an SM has to run.
+      float s4[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
-      for (int c = 0; c < KD; ++c) s += qr[c] * ks[r][c];
+      for (int c = 0; c < KD; ++c) s4[c % 4] += qr[c] * ks[r][c];
+      float s = (s4[0] + s4[1]) + (s4[2] + s4[3]);
       if (a.has_bias) s += bias[bias_base + i64(j0 + r) * a.bias_k_stride];
       if (s != s) nan = true;
       if (!(s > -INFINITY)) continue;  // masked (or NaN, recorded above)
