@@ -105,8 +105,9 @@ Var multi_head_attention(Model& m, const std::string& name, const Var& x, const 
   if (heads < 1 || e % heads) fail(std::to_string(heads) + " heads do not divide the " + std::to_string(e) + " features");
   const int64_t d = e / heads;
   Model::Scope scope(m, name);
-  // [N, L, E] -> [N, heads, L, d]
-  auto split = [&](const Var& t, int64_t len) { return permute(reshape(t, {n, len, heads, d}, loc), {0, 2, 1, 3}, loc); };
+  // [N, L, E] -> [N, L, heads, d], attended in that layout ("lhd"): no copies into
+  // [N, heads, L, d] and back where the device's kernel reads the heads in place.
+  auto split = [&](const Var& t, int64_t len) { return reshape(t, {n, len, heads, d}, loc); };
   auto project = [&](const std::string& p, const Var& in) {
     return names.project ? names.project(m, p, in, e, loc) : linear(m, p, in, e, true, loc);
   };
@@ -123,8 +124,8 @@ Var multi_head_attention(Model& m, const std::string& name, const Var& x, const 
     bias = where(reshape(pad, s, loc), broadcast_to(scalar(g, -INFINITY, x.dtype(), loc), s, loc),
                  broadcast_to(scalar(g, 0.0, x.dtype(), loc), s, loc), loc);
   }
-  Var o = attention(q, k, v, causal ? "causal" : "none", bias, loc);
-  return project(names.out, reshape(permute(o, {0, 2, 1, 3}, loc), {n, lq, e}, loc));
+  Var o = attention(q, k, v, causal ? "causal" : "none", bias, loc, "lhd");
+  return project(names.out, reshape(o, {n, lq, e}, loc));
 }
 
 Var rotary_embedding(const Var& x, const Var& positions, double theta, SrcLoc loc) {

@@ -283,6 +283,7 @@ void attention(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> 
 std::string attention_check(const ir::Node& n, const ir::Graph& g) {
   const Shape &q = g.type(n.inputs[0]).shape, &k = g.type(n.inputs[1]).shape, &v = g.type(n.inputs[2]).shape;
   if (q.size() < 2) return "attention on cpu: q of rank at least 2";
+  if (n.attrs.get_string("layout") != "hld") return "attention on cpu: layout hld (lhd runs its lowering)";
   if (k.size() != q.size() || v.size() != q.size() || !std::equal(q.begin(), q.end() - 2, k.begin()) ||
       !std::equal(q.begin(), q.end() - 2, v.begin()))
     return "attention on cpu: q, k and v with the same leading dimensions";

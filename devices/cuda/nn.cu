@@ -140,6 +140,9 @@ struct AttentionArgs {
   i64 bias_batch_stride[kMaxBatchDims] = {};
   i64 bias_q_stride = 0, bias_k_stride = 0;
   int lq = 0, lk = 0, d = 0, dv = 0;
+  // Layout "lhd" ([.., L, H, D]): heads > 1 interleaves the heads' rows, so head h of batch
+  // b starts at (b L H + h) D and its rows lie H D apart; "hld" is heads = 1.
+  int heads = 1;
   float scale = 1;
   bool causal = false, has_bias = false;
 };
@@ -162,6 +165,8 @@ __global__ void __launch_bounds__(kQueriesPerBlock) attention_kernel(const float
   __shared__ float ks[kKeysPerStage][KD];
   __shared__ float vs[kKeysPerStage][KV];
   const i64 bh = blockIdx.y;
+  const i64 hb = bh / a.heads, hh = bh % a.heads;
+  const i64 qrs = i64(a.heads) * a.d, vrs = i64(a.heads) * a.dv;  // row strides (k's is q's)
   const int i = int(blockIdx.x) * kQueriesPerBlock + int(threadIdx.x);
   const bool active = i < a.lq;
   i64 bias_base = 0;
@@ -176,13 +181,13 @@ __global__ void __launch_bounds__(kQueriesPerBlock) attention_kernel(const float
   }
   float qr[KD], acc[KV];
 #pragma unroll
-  for (int c = 0; c < KD; ++c) qr[c] = (active && c < a.d) ? q[(bh * a.lq + i) * a.d + c] * a.scale : 0.f;
+  for (int c = 0; c < KD; ++c) qr[c] = (active && c < a.d) ? q[hb * a.lq * qrs + hh * a.d + i64(i) * qrs + c] * a.scale : 0.f;
 #pragma unroll
   for (int c = 0; c < KV; ++c) acc[c] = 0.f;
   float m = -INFINITY, l = 0.f;
   bool nan = false;
-  const float* kb = k + bh * i64(a.lk) * a.d;
-  const float* vb = v + bh * i64(a.lk) * a.dv;
+  const float* kb = k + hb * i64(a.lk) * qrs + hh * a.d;
+  const float* vb = v + hb * i64(a.lk) * vrs + hh * a.dv;
   // The last key row i may see under the causal mask (col <= row + lk - lq).
   const int last = a.causal ? min(a.lk - 1, i + a.lk - a.lq) : a.lk - 1;
   int block_last = a.lk - 1;
@@ -192,11 +197,11 @@ __global__ void __launch_bounds__(kQueriesPerBlock) attention_kernel(const float
     __syncthreads();
     for (int e = int(threadIdx.x); e < kKeysPerStage * KD; e += kQueriesPerBlock) {
       const int r = e / KD, c = e % KD;
-      ks[r][c] = (r < n && c < a.d) ? kb[i64(j0 + r) * a.d + c] : 0.f;
+      ks[r][c] = (r < n && c < a.d) ? kb[i64(j0 + r) * qrs + c] : 0.f;
     }
     for (int e = int(threadIdx.x); e < kKeysPerStage * KV; e += kQueriesPerBlock) {
       const int r = e / KV, c = e % KV;
-      vs[r][c] = (r < n && c < a.dv) ? vb[i64(j0 + r) * a.dv + c] : 0.f;
+      vs[r][c] = (r < n && c < a.dv) ? vb[i64(j0 + r) * vrs + c] : 0.f;
     }
     __syncthreads();
     if (!active) continue;
@@ -226,7 +231,7 @@ __global__ void __launch_bounds__(kQueriesPerBlock) attention_kernel(const float
   }
   if (!active) return;
   const float inv = nan ? NAN : 1.f / l;
-  float* orow = o + (bh * a.lq + i) * a.dv;
+  float* orow = o + hb * a.lq * vrs + hh * a.dv + i64(i) * vrs;
 #pragma unroll
   for (int c = 0; c < KV; ++c)
     if (c < a.dv) orow[c] = acc[c] * inv;
@@ -237,12 +242,20 @@ int padded_head(int64_t d) { return d <= 32 ? 32 : d <= 64 ? 64 : 128; }
 // What the kernel takes: f32; q [.., Lq, D], k [.., Lk, D], v [.., Lk, Dv] with the same
 // leading dimensions (at most 4 of them), D and Dv at most 128; a bias broadcasting to the
 // scores [.., Lq, Lk]. Other cases run the lowering.
+// What the kernel takes: f32; layout hld: q [.., Lq, D], k [.., Lk, D], v [.., Lk, Dv] with the
+// same leading dimensions (at most 4 of them); lhd: q [.., Lq, H, D], k [.., Lk, H, D],
+// v [.., Lk, H, Dv] (at most 3 before L); D and Dv at most 128; a bias broadcasting to the
+// scores [.., H, Lq, Lk]. Other cases run the lowering.
 std::string attention_check(const ir::Node& n, const ir::Graph& g) {
   const Shape &q = g.type(n.inputs[0]).shape, &k = g.type(n.inputs[1]).shape, &v = g.type(n.inputs[2]).shape;
-  if (q.size() < 2 || q.size() > 2 + kMaxBatchDims) return "attention on cuda: q of rank 2 to 6";
-  if (k.size() != q.size() || v.size() != q.size() || !std::equal(q.begin(), q.end() - 2, k.begin()) ||
-      !std::equal(q.begin(), q.end() - 2, v.begin()))
-    return "attention on cuda: q, k and v with the same leading dimensions";
+  const bool lhd = n.attrs.get_string("layout") == "lhd";
+  if (q.size() < (lhd ? 3u : 2u) || q.size() > 2 + kMaxBatchDims) return "attention on cuda: q of rank 2 (3 for lhd) to 6";
+  if (k.size() != q.size() || v.size() != q.size()) return "attention on cuda: q, k and v of one rank";
+  // Every dimension but the length (and the head size) alike in q, k and v.
+  const size_t len = q.size() - (lhd ? 3 : 2);
+  for (size_t d = 0; d + 1 < q.size(); ++d)
+    if (d != len && (k[d] != q[d] || v[d] != q[d])) return "attention on cuda: q, k and v with the same leading dimensions";
+  if (k[len] != v[len]) return "attention on cuda: k and v of one length";
   if (q.back() > 128 || v.back() > 128) return "attention on cuda: head sizes of at most 128";
   if (q.back() < 1 || v.back() < 1) return "attention on cuda: empty heads";
   if (n.inputs.size() == 4) {
@@ -255,29 +268,37 @@ std::string attention_check(const ir::Node& n, const ir::Graph& g) {
 void attention(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
   const Tensor q = contiguous(in[0]), k = contiguous(in[1]), v = contiguous(in[2]);
   const Shape& qs = q.shape();
+  const size_t r = qs.size();
+  const bool lhd = n.attrs.get_string("layout") == "lhd";
   AttentionArgs a;
-  a.batch_dims = int(qs.size()) - 2;
-  a.lq = int(qs[qs.size() - 2]);
+  // The scores' leading dimensions: q's before (Lq, D), or before (Lq, H, D) then H.
+  a.batch_dims = int(r) - 2;
+  const size_t len = r - (lhd ? 3 : 2);
+  a.lq = int(qs[len]);
   a.d = int(qs.back());
-  a.lk = int(k.shape()[k.shape().size() - 2]);
+  a.lk = int(k.shape()[len]);
   a.dv = int(v.shape().back());
+  a.heads = lhd ? int(qs[r - 2]) : 1;
   double scale = n.attrs.get_float("scale");
   if (scale == 0.0) scale = 1.0 / std::sqrt(double(a.d));
   a.scale = float(scale);
   a.causal = n.attrs.get_string("mask") == "causal";
   i64 bh = 1;
-  for (int dim = 0; dim < a.batch_dims; ++dim) a.batch_shape[dim] = qs[size_t(dim)], bh *= qs[size_t(dim)];
+  for (int dim = 0; dim < a.batch_dims; ++dim) {
+    a.batch_shape[dim] = lhd && dim == a.batch_dims - 1 ? qs[r - 2] : qs[size_t(dim)];
+    bh *= a.batch_shape[dim];
+  }
   Tensor bias;
   if (in.size() == 4) {
     bias = contiguous(in[3]);
     a.has_bias = true;
     // Right-aligned against the scores [batch.., Lq, Lk]; a dimension of 1 broadcasts (stride 0).
     const Shape& bs = bias.shape();
-    const int r = int(bs.size()), full = a.batch_dims + 2;
+    const int br = int(bs.size()), full = a.batch_dims + 2;
     std::vector<i64> stride(size_t(full), 0);
     i64 st = 1;
-    for (int dim = r - 1; dim >= 0; --dim) {
-      const int at = full - r + dim;
+    for (int dim = br - 1; dim >= 0; --dim) {
+      const int at = full - br + dim;
       stride[size_t(at)] = bs[size_t(dim)] == 1 ? 0 : st;
       st *= bs[size_t(dim)];
     }

@@ -271,10 +271,12 @@ Var cross_entropy(const Var& logits, const Var& labels, double label_smoothing, 
   if (label_smoothing != 0.0) return op("cross_entropy", {logits, labels}, {{"label_smoothing", label_smoothing}}, loc);
   return op("cross_entropy", {logits, labels}, {}, loc);
 }
-Var attention(const Var& q, const Var& k, const Var& v, const std::string& mask, std::optional<Var> bias, SrcLoc loc) {
+Var attention(const Var& q, const Var& k, const Var& v, const std::string& mask, std::optional<Var> bias, SrcLoc loc,
+              const std::string& layout) {
   std::vector<Var> in{q, k, v};
   if (bias) in.push_back(*bias);
-  return op("attention", in, {{"mask", mask}}, loc);
+  if (layout == "hld") return op("attention", in, {{"mask", mask}}, loc);
+  return op("attention", in, {{"mask", mask}, {"layout", layout}}, loc);
 }
 Var conv2d(const Var& x, const Var& w, std::optional<Var> b, const Conv2dOptions& o, SrcLoc loc) {
   std::vector<Var> in{x, w};

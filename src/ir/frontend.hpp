@@ -175,8 +175,10 @@ Var bce_with_logits(const Var& logits, const Var& targets, SrcLoc loc = SrcLoc::
 // for (seed, key), the same on every device; key i64[] (nn::Model::step_key per step).
 Var dropout(const Var& x, const Var& key, double p, uint64_t seed = 0, SrcLoc loc = SrcLoc::current());
 // q [..., Lq, D], k [..., Lk, D], v [..., Lk, Dv]; mask "none" | "causal"; optional additive bias [.., Lq, Lk].
+// layout "lhd": q [..., Lq, H, D], k [..., Lk, H, D], v [..., Lk, H, Dv] -> [..., Lq, H, Dv] (the bias
+// still [.., H, Lq, Lk]): heads split from a projection's features without moving them.
 Var attention(const Var& q, const Var& k, const Var& v, const std::string& mask = "none",
-              std::optional<Var> bias = std::nullopt, SrcLoc loc = SrcLoc::current());
+              std::optional<Var> bias = std::nullopt, SrcLoc loc = SrcLoc::current(), const std::string& layout = "hld");
 // x [N, C, H, W], w [O, C/groups, kh, kw], b [O]: PyTorch's conv2d, lowered through im2col.
 struct Conv2dOptions {
   std::array<int64_t, 2> stride{1, 1}, padding{0, 0}, dilation{1, 1};

@@ -42,7 +42,7 @@ class Executor {
   std::vector<FusedRegion> regions_;  // per kernel, pointing at p_.graph
   bool profile_ = false;
   int64_t runs_ = 0;
-  std::vector<double> kernel_seconds_;
+  std::vector<double> kernel_seconds_, first_seconds_;  // runs after the first; the first
   // Per node and output: its tensor during a run, and whether that tensor is the same on
   // every run (made once by the constructor); per kernel: its operand and result handles.
   std::vector<std::vector<Tensor>> vals_;

@@ -85,9 +85,43 @@ Var attention_probs(const V& in, const Attrs& a) {
   // native softmax pass instead of five elementwise and reduction passes.
   return softmax(s, -1);
 }
+// layout "lhd" takes q [.., Lq, H, D], k [.., Lk, H, D], v [.., Lk, H, Dv] and gives
+// [.., Lq, H, Dv]: the order a projection's [N, L, E] output has once E is split into heads,
+// so a model needs no copies into [.., H, L, D] and back (a device's kernel reads the rows
+// in place; the lowering swaps the axes itself). "hld", the default, is [.., H, L, D].
+bool attention_lhd(const Attrs& a) {
+  const std::string& layout = a.get_string("layout");
+  if (layout != "hld" && layout != "lhd") throw InputError("layout must be \"hld\" or \"lhd\", got \"" + layout + "\"");
+  return layout == "lhd";
+}
+// The [.., L, H, D] <-> [.., H, L, D] swap of the last-but-one two axes.
+Var swap_heads(const Var& x) {
+  if (x.rank() < 3) throw InputError("attention with layout \"lhd\" needs [.., L, H, D] operands, got " + x.type().str());
+  std::vector<int64_t> perm(size_t(x.rank()));
+  for (size_t i = 0; i < perm.size(); ++i) perm[i] = int64_t(i);
+  std::swap(perm[perm.size() - 3], perm[perm.size() - 2]);
+  return permute(x, perm);
+}
+V attention_body(const V& in, const Attrs& a) {
+  if (!attention_lhd(a)) return {matmul(attention_probs(in, a), in[2])};
+  // The axes swapped around an "hld" attention op (not its body): a device with a native
+  // hld kernel but none for lhd still runs that kernel.
+  V t{swap_heads(in[0]), swap_heads(in[1]), swap_heads(in[2])};
+  if (in.size() == 4) t.push_back(in[3]);
+  return {swap_heads(op("attention", t, {{"mask", a.get_string("mask")}, {"scale", a.get_float("scale")}}))};
+}
 // With P the weights: dV = P^T g, dP = g V^T, dS = P (dP - rowsum(dP P)); dQ = dS K scale,
 // dK = dS^T Q scale, dbias = dS. P is recomputed once; masked entries have P = 0, so dS = 0.
+V attention_hld_vjp(const V& in, const V& g, const Attrs& a);
 V attention_vjp(const V& in, const V&, const V& g, const Attrs& a) {
+  if (!attention_lhd(a)) return attention_hld_vjp(in, g, a);
+  V t{swap_heads(in[0]), swap_heads(in[1]), swap_heads(in[2])};
+  if (in.size() == 4) t.push_back(in[3]);
+  V r = attention_hld_vjp(t, {swap_heads(g[0])}, a);
+  for (size_t i = 0; i < 3; ++i) r[i] = swap_heads(r[i]);
+  return r;
+}
+V attention_hld_vjp(const V& in, const V& g, const Attrs& a) {
   const Var &q = in[0], &k = in[1], &v = in[2];
   double scale = a.get_float("scale");
   if (scale == 0.0) scale = 1.0 / std::sqrt(double(q.shape().back()));
@@ -592,11 +626,17 @@ void register_nn_ops(OpRegistry& r) {
        return std::vector<Var>{dropout(x.in(t, {4, 8}), x.in(DType::I64, {}), 0.25, 7)};
      },
      kFloats, {}, {1});
-  l1(r, "attention", 3, 4, {{"mask", AttrKind::String, false, std::string("none")}, {"scale", AttrKind::Float, false, 0.0}},
-     [](const std::vector<Var>& in, const Attrs& a) { return std::vector<Var>{matmul(attention_probs(in, a), in[2])}; },
-     "softmax(q k^T * scale + bias [causal mask]) v",
+  l1(r, "attention", 3, 4,
+     {{"mask", AttrKind::String, false, std::string("none")},
+      {"scale", AttrKind::Float, false, 0.0},
+      {"layout", AttrKind::String, false, std::string("hld")}},
+     attention_body,
+     "softmax(q k^T * scale + bias [causal mask]) v; layout hld: q [.., H, Lq, D] (default), lhd: q [.., Lq, H, D] "
+     "(k, v and the result alike; the bias in the scores' [.., H, Lq, Lk] either way)",
      [](ExampleInputs& x, DType t) {
-       return std::vector<Var>{attention(x.in(t, {2, 4, 8}), x.in(t, {2, 6, 8}), x.in(t, {2, 6, 8}))};
+       return std::vector<Var>{attention(x.in(t, {2, 4, 8}), x.in(t, {2, 6, 8}), x.in(t, {2, 6, 8})),
+                               attention(x.in(t, {2, 4, 3, 8}), x.in(t, {2, 6, 3, 8}), x.in(t, {2, 6, 3, 8}), "causal",
+                                         std::nullopt, SrcLoc::current(), "lhd")};
      },
      kFloats, attention_vjp);
   l1(r, "rotary_embedding", 2, 2, {{"theta", AttrKind::Float, true}}, rotary_body,
