@@ -144,6 +144,9 @@ RLX_VM_INLINE void tile(const T* a, int64_t as, const T* b, int64_t bs, int64_t 
 // key), 0 where the bias broadcasts.
 struct AttentionArgs {
   int64_t bh = 1, lq = 0, lk = 0, d = 0, dv = 0;
+  // Layout "lhd" ([.., L, H, D]): heads > 1 interleaves the heads' rows, so the rows of a
+  // head lie heads * d (q, k) or heads * dv (v, the result) apart; "hld" is heads = 1.
+  int64_t heads = 1;
   Shape batch;
   std::vector<int64_t> bias_batch_stride;
   int64_t bias_q_stride = 0, bias_k_stride = 0;
@@ -165,7 +168,7 @@ RLX_NN_CLONES void attention_rows(const AttentionArgs& a, const T* q, const T* k
   for (int64_t ib = i0; ib < i1; ib += kRows) {
     const int nr = int(std::min<int64_t>(kRows, i1 - ib));
     for (int r = 0; r < kRows; ++r)
-      for (int64_t c = 0; c < a.d; ++c) qp[r * a.d + c] = r < nr ? q[(ib + r) * a.d + c] : T(0);
+      for (int64_t c = 0; c < a.d; ++c) qp[r * a.d + c] = r < nr ? q[(ib + r) * a.heads * a.d + c] : T(0);
     // The keys any of these rows may see (causal: col <= row + lk - lq).
     int64_t nk = a.lk;
     // At least one: a row that sees no key gets a row of -inf, whose softmax is NaN as in
@@ -198,7 +201,7 @@ RLX_NN_CLONES void attention_rows(const AttentionArgs& a, const T* q, const T* k
       for (int64_t j = 0; j < nkp; ++j) s[r * lkp + j] = T(0);
     for (int64_t c0 = 0; c0 < dvp; c0 += W) tile<T, kRows>(s, lkp, vp + c0, dvp, nk, o + c0, dvp);
     for (int r = 0; r < nr; ++r)
-      for (int64_t c = 0; c < a.dv; ++c) out[(ib + r) * a.dv + c] = o[r * dvp + c];
+      for (int64_t c = 0; c < a.dv; ++c) out[(ib + r) * a.heads * a.dv + c] = o[r * dvp + c];
   }
 }
 
@@ -207,13 +210,18 @@ void attention(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> 
   constexpr int W = 64 / int(sizeof(T));  // one 512-bit vector
   const Tensor q = in[0].contiguous(), k = in[1].contiguous(), v = in[2].contiguous();
   const Shape& qs = q.shape();
+  const bool lhd = n.attrs.get_string("layout") == "lhd";
+  // The scores' leading dimensions: q's before (Lq, D), or before (Lq, H, D) then H.
   const int nb = int(qs.size()) - 2;
+  const size_t len = qs.size() - (lhd ? 3 : 2);
   AttentionArgs a;
-  a.lq = qs[size_t(nb)];
+  a.lq = qs[len];
   a.d = qs.back();
-  a.lk = k.shape()[size_t(nb)];
+  a.lk = k.shape()[len];
   a.dv = v.shape().back();
-  a.batch = Shape(qs.begin(), qs.begin() + nb);
+  a.heads = lhd ? qs[qs.size() - 2] : 1;
+  a.batch = Shape(qs.begin(), qs.begin() + int64_t(len));
+  if (lhd) a.batch.push_back(a.heads);
   for (int64_t e : a.batch) a.bh *= e;
   a.scale = n.attrs.get_float("scale");
   if (a.scale == 0.0) a.scale = 1.0 / std::sqrt(double(a.d));
@@ -253,13 +261,17 @@ void attention(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> 
     int64_t laid = -1;
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t h = t / qblocks, blk = t % qblocks;
+      // Head h's first row in q and k (qo), v and the result (vo).
+      const int64_t hb = h / a.heads, hh = h % a.heads;
+      const int64_t qo = hb * a.lq * a.heads * a.d + hh * a.d, ko = hb * a.lk * a.heads * a.d + hh * a.d;
+      const int64_t vo = hb * a.lk * a.heads * a.dv + hh * a.dv, oo = hb * a.lq * a.heads * a.dv + hh * a.dv;
       if (h != laid) {
-        const T* kh = kd + h * a.lk * a.d;
-        const T* vh = vd + h * a.lk * a.dv;
+        const T* kh = kd + ko;
+        const T* vh = vd + vo;
         for (int64_t c = 0; c < a.d; ++c)
-          for (int64_t j = 0; j < lkp; ++j) kt[size_t(c * lkp + j)] = j < a.lk ? kh[j * a.d + c] : T(0);
+          for (int64_t j = 0; j < lkp; ++j) kt[size_t(c * lkp + j)] = j < a.lk ? kh[j * a.heads * a.d + c] : T(0);
         for (int64_t j = 0; j < a.lk; ++j)
-          for (int64_t c = 0; c < dvp; ++c) vp[size_t(j * dvp + c)] = c < a.dv ? vh[j * a.dv + c] : T(0);
+          for (int64_t c = 0; c < dvp; ++c) vp[size_t(j * dvp + c)] = c < a.dv ? vh[j * a.heads * a.dv + c] : T(0);
         laid = h;
       }
       int64_t bias_base = 0;
@@ -271,8 +283,8 @@ void attention(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> 
         }
       }
       const int64_t i0 = blk * kQBlock, i1 = std::min(a.lq, i0 + kQBlock);
-      attention_rows<T, W>(a, qd + h * a.lq * a.d, kt.data(), vp.data(), bd, bias_base, i0, i1, lkp, dvp, qp.data(),
-                           s.data(), o.data(), od + h * a.lq * a.dv);
+      attention_rows<T, W>(a, qd + qo, kt.data(), vp.data(), bd, bias_base, i0, i1, lkp, dvp, qp.data(), s.data(),
+                           o.data(), od + oo);
     }
   });
 }
@@ -282,11 +294,14 @@ void attention(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> 
 // dimensions, which the lowering's matmul broadcasts) run the lowering.
 std::string attention_check(const ir::Node& n, const ir::Graph& g) {
   const Shape &q = g.type(n.inputs[0]).shape, &k = g.type(n.inputs[1]).shape, &v = g.type(n.inputs[2]).shape;
-  if (q.size() < 2) return "attention on cpu: q of rank at least 2";
-  if (n.attrs.get_string("layout") != "hld") return "attention on cpu: layout hld (lhd runs its lowering)";
-  if (k.size() != q.size() || v.size() != q.size() || !std::equal(q.begin(), q.end() - 2, k.begin()) ||
-      !std::equal(q.begin(), q.end() - 2, v.begin()))
-    return "attention on cpu: q, k and v with the same leading dimensions";
+  const bool lhd = n.attrs.get_string("layout") == "lhd";
+  if (q.size() < (lhd ? 3u : 2u)) return "attention on cpu: q of rank at least 2 (3 for lhd)";
+  if (k.size() != q.size() || v.size() != q.size()) return "attention on cpu: q, k and v of one rank";
+  // Every dimension but the length (and the head size) alike in q, k and v.
+  const size_t len = q.size() - (lhd ? 3 : 2);
+  for (size_t d = 0; d + 1 < q.size(); ++d)
+    if (d != len && (k[d] != q[d] || v[d] != q[d])) return "attention on cpu: q, k and v with the same leading dimensions";
+  if (k[len] != v[len]) return "attention on cpu: k and v of one length";
   for (ir::Value in : n.inputs)
     if (g.type(in).dtype != g.type(n.inputs[0]).dtype) return "attention on cpu: every input of q's dtype";
   if (n.inputs.size() == 4 && g.type(n.inputs[3]).shape.size() > q.size())
