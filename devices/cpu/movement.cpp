@@ -5,6 +5,7 @@
 #include <cstring>
 #include <string>
 
+#include "core/collapse_dims.hpp"
 #include "core/error.hpp"
 #include "devices/cpu/ew_kernels.hpp"
 #include "devices/cpu/kernels.hpp"
@@ -15,26 +16,6 @@ namespace rlx::cpu {
 namespace {
 
 constexpr int64_t kParallelBytes = 1 << 16;  // below this a copy runs on one thread
-
-// Drops extent-1 dims and merges dims that are contiguous with their inner neighbour in
-// both src and dst.
-int collapse(const Shape& shape, const int64_t* ss, const int64_t* ds, int64_t* sh, int64_t* s, int64_t* d) {
-  int r = 0;
-  for (size_t i = 0; i < shape.size(); ++i) {
-    if (shape[i] == 1) continue;
-    if (r > 0 && s[r - 1] == ss[i] * shape[i] && d[r - 1] == ds[i] * shape[i]) {
-      sh[r - 1] *= shape[i];
-      s[r - 1] = ss[i];
-      d[r - 1] = ds[i];
-    } else {
-      sh[r] = shape[i];
-      s[r] = ss[i];
-      d[r] = ds[i];
-      ++r;
-    }
-  }
-  return r;
-}
 
 template <class E>
 void copy_range(const E* src, const int64_t* ss, E* dst, const int64_t* ds, const int64_t* sh, int r, int64_t f0,
@@ -119,7 +100,11 @@ template <class E>
 void copy_typed(const void* src, const int64_t* ss, void* dst, const int64_t* ds, const Shape& shape) {
   int64_t sh[32], s[32], d[32];
   if (shape.size() > 32) throw InternalError("cpu copy: rank above 32");
-  int r = collapse(shape, ss, ds, sh, s, d);
+  const int rank = int(shape.size());
+  std::copy(shape.begin(), shape.end(), sh);
+  std::copy(ss, ss + rank, s);
+  std::copy(ds, ds + rank, d);
+  const int r = collapse_dims(rank, sh, {s, d});
   const E* S = static_cast<const E*>(src);
   E* D = static_cast<E*>(dst);
   if (r >= 2 && s[r - 1] != 1 && s[r - 2] == 1 && d[r - 1] == 1 && sh[r - 1] >= 8 && sh[r - 2] >= 8) {

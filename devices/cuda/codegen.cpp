@@ -18,6 +18,7 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "core/collapse_dims.hpp"
 #include "core/error.hpp"
 #include "core/fast_divisor.hpp"
 #include "devices/cuda/common.hpp"
@@ -671,36 +672,22 @@ void run_elementwise(const std::vector<const ir::Node*>& nodes, const std::vecto
   const int64_t n = numel(shape);
   if (shape.size() > size_t(kMaxRank))
     throw InputError("cuda: elementwise regions of rank " + std::to_string(shape.size()) + " (at most 8)");
-  // Every input's view broadcast to `shape`, then the dimensions coalesced: extents of 1
-  // dropped, and a dimension merged into the one inside it wherever every view (and the
-  // contiguous output) steps across the pair as across one dimension. A causal mask
-  // [T, S] broadcast over scores [B, KV, G, T, S] becomes [B*KV*G, T*S]: one division per
-  // element instead of four.
-  std::vector<View> views;
+  // Every input's view broadcast to `shape`, then the dimensions collapsed over the inputs'
+  // strides (core/collapse_dims.hpp; the contiguous output merges wherever they do): a causal
+  // mask [T, S] broadcast over scores [B, KV, G, T, S] becomes [B*KV*G, T*S], one division
+  // per element instead of four.
+  Shape cshape = shape;
+  std::vector<std::vector<int64_t>> cst;
+  std::vector<int64_t*> sets;
   for (const Tensor& t : in)
-    if (t.numel() != 1) views.push_back(broadcast_view(t, shape));
-  Shape cshape;  // coalesced, innermost first while building
-  std::vector<std::vector<int64_t>> cst(views.size());
-  for (int d = int(shape.size()) - 1; d >= 0; --d) {
-    const int64_t e = shape[size_t(d)];
-    if (e == 1) continue;
-    bool merge = !cshape.empty();
-    for (size_t k = 0; k < views.size() && merge; ++k)
-      if (views[k].strides[d] != cst[k].back() * cshape.back()) merge = false;
-    if (merge) {
-      cshape.back() *= e;
-    } else {
-      cshape.push_back(e);
-      for (size_t k = 0; k < views.size(); ++k) cst[k].push_back(views[k].strides[d]);
+    if (t.numel() != 1) {
+      const View v = broadcast_view(t, shape);
+      cst.emplace_back(v.strides, v.strides + shape.size());
     }
-  }
-  if (cshape.empty()) cshape.push_back(1);
-  std::reverse(cshape.begin(), cshape.end());
-  for (std::vector<int64_t>& st : cst) {
-    st.resize(cshape.size(), 0);
-    std::reverse(st.begin(), st.end());
-  }
-  const int rank = int(cshape.size());
+  for (std::vector<int64_t>& st : cst) sets.push_back(st.data());
+  const int rank = std::max(1, collapse_dims(int(shape.size()), cshape.data(), sets));
+  cshape.resize(size_t(rank), 1);  // (a region of one element keeps one dimension)
+  for (std::vector<int64_t>& st : cst) st.resize(size_t(rank), 0);
   // Classify inputs; collect the strided ones' coalesced strides.
   std::vector<int> kinds;
   std::vector<View> strided;

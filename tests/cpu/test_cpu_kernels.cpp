@@ -4,10 +4,12 @@
 // threaded reduction/movement/source paths at sizes the op suite does not reach, the
 // sort keys' inverse (values rebuilt from keys), the native layer_norm, softmax and
 // attention kernels against the reference device, the thread pool, and core's fast divisor
-// (the cuda device's index arithmetic, checked here where every build runs it).
+// and dimension collapsing (the cuda device's index arithmetic too, checked here where every
+// build runs it).
 #define BOOST_TEST_MODULE cpu_kernels
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <complex>
@@ -16,6 +18,7 @@
 #include <optional>
 #include <random>
 
+#include "core/collapse_dims.hpp"
 #include "core/fast_divisor.hpp"
 #include "core/half.hpp"
 #include "core/sort_key.hpp"
@@ -315,6 +318,62 @@ BOOST_AUTO_TEST_CASE(fast_divisor_is_exact) {
     }
   }
   BOOST_TEST(bad == 0);
+}
+
+// collapse_dims (core/collapse_dims.hpp, the cpu copies' and the cuda codegen's dimension merging):
+// every element's offsets, walked in row-major order, are the same over the collapsed
+// dimensions as over the original ones, for random shapes and contiguous, broadcast and
+// permuted strides; and the causal mask's case merges to two dimensions.
+BOOST_AUTO_TEST_CASE(collapse_dims_keeps_every_offset) {
+  auto offsets = [](const std::vector<int64_t>& sh, const std::vector<int64_t>& st, int rank) {
+    int64_t n = 1;
+    for (int d = 0; d < rank; ++d) n *= sh[size_t(d)];
+    std::vector<int64_t> out;
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t rest = i, off = 0;
+      for (int d = rank - 1; d >= 0; --d) {
+        off += rest % sh[size_t(d)] * st[size_t(d)];
+        rest /= sh[size_t(d)];
+      }
+      out.push_back(off);
+    }
+    return out;
+  };
+  std::mt19937_64 rng(std::random_device{}());
+  for (int trial = 0; trial < 2000; ++trial) {
+    const int rank = int(rng() % 6);
+    Shape shape(static_cast<size_t>(rank));
+    for (int64_t& e : shape) e = int64_t(rng() % 3) + 1;
+    std::vector<std::vector<int64_t>> sets;
+    for (int k = 0; k < 3; ++k) {
+      std::vector<int64_t> perm(static_cast<size_t>(rank));
+      for (int d = 0; d < rank; ++d) perm[size_t(d)] = d;
+      const int kind = int(rng() % 3);  // contiguous, broadcast dims, permuted
+      if (kind == 2) std::shuffle(perm.begin(), perm.end(), rng);
+      std::vector<int64_t> st(static_cast<size_t>(rank));
+      int64_t step = 1;
+      for (int j = rank - 1; j >= 0; --j) {
+        const int d = int(perm[size_t(j)]);
+        st[size_t(d)] = kind == 1 && rng() % 2 ? 0 : step;
+        step *= shape[size_t(d)];
+      }
+      sets.push_back(st);
+    }
+    std::vector<std::vector<int64_t>> want;
+    for (const auto& st : sets) want.push_back(offsets(shape, st, rank));
+    Shape sh = shape;
+    std::vector<int64_t*> ptrs;
+    for (auto& st : sets) ptrs.push_back(st.data());
+    const int r = collapse_dims(rank, sh.data(), ptrs);
+    BOOST_TEST_REQUIRE(r <= rank);
+    for (size_t k = 0; k < sets.size(); ++k)
+      BOOST_TEST_REQUIRE(offsets(sh, sets[k], r) == want[k], "trial " << trial << " operand " << k);
+  }
+  Shape scores{16, 8, 2, 512, 512};
+  std::vector<int64_t> out = contiguous_strides(scores), mask{0, 0, 0, 512, 1};
+  BOOST_TEST(collapse_dims(5, scores.data(), {out.data(), mask.data()}) == 2);
+  BOOST_TEST((Shape{scores[0], scores[1]} == Shape{256, 262144}));
+  BOOST_TEST((std::vector<int64_t>{out[0], out[1], mask[0], mask[1]} == std::vector<int64_t>{262144, 1, 0, 1}));
 }
 
 BOOST_AUTO_TEST_SUITE(sort_keys)
