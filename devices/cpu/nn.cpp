@@ -16,6 +16,7 @@
 #include "core/error.hpp"
 #include "core/rotary.hpp"
 #include "devices/cpu/kernels.hpp"
+#include "runtime/standard_kernels.hpp"
 #include "devices/cpu/thread_pool.hpp"
 #include "devices/cpu/vmath.hpp"
 #include "ir/graph.hpp"
@@ -294,14 +295,8 @@ void attention(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> 
 // dimensions, which the lowering's matmul broadcasts) run the lowering.
 std::string attention_check(const ir::Node& n, const ir::Graph& g) {
   const Shape &q = g.type(n.inputs[0]).shape, &k = g.type(n.inputs[1]).shape, &v = g.type(n.inputs[2]).shape;
-  const bool lhd = n.attrs.get_string("layout") == "lhd";
-  if (q.size() < (lhd ? 3u : 2u)) return "attention on cpu: q of rank at least 2 (3 for lhd)";
-  if (k.size() != q.size() || v.size() != q.size()) return "attention on cpu: q, k and v of one rank";
-  // Every dimension but the length (and the head size) alike in q, k and v.
-  const size_t len = q.size() - (lhd ? 3 : 2);
-  for (size_t d = 0; d + 1 < q.size(); ++d)
-    if (d != len && (k[d] != q[d] || v[d] != q[d])) return "attention on cpu: q, k and v with the same leading dimensions";
-  if (k[len] != v[len]) return "attention on cpu: k and v of one length";
+  if (std::string m = attention_operands_misfit(q, k, v, n.attrs.get_string("layout") == "lhd"); !m.empty())
+    return "attention on cpu: " + m;
   for (ir::Value in : n.inputs)
     if (g.type(in).dtype != g.type(n.inputs[0]).dtype) return "attention on cpu: every input of q's dtype";
   if (n.inputs.size() == 4 && g.type(n.inputs[3]).shape.size() > q.size())

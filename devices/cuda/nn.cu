@@ -19,6 +19,7 @@
 #include "core/rotary.hpp"
 #include "devices/cuda/library.hpp"
 #include "ir/graph.hpp"
+#include "runtime/standard_kernels.hpp"
 
 namespace rlx::cuda {
 namespace {
@@ -239,23 +240,15 @@ __global__ void __launch_bounds__(kQueriesPerBlock) attention_kernel(const float
 
 int padded_head(int64_t d) { return d <= 32 ? 32 : d <= 64 ? 64 : 128; }
 
-// What the kernel takes: f32; q [.., Lq, D], k [.., Lk, D], v [.., Lk, Dv] with the same
-// leading dimensions (at most 4 of them), D and Dv at most 128; a bias broadcasting to the
-// scores [.., Lq, Lk]. Other cases run the lowering.
 // What the kernel takes: f32; layout hld: q [.., Lq, D], k [.., Lk, D], v [.., Lk, Dv] with the
 // same leading dimensions (at most 4 of them); lhd: q [.., Lq, H, D], k [.., Lk, H, D],
 // v [.., Lk, H, Dv] (at most 3 before L); D and Dv at most 128; a bias broadcasting to the
 // scores [.., H, Lq, Lk]. Other cases run the lowering.
 std::string attention_check(const ir::Node& n, const ir::Graph& g) {
   const Shape &q = g.type(n.inputs[0]).shape, &k = g.type(n.inputs[1]).shape, &v = g.type(n.inputs[2]).shape;
-  const bool lhd = n.attrs.get_string("layout") == "lhd";
-  if (q.size() < (lhd ? 3u : 2u) || q.size() > 2 + kMaxBatchDims) return "attention on cuda: q of rank 2 (3 for lhd) to 6";
-  if (k.size() != q.size() || v.size() != q.size()) return "attention on cuda: q, k and v of one rank";
-  // Every dimension but the length (and the head size) alike in q, k and v.
-  const size_t len = q.size() - (lhd ? 3 : 2);
-  for (size_t d = 0; d + 1 < q.size(); ++d)
-    if (d != len && (k[d] != q[d] || v[d] != q[d])) return "attention on cuda: q, k and v with the same leading dimensions";
-  if (k[len] != v[len]) return "attention on cuda: k and v of one length";
+  if (std::string m = attention_operands_misfit(q, k, v, n.attrs.get_string("layout") == "lhd"); !m.empty())
+    return "attention on cuda: " + m;
+  if (q.size() > 2 + kMaxBatchDims) return "attention on cuda: q of rank at most 6";
   if (q.back() > 128 || v.back() > 128) return "attention on cuda: head sizes of at most 128";
   if (q.back() < 1 || v.back() < 1) return "attention on cuda: empty heads";
   if (n.inputs.size() == 4) {

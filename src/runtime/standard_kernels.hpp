@@ -50,6 +50,20 @@ inline std::string update_slice_bad_start(int64_t start, int64_t extent, int64_t
          std::to_string(extent);
 }
 
+// attention's q, k and v as the cpu and cuda kernels take them: one rank (at least 2; 3 for
+// layout "lhd", [.., L, H, D]) and every dimension alike but the length (`len`, the one
+// before the head size, or before the heads and the head size for lhd) and the head size;
+// k and v of one length. Empty when they fit, else what does not (the device's route reason).
+inline std::string attention_operands_misfit(const Shape& q, const Shape& k, const Shape& v, bool lhd) {
+  if (q.size() < (lhd ? 3u : 2u)) return "q of rank at least 2 (3 for lhd)";
+  if (k.size() != q.size() || v.size() != q.size()) return "q, k and v of one rank";
+  const size_t len = q.size() - (lhd ? 3 : 2);
+  for (size_t d = 0; d + 1 < q.size(); ++d)
+    if (d != len && (k[d] != q[d] || v[d] != q[d])) return "q, k and v with the same leading dimensions";
+  if (k[len] != v[len]) return "k and v of one length";
+  return "";
+}
+
 // The same functions as pointers, for registration.
 struct StandardKernels {
   void (*reduce)(ReduceOp, const Tensor&, const std::vector<int>&, Tensor&);
