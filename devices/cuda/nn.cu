@@ -148,27 +148,35 @@ struct AttentionArgs {
   bool causal = false, has_bias = false;
 };
 
-constexpr int kQueriesPerBlock = 128;  // a thread per query row
-constexpr int kKeysPerStage = 32;      // keys staged in shared memory at a time
+constexpr int kThreadsPerBlock = 128;
+constexpr int kKeysPerStage = 32;  // keys staged in shared memory at a time
 
-// One thread per query row of one (batch, head): the scores against every key, one at a
-// time, in an online softmax (running max m, running sum l, the output accumulated with
-// weights exp(s - m) and rescaled when m grows), so the [Lq, Lk] scores never leave
-// registers. K and V go through shared memory kKeysPerStage rows at a time, read by every
-// thread of the block (broadcast). KD/KV: the head sizes rounded up to 32, 64 or 128.
-// Masked keys (causal, or a bias of -inf) add nothing; a row with every key masked divides
-// 0 by 0, NaN, as the lowering's softmax of a row of -inf does.
-template <int KD, int KV>
-__global__ void __launch_bounds__(kQueriesPerBlock) attention_kernel(const float* __restrict__ q, const float* __restrict__ k,
+// S threads per query row of one (batch, head), kThreadsPerBlock / S rows a block. Each of
+// a row's S lanes takes every S-th key and keeps its own online softmax (running max m,
+// running sum l, the output accumulated with weights exp(s - m) and rescaled when m grows),
+// so the [Lq, Lk] scores never leave registers; at the end the lanes' states are merged by
+// shuffles (a butterfly: every lane ends with the row's state) and each lane writes its
+// share of the output row. One lane per row would make a short sequence's call a few
+// blocks of long chains (12 heads of 128 queries: 12 blocks, 128 keys in turn per thread);
+// S = 8 gives 8x the threads and an eighth of the chain. K and V go through shared memory
+// kKeysPerStage rows at a time, read by every thread of the block (broadcast). KD/KV: the
+// head sizes rounded up to 32, 64 or 128. Masked keys (causal, or a bias of -inf) add
+// nothing; a row with every key masked divides 0 by 0, NaN, as the lowering's softmax of a
+// row of -inf does.
+template <int KD, int KV, int S>
+__global__ void __launch_bounds__(kThreadsPerBlock) attention_kernel(const float* __restrict__ q, const float* __restrict__ k,
                                                                      const float* __restrict__ v,
                                                                      const float* __restrict__ bias, float* __restrict__ o,
                                                                      AttentionArgs a) {
+  static_assert(S >= 1 && S <= 32 && (S & (S - 1)) == 0, "lanes per row: a power of two within a warp");
+  constexpr int kRows = kThreadsPerBlock / S;
   __shared__ float ks[kKeysPerStage][KD];
   __shared__ float vs[kKeysPerStage][KV];
   const i64 bh = blockIdx.y;
   const i64 hb = bh / a.heads, hh = bh % a.heads;
   const i64 qrs = i64(a.heads) * a.d, vrs = i64(a.heads) * a.dv;  // row strides (k's is q's)
-  const int i = int(blockIdx.x) * kQueriesPerBlock + int(threadIdx.x);
+  const int lane = int(threadIdx.x) % S;
+  const int i = int(blockIdx.x) * kRows + int(threadIdx.x) / S;
   const bool active = i < a.lq;
   i64 bias_base = 0;
   if (a.has_bias) {
@@ -192,24 +200,23 @@ __global__ void __launch_bounds__(kQueriesPerBlock) attention_kernel(const float
   // The last key row i may see under the causal mask (col <= row + lk - lq).
   const int last = a.causal ? min(a.lk - 1, i + a.lk - a.lq) : a.lk - 1;
   int block_last = a.lk - 1;
-  if (a.causal) block_last = min(a.lk - 1, int(blockIdx.x) * kQueriesPerBlock + kQueriesPerBlock - 1 + a.lk - a.lq);
+  if (a.causal) block_last = min(a.lk - 1, int(blockIdx.x) * kRows + kRows - 1 + a.lk - a.lq);
   for (int j0 = 0; j0 <= block_last; j0 += kKeysPerStage) {
     const int n = min(kKeysPerStage, a.lk - j0);
     __syncthreads();
-    for (int e = int(threadIdx.x); e < kKeysPerStage * KD; e += kQueriesPerBlock) {
+    for (int e = int(threadIdx.x); e < kKeysPerStage * KD; e += kThreadsPerBlock) {
       const int r = e / KD, c = e % KD;
       ks[r][c] = (r < n && c < a.d) ? kb[i64(j0 + r) * qrs + c] : 0.f;
     }
-    for (int e = int(threadIdx.x); e < kKeysPerStage * KV; e += kQueriesPerBlock) {
+    for (int e = int(threadIdx.x); e < kKeysPerStage * KV; e += kThreadsPerBlock) {
       const int r = e / KV, c = e % KV;
       vs[r][c] = (r < n && c < a.dv) ? vb[i64(j0 + r) * vrs + c] : 0.f;
     }
     __syncthreads();
     if (!active) continue;
-    for (int r = 0; r < n && j0 + r <= last; ++r) {
+    for (int r = lane; r < n && j0 + r <= last; r += S) {
       // Four partial sums: one chain of KD dependent multiply-adds (4 cycles each) per key
-      // was the kernel's critical path at short sequences, where a block's 128 threads are
-      // all an SM has to run.
+      // is otherwise the critical path.
       float s4[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
       for (int c = 0; c < KD; ++c) s4[c % 4] += qr[c] * ks[r][c];
@@ -230,12 +237,25 @@ __global__ void __launch_bounds__(kQueriesPerBlock) attention_kernel(const float
       for (int c = 0; c < KV; ++c) acc[c] += p * vs[r][c];
     }
   }
+  // Merge the S lanes of each row (inactive rows too: every lane of the warp shuffles). A
+  // lane that saw no unmasked key (m = -inf) weighs 0.
+#pragma unroll
+  for (int off = 1; off < S; off <<= 1) {
+    const float mo = __shfl_xor_sync(0xffffffffu, m, off), lo = __shfl_xor_sync(0xffffffffu, l, off);
+    nan = __shfl_xor_sync(0xffffffffu, int(nan), off) || nan;
+    const float mn = fmaxf(m, mo);
+    const float wa = m == -INFINITY ? 0.f : expf(m - mn), wb = mo == -INFINITY ? 0.f : expf(mo - mn);
+    l = l * wa + lo * wb;
+#pragma unroll
+    for (int c = 0; c < KV; ++c) acc[c] = acc[c] * wa + __shfl_xor_sync(0xffffffffu, acc[c], off) * wb;
+    m = mn;
+  }
   if (!active) return;
   const float inv = nan ? NAN : 1.f / l;
   float* orow = o + hb * a.lq * vrs + hh * a.dv + i64(i) * vrs;
 #pragma unroll
   for (int c = 0; c < KV; ++c)
-    if (c < a.dv) orow[c] = acc[c] * inv;
+    if (c % S == lane && c < a.dv) orow[c] = acc[c] * inv;
 }
 
 int padded_head(int64_t d) { return d <= 32 ? 32 : d <= 64 ? 64 : 128; }
@@ -300,16 +320,19 @@ void attention(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> 
     a.bias_k_stride = stride[size_t(full - 1)];
   }
   if (out[0].numel() == 0) return;
-  const dim3 grid(unsigned(ceil_div(a.lq, kQueriesPerBlock)), unsigned(bh));
   const float* bp = a.has_bias ? bias.data<float>() : nullptr;
-  auto go = [&](auto kernel) {
-    kernel<<<grid, kQueriesPerBlock, 0, stream()>>>(q.data<float>(), k.data<float>(), v.data<float>(), bp,
+  // rows: query rows per block (kThreadsPerBlock / S for the kernel's S lanes per row).
+  auto go = [&](auto kernel, int rows) {
+    const dim3 grid(unsigned(ceil_div(a.lq, rows)), unsigned(bh));
+    kernel<<<grid, kThreadsPerBlock, 0, stream()>>>(q.data<float>(), k.data<float>(), v.data<float>(), bp,
                                                     out[0].data<float>(), a);
   };
+  // Eight lanes a row up to heads of 64 (the merge shuffles KV values per step); the
+  // 128-wide heads keep a lane a row, their registers already full with q and the output.
   const int kd = padded_head(a.d), kv = padded_head(a.dv);
-  if (kd == 32 && kv == 32) go(attention_kernel<32, 32>);
-  else if (kd <= 64 && kv <= 64) go(attention_kernel<64, 64>);
-  else go(attention_kernel<128, 128>);
+  if (kd == 32 && kv == 32) go(attention_kernel<32, 32, 8>, kThreadsPerBlock / 8);
+  else if (kd <= 64 && kv <= 64) go(attention_kernel<64, 64, 8>, kThreadsPerBlock / 8);
+  else go(attention_kernel<128, 128, 1>, kThreadsPerBlock);
   check_launch("attention");
 }
 
