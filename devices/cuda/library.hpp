@@ -4,6 +4,7 @@
 #pragma once
 #include <cublas_v2.h>
 
+#include <cstdint>
 #include <functional>
 #include <span>
 #include <string>
@@ -30,6 +31,13 @@ enum class SortStrategy { Auto, Segmented, Radix };
 SortStrategy sort_strategy();
 void set_sort_strategy(SortStrategy s);
 const char* sort_strategy_name(SortStrategy s);  // "auto", "radix", "segmented"
+
+// Lanes per query row in attention's kernel (nn.cu) for heads of up to 64: 1, 2, 4 or 8, or
+// 0 — auto, the default — for the fewest that give the call 256 threads per SM.
+// RLX_CUDA_ATTENTION_LANES=auto|1|2|4|8 in the environment, or set_attention_lanes(), picks.
+int attention_lanes_setting();
+void set_attention_lanes(int lanes);
+int attention_lanes(int64_t rows);  // the lanes a call with this many query rows gets
 
 std::string library_description();
 

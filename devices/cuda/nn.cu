@@ -12,7 +12,10 @@
 #include <algorithm>
 #include <cfloat>
 #include <climits>
+#include <atomic>
 #include <cmath>
+#include <cstdlib>
+#include <string>
 
 #include "devices/cuda/common.hpp"
 #include "devices/cuda/device_util.cuh"
@@ -149,20 +152,23 @@ struct AttentionArgs {
 };
 
 constexpr int kThreadsPerBlock = 128;
-constexpr int kKeysPerStage = 32;  // keys staged in shared memory at a time
 
 // S threads per query row of one (batch, head), kThreadsPerBlock / S rows a block. Each of
 // a row's S lanes takes every S-th key and keeps its own online softmax (running max m,
 // running sum l, the output accumulated with weights exp(s - m) and rescaled when m grows),
 // so the [Lq, Lk] scores never leave registers; at the end the lanes' states are merged by
 // shuffles (a butterfly: every lane ends with the row's state) and each lane writes its
-// share of the output row. One lane per row would make a short sequence's call a few
-// blocks of long chains (12 heads of 128 queries: 12 blocks, 128 keys in turn per thread);
-// S = 8 gives 8x the threads and an eighth of the chain. K and V go through shared memory
-// kKeysPerStage rows at a time, read by every thread of the block (broadcast). KD/KV: the
-// head sizes rounded up to 32, 64 or 128. Masked keys (causal, or a bias of -inf) add
-// nothing; a row with every key masked divides 0 by 0, NaN, as the lowering's softmax of a
-// row of -inf does.
+// share of the output row. More lanes give a short sequence's call more threads and shorter
+// chains (12 heads of 128 queries at one lane a row: 12 blocks, 128 keys in turn per
+// thread); fewer lanes stage K and V fewer times when the rows alone fill the GPU
+// (attention_lanes picks). K and V go through shared memory KS rows at a time, read by
+// every thread of the block, four floats at a load; their rows are padded by four floats so
+// that the S lanes of a row, reading S different keys at the same column, hit different
+// banks. A lane's bias
+// values for a stage are loaded into registers with the stage (S >= 2), off the per-key
+// chain. KD/KV: the head sizes rounded up to 32, 64 or 128. Masked keys (causal, or a bias
+// of -inf) add nothing; a row with every key masked divides 0 by 0, NaN, as the lowering's
+// softmax of a row of -inf does.
 template <int KD, int KV, int S>
 __global__ void __launch_bounds__(kThreadsPerBlock) attention_kernel(const float* __restrict__ q, const float* __restrict__ k,
                                                                      const float* __restrict__ v,
@@ -170,8 +176,10 @@ __global__ void __launch_bounds__(kThreadsPerBlock) attention_kernel(const float
                                                                      AttentionArgs a) {
   static_assert(S >= 1 && S <= 32 && (S & (S - 1)) == 0, "lanes per row: a power of two within a warp");
   constexpr int kRows = kThreadsPerBlock / S;
-  __shared__ float ks[kKeysPerStage][KD];
-  __shared__ float vs[kKeysPerStage][KV];
+  constexpr int KS = KD + KV > 128 ? 32 : 64;  // keys a stage: static shared memory stays under 48 KiB
+  constexpr int kPre = S >= 2 ? KS / S : 0;     // bias values a lane prefetches a stage
+  __shared__ __align__(16) float ks[KS][KD + 4];
+  __shared__ __align__(16) float vs[KS][KV + 4];
   const i64 bh = blockIdx.y;
   const i64 hb = bh / a.heads, hh = bh % a.heads;
   const i64 qrs = i64(a.heads) * a.d, vrs = i64(a.heads) * a.dv;  // row strides (k's is q's)
@@ -201,27 +209,45 @@ __global__ void __launch_bounds__(kThreadsPerBlock) attention_kernel(const float
   const int last = a.causal ? min(a.lk - 1, i + a.lk - a.lq) : a.lk - 1;
   int block_last = a.lk - 1;
   if (a.causal) block_last = min(a.lk - 1, int(blockIdx.x) * kRows + kRows - 1 + a.lk - a.lq);
-  for (int j0 = 0; j0 <= block_last; j0 += kKeysPerStage) {
-    const int n = min(kKeysPerStage, a.lk - j0);
+  for (int j0 = 0; j0 <= block_last; j0 += KS) {
+    const int n = min(KS, a.lk - j0);
+    float bv[kPre > 0 ? kPre : 1];
+    if constexpr (kPre > 0) {
+#pragma unroll
+      for (int t = 0; t < kPre; ++t) {
+        const int r = lane + t * S;
+        bv[t] = (a.has_bias && active && r < n) ? bias[bias_base + i64(j0 + r) * a.bias_k_stride] : 0.f;
+      }
+    }
     __syncthreads();
-    for (int e = int(threadIdx.x); e < kKeysPerStage * KD; e += kThreadsPerBlock) {
+    for (int e = int(threadIdx.x); e < KS * KD; e += kThreadsPerBlock) {
       const int r = e / KD, c = e % KD;
       ks[r][c] = (r < n && c < a.d) ? kb[i64(j0 + r) * qrs + c] : 0.f;
     }
-    for (int e = int(threadIdx.x); e < kKeysPerStage * KV; e += kThreadsPerBlock) {
+    for (int e = int(threadIdx.x); e < KS * KV; e += kThreadsPerBlock) {
       const int r = e / KV, c = e % KV;
       vs[r][c] = (r < n && c < a.dv) ? vb[i64(j0 + r) * vrs + c] : 0.f;
     }
     __syncthreads();
     if (!active) continue;
-    for (int r = lane; r < n && j0 + r <= last; r += S) {
+#pragma unroll(kPre > 0 ? kPre : 1)
+    for (int t = 0; t < (kPre > 0 ? kPre : KS); ++t) {
+      const int r = lane + t * S;
+      if (r >= n || j0 + r > last) break;
       // Four partial sums: one chain of KD dependent multiply-adds (4 cycles each) per key
       // is otherwise the critical path.
       float s4[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
-      for (int c = 0; c < KD; ++c) s4[c % 4] += qr[c] * ks[r][c];
+      for (int c = 0; c < KD; c += 4) {
+        const float4 kk = *reinterpret_cast<const float4*>(&ks[r][c]);
+        s4[0] += qr[c] * kk.x;
+        s4[1] += qr[c + 1] * kk.y;
+        s4[2] += qr[c + 2] * kk.z;
+        s4[3] += qr[c + 3] * kk.w;
+      }
       float s = (s4[0] + s4[1]) + (s4[2] + s4[3]);
-      if (a.has_bias) s += bias[bias_base + i64(j0 + r) * a.bias_k_stride];
+      if constexpr (kPre > 0) s += bv[t];
+      else if (a.has_bias) s += bias[bias_base + i64(j0 + r) * a.bias_k_stride];
       if (s != s) nan = true;
       if (!(s > -INFINITY)) continue;  // masked (or NaN, recorded above)
       if (s > m) {
@@ -234,7 +260,13 @@ __global__ void __launch_bounds__(kThreadsPerBlock) attention_kernel(const float
       const float p = expf(s - m);
       l += p;
 #pragma unroll
-      for (int c = 0; c < KV; ++c) acc[c] += p * vs[r][c];
+      for (int c = 0; c < KV; c += 4) {
+        const float4 vv = *reinterpret_cast<const float4*>(&vs[r][c]);
+        acc[c] += p * vv.x;
+        acc[c + 1] += p * vv.y;
+        acc[c + 2] += p * vv.z;
+        acc[c + 3] += p * vv.w;
+      }
     }
   }
   // Merge the S lanes of each row (inactive rows too: every lane of the warp shuffles). A
@@ -327,12 +359,24 @@ void attention(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> 
     kernel<<<grid, kThreadsPerBlock, 0, stream()>>>(q.data<float>(), k.data<float>(), v.data<float>(), bp,
                                                     out[0].data<float>(), a);
   };
-  // Eight lanes a row up to heads of 64 (the merge shuffles KV values per step); the
-  // 128-wide heads keep a lane a row, their registers already full with q and the output.
   const int kd = padded_head(a.d), kv = padded_head(a.dv);
-  if (kd == 32 && kv == 32) go(attention_kernel<32, 32, 8>, kThreadsPerBlock / 8);
-  else if (kd <= 64 && kv <= 64) go(attention_kernel<64, 64, 8>, kThreadsPerBlock / 8);
-  else go(attention_kernel<128, 128, 1>, kThreadsPerBlock);
+  if (kd > 64 || kv > 64) {
+    // 128-wide heads keep a lane a row: their registers are already full with q and the output.
+    go(attention_kernel<128, 128, 1>, kThreadsPerBlock);
+  } else {
+    const int lanes = attention_lanes(bh * a.lq);
+    auto with = [&](auto kd_tag) {
+      constexpr int D = decltype(kd_tag)::value;
+      switch (lanes) {
+        case 1: go(attention_kernel<D, D, 1>, kThreadsPerBlock); break;
+        case 2: go(attention_kernel<D, D, 2>, kThreadsPerBlock / 2); break;
+        case 4: go(attention_kernel<D, D, 4>, kThreadsPerBlock / 4); break;
+        default: go(attention_kernel<D, D, 8>, kThreadsPerBlock / 8); break;
+      }
+    };
+    if (kd == 32 && kv == 32) with(std::integral_constant<int, 32>{});
+    else with(std::integral_constant<int, 64>{});
+  }
   check_launch("attention");
 }
 
@@ -661,7 +705,37 @@ std::string norm_check(const ir::Node& n, const ir::Graph& g) {
   return "";
 }
 
+std::atomic<int> g_attention_lanes{-1};  // -1: not set (the environment decides)
+
 }  // namespace
+
+int attention_lanes_setting() {
+  if (int v = g_attention_lanes.load(); v >= 0) return v;
+  static const int from_env = [] {
+    const char* e = std::getenv("RLX_CUDA_ATTENTION_LANES");
+    const std::string v = e ? e : "";
+    if (v.empty() || v == "auto") return 0;
+    if (v == "1" || v == "2" || v == "4" || v == "8") return std::stoi(v);
+    throw InputError("RLX_CUDA_ATTENTION_LANES=" + v + ": expected auto, 1, 2, 4 or 8");
+  }();
+  return from_env;
+}
+
+void set_attention_lanes(int lanes) {
+  if (lanes != 0 && lanes != 1 && lanes != 2 && lanes != 4 && lanes != 8)
+    throw InputError("attention lanes: expected 0 (auto), 1, 2, 4 or 8, got " + std::to_string(lanes));
+  g_attention_lanes.store(lanes);
+}
+
+// Auto: the fewest lanes a row that still give the call 256 threads per SM (every
+// lane count stages all of K and V once per block, so more lanes mean more staging).
+int attention_lanes(int64_t rows) {
+  if (int v = attention_lanes_setting(); v > 0) return v;
+  const int64_t want = int64_t(sm_count()) * 256;
+  for (int s = 1; s < 8; s *= 2)
+    if (rows * s >= want) return s;
+  return 8;
+}
 
 void add_nn_kernels(KernelTable& t) {
   const DTypeSet f32_f64 = bit(DType::F32) | bit(DType::F64);

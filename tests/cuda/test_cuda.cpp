@@ -793,19 +793,27 @@ BOOST_AUTO_TEST_CASE(nn_kernels_match_the_reference, *utf::precondition(GpuPrese
     const double tol = t == DType::F64 ? 1e-12 : 2e-6;
     for (int k = 0; k < 2; ++k) BOOST_TEST(rel_error(got[size_t(k)], want[size_t(k)]) <= tol, dtype_name(t) << " output " << k);
   }
-  for (const test::AttentionCase& c : test::attention_cases(false)) {
-    ir::Graph g = test::attention_graph(c);
-    std::vector<Tensor> in = {random(c.t, c.q, rng), random(c.t, c.k, rng), random(c.t, c.v, rng)};
-    if (c.bias) {
-      in.push_back(random(c.t, *c.bias, rng));
-      if (c.padding) test::make_padding(in.back());
+  // Every lane count the kernel has (auto picks by size; these shapes are small), each
+  // against the reference.
+  const int saved_lanes = cuda::attention_lanes_setting();
+  for (int lanes : {1, 2, 4, 8}) {
+    cuda::set_attention_lanes(lanes);
+    for (const test::AttentionCase& c : test::attention_cases(false)) {
+      ir::Graph g = test::attention_graph(c);
+      std::vector<Tensor> in = {random(c.t, c.q, rng), random(c.t, c.k, rng), random(c.t, c.v, rng)};
+      if (c.bias) {
+        in.push_back(random(c.t, *c.bias, rng));
+        if (c.padding) test::make_padding(in.back());
+      }
+      Program p = compile(g, cuda_dev());
+      BOOST_TEST(route_of(p, "attention") == "native", "q " << c.q.size() << "-d: " << p.report.table());
+      auto want = on("reference", g, in), got = run(p, cuda_dev(), in);
+      BOOST_TEST(rel_error(got[0], want[0]) <= 2e-6, "attention q" << shape_str(c.q) << " " << c.mask << ", " << lanes
+                                                                << " lanes: " << rel_error(got[0], want[0]));
     }
-    Program p = compile(g, cuda_dev());
-    BOOST_TEST(route_of(p, "attention") == "native", "q " << c.q.size() << "-d: " << p.report.table());
-    auto want = on("reference", g, in), got = run(p, cuda_dev(), in);
-    BOOST_TEST(rel_error(got[0], want[0]) <= 2e-6, "attention q" << shape_str(c.q) << " " << c.mask << ": "
-                                                              << rel_error(got[0], want[0]));
   }
+  cuda::set_attention_lanes(saved_lanes);
+  BOOST_CHECK_THROW(cuda::set_attention_lanes(3), InputError);
   {  // refused shapes run the lowering
     ir::Graph g = test::refused_nn_graph();
     Program p = compile(g, cuda_dev());

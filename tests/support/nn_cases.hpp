@@ -22,7 +22,8 @@ struct AttentionCase {
 
 // BERT's shapes (a padding bias broadcast over heads and queries), causal masks with fewer
 // and with more queries than keys (rows that see no key: NaN), head sizes that are not
-// multiples of a vector or above 64, a full bias, more queries than one block; with_f64 adds
+// multiples of a vector or above 64, a full bias, more queries than one block, a causal
+// mask and a bias over more keys than a kernel stages at once; with_f64 adds
 // f64 cases for devices whose kernel takes f64.
 inline std::vector<AttentionCase> attention_cases(bool with_f64) {
   std::vector<AttentionCase> c = {
@@ -32,6 +33,7 @@ inline std::vector<AttentionCase> attention_cases(bool with_f64) {
       {DType::F32, {1, 2, 300, 16}, {1, 2, 70, 16}, {1, 2, 70, 24}, "none", Shape{300, 70}},
       {DType::F32, {17, 33}, {21, 33}, {21, 5}, "none", std::nullopt},
       {DType::F32, {2, 11, 7}, {2, 4, 7}, {2, 4, 3}, "causal", std::nullopt},
+      {DType::F32, {1, 2, 40, 32}, {1, 2, 150, 32}, {1, 2, 150, 32}, "causal", Shape{1, 40, 150}},
   };
   if (with_f64) {
     c.push_back({DType::F64, {2, 3, 37, 20}, {2, 3, 41, 20}, {2, 3, 41, 9}, "causal", Shape{3, 1, 41}});
