@@ -87,16 +87,28 @@ def main():
     for peer in a.peers.split(","):
         kw = dict(do_sample=False, pad_token_id=0, eos_token_id=None)
         static = peer == "torch-compiled"
-        if static:
-            model.forward = torch.compile(model.forward, mode="reduce-overhead" if a.device == "cuda" else "default",
-                                          dynamic=False)
-        elif peer != "torch-eager":
+        if peer not in ("torch-eager", "torch-compiled"):
             sys.exit(f"unknown peer {peer}")
         with torch.inference_mode():
             # One static cache for every call, emptied before each: the compiled graphs (CUDA
             # graphs on cuda) keep the addresses of the buffers they were recorded with, so a
             # fresh cache per call would make every call record anew.
             cache = StaticCache(config=model.config, max_cache_len=a.prompt + a.new) if static else None
+            if static:
+                # The cache allocates its buffers on first use: one eager call does it outside the
+                # compiled region (allocated inside, they would be CUDA-graph outputs, which the
+                # next replay overwrites — "accessing tensor output of CUDAGraphs that has been
+                # overwritten"), then the forward is compiled; each step marks a new CUDA-graph
+                # step, as generate reads a step's logits before it runs the next.
+                model.generate(ids, max_new_tokens=1, min_new_tokens=1, past_key_values=cache, **kw)
+                compiled = torch.compile(model.forward, mode="reduce-overhead" if a.device == "cuda" else "default",
+                                         dynamic=False)
+
+                def forward(*args, **kwargs):
+                    if a.device == "cuda":
+                        torch.compiler.cudagraph_mark_step_begin()
+                    return compiled(*args, **kwargs)
+                model.forward = forward
 
             def run(n):
                 def f():
