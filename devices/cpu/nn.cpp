@@ -5,8 +5,9 @@
 // each block of scores) in the L1 cache, and write their result once. Each keeps the
 // lowering's arithmetic (layer_norm: the mean, then the mean of the squared deviations,
 // then c * (1 / sqrt(var + eps)) * gamma + beta; softmax: exp(x - max) / sum; attention:
-// (q . k) * scale [+ bias] [causal: -inf], that softmax, then the weights times v), so they
-// differ from it by the order of sums only; rotary_embedding: the f32 angle, its f32 cosine
+// (q . k) * scale [+ bias] [causal: -inf], that softmax, then the weights times v — except
+// that the division by the softmax's sum is applied to the output row, as a product by its
+// reciprocal), so they differ from it by the order of sums (and that division) only; rotary_embedding: the f32 angle, its f32 cosine
 // and sine rounded to x's dtype, x cos + rotate_half(x) sin, in one pass over x instead of the
 // lowering's slices and concatenations). Their VJPs stay the ops' IR expressions.
 #include <algorithm>
@@ -126,19 +127,34 @@ void softmax(const ir::Node&, std::span<const Tensor> in, std::span<Tensor> out)
 // ---------------------------------------------------------------- attention
 
 // A register tile of the two products: c[r * cs + l] = sum over t < n of a[r * as + t] *
-// b[t * bs + l], for R rows of a and one 512-bit vector of b's columns. GCC's vector type
-// keeps the R accumulators in registers (zmm on the x86-64-v4 clone, two ymm on v3) with one
-// load of b per t shared by the R rows; the file is built with contraction (CMakeLists.txt),
-// so each product and sum is one fused multiply-add, as in gemm.cpp's micro-kernels.
-template <class T, int R>
+// b[t * bs + l], for R rows of a and C 512-bit vectors of b's columns. GCC's vector type
+// keeps the R x C accumulators in registers (zmm on the x86-64-v4 clone, ymm pairs on v3);
+// each a value is loaded (broadcast) once for C vectors of b, so with C = 2 the loads per
+// multiply-add halve; the file is built with contraction (CMakeLists.txt), so each product
+// and sum is one fused multiply-add, as in gemm.cpp's micro-kernels.
+template <class T, int R, int C = 1>
 RLX_VM_INLINE void tile(const T* a, int64_t as, const T* b, int64_t bs, int64_t n, T* c, int64_t cs) {
   typedef T Vec __attribute__((vector_size(64), aligned(alignof(T))));
-  Vec acc[R] = {};
+  constexpr int64_t kW = 64 / int64_t(sizeof(T));
+  Vec acc[R][C] = {};
   for (int64_t t = 0; t < n; ++t) {
-    const Vec bt = *reinterpret_cast<const Vec*>(b + t * bs);
-    for (int r = 0; r < R; ++r) acc[r] += a[r * as + t] * bt;
+    Vec bt[C];
+    for (int v = 0; v < C; ++v) bt[v] = *reinterpret_cast<const Vec*>(b + t * bs + v * kW);
+    for (int r = 0; r < R; ++r) {
+      const T at = a[r * as + t];
+      for (int v = 0; v < C; ++v) acc[r][v] += at * bt[v];
+    }
   }
-  for (int r = 0; r < R; ++r) *reinterpret_cast<Vec*>(c + r * cs) = acc[r];
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < C; ++v) *reinterpret_cast<Vec*>(c + r * cs + v * kW) = acc[r][v];
+}
+
+// c = a . b over columns [0, cols) (a multiple of W): two vectors a tile, one for an odd last.
+template <class T, int R, int W>
+RLX_VM_INLINE void tiles(const T* a, int64_t as, const T* b, int64_t bs, int64_t n, T* c, int64_t cs, int64_t cols) {
+  int64_t c0 = 0;
+  for (; c0 + 2 * W <= cols; c0 += 2 * W) tile<T, R, 2>(a, as, b + c0, bs, n, c + c0, cs);
+  if (c0 < cols) tile<T, R, 1>(a, as, b + c0, bs, n, c + c0, cs);
 }
 
 // The scores' leading (batch) dimensions and the bias's strides over them and over (query,
@@ -158,51 +174,73 @@ struct AttentionArgs {
 constexpr int kRows = 8;          // query rows per register tile: 8 accumulators hide the FMA latency
 constexpr int64_t kQBlock = 32;   // query rows per task
 
+// One row of scores for attention_rows: sr[j] = exp(sr[j] scale + bias[j] - max) for the keys
+// the row sees (j < last), 0 for the rest up to nkp; returns the row's sum. The division
+// by the sum is left to the output row (dv multiplies instead of nk divides). A row that
+// sees no key, or whose every key has a bias of -inf, gives a sum of 0 or a NaN, and so a
+// NaN output row, as the lowering's softmax of a row of -inf does.
+template <class T>
+RLX_VM_INLINE T attention_weights(T* sr, T scale, const T* br, int64_t bks, int64_t last, int64_t nkp) {
+  if (!br)
+    for (int64_t j = 0; j < last; ++j) sr[j] = sr[j] * scale;
+  else if (bks == 1)  // (apart, so that the common cases vectorize)
+    for (int64_t j = 0; j < last; ++j) sr[j] = sr[j] * scale + br[j];
+  else if (bks == 0)
+    for (int64_t j = 0; j < last; ++j) sr[j] = sr[j] * scale + br[0];
+  else
+    for (int64_t j = 0; j < last; ++j) sr[j] = sr[j] * scale + br[j * bks];
+  const T m = lane_max(sr, last);
+  for (int64_t j = 0; j < last; ++j) sr[j] = exp_of(sr[j] - m);
+  for (int64_t j = last; j < nkp; ++j) sr[j] = T(0);
+  return lane_sum(sr, last);
+}
+
 // One task: query rows [i0, i1) of head `h`. kt: K transposed, [d][lkp] (keys padded with 0
 // to lkp, a multiple of W); vp: V padded, [lk][dvp]; s: scores, [kRows][lkp]; o: [kRows][dvp].
-// qp: kRows query rows padded to d (rows past i1 are 0 and their results dropped).
+// A whole block of kRows rows reads q in place (rows heads * d apart) and, when dv is a
+// multiple of W, writes the output rows in place; a last, partial block goes through qp (the
+// rows padded with 0) and o. The scores' products and the output's are register tiles.
 template <class T, int W>
 RLX_NN_CLONES void attention_rows(const AttentionArgs& a, const T* q, const T* kt, const T* vp, const T* bias,
                                   int64_t bias_base, int64_t i0, int64_t i1, int64_t lkp, int64_t dvp, T* qp, T* s,
                                   T* o, T* out) {
   const T scale = T(a.scale);
+  const int64_t qs = a.heads * a.d, os = a.heads * a.dv;
   for (int64_t ib = i0; ib < i1; ib += kRows) {
     const int nr = int(std::min<int64_t>(kRows, i1 - ib));
-    for (int r = 0; r < kRows; ++r)
-      for (int64_t c = 0; c < a.d; ++c) qp[r * a.d + c] = r < nr ? q[(ib + r) * a.heads * a.d + c] : T(0);
+    const T* qb = q + ib * qs;
+    int64_t qbs = qs;
+    if (nr < kRows) {
+      for (int r = 0; r < kRows; ++r)
+        for (int64_t c = 0; c < a.d; ++c) qp[r * a.d + c] = r < nr ? qb[r * qs + c] : T(0);
+      qb = qp;
+      qbs = a.d;
+    }
     // The keys any of these rows may see (causal: col <= row + lk - lq).
     int64_t nk = a.lk;
-    // At least one: a row that sees no key gets a row of -inf, whose softmax is NaN as in
-    // the lowering.
     if (a.causal) nk = std::clamp<int64_t>(ib + nr - 1 + a.lk - a.lq + 1, 1, a.lk);
     const int64_t nkp = (nk + W - 1) / W * W;
-    for (int64_t j0 = 0; j0 < nkp; j0 += W) tile<T, kRows>(qp, a.d, kt + j0, lkp, a.d, s + j0, lkp);
+    tiles<T, kRows, W>(qb, qbs, kt, lkp, a.d, s, lkp, nkp);
+    T inv[kRows];
     for (int r = 0; r < nr; ++r) {
-      T* sr = s + r * lkp;
       const int64_t i = ib + r;
-      for (int64_t j = 0; j < nk; ++j) sr[j] = sr[j] * scale;
-      if (bias) {
-        const T* br = bias + bias_base + i * a.bias_q_stride;
-        if (a.bias_k_stride == 1)  // (apart, so that the common cases vectorize)
-          for (int64_t j = 0; j < nk; ++j) sr[j] = sr[j] + br[j];
-        else if (a.bias_k_stride == 0)
-          for (int64_t j = 0; j < nk; ++j) sr[j] = sr[j] + br[0];
-        else
-          for (int64_t j = 0; j < nk; ++j) sr[j] = sr[j] + br[j * a.bias_k_stride];
-      }
-      int64_t last = nk;  // keys past the row's causal limit get weight 0
-      if (a.causal) {
-        last = std::clamp<int64_t>(i + a.lk - a.lq + 1, 0, nk);
-        for (int64_t j = last; j < nk; ++j) sr[j] = -INFINITY;
-      }
-      softmax_row(sr, sr, nk);
-      for (int64_t j = nk; j < nkp; ++j) sr[j] = T(0);
+      // Keys past the row's causal limit get weight 0.
+      const int64_t last = a.causal ? std::clamp<int64_t>(i + a.lk - a.lq + 1, 0, nk) : nk;
+      const T* br = bias ? bias + bias_base + i * a.bias_q_stride : nullptr;
+      inv[r] = T(1) / attention_weights(s + r * lkp, scale, br, a.bias_k_stride, last, nkp);
     }
     for (int r = nr; r < kRows; ++r)
       for (int64_t j = 0; j < nkp; ++j) s[r * lkp + j] = T(0);
-    for (int64_t c0 = 0; c0 < dvp; c0 += W) tile<T, kRows>(s, lkp, vp + c0, dvp, nk, o + c0, dvp);
-    for (int r = 0; r < nr; ++r)
-      for (int64_t c = 0; c < a.dv; ++c) out[(ib + r) * a.heads * a.dv + c] = o[r * dvp + c];
+    T* ob = out + ib * os;
+    if (nr == kRows && a.dv == dvp) {
+      tiles<T, kRows, W>(s, lkp, vp, dvp, nk, ob, os, dvp);
+      for (int r = 0; r < kRows; ++r)
+        for (int64_t c = 0; c < a.dv; ++c) ob[r * os + c] = ob[r * os + c] * inv[r];
+    } else {
+      tiles<T, kRows, W>(s, lkp, vp, dvp, nk, o, dvp, dvp);
+      for (int r = 0; r < nr; ++r)
+        for (int64_t c = 0; c < a.dv; ++c) ob[r * os + c] = o[r * dvp + c] * inv[r];
+    }
   }
 }
 
