@@ -778,19 +778,20 @@ BOOST_AUTO_TEST_CASE(avx512_f32_paths) {
 }
 
 // x W^T + b compiled for cpu: the bias joins the product as an epilogue, at every row count —
-// few rows (the decode kernel of small products), many (OpenBLAS, threaded in blocks) —
+// few rows (the decode kernel of small products), many (OpenBLAS in one call, or threaded
+// in blocks of rows, or of columns for a wide W) —
 // against the reference device.
 BOOST_AUTO_TEST_CASE(bias_epilogue_at_few_and_many_rows) {
   for (DType t : {DType::F32, DType::F64})
-    for (int64_t m : {1, 3, 16, 17, 64, 300}) {
+    for (auto [m, n] : std::vector<std::pair<int64_t, int64_t>>{{1, 40}, {3, 40}, {16, 40}, {17, 40}, {64, 40}, {300, 40}, {1000, 40}, {64, 400}}) {
       ir::Graph g;
-      Var x = input(g, "x", t, {m, 128}), w = input(g, "w", t, {40, 128}), b = input(g, "b", t, {40});
+      Var x = input(g, "x", t, {m, 128}), w = input(g, "w", t, {n, 128}), b = input(g, "b", t, {n});
       output(g, {matmul(x, w, false, true) + b});
-      std::vector<Tensor> in = {random_tensor(t, {m, 128}), random_tensor(t, {40, 128}), random_tensor(t, {40})};
+      std::vector<Tensor> in = {random_tensor(t, {m, 128}), random_tensor(t, {n, 128}), random_tensor(t, {n})};
       auto want = run(compile(g, ref_dev()), ref_dev(), in), got = run(compile(g, cpu_dev()), cpu_dev(), in);
       // f32: a sum of 128 products of values in [-2, 2] in any order reaches 1.4e-5 of
       // max(|y|, 1) from the exact value (OpenBLAS and a plain loop alike, 240K outputs).
-      expect_close(got[0], want[0], t == DType::F32 ? 4e-5 : 1e-12, std::string("x W^T + b, ") + dtype_name(t) + ", " + std::to_string(m) + " rows");
+      expect_close(got[0], want[0], t == DType::F32 ? 4e-5 : 1e-12, std::string("x W^T + b, ") + dtype_name(t) + ", " + std::to_string(m) + " x " + std::to_string(n));
     }
 }
 
