@@ -7,9 +7,10 @@
 // then c * (1 / sqrt(var + eps)) * gamma + beta; softmax: exp(x - max) / sum; attention:
 // (q . k) * scale [+ bias] [causal: -inf], that softmax, then the weights times v — except
 // that the division by the softmax's sum is applied to the output row, as a product by its
-// reciprocal), so they differ from it by the order of sums (and that division) only; rotary_embedding: the f32 angle, its f32 cosine
-// and sine rounded to x's dtype, x cos + rotate_half(x) sin, in one pass over x instead of the
-// lowering's slices and concatenations). Their VJPs stay the ops' IR expressions.
+// reciprocal), so they differ from it by the order of sums (and that division) only;
+// rotary_embedding: the f32 angle, its f32 cosine and sine rounded to x's dtype, x cos +
+// rotate_half(x) sin, in one pass over x instead of the lowering's slices and
+// concatenations). Their VJPs stay the ops' IR expressions.
 #include <algorithm>
 #include <cmath>
 #include <vector>
