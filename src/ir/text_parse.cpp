@@ -186,7 +186,10 @@ Tensor read_dense(Parser& p, const Lit& l, const TensorType& t) {
     if (!is_number(e)) bad(e, "numbers");
     return lit_float<float>(p, e);
   };
-  for (int64_t i = 0; i < n; ++i) {
+  // A splat converts its one value once and copies it (a splat may fill a constant of up to
+  // kMaxConstantBytes: converting the text again for each element costs seconds).
+  const int64_t converted = l.splat ? std::min<int64_t>(n, 1) : n;
+  for (int64_t i = 0; i < converted; ++i) {
     const Lit& e = l.items[l.splat ? 0 : size_t(i)];
     switch (t.dtype) {
       case DType::Bool:
@@ -218,6 +221,22 @@ Tensor read_dense(Parser& p, const Lit& l, const TensorType& t) {
         else
           bad(e, "(re, im) pairs");
         break;
+    }
+  }
+  if (l.splat && n > 1) {
+    auto* bytes = static_cast<unsigned char*>(out.raw());
+    if (t.dtype == DType::I4) {
+      // Two elements a byte: both nibbles of every byte, the last byte's high nibble left 0
+      // when n is odd.
+      const unsigned char v = bytes[0] & 0xf;
+      const int64_t nbytes = (n + 1) / 2;
+      std::memset(bytes, v | (v << 4), size_t(nbytes));
+      if (n % 2) bytes[nbytes - 1] = v;
+    } else {
+      // Doubling: the filled prefix copied after itself, log2(n) copies.
+      const size_t total = size_t(n) * dtype_size(t.dtype);
+      for (size_t have = dtype_size(t.dtype); have < total; have *= 2)
+        std::memcpy(bytes + have, bytes, std::min(have, total - have));
     }
   }
   return out;

@@ -581,6 +581,42 @@ BOOST_AUTO_TEST_CASE(sizes_nesting_and_constants_have_limits) {
   BOOST_CHECK_EQUAL(ok.nodes[0].attrs.get_tensor("value").numel(), 65536);
 }
 
+// A splat fills every element with its one value (converted once, then copied): each
+// dtype's element read back one by one, i4 at odd and even counts (two a byte, a last high
+// nibble of 0), and a large one. (The speed is the fuzz corpus's guard: a splat of ~46 M
+// elements converted per element ran past the fuzzer's 10 s timeout.)
+BOOST_AUTO_TEST_CASE(splat_constants_fill_every_element) {
+  auto splat = [](const std::string& value, const std::string& type) {
+    ir::Graph g = ir::parse_graph("graph @k() {\n  %0 = constant() {value=dense<" + value + ">} : " + type +
+                                  "\n  return %0\n}\n");
+    return g.nodes[0].attrs.get_tensor("value");
+  };
+  for (int64_t n : {1, 2, 7, 1000}) {
+    const std::string shape = "[" + std::to_string(n) + "]";
+    Tensor f = splat("-2.5", "f32" + shape);
+    Tensor d = splat("0.1", "f64" + shape);
+    Tensor i = splat("-123456789012", "i64" + shape);
+    Tensor b = splat("true", "bool" + shape);
+    Tensor c = splat("(1.5, -2.0)", "c64" + shape);
+    Tensor h = splat("3.0", "bf16" + shape);
+    Tensor q = splat("-3", "i4" + shape);
+    const auto* qb = q.data<uint8_t>();
+    for (int64_t k = 0; k < n; ++k) {
+      BOOST_TEST(f.data<float>()[k] == -2.5f);
+      BOOST_TEST(d.data<double>()[k] == 0.1);
+      BOOST_TEST(i.data<int64_t>()[k] == -123456789012);
+      BOOST_TEST(b.data<bool>()[k]);
+      BOOST_TEST((c.data<c64>()[k] == c64(1.5f, -2.0f)));
+      BOOST_TEST(float(h.data<bf16>()[k]) == 3.0f);
+      BOOST_TEST(((qb[k / 2] >> (4 * (k % 2))) & 0xf) == (-3 & 0xf), "i4 element " << k << " of " << n);
+    }
+    if (n % 2) BOOST_TEST((qb[n / 2] >> 4) == 0, "i4[" << n << "]: the last byte's high nibble");
+  }
+  Tensor big = splat("7.0", "f32[4096,4097]");  // the doubling copies' last, partial one
+  BOOST_TEST(big.data<float>()[4096 * 4097 - 1] == 7.0f);
+  BOOST_TEST(big.data<float>()[4096 * 2048 + 5] == 7.0f);
+}
+
 BOOST_AUTO_TEST_CASE(truncations_and_mutations) {
   ir::Graph g;
   Var x = input(g, "x", DType::F32, {3});
