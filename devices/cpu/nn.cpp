@@ -283,6 +283,20 @@ void attention(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> 
     a.bias_q_stride = stride[size_t(full - 2)];
     a.bias_k_stride = stride[size_t(full - 1)];
   }
+  // hld: k's and v's leading dimensions may be 1 where q's are not (grouped-query attention's
+  // [B, KV, 1, S, D] against q's [B, KV, G, T, D]): their heads' strides are 0 there, and
+  // the G query heads of a group read one K and V. lhd: the same leading dimensions.
+  std::vector<int64_t> kbs(size_t(nb), 0), vbs(size_t(nb), 0);
+  if (!lhd) {
+    int64_t ks = 1, vs = 1;
+    for (int dim = nb - 1; dim >= 0; --dim) {
+      const int64_t ke = k.shape()[size_t(dim)], ve = v.shape()[size_t(dim)];
+      kbs[size_t(dim)] = ke == 1 ? 0 : ks;
+      vbs[size_t(dim)] = ve == 1 ? 0 : vs;
+      ks *= ke;
+      vs *= ve;
+    }
+  }
   if (out[0].numel() == 0) return;
   if (a.lk == 0) {  // softmax over no keys: 0 / 0
     std::fill(out[0].data<T>(), out[0].data<T>() + out[0].numel(), T(NAN));
@@ -298,21 +312,33 @@ void attention(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> 
   parallel_for(a.bh * qblocks, 1, [&](int64_t t0, int64_t t1) {
     std::vector<T> kt(size_t(a.d * lkp)), vp(size_t(a.lk * dvp)), qp(size_t(kRows * a.d)), s(size_t(kRows * lkp)),
         o(size_t(kRows * dvp));
-    int64_t laid = -1;
+    int64_t laid_k = -1, laid_v = -1;
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t h = t / qblocks, blk = t % qblocks;
-      // Head h's first row in q and k (qo), v and the result (vo).
+      // Head h's first row in q (qo), k (ko), v (vo) and the result (oo).
       const int64_t hb = h / a.heads, hh = h % a.heads;
-      const int64_t qo = hb * a.lq * a.heads * a.d + hh * a.d, ko = hb * a.lk * a.heads * a.d + hh * a.d;
-      const int64_t vo = hb * a.lk * a.heads * a.dv + hh * a.dv, oo = hb * a.lq * a.heads * a.dv + hh * a.dv;
-      if (h != laid) {
+      const int64_t qo = hb * a.lq * a.heads * a.d + hh * a.d, oo = hb * a.lq * a.heads * a.dv + hh * a.dv;
+      int64_t ko = hb * a.lk * a.heads * a.d + hh * a.d, vo = hb * a.lk * a.heads * a.dv + hh * a.dv;
+      if (!lhd) {
+        int64_t kh = 0, vh = 0, rest = h;
+        for (int dim = nb - 1; dim >= 0; --dim) {
+          const int64_t idx = rest % a.batch[size_t(dim)];
+          rest /= a.batch[size_t(dim)];
+          kh += idx * kbs[size_t(dim)];
+          vh += idx * vbs[size_t(dim)];
+        }
+        ko = kh * a.lk * a.d;
+        vo = vh * a.lk * a.dv;
+      }
+      if (ko != laid_k || vo != laid_v) {
         const T* kh = kd + ko;
         const T* vh = vd + vo;
         for (int64_t c = 0; c < a.d; ++c)
           for (int64_t j = 0; j < lkp; ++j) kt[size_t(c * lkp + j)] = j < a.lk ? kh[j * a.heads * a.d + c] : T(0);
         for (int64_t j = 0; j < a.lk; ++j)
           for (int64_t c = 0; c < dvp; ++c) vp[size_t(j * dvp + c)] = c < a.dv ? vh[j * a.heads * a.dv + c] : T(0);
-        laid = h;
+        laid_k = ko;
+        laid_v = vo;
       }
       int64_t bias_base = 0;
       if (bd) {
@@ -329,12 +355,26 @@ void attention(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> 
   });
 }
 
-// q [.., Lq, D], k [.., Lk, D], v [.., Lk, Dv] with the same leading dimensions, and a bias
-// of rank at most q's broadcasting to the scores; other cases (q and k of other leading
-// dimensions, which the lowering's matmul broadcasts) run the lowering.
+// q [.., Lq, D], k [.., Lk, D], v [.., Lk, Dv] with the same leading dimensions or (hld, Lq
+// of at least 16) k's and v's 1 where q's are not, and a bias of rank at most q's broadcasting to the scores;
+// other cases (q's leading dimensions broadcast against k's) run the lowering.
+constexpr int64_t kMinBroadcastRows = 16;
+
 std::string attention_check(const ir::Node& n, const ir::Graph& g) {
   const Shape &q = g.type(n.inputs[0]).shape, &k = g.type(n.inputs[1]).shape, &v = g.type(n.inputs[2]).shape;
-  if (std::string m = attention_operands_misfit(q, k, v, n.attrs.get_string("layout") == "lhd"); !m.empty())
+  const bool lhd = n.attrs.get_string("layout") == "lhd";
+  // hld also takes k and v whose leading dimensions are 1 where q's are not (broadcast), for
+  // at least kMinBroadcastRows query rows: with fewer (a decode step's one row per head) laying
+  // out K and V per head costs more than the lowering's products, which read them in place.
+  auto broadcasts_kv = [&] {
+    if (lhd || q.size() < 2 || k.size() != q.size() || v.size() != q.size() || k[q.size() - 2] != v[q.size() - 2] ||
+        q[q.size() - 2] < kMinBroadcastRows)
+      return false;
+    for (size_t d = 0; d + 2 < q.size(); ++d)
+      if ((k[d] != q[d] && k[d] != 1) || (v[d] != q[d] && v[d] != 1)) return false;
+    return true;
+  };
+  if (std::string m = attention_operands_misfit(q, k, v, lhd); !m.empty() && !broadcasts_kv())
     return "attention on cpu: " + m;
   for (ir::Value in : n.inputs)
     if (g.type(in).dtype != g.type(n.inputs[0]).dtype) return "attention on cpu: every input of q's dtype";

@@ -61,10 +61,10 @@ inline void make_padding(Tensor& b) {
   }
 }
 
-// Shapes the kernels refuse, which still compile through the lowering: attention with q and
-// k of other leading dimensions, softmax over the first axis. Inputs: q, k, v, x.
+// Shapes the kernels refuse, which still compile through the lowering: attention whose q
+// broadcasts against k's leading dimensions, softmax over the first axis. Inputs: q, k, v, x.
 inline const std::vector<Shape>& refused_nn_shapes() {
-  static const std::vector<Shape> s = {{2, 4, 8}, {1, 6, 8}, {1, 6, 8}, {5, 6}};
+  static const std::vector<Shape> s = {{1, 4, 8}, {2, 6, 8}, {2, 6, 8}, {5, 6}};
   return s;
 }
 inline ir::Graph refused_nn_graph() {
