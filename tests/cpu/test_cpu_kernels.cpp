@@ -983,30 +983,20 @@ BOOST_AUTO_TEST_CASE(nn_kernels_match_the_reference) {
       expect_close(got[1], want[1], tol_of(t), "softmax " + what);
     }
   }
-  for (const test::AttentionCase& c : test::attention_cases(true)) {
-    ir::Graph g = test::attention_graph(c);
-    std::vector<Tensor> in = {random_tensor(c.t, c.q), random_tensor(c.t, c.k), random_tensor(c.t, c.v)};
-    if (c.bias) {
-      in.push_back(random_tensor(c.t, *c.bias));
-      if (c.padding) test::make_padding(in.back());
-    }
-    Program p = compile(g, cpu_dev());
-    const std::string what = std::string("attention ") + dtype_name(c.t) + " q" + shape_str(c.q) + " " + c.mask;
-    BOOST_TEST(route_of(p, "attention") == "native", what << ": " << p.report.table());
-    auto want = run(compile(g, ref_dev()), ref_dev(), in), got = run(p, cpu_dev(), in);
-    expect_close(got[0], want[0], tol_of(c.t), what);
-  }
-  // Grouped-query attention's shapes: k and v of 1 where q has the group's query heads
-  // (causal, more keys than queries; a padding bias), native here from 16 query rows on,
-  // against the reference (which lowers them to broadcasting matmuls); a decode step's one
-  // row per head keeps the lowering.
-  const std::vector<test::AttentionCase> grouped = {
+  // The shared cases, then grouped-query attention's shapes: k and v of 1 where q has the
+  // group's query heads (causal, more keys than queries; a padding bias), native here from 16
+  // query rows on; a decode step's one row per head keeps the lowering. Each against the
+  // reference (which lowers them to broadcasting matmuls).
+  std::vector<test::AttentionCase> cases = test::attention_cases(true);
+  const size_t shared = cases.size();
+  cases.insert(cases.end(), {
       {DType::F32, {2, 3, 4, 19, 16}, {2, 3, 1, 21, 16}, {2, 3, 1, 21, 8}, "causal", Shape{3, 1, 19, 21}},
       {DType::F32, {1, 8, 2, 16, 128}, {1, 8, 1, 40, 128}, {1, 8, 1, 40, 128}, "none", Shape{1, 1, 1, 1, 40}, true},
       {DType::F64, {2, 2, 3, 17, 8}, {1, 2, 1, 17, 8}, {2, 1, 1, 17, 5}, "causal", std::nullopt},
       {DType::F32, {1, 8, 2, 1, 128}, {1, 8, 1, 40, 128}, {1, 8, 1, 40, 128}, "none", Shape{1, 1, 1, 1, 40}, true},
-  };
-  for (const test::AttentionCase& c : grouped) {
+  });
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const test::AttentionCase& c = cases[i];
     ir::Graph g = test::attention_graph(c);
     std::vector<Tensor> in = {random_tensor(c.t, c.q), random_tensor(c.t, c.k), random_tensor(c.t, c.v)};
     if (c.bias) {
@@ -1014,8 +1004,9 @@ BOOST_AUTO_TEST_CASE(nn_kernels_match_the_reference) {
       if (c.padding) test::make_padding(in.back());
     }
     Program p = compile(g, cpu_dev());
-    const std::string what = std::string("grouped attention ") + dtype_name(c.t) + " q" + shape_str(c.q) + " k" + shape_str(c.k);
-    BOOST_TEST(route_of(p, "attention") == (c.q[3] >= 16 ? "native" : "common-ir"), what << ": " << p.report.table());
+    const std::string what = std::string("attention ") + dtype_name(c.t) + " q" + shape_str(c.q) + " k" + shape_str(c.k) + " " + c.mask;
+    const bool native = i < shared || c.q[c.q.size() - 2] >= 16;
+    BOOST_TEST(route_of(p, "attention") == (native ? "native" : "common-ir"), what << ": " << p.report.table());
     auto want = run(compile(g, ref_dev()), ref_dev(), in), got = run(p, cpu_dev(), in);
     expect_close(got[0], want[0], tol_of(c.t), what);
   }
