@@ -245,6 +245,28 @@ RLX_NN_CLONES void attention_rows(const AttentionArgs& a, const T* q, const T* k
   }
 }
 
+// The element strides of a contiguous tensor of shape s walked as `full` dimensions, s
+// right-aligned against them: 0 where s has 1 or lacks the dimension (it broadcasts).
+std::vector<int64_t> broadcast_strides(const Shape& s, size_t full) {
+  std::vector<int64_t> stride(full, 0);
+  int64_t st = 1;
+  for (size_t i = s.size(); i-- > 0;) {
+    stride[full - s.size() + i] = s[i] == 1 ? 0 : st;
+    st *= s[i];
+  }
+  return stride;
+}
+
+// The offset of the h-th index (row-major) of `batch` under those strides.
+int64_t batch_offset(int64_t h, const Shape& batch, const std::vector<int64_t>& stride) {
+  int64_t off = 0;
+  for (size_t d = batch.size(); d-- > 0;) {
+    off += (h % batch[d]) * stride[d];
+    h /= batch[d];
+  }
+  return off;
+}
+
 template <class T>
 void attention(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
   constexpr int W = 64 / int(sizeof(T));  // one 512-bit vector
@@ -270,32 +292,19 @@ void attention(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> 
   a.bias_batch_stride.assign(size_t(nb), 0);
   if (in.size() == 4) {
     bias = in[3].contiguous();
-    // Right-aligned against the scores [batch.., Lq, Lk]; a dimension of 1 broadcasts (stride 0).
-    const Shape& bs = bias.shape();
-    const int r = int(bs.size()), full = nb + 2;
-    std::vector<int64_t> stride(size_t(full), 0);
-    int64_t st = 1;
-    for (int dim = r - 1; dim >= 0; --dim) {
-      stride[size_t(full - r + dim)] = bs[size_t(dim)] == 1 ? 0 : st;
-      st *= bs[size_t(dim)];
-    }
-    for (int dim = 0; dim < nb; ++dim) a.bias_batch_stride[size_t(dim)] = stride[size_t(dim)];
-    a.bias_q_stride = stride[size_t(full - 2)];
-    a.bias_k_stride = stride[size_t(full - 1)];
+    // Right-aligned against the scores [batch.., Lq, Lk].
+    const std::vector<int64_t> stride = broadcast_strides(bias.shape(), size_t(nb) + 2);
+    a.bias_batch_stride.assign(stride.begin(), stride.begin() + nb);
+    a.bias_q_stride = stride[size_t(nb)];
+    a.bias_k_stride = stride[size_t(nb) + 1];
   }
   // hld: k's and v's leading dimensions may be 1 where q's are not (grouped-query attention's
-  // [B, KV, 1, S, D] against q's [B, KV, G, T, D]): their heads' strides are 0 there, and
-  // the G query heads of a group read one K and V. lhd: the same leading dimensions.
-  std::vector<int64_t> kbs(size_t(nb), 0), vbs(size_t(nb), 0);
+  // [B, KV, 1, S, D] against q's [B, KV, G, T, D]): their heads' strides (in heads) are 0
+  // there, and the G query heads of a group read one K and V. lhd: the same leading dimensions.
+  std::vector<int64_t> kbs, vbs;
   if (!lhd) {
-    int64_t ks = 1, vs = 1;
-    for (int dim = nb - 1; dim >= 0; --dim) {
-      const int64_t ke = k.shape()[size_t(dim)], ve = v.shape()[size_t(dim)];
-      kbs[size_t(dim)] = ke == 1 ? 0 : ks;
-      vbs[size_t(dim)] = ve == 1 ? 0 : vs;
-      ks *= ke;
-      vs *= ve;
-    }
+    kbs = broadcast_strides(Shape(k.shape().begin(), k.shape().begin() + nb), size_t(nb));
+    vbs = broadcast_strides(Shape(v.shape().begin(), v.shape().begin() + nb), size_t(nb));
   }
   if (out[0].numel() == 0) return;
   if (a.lk == 0) {  // softmax over no keys: 0 / 0
@@ -320,15 +329,8 @@ void attention(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> 
       const int64_t qo = hb * a.lq * a.heads * a.d + hh * a.d, oo = hb * a.lq * a.heads * a.dv + hh * a.dv;
       int64_t ko = hb * a.lk * a.heads * a.d + hh * a.d, vo = hb * a.lk * a.heads * a.dv + hh * a.dv;
       if (!lhd) {
-        int64_t kh = 0, vh = 0, rest = h;
-        for (int dim = nb - 1; dim >= 0; --dim) {
-          const int64_t idx = rest % a.batch[size_t(dim)];
-          rest /= a.batch[size_t(dim)];
-          kh += idx * kbs[size_t(dim)];
-          vh += idx * vbs[size_t(dim)];
-        }
-        ko = kh * a.lk * a.d;
-        vo = vh * a.lk * a.dv;
+        ko = batch_offset(h, a.batch, kbs) * a.lk * a.d;
+        vo = batch_offset(h, a.batch, vbs) * a.lk * a.dv;
       }
       if (ko != laid_k || vo != laid_v) {
         const T* kh = kd + ko;
@@ -340,14 +342,7 @@ void attention(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> 
         laid_k = ko;
         laid_v = vo;
       }
-      int64_t bias_base = 0;
-      if (bd) {
-        int64_t rest = h;
-        for (int dim = nb - 1; dim >= 0; --dim) {
-          bias_base += (rest % a.batch[size_t(dim)]) * a.bias_batch_stride[size_t(dim)];
-          rest /= a.batch[size_t(dim)];
-        }
-      }
+      const int64_t bias_base = bd ? batch_offset(h, a.batch, a.bias_batch_stride) : 0;
       const int64_t i0 = blk * kQBlock, i1 = std::min(a.lq, i0 + kQBlock);
       attention_rows<T, W>(a, qd + qo, kt.data(), vp.data(), bd, bias_base, i0, i1, lkp, dvp, qp.data(), s.data(),
                            o.data(), od + oo);
@@ -356,8 +351,9 @@ void attention(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> 
 }
 
 // q [.., Lq, D], k [.., Lk, D], v [.., Lk, Dv] with the same leading dimensions or (hld, Lq
-// of at least 16) k's and v's 1 where q's are not, and a bias of rank at most q's broadcasting to the scores;
-// other cases (q's leading dimensions broadcast against k's) run the lowering.
+// of at least 16) k's and v's 1 where q's are not, and a bias of rank at most q's
+// broadcasting to the scores; other cases (q's leading dimensions broadcast against k's)
+// run the lowering.
 constexpr int64_t kMinBroadcastRows = 16;
 
 std::string attention_check(const ir::Node& n, const ir::Graph& g) {

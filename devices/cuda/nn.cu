@@ -10,9 +10,9 @@
 // cosine and sine rounded to x's dtype), so they differ from it by the order of f32 sums
 // (and fused multiply-adds) only. Their VJPs stay the ops' IR expressions.
 #include <algorithm>
+#include <atomic>
 #include <cfloat>
 #include <climits>
-#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <string>
@@ -164,9 +164,8 @@ constexpr int kThreadsPerBlock = 128;
 // (attention_lanes picks). K and V go through shared memory KS rows at a time, read by
 // every thread of the block, four floats at a load; their rows are padded by four floats so
 // that the S lanes of a row, reading S different keys at the same column, hit different
-// banks. A lane's bias
-// values for a stage are loaded into registers with the stage (S >= 2), off the per-key
-// chain. KD/KV: the head sizes rounded up to 32, 64 or 128. Masked keys (causal, or a bias
+// banks. A lane's bias values for a stage are loaded into registers with the stage (S >= 2),
+// off the per-key chain. KD/KV: the head sizes rounded up to 32, 64 or 128. Masked keys (causal, or a bias
 // of -inf) add nothing; a row with every key masked divides 0 by 0, NaN, as the lowering's
 // softmax of a row of -inf does.
 template <int KD, int KV, int S>
