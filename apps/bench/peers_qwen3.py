@@ -11,7 +11,9 @@
                   cuda: CUDA graphs).
 
 --dtype f32 (default) or bf16 for transformers' weights and activations; with bf16, rlx runs
-with --weights bf16 (bf16 weights, f32 activations and cache: the op's f32 contract). --batch B copies of a --prompt of P tokens ((i * 37 + 11) mod vocab, the
+with --weights bf16 (bf16 weights, f32 activations and cache: the op's f32 contract; with
+RLX_CUDA_BF16=1 in the environment, which rlx-bench inherits, its products of more than 8 rows
+round the activations to bf16 as the peers do). --batch B copies of a --prompt of P tokens ((i * 37 + 11) mod vocab, the
 formula of apps/bench/generate.cpp) and --new tokens. Prefill tokens/s = B P / (time of
 generate with one new token); decode tokens/s = B (new - 1) / (time of generate with --new
 tokens - that time). Medians of --reps runs after a warm-up run; RESULT lines as rlx-bench

@@ -127,6 +127,17 @@ bool tf32_allowed() {
   return v;
 }
 
+int64_t half_gemm_min_rows() {
+  static const int64_t v = [] {
+    const char* e = std::getenv("RLX_CUDA_BF16");
+    if (!e || !*e || std::strcmp(e, "0") == 0) return int64_t(0);
+    if (std::strcmp(e, "all") == 0) return int64_t(1);
+    if (std::strcmp(e, "1") == 0) return kHalfGemmRows + 1;
+    throw InputError(std::string("RLX_CUDA_BF16: expected 0, 1 or all, got '") + e + "'");
+  }();
+  return v;
+}
+
 namespace {
 
 // One operand as cuBLAS takes it: the matrix (last two dims, stored [r, c]) at ptr with

@@ -49,5 +49,13 @@ void check_cublas(cublasStatus_t s, const char* call);  // e.g. "cuBLAS 13.0, cu
 // RLX_CUDA_TF32=1 (read once per process): f32 products may use TF32 tensor cores (10-bit
 // mantissas in the products, f32 sums), in matmul and in matmul_packed's many-row GEMM.
 bool tf32_allowed();
+// RLX_CUDA_BF16 (read once per process): matmul_packed over BF16 or F16 weights may round x
+// to the weights' 16-bit type and run cuBLAS's tensor-core GEMM with f32 sums — the precision
+// a bf16 model computes in under PyTorch. "1": products of more than kHalfGemmRows rows of x
+// (a prefill's, a decode step's from batch 9 on; the GEMV of up to 8 rows reads the weights
+// at a higher rate than cuBLAS at one row); "all": every product. Unset or "0": the op's f32
+// contract. Returns the fewest rows of x that take the tensor cores (0: none).
+constexpr int64_t kHalfGemmRows = 8;
+int64_t half_gemm_min_rows();
 
 }  // namespace rlx::cuda

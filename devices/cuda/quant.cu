@@ -16,6 +16,10 @@
 //                  f32 for a GEMM). More rows: the weight decoded into scratch, then a cuBLAS
 //                  f32 GEMM: full f32, or TF32 tensor cores where RLX_CUDA_TF32=1 allows them
 //                  (as for matmul; BF16 weights are exact in TF32, x is rounded to it).
+//                  Where RLX_CUDA_BF16 allows it (library.hpp), BF16/F16 weights instead
+//                  meet x rounded to their type in cuBLAS's tensor-core GEMM (f32 sums):
+//                  no f32 copy of the weights, and the 16-bit tensor cores' rate.
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include <algorithm>
@@ -287,6 +291,31 @@ int64_t gemv_splits(int64_t n, int64_t k) {
   return std::clamp<int64_t>((2 * int64_t(sm_count()) + blocks - 1) / blocks, 1, tiles);
 }
 
+// x rounded to the weights' 16-bit type (round to nearest even), for the tensor-core GEMM.
+template <class H>
+__global__ void __launch_bounds__(256) round16_kernel(const float* __restrict__ x, int64_t total, H* __restrict__ y) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    if constexpr (std::is_same_v<H, __nv_bfloat16>) y[i] = __float2bfloat16_rn(x[i]);
+    else y[i] = __float2half_rn(x[i]);
+  }
+}
+
+// y[m, rows] = x[m, k] · w[rows, k]^T over BF16 or F16 weights on the tensor cores: x rounded
+// to the weights' type once, the weights read as stored (no f32 copy), f32 sums and result.
+void half_gemm(uint32_t type, const Tensor& w, const float* x, int64_t m, int64_t rows, int64_t k, float* y) {
+  const bool bf = type == ggml::kBF16;
+  Scratch xh(size_t(m * k) * 2);
+  if (bf) round16_kernel<<<grid_for(m * k, 256), 256, 0, stream()>>>(x, m * k, xh.as<__nv_bfloat16>());
+  else round16_kernel<<<grid_for(m * k, 256), 256, 0, stream()>>>(x, m * k, xh.as<__half>());
+  check_launch("matmul_packed (x to 16 bits)");
+  const cudaDataType_t t = bf ? CUDA_R_16BF : CUDA_R_16F;
+  const float one = 1.0f, zero = 0.0f;
+  // Row-major y = x · w^T is column-major y^T = w^T(op T) · x^T, as for the f32 GEMM below.
+  check_cublas(cublasGemmEx(cublas_handle(), CUBLAS_OP_T, CUBLAS_OP_N, int(rows), int(m), int(k), &one, w.raw(), t, int(k),
+                            xh.get(), t, int(k), &zero, y, CUDA_R_32F, int(rows), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+               "cublasGemmEx (matmul_packed, 16-bit)");
+}
+
 void dequantize_into(const ggml::BlockFormat& f, const Tensor& w, int64_t k, float* y) {
   const int64_t total = w.shape()[0] * k;
   if (total == 0) return;
@@ -311,6 +340,12 @@ void run_matmul_packed(const ir::Node& n, std::span<const Tensor> in, std::span<
   const int64_t k = n.attrs.get_int("k"), rows = w.shape()[0], m = x.numel() / k;
   float* y = out[0].data<float>();
   if (m == 0 || rows == 0) return;
+  const int64_t half_from = half_gemm_min_rows();
+  if ((f.type == ggml::kBF16 || f.type == ggml::kF16) && half_from > 0 && m >= half_from && w.shape()[1] == 2 * k &&
+      std::max({m, rows, k}) <= INT32_MAX) {
+    half_gemm(f.type, w, x.data<float>(), m, rows, k, y);
+    return;
+  }
   if (m <= kBlockedRows) {
     const bool wide = k % 8 == 0 && reinterpret_cast<uintptr_t>(w.raw()) % 16 == 0;
     for (int64_t r0 = 0; r0 < m; r0 += kGemvRows) {

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <random>
 
+#include "core/half.hpp"
 #include "tests/support/preconditions.hpp"
 #include "tests/support/seed.hpp"
 #include "ir/frontend.hpp"
@@ -28,18 +29,24 @@ Device& device(const char* name) { return DeviceRegistry::get().at(name); }
 
 using test::GpuPresent;
 
-// For the TF32 case: RLX_CUDA_TF32 is read once per process, so that case runs only in the
-// process started with it (ctest's test_cuda_matmul_tf32).
-struct Tf32Enabled {
+// For the TF32 and 16-bit cases: RLX_CUDA_TF32 and RLX_CUDA_BF16 are read once per process,
+// so those cases run only in the process started with the variable set (ctest's
+// test_cuda_matmul_tf32 and test_cuda_matmul_bf16).
+struct EnvSet {
+  const char* name;
+  const char* value;
+  const char* ctest_name;
   boost::test_tools::assertion_result operator()(utf::test_unit_id) const {
-    const char* e = std::getenv("RLX_CUDA_TF32");
+    const char* e = std::getenv(name);
     const std::string why = device("cuda").unavailable();
-    boost::test_tools::assertion_result r(why.empty() && e && std::strcmp(e, "1") == 0);
-    r.message() << (why.empty() ? std::string("RLX_CUDA_TF32=1 is not set (ctest runs this case as test_cuda_matmul_tf32)")
+    boost::test_tools::assertion_result r(why.empty() && e && std::strcmp(e, value) == 0);
+    r.message() << (why.empty() ? std::string(name) + "=" + value + " is not set (ctest runs this case as " + ctest_name + ")"
                                 : "no usable GPU here: " + why);
     return r;
   }
 };
+const EnvSet kTf32Enabled{"RLX_CUDA_TF32", "1", "test_cuda_matmul_tf32"};
+const EnvSet kHalfProductsEnabled{"RLX_CUDA_BF16", "all", "test_cuda_matmul_bf16"};
 
 // x cast to t by the reference device (the one rounding every device agrees on).
 Tensor cast_on_reference(const Tensor& x, DType t) {
@@ -350,7 +357,7 @@ BOOST_AUTO_TEST_CASE(recorded_epilogue_kernel_replays, *utf::precondition(GpuPre
 }
 
 // TF32 tensor cores (RLX_CUDA_TF32=1): 10-bit mantissas in the products, f32 sums.
-BOOST_AUTO_TEST_CASE(tf32_matches_reference_within_tf32_tolerance, *utf::precondition(Tf32Enabled())) {
+BOOST_AUTO_TEST_CASE(tf32_matches_reference_within_tf32_tolerance, *utf::precondition(kTf32Enabled)) {
   std::mt19937_64 rng(test::run_seed("test_cuda_matmul") + 4);
   for (const Case& c : kCases) {
     ir::Graph g = build(c, DType::F32);
@@ -361,4 +368,51 @@ BOOST_AUTO_TEST_CASE(tf32_matches_reference_within_tf32_tolerance, *utf::precond
     const double err = normalized_error(got[0], want[0]);
     BOOST_TEST(err <= 5e-3, c.name << ": normalized error " << err);
   }
+}
+
+// matmul_packed over BF16 and F16 weights on the tensor cores (RLX_CUDA_BF16=all: every row
+// count): each x rounded once to the weights' type (to nearest even), the products exact, f32
+// sums — so the result is the f64 product of the rounded x and the weights within the f32
+// sums' bound k 2^-24 sum|x w|. Odd shapes (k = 37: rows off cuBLAS's 16-byte alignment),
+// one row and rows past the GEMV's 64.
+template <class H>
+void check_half_products(DType t, const char* type) {
+  std::mt19937_64 rng(test::run_seed("test_cuda_matmul") + 5);
+  std::uniform_real_distribution<float> u(-1, 1);
+  const int64_t n = 37;
+  for (int64_t k : {37, 256, 1000}) {
+    std::vector<H> w(size_t(n * k));
+    for (H& v : w) v = H(u(rng));
+    Tensor wt = Tensor::empty(DType::U8, {n, 2 * k});
+    std::memcpy(wt.raw(), w.data(), size_t(n * k) * 2);
+    for (int64_t m : {1, 16, 70, 300}) {
+      Tensor x = Tensor::empty(DType::F32, {m, k});
+      for (int64_t i = 0; i < m * k; ++i) x.data<float>()[i] = u(rng);
+      ir::Graph g;
+      Var xv = input(g, "x", DType::F32, {m, k});
+      Var wv = input(g, "w", DType::U8, {n, 2 * k});
+      output(g, {op("matmul_packed", {xv, wv}, {{"type", std::string(type)}, {"k", k}})});
+      const Tensor y = run(compile(g, device("cuda")), device("cuda"), {x, wt})[0].to(host_allocator());
+      double worst = 0, moved = 0;
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) {
+          double s = 0, a = 0, exact = 0;
+          for (int64_t e = 0; e < k; ++e) {
+            const double wj = double(float(w[size_t(j * k + e)])), xi = double(x.data<float>()[i * k + e]);
+            const double p = double(float(H(float(xi)))) * wj;
+            s += p, a += std::fabs(p), exact += xi * wj;
+          }
+          worst = std::max(worst, std::fabs(y.data<float>()[i * n + j] - s) / (double(k) * std::ldexp(1.0, -24) * a));
+          moved = std::max(moved, std::fabs(s - exact));
+        }
+      BOOST_TEST(worst <= 1.0, dtype_name(t) << " m=" << m << " k=" << k << ": error / bound " << worst);
+      // (the rounding of x is visible: the exact-x product differs from the rounded one)
+      BOOST_TEST(moved > 0.0, dtype_name(t) << " m=" << m << " k=" << k);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(sixteen_bit_products_round_x_once_and_sum_in_f32, *utf::precondition(kHalfProductsEnabled)) {
+  check_half_products<bf16>(DType::BF16, "BF16");
+  check_half_products<f16>(DType::F16, "F16");
 }

@@ -26,9 +26,9 @@ cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_AR
   >"$OUT/configure.log" 2>&1 || { tail -30 "$OUT/configure.log"; exit 1; }
 grep -E "rlx (features|devices)" "$OUT/configure.log"
 # TESTS="test_cuda ..." limits the suites (and what is built) to those named.
-TESTS=${TESTS:-test_cuda test_cuda_matmul test_cuda_matmul_tf32 test_ops test_krylov test_sparse test_models_qwen3}
+TESTS=${TESTS:-test_cuda test_cuda_matmul test_cuda_matmul_tf32 test_cuda_matmul_bf16 test_ops test_krylov test_sparse test_models_qwen3}
 [ "$TESTS" = - ] && TESTS=  # (TESTS=-: none)
-ninja -C "$BUILD" rlx_cli rlx_bench $(echo "$TESTS" | sed 's/test_cuda_matmul_tf32//') >"$OUT/build.log" 2>&1 ||
+ninja -C "$BUILD" rlx_cli rlx_bench $(echo "$TESTS" | sed 's/test_cuda_matmul_\(tf32\|bf16\)//g') >"$OUT/build.log" 2>&1 ||
   { grep -E "error|FAILED" "$OUT/build.log" | head -40; exit 1; }
 echo "build: $(( $(date +%s) - t0 )) s"
 "$BUILD/bin/rlx" devices
@@ -38,6 +38,8 @@ for t in $TESTS; do
     # RLX_CUDA_TF32 is read once per process: the TF32 case runs in a process of its own.
     test_cuda_matmul_tf32) (cd "$BUILD" && RLX_CUDA_TF32=1 ./tests/cuda/test_cuda_matmul \
         --run_test=tf32_matches_reference_within_tf32_tolerance --log_level=test_suite --report_level=short) ;;
+    test_cuda_matmul_bf16) (cd "$BUILD" && RLX_CUDA_BF16=all ./tests/cuda/test_cuda_matmul \
+        --run_test=sixteen_bit_products_round_x_once_and_sum_in_f32 --log_level=test_suite --report_level=short) ;;
     *) (cd "$BUILD" && ./tests/*/"$t" --log_level=test_suite --report_level=short) ;;
   esac >"$OUT/$t.log" 2>&1
   r=$?
