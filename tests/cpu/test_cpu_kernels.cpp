@@ -983,18 +983,12 @@ BOOST_AUTO_TEST_CASE(nn_kernels_match_the_reference) {
       expect_close(got[1], want[1], tol_of(t), "softmax " + what);
     }
   }
-  // The shared cases, then grouped-query attention's shapes: k and v of 1 where q has the
-  // group's query heads (causal, more keys than queries; a padding bias), native here from 16
-  // query rows on; a decode step's one row per head keeps the lowering. Each against the
-  // reference (which lowers them to broadcasting matmuls).
+  // The shared cases, then grouped-query attention's shapes (test::grouped_attention_cases),
+  // native here from 16 query rows on; a decode step's one row per head keeps the lowering.
+  // Each against the reference (which lowers them to broadcasting matmuls).
   std::vector<test::AttentionCase> cases = test::attention_cases(true);
   const size_t shared = cases.size();
-  cases.insert(cases.end(), {
-      {DType::F32, {2, 3, 4, 19, 16}, {2, 3, 1, 21, 16}, {2, 3, 1, 21, 8}, "causal", Shape{3, 1, 19, 21}},
-      {DType::F32, {1, 8, 2, 16, 128}, {1, 8, 1, 40, 128}, {1, 8, 1, 40, 128}, "none", Shape{1, 1, 1, 1, 40}, true},
-      {DType::F64, {2, 2, 3, 17, 8}, {1, 2, 1, 17, 8}, {2, 1, 1, 17, 5}, "causal", std::nullopt},
-      {DType::F32, {1, 8, 2, 1, 128}, {1, 8, 1, 40, 128}, {1, 8, 1, 40, 128}, "none", Shape{1, 1, 1, 1, 40}, true},
-  });
+  for (const test::AttentionCase& c : test::grouped_attention_cases()) cases.push_back(c);
   for (size_t i = 0; i < cases.size(); ++i) {
     const test::AttentionCase& c = cases[i];
     ir::Graph g = test::attention_graph(c);

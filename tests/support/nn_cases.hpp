@@ -42,6 +42,19 @@ inline std::vector<AttentionCase> attention_cases(bool with_f64) {
   return c;
 }
 
+// Grouped-query attention's shapes as `grouped_query_attention` lowers them: k and v of 1
+// where q has the group's query heads ([B, KV, G, T, D] against [B, KV, 1, S, D]; causal with
+// more keys than queries, a padding bias, f64 with k and v broadcasting over different axes),
+// and last a decode step's single query row per head.
+inline std::vector<AttentionCase> grouped_attention_cases() {
+  return {
+      {DType::F32, {2, 3, 4, 19, 16}, {2, 3, 1, 21, 16}, {2, 3, 1, 21, 8}, "causal", Shape{3, 1, 19, 21}},
+      {DType::F32, {1, 8, 2, 16, 128}, {1, 8, 1, 40, 128}, {1, 8, 1, 40, 128}, "none", Shape{1, 1, 1, 1, 40}, true},
+      {DType::F64, {2, 2, 3, 17, 8}, {1, 2, 1, 17, 8}, {2, 1, 1, 17, 5}, "causal", std::nullopt},
+      {DType::F32, {1, 8, 2, 1, 128}, {1, 8, 1, 40, 128}, {1, 8, 1, 40, 128}, "none", Shape{1, 1, 1, 1, 40}, true},
+  };
+}
+
 inline ir::Graph attention_graph(const AttentionCase& c) {
   ir::Graph g;
   Var q = input(g, "q", c.t, c.q), k = input(g, "k", c.t, c.k), v = input(g, "v", c.t, c.v);
