@@ -299,6 +299,25 @@ void check_bits_of(DType t, const std::vector<U>& patterns) {
 
 // Every numerator the device divides (below 2^31) against plain division, for small
 // divisors, powers of two and their neighbours, and random ones up to 2^31.
+// Host buffers of 8 MiB and more start on a 2 MiB boundary (transparent huge pages on
+// request), smaller ones on 64 bytes; every byte of either is usable, and a size past half
+// the address space is refused before any arithmetic on it can wrap.
+BOOST_AUTO_TEST_CASE(host_buffers_are_aligned_for_their_size) {
+  const char* off = std::getenv("RLX_HUGEPAGES");
+  const bool huge = !(off && std::string(off) == "0");
+  for (int64_t n : {int64_t(1000), int64_t(1) << 20, (int64_t(2) << 20) + 3, (int64_t(3) << 20) + 5}) {
+    Tensor t = Tensor::empty(DType::F32, {n});
+    const auto at = reinterpret_cast<uintptr_t>(t.raw());
+    const bool large = size_t(n) * 4 >= (size_t(8) << 20);
+    BOOST_TEST(at % 64 == 0u, n);
+    if (large && huge) BOOST_TEST(at % (uintptr_t(2) << 20) == 0u, n << " floats at " << at);
+    t.data<float>()[0] = 1.0f;
+    t.data<float>()[n - 1] = 2.0f;
+    BOOST_TEST(t.data<float>()[0] + t.data<float>()[n - 1] == 3.0f);
+  }
+  BOOST_CHECK_THROW(host_allocator()->allocate(SIZE_MAX - 10), DeviceError);
+}
+
 BOOST_AUTO_TEST_CASE(fast_divisor_is_exact) {
   std::mt19937_64 rng(std::random_device{}());
   std::vector<uint32_t> divisors;
