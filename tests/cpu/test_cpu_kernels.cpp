@@ -297,8 +297,6 @@ void check_bits_of(DType t, const std::vector<U>& patterns) {
   BOOST_TEST(bad == 0, dtype_name(t) << ": " << bad << " patterns wrong");
 }
 
-// Every numerator the device divides (below 2^31) against plain division, for small
-// divisors, powers of two and their neighbours, and random ones up to 2^31.
 // Host buffers of 8 MiB and more start on a 2 MiB boundary (transparent huge pages on
 // request), smaller ones on 64 bytes; every byte of either is usable, and a size past half
 // the address space is refused before any arithmetic on it can wrap.
@@ -318,6 +316,8 @@ BOOST_AUTO_TEST_CASE(host_buffers_are_aligned_for_their_size) {
   BOOST_CHECK_THROW(host_allocator()->allocate(SIZE_MAX - 10), DeviceError);
 }
 
+// Every numerator the device divides (below 2^31) against plain division, for small
+// divisors, powers of two and their neighbours, and random ones up to 2^31.
 BOOST_AUTO_TEST_CASE(fast_divisor_is_exact) {
   std::mt19937_64 rng(std::random_device{}());
   std::vector<uint32_t> divisors;

@@ -374,7 +374,7 @@ BOOST_AUTO_TEST_CASE(tf32_matches_reference_within_tf32_tolerance, *utf::precond
 // count): each x rounded once to the weights' type (to nearest even), the products exact, f32
 // sums — so the result is the f64 product of the rounded x and the weights within the f32
 // sums' bound k 2^-24 sum|x w|. Odd shapes (k = 37: rows off cuBLAS's 16-byte alignment),
-// one row and rows past the GEMV's 64.
+// and row counts from one to past the GEMV kernels' 64.
 template <class H>
 void check_half_products(DType t, const char* type) {
   std::mt19937_64 rng(test::run_seed("test_cuda_matmul") + 5);
