@@ -239,11 +239,26 @@ void gather(const Tensor& x_in, const Tensor& idx_in, int axis, Tensor& out) {
   for (int d = 0; d < axis; ++d) outer *= x.shape()[size_t(d)];
   for (int d = axis + 1; d < x.rank(); ++d) inner *= x.shape()[size_t(d)];
   const int64_t A = x.shape()[size_t(axis)], J = idx.numel();
-  std::vector<int64_t> ix(static_cast<size_t>(J));
-  for (int64_t j = 0; j < J; ++j) {
-    int64_t v = index_of(idx, j);
-    if (v < -A || v >= A) bad_index(v, A, axis);
-    ix[size_t(j)] = v < 0 ? v + A : v;
+  // i64 indices already in [0, A) (a halo's send order, embedding ids) are read in place after
+  // one pass for their range; others (i32, negative ones counting from the end) are
+  // converted first.
+  std::vector<int64_t> converted;
+  const int64_t* ix = nullptr;
+  if (idx.dtype() == DType::I64) {
+    const int64_t* p = idx.data<int64_t>();
+    int64_t lo = 0, hi = -1;
+    if (J > 0) lo = hi = p[0];
+    for (int64_t j = 1; j < J; ++j) lo = std::min(lo, p[j]), hi = std::max(hi, p[j]);
+    if (lo >= 0 && hi < A) ix = p;
+  }
+  if (!ix) {
+    converted.resize(size_t(J));
+    for (int64_t j = 0; j < J; ++j) {
+      int64_t v = index_of(idx, j);
+      if (v < -A || v >= A) bad_index(v, A, axis);
+      converted[size_t(j)] = v < 0 ? v + A : v;
+    }
+    ix = converted.data();
   }
   const char* src = static_cast<const char*>(x.raw());
   char* dst = static_cast<char*>(out.raw());
@@ -256,7 +271,7 @@ void gather(const Tensor& x_in, const Tensor& idx_in, int axis, Tensor& out) {
     T* d = reinterpret_cast<T*>(dst);
     int64_t o = t0 / J, j = t0 % J;
     for (int64_t t = t0; t < t1; ++t) {
-      d[t] = s[o * A + ix[size_t(j)]];
+      d[t] = s[o * A + ix[j]];
       if (++j == J) j = 0, ++o;
     }
   };
@@ -266,7 +281,7 @@ void gather(const Tensor& x_in, const Tensor& idx_in, int axis, Tensor& out) {
     if (inner == 1 && es == 2) return elements(uint16_t{}, t0, t1);
     for (int64_t t = t0; t < t1; ++t) {
       int64_t o = t / J, j = t % J;
-      std::memcpy(dst + size_t(t) * row, src + (size_t(o) * size_t(A) + size_t(ix[size_t(j)])) * row, row);
+      std::memcpy(dst + size_t(t) * row, src + (size_t(o) * size_t(A) + size_t(ix[j])) * row, row);
     }
   };
   const int64_t total = outer * J;

@@ -275,7 +275,17 @@ Var DistCsrOperator::apply(BoundGraph& g, const Var& x) const {
   const dist::HaloExchange& h = A_.halo();
   // A rank that neither sends nor receives has no part in the exchange.
   if (h.pattern().sends() == 0 && h.pattern().receives() == 0) return diag_.apply(g, x);
-  Var begun = dist::halo_begin(x, h);
+  // The entries sent are gathered where x lives, then handed to the exchange: on a device
+  // whose collectives are host-staged (cuda without CUDA-aware MPI) only they cross to the
+  // host, not the whole local vector.
+  auto& idx = g.bound_by[&h];
+  if (idx.empty()) {
+    const std::vector<int64_t> order = h.send_order();
+    Tensor t = Tensor::empty(DType::I64, {int64_t(order.size())});
+    if (!order.empty()) std::memcpy(t.raw(), order.data(), order.size() * sizeof(int64_t));
+    idx = {g.bind("A.halo.send_index", t)};
+  }
+  Var begun = dist::halo_begin_packed(gather(x, idx[0], 0), h);
   Var y = diag_.apply(g, x);  // runs while the messages travel
   Var ghosts = dist::halo_end(begun, h);
   if (offd_.cols() == 0) return y;

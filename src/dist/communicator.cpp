@@ -531,6 +531,24 @@ void HaloExchange::begin(const void* x, int64_t local, DType t, void* packed) {
       std::memcpy(dst, src + size_t(i) * es, es);
       dst += es;
     }
+  start(r, packed);
+}
+
+std::vector<int64_t> HaloExchange::send_order() const {
+  std::vector<int64_t> order;
+  order.reserve(size_t(pattern_.sends()));
+  for (const auto& idx : pattern_.send_index) order.insert(order.end(), idx.begin(), idx.end());
+  return order;
+}
+
+void HaloExchange::begin_packed(const void* entries, DType t, void* packed) {
+  if (active_) throw InputError("halo plan " + std::to_string(id_) + ": begin() again before end()");
+  Requests& r = requests_for(t);
+  if (!r.send.empty()) std::memcpy(r.send.data(), entries, r.send.size());
+  start(r, packed);
+}
+
+void HaloExchange::start(Requests& r, void* packed) {
   if (!r.send.empty()) std::memcpy(packed, r.send.data(), r.send.size());
 #ifdef RLX_HAVE_MPI
   if (comm_.is_mpi()) {

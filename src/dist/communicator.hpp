@@ -159,6 +159,11 @@ class HaloExchange {
   // sends() entries in send order. Starts the messages (their buffers are the plan's own,
   // so x and packed may be reused at once).
   void begin(const void* x, int64_t local, DType t, void* packed);
+  // begin() for entries already packed: `entries` holds the sends() entries in send order
+  // (gathered where x lives: on a GPU, so that only they cross to the host).
+  void begin_packed(const void* entries, DType t, void* packed);
+  // The send indices of every neighbour in send order, one list: what begin() packs.
+  std::vector<int64_t> send_order() const;
   // Waits for begin()'s messages; ghosts receives receives() entries.
   void end(void* ghosts, DType t);
 
@@ -166,6 +171,7 @@ class HaloExchange {
   struct Requests;
   HaloExchange(Communicator comm, HaloPattern pattern, int64_t fixed_id);
   Requests& requests_for(DType t);
+  void start(Requests& r, void* packed);  // copies r.send to packed, starts the messages
   Communicator comm_;
   HaloPattern pattern_;
   int64_t id_ = -1;

@@ -63,7 +63,8 @@ HaloExchange& plan_of(const ir::Node& n) {
 
 void halo_begin_kernel(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
   Tensor x = contiguous(in[0]);
-  plan_of(n).begin(x.raw(), x.numel(), x.dtype(), out[0].raw());
+  if (n.attrs.get_bool("packed")) plan_of(n).begin_packed(x.raw(), x.dtype(), out[0].raw());
+  else plan_of(n).begin(x.raw(), x.numel(), x.dtype(), out[0].raw());
 }
 
 void halo_end_kernel(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> out) {

@@ -26,6 +26,11 @@ ir::Attrs halo_attrs(const HaloExchange& h) {
 }  // namespace
 
 Var halo_begin(const Var& x, const HaloExchange& h, SrcLoc loc) { return rlx::op("halo_begin", {x}, halo_attrs(h), loc); }
+Var halo_begin_packed(const Var& entries, const HaloExchange& h, SrcLoc loc) {
+  ir::Attrs a = halo_attrs(h);
+  a.set("packed", true);
+  return rlx::op("halo_begin", {entries}, a, loc);
+}
 Var halo_end(const Var& begun, const HaloExchange& h, SrcLoc loc) { return rlx::op("halo_end", {begun}, halo_attrs(h), loc); }
 
 }  // namespace rlx::dist

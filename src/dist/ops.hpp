@@ -19,6 +19,8 @@ Var broadcast(const Var& x, const Communicator& c, int root = 0, SrcLoc loc = Sr
 // entries sent ([sends]); end, given begin's result, the entries received ([receives]).
 // Work emitted between the two runs while the messages travel.
 Var halo_begin(const Var& x, const HaloExchange& h, SrcLoc loc = SrcLoc::current());
+// halo_begin over entries already gathered in send order (h.send_order()): [sends].
+Var halo_begin_packed(const Var& entries, const HaloExchange& h, SrcLoc loc = SrcLoc::current());
 Var halo_end(const Var& begun, const HaloExchange& h, SrcLoc loc = SrcLoc::current());
 
 }  // namespace rlx::dist

@@ -936,6 +936,17 @@ BOOST_AUTO_TEST_CASE(movement_large) {
   Tensor it = Tensor::empty(DType::I64, {5000});
   for (int64_t i = 0; i < 5000; ++i) it.data<int64_t>()[i] = int64_t(g_rng() % 600) - 300;  // negatives count from the end
   check_node(gather(v, idx, 0), {x, it}, 0, "gather");
+  // Indices all in [0, 300) take the path that reads them in place; one past the end there
+  // is still an error.
+  Tensor in_range = Tensor::empty(DType::I64, {5000});
+  for (int64_t i = 0; i < 5000; ++i) in_range.data<int64_t>()[i] = int64_t(g_rng() % 300);
+  check_node(gather(v, idx, 0), {x, in_range}, 0, "gather (indices in range)");
+  in_range.data<int64_t>()[4999] = 300;
+  {
+    Tensor o = Tensor::empty(DType::F32, {5000, 517});
+    std::vector<Tensor> in = {x, in_range}, out = {o};
+    BOOST_CHECK_THROW(cpu_dev().run_node(g.node(gather(v, idx, 0).value()), in, out), InputError);
+  }
   Var upd = input(g, "u", DType::F32, {5000, 517});
   check_node(scatter_add(v, idx, upd, 0), {x, it, random_tensor(DType::F32, {5000, 517})}, 1e-6, "scatter_add");
   // An index out of range is an error.

@@ -22,6 +22,7 @@
 
 #include "dist/communicator.hpp"
 #include "dist/ops.hpp"
+#include "ir/op_registry.hpp"
 #ifdef RLX_HAVE_HDF5_PARALLEL
 #include "dist/parallel_hdf5.hpp"
 #endif
@@ -269,6 +270,36 @@ BOOST_AUTO_TEST_CASE(distributed_spmv_equals_the_serial_product) {
   BOOST_TEST(rel_diff(got, part(y, L)) <= 1e-14);
   // The gathered result is the whole product on every rank.
   BOOST_TEST(rel_diff(values(gather_vector(c, f64(got), L.row_starts())), y) <= 1e-14);
+}
+
+// The operator gathers the entries a rank sends on x's device and hands only them to the
+// exchange (halo_begin with packed=true): what a host-staged device copies to the host is
+// [sends], not the local vector; a packed input of another length is refused at graph build.
+BOOST_AUTO_TEST_CASE(the_exchange_takes_the_entries_gathered_on_xs_device) {
+  const dist::Communicator c = world();
+  std::mt19937_64 rng(seed());
+  const int64_t n = 97;
+  CsrMatrix A = random_matrix(rng, n, 4);
+  DistCsrMatrix S = DistCsrMatrix::scatter(c, c.rank() == 0 ? A : CsrMatrix{});
+  DistCsrOperator op(S);
+  BoundGraph bg;
+  Var x = bg.input("x", DType::F64, {op.rows()});
+  output(bg.graph, {op.apply(bg, x)});
+  const dist::HaloExchange& h = S.halo();
+  int begins = 0;
+  for (const ir::Node& node : bg.graph.nodes) {
+    if (node.op->name != "halo_begin") continue;
+    ++begins;
+    BOOST_TEST(node.attrs.get_bool("packed"));
+    const ir::Node& producer = bg.graph.nodes[size_t(node.inputs[0].node)];
+    BOOST_TEST(producer.op->name == "gather");
+    BOOST_TEST((bg.graph.type(node.inputs[0]).shape == Shape{h.pattern().sends()}));
+  }
+  const bool exchanges = h.pattern().sends() > 0 || h.pattern().receives() > 0;
+  BOOST_TEST(begins == (exchanges ? 1 : 0));
+  ir::Graph g;
+  Var wrong = input(g, "x", DType::F64, {h.pattern().sends() + 1});
+  BOOST_CHECK_THROW(dist::halo_begin_packed(wrong, h), InputError);
 }
 
 BOOST_AUTO_TEST_CASE(empty_ranks_and_ranks_without_ghosts) {

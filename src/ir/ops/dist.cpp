@@ -55,6 +55,14 @@ void check_halo(const TensorType& x, const Attrs& a, const char* what) {
 std::vector<AttrSpec> halo_attrs() {
   return {{"plan", AttrKind::Int, true}, {"sends", AttrKind::Int, true}, {"receives", AttrKind::Int, true}};
 }
+// halo_begin's: the halo attributes, and `packed` — x is already the [sends] entries in send
+// order (gathered on x's device, so that a device whose collectives are host-staged copies
+// those entries to the host rather than the whole vector).
+std::vector<AttrSpec> halo_begin_attrs() {
+  std::vector<AttrSpec> a = halo_attrs();
+  a.push_back({"packed", AttrKind::Bool, false, false});
+  return a;
+}
 
 int64_t element_bytes(DType t, int64_t n) { return int64_t(dtype_storage_bytes(t, n)); }
 
@@ -136,18 +144,27 @@ void register_dist_ops(OpRegistry& r) {
   // orders it after halo_begin) and waits, giving the entries received [receives].
   // Plan 0 exists in every process: a loopback sending entries 3, 0, 2 of x to itself.
   r.add({.name = "halo_begin", .level = Level::Lib, .cls = OpClass::Library, .min_inputs = 1, .max_inputs = 1,
-         .attrs = halo_attrs(),
+         .attrs = halo_begin_attrs(),
          .infer = [](const std::vector<TensorType>& in, const Attrs& a, auto&) {
            check_halo(in[0], a, "halo_begin input");
+           if (a.get_bool("packed") && in[0].shape[0] != a.get_int("sends"))
+             throw InputError("halo_begin with packed=true takes the [" + std::to_string(a.get_int("sends")) +
+                              "] entries sent, got " + shape_str(in[0].shape));
            return std::vector<TensorType>{{in[0].dtype, {a.get_int("sends")}}};
          },
          .not_differentiable = true,
          .stateful = true,
          .dtypes = kCollective,
-         .doc = "packs the entries of x a halo plan sends and starts its messages -> [sends]",
+         .doc = "packs the entries of x a halo plan sends and starts its messages -> [sends]; packed: x is those "
+                "entries already, in send order",
          .example = [](ExampleInputs& x, DType t) {
-           Var packed = op("halo_begin", {x.in(t, {4})}, {{"plan", int64_t(0)}, {"sends", int64_t(3)}, {"receives", int64_t(3)}});
-           return std::vector<Var>{packed, op("halo_end", {packed}, {{"plan", int64_t(0)}, {"sends", int64_t(3)}, {"receives", int64_t(3)}})};
+           const Attrs h{{"plan", int64_t(0)}, {"sends", int64_t(3)}, {"receives", int64_t(3)}};
+           Var begun = op("halo_begin", {x.in(t, {4})}, h);
+           Var got = op("halo_end", {begun}, h);
+           Attrs hp = h;
+           hp.set("packed", true);
+           Var begun_packed = op("halo_begin", {x.in(t, {3})}, hp);
+           return std::vector<Var>{begun, got, begun_packed, op("halo_end", {begun_packed}, h)};
          },
          .comm_bytes = [](const std::vector<TensorType>& in, const Attrs& a) { return element_bytes(in[0].dtype, a.get_int("sends")); }});
   r.add({.name = "halo_end", .level = Level::Lib, .cls = OpClass::Library, .min_inputs = 1, .max_inputs = 1,
