@@ -798,7 +798,12 @@ BOOST_AUTO_TEST_CASE(nn_kernels_match_the_reference, *utf::precondition(GpuPrese
   const int saved_lanes = cuda::attention_lanes_setting();
   for (int lanes : {1, 2, 4, 8}) {
     cuda::set_attention_lanes(lanes);
-    for (const test::AttentionCase& c : test::attention_cases(false)) {
+    // The shared cases, then grouped-query attention's f32 shapes (k and v broadcasting over
+    // the group's query heads, the decode step's single row included): native here too.
+    std::vector<test::AttentionCase> cases = test::attention_cases(false);
+    for (const test::AttentionCase& c : test::grouped_attention_cases())
+      if (c.t == DType::F32) cases.push_back(c);
+    for (const test::AttentionCase& c : cases) {
       ir::Graph g = test::attention_graph(c);
       std::vector<Tensor> in = {random(c.t, c.q, rng), random(c.t, c.k, rng), random(c.t, c.v, rng)};
       if (c.bias) {
