@@ -18,6 +18,7 @@
 #include <string>
 
 #include "core/broadcast_strides.hpp"
+#include "devices/cuda/attention_args.hpp"
 #include "devices/cuda/common.hpp"
 #include "devices/cuda/device_util.cuh"
 #include "core/rotary.hpp"
@@ -136,24 +137,6 @@ void softmax(const ir::Node&, std::span<const Tensor> in, std::span<Tensor> out)
 
 // ---------------------------------------------------------------- attention
 
-// The scores' leading (batch) dimensions, at most kMaxBatchDims, and each operand's element
-// strides over them — 0 where it broadcasts: the bias, and in layout hld k and v
-// (grouped-query attention's [B, KV, 1, S, D] against q's [B, KV, G, T, D]) — with the
-// distance between consecutive rows of q, k, v and the output. Layout "lhd" ([.., L, H, D])
-// has H as its last batch dimension, of stride D, and rows H D apart; "hld" rows D apart.
-constexpr int kMaxBatchDims = 4;
-struct AttentionArgs {
-  int batch_dims = 0;
-  i64 batch_shape[kMaxBatchDims] = {};
-  i64 q_stride[kMaxBatchDims] = {}, k_stride[kMaxBatchDims] = {}, v_stride[kMaxBatchDims] = {},
-      o_stride[kMaxBatchDims] = {}, bias_batch_stride[kMaxBatchDims] = {};
-  i64 q_row = 0, k_row = 0, v_row = 0, o_row = 0;
-  i64 bias_q_stride = 0, bias_k_stride = 0;
-  int lq = 0, lk = 0, d = 0, dv = 0;
-  float scale = 1;
-  bool causal = false, has_bias = false;
-};
-
 constexpr int kThreadsPerBlock = 128;
 
 // S threads per query row of one (batch, head), kThreadsPerBlock / S rows a block. Each of
@@ -186,19 +169,9 @@ __global__ void __launch_bounds__(kThreadsPerBlock) attention_kernel(const float
   const int i = int(blockIdx.x) * kRows + int(threadIdx.x) / S;
   const bool active = i < a.lq;
   // This (batch, head)'s first element in each operand.
-  i64 qo = 0, ko = 0, vo = 0, oo = 0, bias_base = 0;
-  {
-    i64 rest = blockIdx.y;
-    for (int dim = a.batch_dims - 1; dim >= 0; --dim) {
-      const i64 idx = rest % a.batch_shape[dim];
-      rest /= a.batch_shape[dim];
-      qo += idx * a.q_stride[dim];
-      ko += idx * a.k_stride[dim];
-      vo += idx * a.v_stride[dim];
-      oo += idx * a.o_stride[dim];
-      bias_base += idx * a.bias_batch_stride[dim];
-    }
-  }
+  const AttentionOffsets off = attention_offsets(a, blockIdx.y);
+  const i64 qo = off.q, ko = off.k, vo = off.v, oo = off.o;
+  i64 bias_base = off.bias;
   if (a.has_bias) bias_base += i64(active ? i : 0) * a.bias_q_stride;
   float qr[KD], acc[KV];
 #pragma unroll
@@ -331,50 +304,15 @@ std::string attention_check(const ir::Node& n, const ir::Graph& g) {
 void attention(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
   const Tensor q = contiguous(in[0]), k = contiguous(in[1]), v = contiguous(in[2]);
   const Shape& qs = q.shape();
-  const size_t r = qs.size();
   const bool lhd = n.attrs.get_string("layout") == "lhd";
   AttentionArgs a;
-  // The scores' leading dimensions: q's before (Lq, D), or before (Lq, H, D) then H.
-  a.batch_dims = int(r) - 2;
-  const size_t len = r - (lhd ? 3 : 2);
-  a.lq = int(qs[len]);
-  a.d = int(qs.back());
-  a.lk = int(k.shape()[len]);
-  a.dv = int(v.shape().back());
+  Tensor bias;
+  if (in.size() == 4) bias = contiguous(in[3]);
+  const i64 bh = attention_layout(a, qs, k.shape(), v.shape(), out[0].shape(), bias.defined() ? &bias.shape() : nullptr, lhd);
   double scale = n.attrs.get_float("scale");
   if (scale == 0.0) scale = 1.0 / std::sqrt(double(a.d));
   a.scale = float(scale);
   a.causal = n.attrs.get_string("mask") == "causal";
-  i64 bh = 1;
-  for (int dim = 0; dim < a.batch_dims; ++dim) {
-    a.batch_shape[dim] = lhd && dim == a.batch_dims - 1 ? qs[r - 2] : qs[size_t(dim)];
-    bh *= a.batch_shape[dim];
-  }
-  // Each operand's strides over the batch dimensions. hld: its own leading dimensions (k's and
-  // v's may broadcast), a step of one covering a whole [L, D] matrix. lhd: the dimensions
-  // before L, a step covering [L, H, D], then H, a step of D.
-  auto strides = [&](const Tensor& t, i64* dst, i64& row) {
-    const Shape& ts = t.shape();
-    const i64 l = ts[len], w = ts.back(), heads = lhd ? ts[r - 2] : 1;
-    const std::vector<int64_t> st = broadcast_strides(Shape(ts.begin(), ts.begin() + i64(len)), len);
-    for (size_t dim = 0; dim < len; ++dim) dst[dim] = st[dim] * l * heads * w;
-    if (lhd) dst[len] = w;
-    row = heads * w;
-  };
-  strides(q, a.q_stride, a.q_row);
-  strides(k, a.k_stride, a.k_row);
-  strides(v, a.v_stride, a.v_row);
-  strides(out[0], a.o_stride, a.o_row);
-  Tensor bias;
-  if (in.size() == 4) {
-    bias = contiguous(in[3]);
-    a.has_bias = true;
-    // Right-aligned against the scores [batch.., Lq, Lk]; a dimension of 1 broadcasts (stride 0).
-    const std::vector<int64_t> stride = broadcast_strides(bias.shape(), size_t(a.batch_dims) + 2);
-    std::copy(stride.begin(), stride.begin() + a.batch_dims, a.bias_batch_stride);
-    a.bias_q_stride = stride[size_t(a.batch_dims)];
-    a.bias_k_stride = stride[size_t(a.batch_dims) + 1];
-  }
   if (out[0].numel() == 0) return;
   const float* bp = a.has_bias ? bias.data<float>() : nullptr;
   // rows: query rows per block (kThreadsPerBlock / S for the kernel's S lanes per row).
