@@ -15,6 +15,7 @@
 #include <cmath>
 #include <vector>
 
+#include "core/broadcast_strides.hpp"
 #include "core/error.hpp"
 #include "core/rotary.hpp"
 #include "devices/cpu/kernels.hpp"
@@ -243,18 +244,6 @@ RLX_NN_CLONES void attention_rows(const AttentionArgs& a, const T* q, const T* k
         for (int64_t c = 0; c < a.dv; ++c) ob[r * os + c] = o[r * dvp + c] * inv[r];
     }
   }
-}
-
-// The element strides of a contiguous tensor of shape s walked as `full` dimensions, s
-// right-aligned against them: 0 where s has 1 or lacks the dimension (it broadcasts).
-std::vector<int64_t> broadcast_strides(const Shape& s, size_t full) {
-  std::vector<int64_t> stride(full, 0);
-  int64_t st = 1;
-  for (size_t i = s.size(); i-- > 0;) {
-    stride[full - s.size() + i] = s[i] == 1 ? 0 : st;
-    st *= s[i];
-  }
-  return stride;
 }
 
 // The offset of the h-th index (row-major) of `batch` under those strides.

@@ -17,6 +17,8 @@
 #include <cstdlib>
 #include <string>
 
+#include "core/broadcast_strides.hpp"
+#include "devices/cuda/attention_args.hpp"
 #include "devices/cuda/common.hpp"
 #include "devices/cuda/device_util.cuh"
 #include "core/rotary.hpp"
@@ -135,22 +137,6 @@ void softmax(const ir::Node&, std::span<const Tensor> in, std::span<Tensor> out)
 
 // ---------------------------------------------------------------- attention
 
-// The scores' leading (batch) dimensions, at most kMaxBatchDims, and the bias's strides
-// over them and over (query, key) — 0 where the bias broadcasts.
-constexpr int kMaxBatchDims = 4;
-struct AttentionArgs {
-  int batch_dims = 0;
-  i64 batch_shape[kMaxBatchDims] = {};
-  i64 bias_batch_stride[kMaxBatchDims] = {};
-  i64 bias_q_stride = 0, bias_k_stride = 0;
-  int lq = 0, lk = 0, d = 0, dv = 0;
-  // Layout "lhd" ([.., L, H, D]): heads > 1 interleaves the heads' rows, so head h of batch
-  // b starts at (b L H + h) D and its rows lie H D apart; "hld" is heads = 1.
-  int heads = 1;
-  float scale = 1;
-  bool causal = false, has_bias = false;
-};
-
 constexpr int kThreadsPerBlock = 128;
 
 // S threads per query row of one (batch, head), kThreadsPerBlock / S rows a block. Each of
@@ -179,31 +165,23 @@ __global__ void __launch_bounds__(kThreadsPerBlock) attention_kernel(const float
   constexpr int kPre = S >= 2 ? KS / S : 0;     // bias values a lane prefetches a stage
   __shared__ __align__(16) float ks[KS][KD + 4];
   __shared__ __align__(16) float vs[KS][KV + 4];
-  const i64 bh = blockIdx.y;
-  const i64 hb = bh / a.heads, hh = bh % a.heads;
-  const i64 qrs = i64(a.heads) * a.d, vrs = i64(a.heads) * a.dv;  // row strides (k's is q's)
   const int lane = int(threadIdx.x) % S;
   const int i = int(blockIdx.x) * kRows + int(threadIdx.x) / S;
   const bool active = i < a.lq;
-  i64 bias_base = 0;
-  if (a.has_bias) {
-    i64 rest = bh;
-    for (int dim = a.batch_dims - 1; dim >= 0; --dim) {
-      const i64 idx = rest % a.batch_shape[dim];
-      rest /= a.batch_shape[dim];
-      bias_base += idx * a.bias_batch_stride[dim];
-    }
-    bias_base += i64(active ? i : 0) * a.bias_q_stride;
-  }
+  // This (batch, head)'s first element in each operand.
+  const AttentionOffsets off = attention_offsets(a, blockIdx.y);
+  const i64 qo = off.q, ko = off.k, vo = off.v, oo = off.o;
+  i64 bias_base = off.bias;
+  if (a.has_bias) bias_base += i64(active ? i : 0) * a.bias_q_stride;
   float qr[KD], acc[KV];
 #pragma unroll
-  for (int c = 0; c < KD; ++c) qr[c] = (active && c < a.d) ? q[hb * a.lq * qrs + hh * a.d + i64(i) * qrs + c] * a.scale : 0.f;
+  for (int c = 0; c < KD; ++c) qr[c] = (active && c < a.d) ? q[qo + i64(i) * a.q_row + c] * a.scale : 0.f;
 #pragma unroll
   for (int c = 0; c < KV; ++c) acc[c] = 0.f;
   float m = -INFINITY, l = 0.f;
   bool nan = false;
-  const float* kb = k + hb * i64(a.lk) * qrs + hh * a.d;
-  const float* vb = v + hb * i64(a.lk) * vrs + hh * a.dv;
+  const float* kb = k + ko;
+  const float* vb = v + vo;
   // The last key row i may see under the causal mask (col <= row + lk - lq).
   const int last = a.causal ? min(a.lk - 1, i + a.lk - a.lq) : a.lk - 1;
   int block_last = a.lk - 1;
@@ -221,11 +199,11 @@ __global__ void __launch_bounds__(kThreadsPerBlock) attention_kernel(const float
     __syncthreads();
     for (int e = int(threadIdx.x); e < KS * KD; e += kThreadsPerBlock) {
       const int r = e / KD, c = e % KD;
-      ks[r][c] = (r < n && c < a.d) ? kb[i64(j0 + r) * qrs + c] : 0.f;
+      ks[r][c] = (r < n && c < a.d) ? kb[i64(j0 + r) * a.k_row + c] : 0.f;
     }
     for (int e = int(threadIdx.x); e < KS * KV; e += kThreadsPerBlock) {
       const int r = e / KV, c = e % KV;
-      vs[r][c] = (r < n && c < a.dv) ? vb[i64(j0 + r) * vrs + c] : 0.f;
+      vs[r][c] = (r < n && c < a.dv) ? vb[i64(j0 + r) * a.v_row + c] : 0.f;
     }
     __syncthreads();
     if (!active) continue;
@@ -283,7 +261,7 @@ __global__ void __launch_bounds__(kThreadsPerBlock) attention_kernel(const float
   }
   if (!active) return;
   const float inv = nan ? NAN : 1.f / l;
-  float* orow = o + hb * a.lq * vrs + hh * a.dv + i64(i) * vrs;
+  float* orow = o + oo + i64(i) * a.o_row;
 #pragma unroll
   for (int c = 0; c < KV; ++c)
     if (c % S == lane && c < a.dv) orow[c] = acc[c] * inv;
@@ -292,16 +270,30 @@ __global__ void __launch_bounds__(kThreadsPerBlock) attention_kernel(const float
 int padded_head(int64_t d) { return d <= 32 ? 32 : d <= 64 ? 64 : 128; }
 
 // What the kernel takes: f32; layout hld: q [.., Lq, D], k [.., Lk, D], v [.., Lk, Dv] with the
-// same leading dimensions (at most 4 of them); lhd: q [.., Lq, H, D], k [.., Lk, H, D],
-// v [.., Lk, H, Dv] (at most 3 before L); D and Dv at most 128; a bias broadcasting to the
-// scores [.., H, Lq, Lk]. Other cases run the lowering.
+// same leading dimensions, or k's and v's 1 where q's are not (grouped-query attention's
+// prefill, [B, KV, 1, S, D] against [B, KV, G, T, D]); lhd: q [.., Lq, H, D], k [.., Lk, H,
+// D], v [.., Lk, H, Dv]; at most 4 batch dimensions (those before L, and H) of at most 65535
+// (batch, head) pairs in all; D and Dv at most 128; a bias broadcasting to the scores
+// [.., H, Lq, Lk]. Other cases (q broadcasting against k) run the lowering.
 std::string attention_check(const ir::Node& n, const ir::Graph& g) {
   const Shape &q = g.type(n.inputs[0]).shape, &k = g.type(n.inputs[1]).shape, &v = g.type(n.inputs[2]).shape;
-  if (std::string m = attention_operands_misfit(q, k, v, n.attrs.get_string("layout") == "lhd"); !m.empty())
+  const bool lhd = n.attrs.get_string("layout") == "lhd";
+  auto broadcasts_kv = [&] {
+    if (lhd || q.size() < 2 || k.size() != q.size() || v.size() != q.size() || k[q.size() - 2] != v[q.size() - 2])
+      return false;
+    for (size_t d = 0; d + 2 < q.size(); ++d)
+      if ((k[d] != q[d] && k[d] != 1) || (v[d] != q[d] && v[d] != 1)) return false;
+    return true;
+  };
+  if (std::string m = attention_operands_misfit(q, k, v, lhd); !m.empty() && !broadcasts_kv())
     return "attention on cuda: " + m;
   if (q.size() > 2 + kMaxBatchDims) return "attention on cuda: q of rank at most 6";
   if (q.back() > 128 || v.back() > 128) return "attention on cuda: head sizes of at most 128";
   if (q.back() < 1 || v.back() < 1) return "attention on cuda: empty heads";
+  int64_t pairs = 1;  // the grid's second dimension: every dimension of q but L and D
+  for (size_t d = 0, len = q.size() - (lhd ? 3 : 2); d + 1 < q.size(); ++d)
+    if (d != len) pairs *= q[d];
+  if (pairs > 65535) return "attention on cuda: at most 65535 (batch, head) pairs";
   if (n.inputs.size() == 4) {
     const Shape& b = g.type(n.inputs[3]).shape;
     if (b.size() > q.size()) return "attention on cuda: a bias of rank at most q's";
@@ -312,44 +304,15 @@ std::string attention_check(const ir::Node& n, const ir::Graph& g) {
 void attention(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
   const Tensor q = contiguous(in[0]), k = contiguous(in[1]), v = contiguous(in[2]);
   const Shape& qs = q.shape();
-  const size_t r = qs.size();
   const bool lhd = n.attrs.get_string("layout") == "lhd";
   AttentionArgs a;
-  // The scores' leading dimensions: q's before (Lq, D), or before (Lq, H, D) then H.
-  a.batch_dims = int(r) - 2;
-  const size_t len = r - (lhd ? 3 : 2);
-  a.lq = int(qs[len]);
-  a.d = int(qs.back());
-  a.lk = int(k.shape()[len]);
-  a.dv = int(v.shape().back());
-  a.heads = lhd ? int(qs[r - 2]) : 1;
+  Tensor bias;
+  if (in.size() == 4) bias = contiguous(in[3]);
+  const i64 bh = attention_layout(a, qs, k.shape(), v.shape(), out[0].shape(), bias.defined() ? &bias.shape() : nullptr, lhd);
   double scale = n.attrs.get_float("scale");
   if (scale == 0.0) scale = 1.0 / std::sqrt(double(a.d));
   a.scale = float(scale);
   a.causal = n.attrs.get_string("mask") == "causal";
-  i64 bh = 1;
-  for (int dim = 0; dim < a.batch_dims; ++dim) {
-    a.batch_shape[dim] = lhd && dim == a.batch_dims - 1 ? qs[r - 2] : qs[size_t(dim)];
-    bh *= a.batch_shape[dim];
-  }
-  Tensor bias;
-  if (in.size() == 4) {
-    bias = contiguous(in[3]);
-    a.has_bias = true;
-    // Right-aligned against the scores [batch.., Lq, Lk]; a dimension of 1 broadcasts (stride 0).
-    const Shape& bs = bias.shape();
-    const int br = int(bs.size()), full = a.batch_dims + 2;
-    std::vector<i64> stride(size_t(full), 0);
-    i64 st = 1;
-    for (int dim = br - 1; dim >= 0; --dim) {
-      const int at = full - br + dim;
-      stride[size_t(at)] = bs[size_t(dim)] == 1 ? 0 : st;
-      st *= bs[size_t(dim)];
-    }
-    for (int dim = 0; dim < a.batch_dims; ++dim) a.bias_batch_stride[dim] = stride[size_t(dim)];
-    a.bias_q_stride = stride[size_t(full - 2)];
-    a.bias_k_stride = stride[size_t(full - 1)];
-  }
   if (out[0].numel() == 0) return;
   const float* bp = a.has_bias ? bias.data<float>() : nullptr;
   // rows: query rows per block (kThreadsPerBlock / S for the kernel's S lanes per row).
@@ -660,12 +623,8 @@ void grouped_query_attention(const ir::Node& n, std::span<const Tensor> in, std:
     bias = contiguous(in[3]);
     a.has_bias = true;
     // Right-aligned against [B, KV, H / KV, T, S]; a dimension of 1 broadcasts (stride 0).
-    const Shape& bs = bias.shape();
-    i64 st = 1;
-    for (int dim = int(bs.size()) - 1; dim >= 0; --dim) {
-      a.bias_stride[5 - int(bs.size()) + dim] = bs[size_t(dim)] == 1 ? 0 : st;
-      st *= bs[size_t(dim)];
-    }
+    const std::vector<int64_t> stride = broadcast_strides(bias.shape(), 5);
+    std::copy(stride.begin(), stride.end(), a.bias_stride);
   }
   if (out[0].numel() == 0) return;
   const i64 rows = qs[0] * qs[1] * qs[2];
