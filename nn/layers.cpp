@@ -153,7 +153,8 @@ Var grouped_query_attention(const Var& q, const Var& k, const Var& v, bool causa
   std::vector<Var> in{q, k, v};
   if (bias) in.push_back(*bias);
   // One op: its lowering is `attention` over [B, KV, H / KV, T, D] against [B, KV, 1, S, D];
-  // the cuda device runs small T (decoding) as one kernel.
+  // the cuda device runs small T (decoding) as one kernel, and the cpu (from 16 queries) and cuda
+  // `attention` kernels take that lowering's broadcast k and v as they are.
   return op("grouped_query_attention", in, {{"mask", std::string(causal ? "causal" : "none")}}, loc);
 }
 
