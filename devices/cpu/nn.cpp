@@ -352,12 +352,7 @@ std::string attention_check(const ir::Node& n, const ir::Graph& g) {
   // at least kMinBroadcastRows query rows: with fewer (a decode step's one row per head) laying
   // out K and V per head costs more than the lowering's products, which read them in place.
   auto broadcasts_kv = [&] {
-    if (lhd || q.size() < 2 || k.size() != q.size() || v.size() != q.size() || k[q.size() - 2] != v[q.size() - 2] ||
-        q[q.size() - 2] < kMinBroadcastRows)
-      return false;
-    for (size_t d = 0; d + 2 < q.size(); ++d)
-      if ((k[d] != q[d] && k[d] != 1) || (v[d] != q[d] && v[d] != 1)) return false;
-    return true;
+    return !lhd && q.size() >= 2 && q[q.size() - 2] >= kMinBroadcastRows && attention_kv_broadcast(q, k, v);
   };
   if (std::string m = attention_operands_misfit(q, k, v, lhd); !m.empty() && !broadcasts_kv())
     return "attention on cpu: " + m;

@@ -278,14 +278,7 @@ int padded_head(int64_t d) { return d <= 32 ? 32 : d <= 64 ? 64 : 128; }
 std::string attention_check(const ir::Node& n, const ir::Graph& g) {
   const Shape &q = g.type(n.inputs[0]).shape, &k = g.type(n.inputs[1]).shape, &v = g.type(n.inputs[2]).shape;
   const bool lhd = n.attrs.get_string("layout") == "lhd";
-  auto broadcasts_kv = [&] {
-    if (lhd || q.size() < 2 || k.size() != q.size() || v.size() != q.size() || k[q.size() - 2] != v[q.size() - 2])
-      return false;
-    for (size_t d = 0; d + 2 < q.size(); ++d)
-      if ((k[d] != q[d] && k[d] != 1) || (v[d] != q[d] && v[d] != 1)) return false;
-    return true;
-  };
-  if (std::string m = attention_operands_misfit(q, k, v, lhd); !m.empty() && !broadcasts_kv())
+  if (std::string m = attention_operands_misfit(q, k, v, lhd); !m.empty() && (lhd || !attention_kv_broadcast(q, k, v)))
     return "attention on cuda: " + m;
   if (q.size() > 2 + kMaxBatchDims) return "attention on cuda: q of rank at most 6";
   if (q.back() > 128 || v.back() > 128) return "attention on cuda: head sizes of at most 128";

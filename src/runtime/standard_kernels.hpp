@@ -64,6 +64,16 @@ inline std::string attention_operands_misfit(const Shape& q, const Shape& k, con
   return "";
 }
 
+// Layout hld's other form the kernels take: q, k and v of one rank, k's and v's leading
+// dimensions q's or 1 (they broadcast: grouped-query attention's [B, KV, 1, S, D] against q's
+// [B, KV, G, T, D]), k and v of one length.
+inline bool attention_kv_broadcast(const Shape& q, const Shape& k, const Shape& v) {
+  if (q.size() < 2 || k.size() != q.size() || v.size() != q.size() || k[q.size() - 2] != v[q.size() - 2]) return false;
+  for (size_t d = 0; d + 2 < q.size(); ++d)
+    if ((k[d] != q[d] && k[d] != 1) || (v[d] != q[d] && v[d] != 1)) return false;
+  return true;
+}
+
 // The same functions as pointers, for registration.
 struct StandardKernels {
   void (*reduce)(ReduceOp, const Tensor&, const std::vector<int>&, Tensor&);
