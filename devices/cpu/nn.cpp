@@ -15,10 +15,10 @@
 #include <cmath>
 #include <vector>
 
-#include "core/broadcast_strides.hpp"
 #include "core/error.hpp"
 #include "core/rotary.hpp"
 #include "devices/cpu/kernels.hpp"
+#include "runtime/attention_layout.hpp"
 #include "runtime/standard_kernels.hpp"
 #include "devices/cpu/thread_pool.hpp"
 #include "devices/cpu/vmath.hpp"
@@ -159,16 +159,9 @@ RLX_VM_INLINE void tiles(const T* a, int64_t as, const T* b, int64_t bs, int64_t
   if (c0 < cols) tile<T, R, 1>(a, as, b + c0, bs, n, c + c0, cs);
 }
 
-// The scores' leading (batch) dimensions and the bias's strides over them and over (query,
-// key), 0 where the bias broadcasts.
-struct AttentionArgs {
-  int64_t bh = 1, lq = 0, lk = 0, d = 0, dv = 0;
-  // Layout "lhd" ([.., L, H, D]): heads > 1 interleaves the heads' rows, so the rows of a
-  // head lie heads * d (q, k) or heads * dv (v, the result) apart; "hld" is heads = 1.
-  int64_t heads = 1;
-  Shape batch;
-  std::vector<int64_t> bias_batch_stride;
-  int64_t bias_q_stride = 0, bias_k_stride = 0;
+// The kernel's arguments: where the operands lie (runtime/attention_layout.hpp), the scale
+// and the mask.
+struct AttentionArgs : AttentionLayout {
   double scale = 1;
   bool causal = false;
 };
@@ -199,7 +192,7 @@ RLX_VM_INLINE T attention_weights(T* sr, T scale, const T* br, int64_t bks, int6
 
 // One task: query rows [i0, i1) of head `h`. kt: K transposed, [d][lkp] (keys padded with 0
 // to lkp, a multiple of W); vp: V padded, [lk][dvp]; s: scores, [kRows][lkp]; o: [kRows][dvp].
-// A whole block of kRows rows reads q in place (rows heads * d apart) and, when dv is a
+// A whole block of kRows rows reads q in place (rows a.q_row apart) and, when dv is a
 // multiple of W, writes the output rows in place; a last, partial block goes through qp (the
 // rows padded with 0) and o. The scores' products and the output's are register tiles.
 template <class T, int W>
@@ -207,7 +200,7 @@ RLX_NN_CLONES void attention_rows(const AttentionArgs& a, const T* q, const T* k
                                   int64_t bias_base, int64_t i0, int64_t i1, int64_t lkp, int64_t dvp, T* qp, T* s,
                                   T* o, T* out) {
   const T scale = T(a.scale);
-  const int64_t qs = a.heads * a.d, os = a.heads * a.dv;
+  const int64_t qs = a.q_row, os = a.o_row;
   for (int64_t ib = i0; ib < i1; ib += kRows) {
     const int nr = int(std::min<int64_t>(kRows, i1 - ib));
     const T* qb = q + ib * qs;
@@ -246,55 +239,22 @@ RLX_NN_CLONES void attention_rows(const AttentionArgs& a, const T* q, const T* k
   }
 }
 
-// The offset of the h-th index (row-major) of `batch` under those strides.
-int64_t batch_offset(int64_t h, const Shape& batch, const std::vector<int64_t>& stride) {
-  int64_t off = 0;
-  for (size_t d = batch.size(); d-- > 0;) {
-    off += (h % batch[d]) * stride[d];
-    h /= batch[d];
-  }
-  return off;
-}
-
 template <class T>
 void attention(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
   constexpr int W = 64 / int(sizeof(T));  // one 512-bit vector
   const Tensor q = in[0].contiguous(), k = in[1].contiguous(), v = in[2].contiguous();
   const Shape& qs = q.shape();
   const bool lhd = n.attrs.get_string("layout") == "lhd";
-  // The scores' leading dimensions: q's before (Lq, D), or before (Lq, H, D) then H.
-  const int nb = int(qs.size()) - 2;
-  const size_t len = qs.size() - (lhd ? 3 : 2);
   AttentionArgs a;
-  a.lq = qs[len];
-  a.d = qs.back();
-  a.lk = k.shape()[len];
-  a.dv = v.shape().back();
-  a.heads = lhd ? qs[qs.size() - 2] : 1;
-  a.batch = Shape(qs.begin(), qs.begin() + int64_t(len));
-  if (lhd) a.batch.push_back(a.heads);
-  for (int64_t e : a.batch) a.bh *= e;
+  Tensor bias;
+  if (in.size() == 4) bias = in[3].contiguous();
+  // (hld: k's and v's leading dimensions may be 1 where q's are not — grouped-query
+  // attention's [B, KV, 1, S, D] against [B, KV, G, T, D] — and the G query heads of a group
+  // then read one K and V.)
+  const int64_t bh = attention_layout(a, qs, k.shape(), v.shape(), out[0].shape(), bias.defined() ? &bias.shape() : nullptr, lhd);
   a.scale = n.attrs.get_float("scale");
   if (a.scale == 0.0) a.scale = 1.0 / std::sqrt(double(a.d));
   a.causal = n.attrs.get_string("mask") == "causal";
-  Tensor bias;
-  a.bias_batch_stride.assign(size_t(nb), 0);
-  if (in.size() == 4) {
-    bias = in[3].contiguous();
-    // Right-aligned against the scores [batch.., Lq, Lk].
-    const std::vector<int64_t> stride = broadcast_strides(bias.shape(), size_t(nb) + 2);
-    a.bias_batch_stride.assign(stride.begin(), stride.begin() + nb);
-    a.bias_q_stride = stride[size_t(nb)];
-    a.bias_k_stride = stride[size_t(nb) + 1];
-  }
-  // hld: k's and v's leading dimensions may be 1 where q's are not (grouped-query attention's
-  // [B, KV, 1, S, D] against q's [B, KV, G, T, D]): their heads' strides (in heads) are 0
-  // there, and the G query heads of a group read one K and V. lhd: the same leading dimensions.
-  std::vector<int64_t> kbs, vbs;
-  if (!lhd) {
-    kbs = broadcast_strides(Shape(k.shape().begin(), k.shape().begin() + nb), size_t(nb));
-    vbs = broadcast_strides(Shape(v.shape().begin(), v.shape().begin() + nb), size_t(nb));
-  }
   if (out[0].numel() == 0) return;
   if (a.lk == 0) {  // softmax over no keys: 0 / 0
     std::fill(out[0].data<T>(), out[0].data<T>() + out[0].numel(), T(NAN));
@@ -307,41 +267,33 @@ void attention(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> 
   T* od = out[0].data<T>();
   // Tasks are (head, block of queries); a thread's range of tasks is contiguous, so it lays
   // out K and V of a head once for all its blocks of that head.
-  parallel_for(a.bh * qblocks, 1, [&](int64_t t0, int64_t t1) {
+  parallel_for(bh * qblocks, 1, [&](int64_t t0, int64_t t1) {
     std::vector<T> kt(size_t(a.d * lkp)), vp(size_t(a.lk * dvp)), qp(size_t(kRows * a.d)), s(size_t(kRows * lkp)),
         o(size_t(kRows * dvp));
     int64_t laid_k = -1, laid_v = -1;
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t h = t / qblocks, blk = t % qblocks;
-      // Head h's first row in q (qo), k (ko), v (vo) and the result (oo).
-      const int64_t hb = h / a.heads, hh = h % a.heads;
-      const int64_t qo = hb * a.lq * a.heads * a.d + hh * a.d, oo = hb * a.lq * a.heads * a.dv + hh * a.dv;
-      int64_t ko = hb * a.lk * a.heads * a.d + hh * a.d, vo = hb * a.lk * a.heads * a.dv + hh * a.dv;
-      if (!lhd) {
-        ko = batch_offset(h, a.batch, kbs) * a.lk * a.d;
-        vo = batch_offset(h, a.batch, vbs) * a.lk * a.dv;
-      }
-      if (ko != laid_k || vo != laid_v) {
-        const T* kh = kd + ko;
-        const T* vh = vd + vo;
+      const AttentionOffsets off = attention_offsets(a, h);
+      if (off.k != laid_k || off.v != laid_v) {
+        const T* kh = kd + off.k;
+        const T* vh = vd + off.v;
         for (int64_t c = 0; c < a.d; ++c)
-          for (int64_t j = 0; j < lkp; ++j) kt[size_t(c * lkp + j)] = j < a.lk ? kh[j * a.heads * a.d + c] : T(0);
+          for (int64_t j = 0; j < lkp; ++j) kt[size_t(c * lkp + j)] = j < a.lk ? kh[j * a.k_row + c] : T(0);
         for (int64_t j = 0; j < a.lk; ++j)
-          for (int64_t c = 0; c < dvp; ++c) vp[size_t(j * dvp + c)] = c < a.dv ? vh[j * a.heads * a.dv + c] : T(0);
-        laid_k = ko;
-        laid_v = vo;
+          for (int64_t c = 0; c < dvp; ++c) vp[size_t(j * dvp + c)] = c < a.dv ? vh[j * a.v_row + c] : T(0);
+        laid_k = off.k;
+        laid_v = off.v;
       }
-      const int64_t bias_base = bd ? batch_offset(h, a.batch, a.bias_batch_stride) : 0;
-      const int64_t i0 = blk * kQBlock, i1 = std::min(a.lq, i0 + kQBlock);
-      attention_rows<T, W>(a, qd + qo, kt.data(), vp.data(), bd, bias_base, i0, i1, lkp, dvp, qp.data(), s.data(),
-                           o.data(), od + oo);
+      const int64_t i0 = blk * kQBlock, i1 = std::min<int64_t>(a.lq, i0 + kQBlock);
+      attention_rows<T, W>(a, qd + off.q, kt.data(), vp.data(), bd, off.bias, i0, i1, lkp, dvp, qp.data(), s.data(),
+                           o.data(), od + off.o);
     }
   });
 }
 
 // q [.., Lq, D], k [.., Lk, D], v [.., Lk, Dv] with the same leading dimensions or (hld, Lq
-// of at least 16) k's and v's 1 where q's are not, and a bias of rank at most q's
-// broadcasting to the scores; other cases (q's leading dimensions broadcast against k's)
+// of at least 16) k's and v's 1 where q's are not, at most 4 batch dimensions, and a bias
+// of rank at most q's broadcasting to the scores; other cases (q's leading dimensions broadcast against k's)
 // run the lowering.
 constexpr int64_t kMinBroadcastRows = 16;
 
@@ -356,6 +308,7 @@ std::string attention_check(const ir::Node& n, const ir::Graph& g) {
   };
   if (std::string m = attention_operands_misfit(q, k, v, lhd); !m.empty() && !broadcasts_kv())
     return "attention on cpu: " + m;
+  if (std::string m = attention_layout_misfit(q, k, v, lhd); !m.empty()) return "attention on cpu: " + m;
   for (ir::Value in : n.inputs)
     if (g.type(in).dtype != g.type(n.inputs[0]).dtype) return "attention on cpu: every input of q's dtype";
   if (n.inputs.size() == 4 && g.type(n.inputs[3]).shape.size() > q.size())

@@ -18,12 +18,12 @@
 #include <string>
 
 #include "core/broadcast_strides.hpp"
-#include "devices/cuda/attention_args.hpp"
 #include "devices/cuda/common.hpp"
 #include "devices/cuda/device_util.cuh"
 #include "core/rotary.hpp"
 #include "devices/cuda/library.hpp"
 #include "ir/graph.hpp"
+#include "runtime/attention_layout.hpp"
 #include "runtime/standard_kernels.hpp"
 
 namespace rlx::cuda {
@@ -136,6 +136,13 @@ void softmax(const ir::Node&, std::span<const Tensor> in, std::span<Tensor> out)
 }
 
 // ---------------------------------------------------------------- attention
+
+// The kernel's arguments: where the operands lie (runtime/attention_layout.hpp), the scale
+// and the mask.
+struct AttentionArgs : AttentionLayout {
+  float scale = 1;
+  bool causal = false;
+};
 
 constexpr int kThreadsPerBlock = 128;
 
@@ -280,7 +287,7 @@ std::string attention_check(const ir::Node& n, const ir::Graph& g) {
   const bool lhd = n.attrs.get_string("layout") == "lhd";
   if (std::string m = attention_operands_misfit(q, k, v, lhd); !m.empty() && (lhd || !attention_kv_broadcast(q, k, v)))
     return "attention on cuda: " + m;
-  if (q.size() > 2 + kMaxBatchDims) return "attention on cuda: q of rank at most 6";
+  if (std::string m = attention_layout_misfit(q, k, v, lhd); !m.empty()) return "attention on cuda: " + m;
   if (q.back() > 128 || v.back() > 128) return "attention on cuda: head sizes of at most 128";
   if (q.back() < 1 || v.back() < 1) return "attention on cuda: empty heads";
   int64_t pairs = 1;  // the grid's second dimension: every dimension of q but L and D

@@ -29,6 +29,7 @@
 #include "devices/cpu/thread_pool.hpp"
 #include "ir/frontend.hpp"
 #include "ir/op_registry.hpp"
+#include "runtime/attention_layout.hpp"
 #include "runtime/device.hpp"
 #include "runtime/runtime.hpp"
 #include "tests/support/nn_cases.hpp"
@@ -985,6 +986,92 @@ std::string route_of(const Program& p, const std::string& op) {
   return "absent";
 }
 double tol_of(DType t) { return t == DType::F64 ? 1e-12 : 1e-5; }
+
+// The attention kernels' index arithmetic (runtime/attention_layout.hpp, cpu and cuda): for
+// random shapes in both layouts — hld with k and v of 1 where q has a batch dimension
+// (grouped-query attention), lhd with heads — and a bias broadcasting to the scores, every
+// (batch, head) pair's rows of q, k, v and the result, and every bias entry, lie where a
+// contiguous tensor of that shape holds them.
+BOOST_AUTO_TEST_CASE(attention_offsets_address_every_operand_as_stored) {
+  std::mt19937_64 rng(test::run_seed("test_cpu_kernels") + 11);
+  auto pick = [&](int64_t lo, int64_t hi) { return lo + int64_t(rng() % uint64_t(hi - lo + 1)); };
+  // The flat index of a multi-index in a contiguous tensor of shape s (an index into a
+  // dimension of 1 is 0: the tensor broadcasts there).
+  auto flat = [](const Shape& s, const std::vector<int64_t>& idx) {
+    int64_t f = 0;
+    for (size_t d = 0; d < s.size(); ++d) f = f * s[d] + (s[d] == 1 ? 0 : idx[d]);
+    return f;
+  };
+  for (int trial = 0; trial < 300; ++trial) {
+    const bool lhd = trial % 2 == 1;
+    const int lead = int(pick(lhd ? 0 : 1, lhd ? 2 : 3));
+    const int64_t lq = pick(1, 5), lk = pick(1, 6), d = pick(1, 4), dv = pick(1, 4), heads = lhd ? pick(1, 3) : 1;
+    Shape ql, kl, vl;
+    for (int i = 0; i < lead; ++i) {
+      const int64_t e = pick(1, 3);
+      ql.push_back(e);
+      kl.push_back(!lhd && pick(0, 1) ? 1 : e);  // (hld: k and v may broadcast)
+      vl.push_back(!lhd && pick(0, 1) ? 1 : e);
+    }
+    auto shape = [&](const Shape& l, int64_t len, int64_t w) {
+      Shape s = l;
+      s.push_back(len);
+      if (lhd) s.push_back(heads);
+      s.push_back(w);
+      return s;
+    };
+    const Shape q = shape(ql, lq, d), k = shape(kl, lk, d), v = shape(vl, lk, dv), o = shape(ql, lq, dv);
+    // The scores [batch.., Lq, Lk] (batch: q's leading dimensions, then H for lhd); the bias
+    // of a random rank up to theirs, each dimension the scores' or 1.
+    Shape scores = ql;
+    if (lhd) scores.push_back(heads);
+    scores.push_back(lq);
+    scores.push_back(lk);
+    Shape b;
+    for (size_t i = scores.size() - size_t(pick(1, int64_t(scores.size()))); i < scores.size(); ++i)
+      b.push_back(pick(0, 1) ? scores[i] : 1);
+    AttentionLayout a;
+    const int64_t pairs = attention_layout(a, q, k, v, o, &b, lhd);
+    BOOST_TEST_REQUIRE(pairs == numel(scores) / (lq * lk));
+    for (int64_t bh = 0; bh < pairs; ++bh) {
+      const AttentionOffsets off = attention_offsets(a, bh);
+      std::vector<int64_t> idx(scores.size() - 2);  // bh over the scores' batch dimensions
+      for (int64_t rest = bh, dim = int64_t(idx.size()) - 1; dim >= 0; --dim) {
+        idx[size_t(dim)] = rest % scores[size_t(dim)];
+        rest /= scores[size_t(dim)];
+      }
+      // An operand's multi-index for row `row`, column 0: the leading indices, the row, then
+      // the head for lhd.
+      auto at = [&](int64_t row) {
+        std::vector<int64_t> m(idx.begin(), idx.begin() + lead);
+        m.push_back(row);
+        if (lhd) m.push_back(idx.back());
+        m.push_back(0);
+        return m;
+      };
+      bool ok = true;
+      for (int64_t i = 0; i < lq; ++i) {
+        ok = ok && off.q + i * a.q_row == flat(q, at(i));
+        ok = ok && off.o + i * a.o_row == flat(o, at(i));
+      }
+      for (int64_t j = 0; j < lk; ++j) {
+        ok = ok && off.k + j * a.k_row == flat(k, at(j));
+        ok = ok && off.v + j * a.v_row == flat(v, at(j));
+      }
+      for (int64_t i = 0; i < lq; ++i)
+        for (int64_t j = 0; j < lk; ++j) {
+          std::vector<int64_t> m = idx;
+          m.push_back(i);
+          m.push_back(j);
+          std::vector<int64_t> bm(m.end() - int64_t(b.size()), m.end());  // right-aligned
+          ok = ok && off.bias + i * a.bias_q_stride + j * a.bias_k_stride == flat(b, bm);
+        }
+      BOOST_TEST(ok, (lhd ? "lhd" : "hld") << " q" << shape_str(q) << " k" << shape_str(k) << " v" << shape_str(v)
+                                          << " bias" << shape_str(b) << " pair " << bh);
+      if (!ok) return;
+    }
+  }
+}
 
 BOOST_AUTO_TEST_CASE(nn_kernels_match_the_reference) {
   g_rng.seed(test::run_seed("test_cpu_kernels"));
