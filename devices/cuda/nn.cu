@@ -15,6 +15,7 @@
 #include <climits>
 #include <cmath>
 #include <cstdlib>
+#include <mutex>
 #include <string>
 
 #include "core/broadcast_strides.hpp"
@@ -274,6 +275,201 @@ __global__ void __launch_bounds__(kThreadsPerBlock) attention_kernel(const float
     if (c % S == lane && c < a.dv) orow[c] = acc[c] * inv;
 }
 
+// ---------------------------------------------------------------- attention on tensor cores
+// Where RLX_CUDA_TF32=1 allows TF32 products (tf32_allowed), attention of at least
+// kTcMinRows query rows runs on the tensor cores: the two products of a FlashAttention-style
+// pass — scores S = (scale q) kᵀ and the output P v — as mma.sync m16n8k8 TF32 (operands
+// rounded to 10-bit mantissas, f32 sums, the precision of matmul under the same setting),
+// the online softmax between them in f32. A block is 4 warps, 16 query rows each, of one
+// (batch, head); it walks the keys KT at a time (to its causal limit), staging K and V in
+// shared memory with rows D + 4 floats apart so that the fragment loads below hit 32
+// different banks (4g + t for K, 8t + g for V). q's fragments stay in registers for the
+// whole pass, scaled and rounded once.
+//
+// Fragments (PTX, m16n8k8 .tf32; g = lane / 4, t = lane % 4): A a0 (g, t), a1 (g+8, t),
+// a2 (g, t+4), a3 (g+8, t+4); B b0 (k t, n g), b1 (k t+4, n g); C c0 (g, 2t), c1 (g, 2t+1),
+// c2 (g+8, 2t), c3 (g+8, 2t+1). P's C fragment feeds the second product as its A fragment
+// with the keys of each 8-key chunk taken in the order 0,2,4,6,1,3,5,7 (k index t is key 2t,
+// t+4 is key 2t+1) and v's rows read in the same order: a sum over keys in another order,
+// no shuffles.
+constexpr int kTcWarps = 4, kTcRows = 16 * kTcWarps;
+constexpr int kTcMinRows = 16;
+
+__device__ __forceinline__ uint32_t to_tf32(float x) {
+  uint32_t r;
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+  return r;
+}
+__device__ __forceinline__ void mma_tf32(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Copies `bytes` (4 or 16) from src to shared dst without waiting (cp.async), or zeros
+// there where `in` is false (a source size of 0: nothing is read).
+template <int Bytes>
+__device__ __forceinline__ void copy_async(uint32_t* dst, const float* src, bool in) {
+  const unsigned d = unsigned(__cvta_generic_to_shared(dst));
+  if constexpr (Bytes == 16)
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(d), "l"(src), "r"(in ? 16 : 0));
+  else
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(d), "l"(src), "r"(in ? 4 : 0));
+}
+
+// D: head size rounded up to 32, 64 or 128 (d and dv at most D); KT keys a stage.
+template <int D>
+constexpr int kTcKeys = D > 64 ? 32 : 64;
+template <int D>
+constexpr size_t tc_shared_bytes() {  // two stages of K and V, rows D + 4 floats apart
+  return size_t(2) * 2 * kTcKeys<D> * (D + 4) * sizeof(float);
+}
+
+// VEC: floats a copy (4: d, dv, the row and batch strides of k and v multiples of 4 and the
+// pointers 16-byte aligned; else 1). K and V stream through two stages in dynamic shared
+// memory: the copies of the next KT keys are in flight while the warps multiply this stage's
+// (cp.async, one group a stage); TF32 rounding happens at the fragment loads.
+template <int D, int VEC>
+__global__ void __launch_bounds__(32 * kTcWarps) attention_tc_kernel(const float* __restrict__ q, const float* __restrict__ k,
+                                                                      const float* __restrict__ v,
+                                                                      const float* __restrict__ bias, float* __restrict__ o,
+                                                                      AttentionArgs a) {
+  constexpr int KT = kTcKeys<D>, KP = D + 4;
+  extern __shared__ __align__(16) uint32_t tc_shared[];
+  // stage s: K at tc_shared + (2 s) KT KP, V at tc_shared + (2 s + 1) KT KP.
+  auto kst = [&](int s, int r, int c) -> uint32_t& { return tc_shared[(2 * s * KT + r) * KP + c]; };
+  auto vst = [&](int s, int r, int c) -> uint32_t& { return tc_shared[((2 * s + 1) * KT + r) * KP + c]; };
+  const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32, g = lane / 4, t = lane % 4;
+  const AttentionOffsets off = attention_offsets(a, blockIdx.y);
+  const int block_row = int(blockIdx.x) * kTcRows, row0 = block_row + 16 * warp;
+  const int rows[2] = {row0 + g, row0 + g + 8};
+  const bool valid[2] = {rows[0] < a.lq, rows[1] < a.lq};
+  // Starts the copies of keys j0.. into stage s (zeros past lk and past d / dv).
+  auto stage = [&](int s, int j0) {
+    for (int e = int(threadIdx.x); e < KT * D / VEC; e += 32 * kTcWarps) {
+      const int r = e / (D / VEC), c = (e % (D / VEC)) * VEC;
+      const bool in = j0 + r < a.lk;
+      copy_async<4 * VEC>(&kst(s, r, c), in && c < a.d ? k + off.k + i64(j0 + r) * a.k_row + c : k, in && c < a.d);
+      copy_async<4 * VEC>(&vst(s, r, c), in && c < a.dv ? v + off.v + i64(j0 + r) * a.v_row + c : v, in && c < a.dv);
+    }
+    asm volatile("cp.async.commit_group;" ::: "memory");
+  };
+  // q's fragments for this warp's 16 rows, every 8-column chunk of the head.
+  uint32_t qf[D / 8][4];
+#pragma unroll
+  for (int c = 0; c < D / 8; ++c)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int r = e & 1, col = 8 * c + t + (e >> 1) * 4;
+      qf[c][e] = to_tf32(valid[r] && col < a.d ? q[off.q + i64(rows[r]) * a.q_row + col] * a.scale : 0.f);
+    }
+  float acc[D / 8][4];
+#pragma unroll
+  for (int n = 0; n < D / 8; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+  bool nan[2] = {false, false};
+  // The last key row r may see under the causal mask is r + lk - lq; the block's and the
+  // warp's last keys bound the stages they take part in.
+  const int shift = a.lk - a.lq;
+  const int block_last = a.causal ? min(a.lk - 1, block_row + kTcRows - 1 + shift) : a.lk - 1;
+  const int warp_last = a.causal ? min(a.lk - 1, row0 + 15 + shift) : a.lk - 1;
+  const bool warp_active = row0 < a.lq;
+  if (block_last >= 0) stage(0, 0);
+  for (int j0 = 0, s_now = 0; j0 <= block_last; j0 += KT, s_now ^= 1) {
+    // The next stage's copies go out before this one's are awaited; the barrier at the end of
+    // the previous trip freed its buffer.
+    if (j0 + KT <= block_last) {
+      stage(s_now ^ 1, j0 + KT);
+      asm volatile("cp.async.wait_group 1;" ::: "memory");
+    } else {
+      asm volatile("cp.async.wait_group 0;" ::: "memory");
+    }
+    __syncthreads();
+    if (warp_active && j0 <= warp_last) {
+      float s[KT / 8][4];
+#pragma unroll
+      for (int n = 0; n < KT / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
+#pragma unroll
+      for (int c = 0; c < D / 8; ++c)
+#pragma unroll
+        for (int n = 0; n < KT / 8; ++n)
+          mma_tf32(s[n], qf[c], to_tf32(__uint_as_float(kst(s_now, 8 * n + g, 8 * c + t))),
+                   to_tf32(__uint_as_float(kst(s_now, 8 * n + g, 8 * c + t + 4))));
+      // Bias, masks, and each row's maximum over this stage.
+      float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+      for (int n = 0; n < KT / 8; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int r = e >> 1, key = j0 + 8 * n + 2 * t + (e & 1);
+          float x = s[n][e];
+          const bool seen = valid[r] && key < a.lk && (!a.causal || key <= rows[r] + shift);
+          if (seen && a.has_bias) x += bias[off.bias + i64(rows[r]) * a.bias_q_stride + i64(key) * a.bias_k_stride];
+          if (seen && x != x) nan[r] = true;
+          x = seen && x == x ? x : -INFINITY;  // masked (or NaN, recorded above)
+          s[n][e] = x;
+          mx[r] = fmaxf(mx[r], x);
+        }
+      float corr[2];
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+        const float mn = fmaxf(m[r], mx[r]);
+        // Nothing seen yet (mn = -inf): no rescaling, and every p below is 0.
+        corr[r] = mn == -INFINITY ? 1.f : expf(m[r] - mn);
+        m[r] = mn;
+        l[r] *= corr[r];
+      }
+#pragma unroll
+      for (int n = 0; n < D / 8; ++n) {
+        acc[n][0] *= corr[0];
+        acc[n][1] *= corr[0];
+        acc[n][2] *= corr[1];
+        acc[n][3] *= corr[1];
+      }
+#pragma unroll
+      for (int n = 0; n < KT / 8; ++n) {
+        uint32_t pf[4];
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int r = e >> 1;
+          const float p = s[n][e] == -INFINITY ? 0.f : expf(s[n][e] - m[r]);
+          l[r] += p;
+          pf[(e & 1) * 2 + r] = to_tf32(p);  // c0 c1 c2 c3 -> a0 a2 a1 a3
+        }
+#pragma unroll
+        for (int c = 0; c < D / 8; ++c)
+          mma_tf32(acc[c], pf, to_tf32(__uint_as_float(vst(s_now, 8 * n + 2 * t, 8 * c + g))),
+                   to_tf32(__uint_as_float(vst(s_now, 8 * n + 2 * t + 1, 8 * c + g))));
+      }
+    }
+    __syncthreads();
+  }
+  // Each row's sum and NaN flag over its quad, then the normalized rows.
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
+    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+    nan[r] = __shfl_xor_sync(0xffffffffu, int(nan[r]), 1) || nan[r];
+    nan[r] = __shfl_xor_sync(0xffffffffu, int(nan[r]), 2) || nan[r];
+  }
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    if (!valid[r]) continue;
+    // A row that saw no key divides 0 by 0: NaN, as the lowering's softmax of -inf gives.
+    const float inv = nan[r] ? NAN : 1.f / l[r];
+    float* orow = o + off.o + i64(rows[r]) * a.o_row;
+#pragma unroll
+    for (int n = 0; n < D / 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int col = 8 * n + 2 * t + e;
+        if (col < a.dv) orow[col] = acc[n][2 * r + e] * inv;
+      }
+  }
+}
+
 int padded_head(int64_t d) { return d <= 32 ? 32 : d <= 64 ? 64 : 128; }
 
 // What the kernel takes: f32; layout hld: q [.., Lq, D], k [.., Lk, D], v [.., Lk, Dv] with the
@@ -282,6 +478,7 @@ int padded_head(int64_t d) { return d <= 32 ? 32 : d <= 64 ? 64 : 128; }
 // D], v [.., Lk, H, Dv]; at most 4 batch dimensions (those before L, and H) of at most 65535
 // (batch, head) pairs in all; D and Dv at most 128; a bias broadcasting to the scores
 // [.., H, Lq, Lk]. Other cases (q broadcasting against k) run the lowering.
+constexpr int64_t kRowKernelMaxWideRows = 256;
 std::string attention_check(const ir::Node& n, const ir::Graph& g) {
   const Shape &q = g.type(n.inputs[0]).shape, &k = g.type(n.inputs[1]).shape, &v = g.type(n.inputs[2]).shape;
   const bool lhd = n.attrs.get_string("layout") == "lhd";
@@ -290,6 +487,14 @@ std::string attention_check(const ir::Node& n, const ir::Graph& g) {
   if (std::string m = attention_layout_misfit(q, k, v, lhd); !m.empty()) return "attention on cuda: " + m;
   if (q.back() > 128 || v.back() > 128) return "attention on cuda: head sizes of at most 128";
   if (q.back() < 1 || v.back() < 1) return "attention on cuda: empty heads";
+  // Heads over 64 wide keep one lane a row, the f32 FMAs of one thread per query row: past a
+  // few hundred rows the lowering's GEMMs are faster (Qwen3's prefill, 512 rows of 128-wide
+  // heads: 3.2 ms against about 1 ms a layer on the H200). The tensor-core kernel is not so
+  // bounded.
+  const int64_t lq = q[q.size() - (lhd ? 3 : 2)];
+  if (!tf32_allowed() && (q.back() > 64 || v.back() > 64) && lq >= kRowKernelMaxWideRows)
+    return "attention on cuda: heads over 64 wide with " + std::to_string(kRowKernelMaxWideRows) +
+           " or more query rows run as the lowering's products (RLX_CUDA_TF32=1: on the tensor cores)";
   int64_t pairs = 1;  // the grid's second dimension: every dimension of q but L and D
   for (size_t d = 0, len = q.size() - (lhd ? 3 : 2); d + 1 < q.size(); ++d)
     if (d != len) pairs *= q[d];
@@ -322,7 +527,28 @@ void attention(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> 
                                                     out[0].data<float>(), a);
   };
   const int kd = padded_head(a.d), kv = padded_head(a.dv);
-  if (kd > 64 || kv > 64) {
+  if (tf32_allowed() && a.lq >= kTcMinRows) {
+    bool vec = a.d % 4 == 0 && a.dv % 4 == 0 && a.k_row % 4 == 0 && a.v_row % 4 == 0 &&
+               reinterpret_cast<uintptr_t>(k.data<float>()) % 16 == 0 && reinterpret_cast<uintptr_t>(v.data<float>()) % 16 == 0;
+    for (int dim = 0; dim < a.batch_dims; ++dim) vec = vec && a.k_stride[dim] % 4 == 0 && a.v_stride[dim] % 4 == 0;
+    const dim3 grid(unsigned(ceil_div(a.lq, kTcRows)), unsigned(bh));
+    auto tc = [&](auto kernel, size_t shared, int which) {
+      static std::once_flag once[6];
+      std::call_once(once[which], [&] {
+        check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shared)), "attention: shared memory opt-in");
+      });
+      kernel<<<grid, 32 * kTcWarps, shared, stream()>>>(q.data<float>(), k.data<float>(), v.data<float>(), bp, out[0].data<float>(), a);
+    };
+    const int wide = std::max(kd, kv);
+    auto by_width = [&](auto width) {
+      constexpr int D = decltype(width)::value, which = D == 32 ? 0 : D == 64 ? 2 : 4;
+      if (vec) tc(attention_tc_kernel<D, 4>, tc_shared_bytes<D>(), which);
+      else tc(attention_tc_kernel<D, 1>, tc_shared_bytes<D>(), which + 1);
+    };
+    if (wide == 32) by_width(std::integral_constant<int, 32>{});
+    else if (wide == 64) by_width(std::integral_constant<int, 64>{});
+    else by_width(std::integral_constant<int, 128>{});
+  } else if (kd > 64 || kv > 64) {
     // 128-wide heads keep a lane a row: their registers are already full with q and the output.
     go(attention_kernel<128, 128, 1>, kThreadsPerBlock);
   } else {

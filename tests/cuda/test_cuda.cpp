@@ -830,4 +830,13 @@ BOOST_AUTO_TEST_CASE(nn_kernels_match_the_reference, *utf::precondition(GpuPrese
     BOOST_TEST(rel_error(got[0], want[0]) <= 1e-5);
     BOOST_TEST(rel_error(got[1], want[1]) <= 1e-5);
   }
+  if (!cuda::tf32_allowed()) {  // heads over 64 wide and 256 query rows or more: the lowering too
+    const test::AttentionCase c{DType::F32, {1, 2, 256, 128}, {1, 2, 256, 128}, {1, 2, 256, 128}, "causal", std::nullopt};
+    ir::Graph g = test::attention_graph(c);
+    Program p = compile(g, cuda_dev());
+    BOOST_TEST(route_of(p, "attention") == "common-ir", p.report.table());
+    std::vector<Tensor> in = {random(c.t, c.q, rng), random(c.t, c.k, rng), random(c.t, c.v, rng)};
+    auto want = on("reference", g, in), got = run(p, cuda_dev(), in);
+    BOOST_TEST(rel_error(got[0], want[0]) <= 1e-5);
+  }
 }

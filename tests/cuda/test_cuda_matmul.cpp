@@ -12,6 +12,7 @@
 #include <random>
 
 #include "core/half.hpp"
+#include "tests/support/nn_cases.hpp"
 #include "tests/support/preconditions.hpp"
 #include "tests/support/seed.hpp"
 #include "ir/frontend.hpp"
@@ -367,6 +368,44 @@ BOOST_AUTO_TEST_CASE(tf32_matches_reference_within_tf32_tolerance, *utf::precond
     auto got = run(compile(g, device("cuda")), device("cuda"), in);
     const double err = normalized_error(got[0], want[0]);
     BOOST_TEST(err <= 5e-3, c.name << ": normalized error " << err);
+  }
+}
+
+// attention on the tensor cores (RLX_CUDA_TF32=1, at least 16 query rows): every shape the
+// kernels are checked with (tests/support/nn_cases.hpp), grouped-query attention's, a
+// Qwen3-like prefill (128-wide heads, k and v broadcasting over the group, causal, more rows
+// than a block) and a causal mask with fewer keys than queries (rows that see no key: NaN,
+// as on the reference device); within TF32's tolerance of the reference, NaN where it is.
+BOOST_AUTO_TEST_CASE(tf32_attention_matches_reference_within_tf32_tolerance, *utf::precondition(kTf32Enabled)) {
+  std::mt19937_64 rng(test::run_seed("test_cuda_matmul") + 6);
+  std::vector<test::AttentionCase> cases = test::attention_cases(false);
+  for (const test::AttentionCase& c : test::grouped_attention_cases())
+    if (c.t == DType::F32) cases.push_back(c);
+  cases.push_back({DType::F32, {2, 4, 2, 200, 128}, {2, 4, 1, 200, 128}, {2, 4, 1, 200, 128}, "causal", std::nullopt});
+  cases.push_back({DType::F32, {1, 2, 40, 32}, {1, 2, 24, 32}, {1, 2, 24, 32}, "causal", Shape{2, 40, 24}});
+  for (const test::AttentionCase& c : cases) {
+    ir::Graph g = test::attention_graph(c);
+    std::vector<Tensor> in = {random_tensor(c.t, c.q, rng), random_tensor(c.t, c.k, rng), random_tensor(c.t, c.v, rng)};
+    if (c.bias) {
+      in.push_back(random_tensor(c.t, *c.bias, rng));
+      if (c.padding) test::make_padding(in.back());
+    }
+    Program p = compile(g, device("cuda"));
+    for (const NodeReport& r : p.report.nodes)
+      if (r.op == "attention") BOOST_TEST(std::string(route_name(r.route)) == "native", p.report.table());
+    const Tensor got = cast_on_reference(run(p, device("cuda"), in)[0], DType::F64);
+    const Tensor want = cast_on_reference(run(compile(g, device("reference")), device("reference"), in)[0], DType::F64);
+    int64_t nan_mismatch = 0;
+    for (int64_t i = 0; i < want.numel(); ++i)
+      nan_mismatch += std::isnan(got.data<double>()[i]) != std::isnan(want.data<double>()[i]);
+    BOOST_TEST(nan_mismatch == 0, "q" << shape_str(c.q) << ": " << nan_mismatch << " entries NaN on one device only");
+    double worst = 0, scale = 0;
+    for (int64_t i = 0; i < want.numel(); ++i)
+      if (!std::isnan(want.data<double>()[i])) {
+        worst = std::max(worst, std::fabs(got.data<double>()[i] - want.data<double>()[i]));
+        scale = std::max(scale, std::fabs(want.data<double>()[i]));
+      }
+    BOOST_TEST(worst <= 5e-3 * scale, "q" << shape_str(c.q) << " " << c.mask << ": normalized error " << worst / scale);
   }
 }
 
