@@ -1109,11 +1109,7 @@ BOOST_AUTO_TEST_CASE(nn_kernels_match_the_reference) {
   for (size_t i = 0; i < cases.size(); ++i) {
     const test::AttentionCase& c = cases[i];
     ir::Graph g = test::attention_graph(c);
-    std::vector<Tensor> in = {random_tensor(c.t, c.q), random_tensor(c.t, c.k), random_tensor(c.t, c.v)};
-    if (c.bias) {
-      in.push_back(random_tensor(c.t, *c.bias));
-      if (c.padding) test::make_padding(in.back());
-    }
+    std::vector<Tensor> in = test::attention_inputs(c, [&](DType t, const Shape& s) { return random_tensor(t, s); });
     Program p = compile(g, cpu_dev());
     const std::string what = std::string("attention ") + dtype_name(c.t) + " q" + shape_str(c.q) + " k" + shape_str(c.k) + " " + c.mask;
     const bool native = i < shared || c.q[c.q.size() - 2] >= 16;

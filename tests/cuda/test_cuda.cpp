@@ -805,11 +805,7 @@ BOOST_AUTO_TEST_CASE(nn_kernels_match_the_reference, *utf::precondition(GpuPrese
       if (c.t == DType::F32) cases.push_back(c);
     for (const test::AttentionCase& c : cases) {
       ir::Graph g = test::attention_graph(c);
-      std::vector<Tensor> in = {random(c.t, c.q, rng), random(c.t, c.k, rng), random(c.t, c.v, rng)};
-      if (c.bias) {
-        in.push_back(random(c.t, *c.bias, rng));
-        if (c.padding) test::make_padding(in.back());
-      }
+      std::vector<Tensor> in = test::attention_inputs(c, [&](DType t, const Shape& s) { return random(t, s, rng); });
       Program p = compile(g, cuda_dev());
       BOOST_TEST(route_of(p, "attention") == "native", "q " << c.q.size() << "-d: " << p.report.table());
       auto want = on("reference", g, in), got = run(p, cuda_dev(), in);

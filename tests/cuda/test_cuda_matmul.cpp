@@ -385,11 +385,7 @@ BOOST_AUTO_TEST_CASE(tf32_attention_matches_reference_within_tf32_tolerance, *ut
   cases.push_back({DType::F32, {1, 2, 40, 32}, {1, 2, 24, 32}, {1, 2, 24, 32}, "causal", Shape{2, 40, 24}});
   for (const test::AttentionCase& c : cases) {
     ir::Graph g = test::attention_graph(c);
-    std::vector<Tensor> in = {random_tensor(c.t, c.q, rng), random_tensor(c.t, c.k, rng), random_tensor(c.t, c.v, rng)};
-    if (c.bias) {
-      in.push_back(random_tensor(c.t, *c.bias, rng));
-      if (c.padding) test::make_padding(in.back());
-    }
+    std::vector<Tensor> in = test::attention_inputs(c, [&](DType t, const Shape& s) { return random_tensor(t, s, rng); });
     Program p = compile(g, device("cuda"));
     for (const NodeReport& r : p.report.nodes)
       if (r.op == "attention") BOOST_TEST(std::string(route_name(r.route)) == "native", p.report.table());

@@ -74,6 +74,18 @@ inline void make_padding(Tensor& b) {
   }
 }
 
+// A case's inputs q, k, v (and its bias, a padding one where the case says so), each drawn
+// by the suite's own random(dtype, shape).
+template <class Random>
+std::vector<Tensor> attention_inputs(const AttentionCase& c, Random&& random) {
+  std::vector<Tensor> in = {random(c.t, c.q), random(c.t, c.k), random(c.t, c.v)};
+  if (c.bias) {
+    in.push_back(random(c.t, *c.bias));
+    if (c.padding) make_padding(in.back());
+  }
+  return in;
+}
+
 // Shapes the kernels refuse, which still compile through the lowering: attention whose q
 // broadcasts against k's leading dimensions, softmax over the first axis. Inputs: q, k, v, x.
 inline const std::vector<Shape>& refused_nn_shapes() {
