@@ -533,6 +533,8 @@ void attention(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> 
     for (int dim = 0; dim < a.batch_dims; ++dim) vec = vec && a.k_stride[dim] % 4 == 0 && a.v_stride[dim] % 4 == 0;
     const dim3 grid(unsigned(ceil_div(a.lq, kTcRows)), unsigned(bh));
     auto tc = [&](auto kernel, size_t shared, int which) {
+      // One flag per kernel (`which`): the kernels share one pointer type, so one instance
+      // of this lambda serves them all.
       static std::once_flag once[6];
       std::call_once(once[which], [&] {
         check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shared)), "attention: shared memory opt-in");
