@@ -112,7 +112,8 @@ std::map<std::string, std::string> gguf_packed_weights(const io::GgufFile& f, co
 std::vector<Tensor> load_gguf_weights(Model& m, const io::GgufFile& f, const Qwen3Config& c);
 
 // How the next token is chosen from a step's logits. temperature 0: greedy (the first
-// maximum). Otherwise transformers' order: logits / temperature, keep the top_k largest
+// maximum, a NaN counting as the largest, as the argmax op and torch.argmax count it; a
+// decode step then chooses on the device and only the chosen ids come back to the host). Otherwise transformers' order: logits / temperature, keep the top_k largest
 // (0: all), keep the smallest set of most probable tokens whose probability reaches top_p
 // (1: all; at least one), then draw with the counter RNG at (seed, step): the same tokens
 // for the same seed on every device and run.
@@ -188,8 +189,9 @@ class Qwen3Generator {
   void check_batch(const std::vector<std::vector<int64_t>>& batch, const char* what) const;
   // Runs the prefill of the batch's ids into the session's cache set 0; returns its logits (device).
   Tensor run_prefill(const std::vector<std::vector<int64_t>>& batch, Session& s, bool all_logits, Device& d);
-  // One decode step (a token per sequence) from set `step % 2`; returns the logits [B, 1, vocab] (device).
-  Tensor run_step(const std::vector<int64_t>& tokens, int64_t pos, int64_t step, Session& s, Device& d);
+  // One decode step (a token per sequence) from set `step % 2`, leaving the logits [B, 1, vocab]
+  // and their greedy choice [B, 1] in the session's tensors (device).
+  void run_step(const std::vector<int64_t>& tokens, int64_t pos, int64_t step, Session& s, Device& d);
 
   Qwen3Config config_;
   std::vector<Tensor> weights_;  // host: f32 parameters and packed blocks, in the graph's input order

@@ -253,6 +253,9 @@ BOOST_AUTO_TEST_CASE(greedy_generation_equals_transformers_and_sampling_repeats_
 BOOST_AUTO_TEST_CASE(sampling_keeps_top_k_and_top_p_and_follows_the_softmax) {
   const std::vector<float> l{1.0f, 3.0f, 2.0f, 3.0f, -1.0f};
   BOOST_TEST(sample_token(l.data(), 5, {}, 0) == 1);  // greedy: the first maximum
+  // A NaN counts as the largest, as in the decode step's argmax on the device.
+  const std::vector<float> with_nan{1.0f, 3.0f, std::nanf(""), 5.0f, std::nanf("")};
+  BOOST_TEST(sample_token(with_nan.data(), 5, {}, 0) == 2);
   for (uint64_t step = 0; step < 50; ++step) {
     BOOST_TEST(sample_token(l.data(), 5, {.temperature = 1, .top_k = 1, .seed = 3}, step) == 1);
     const int64_t t = sample_token(l.data(), 5, {.temperature = 1, .top_k = 2, .seed = 3}, step);
