@@ -9,6 +9,7 @@
 // + eps) * gamma; softmax: exp(x - max) / sum; rotary_embedding: the f32 angle, its f32
 // cosine and sine rounded to x's dtype), so they differ from it by the order of f32 sums
 // (and fused multiply-adds) only. Their VJPs stay the ops' IR expressions.
+#include <cuda_pipeline.h>
 #include <algorithm>
 #include <atomic>
 #include <cfloat>
@@ -306,15 +307,11 @@ __device__ __forceinline__ void mma_tf32(float (&c)[4], const uint32_t (&a)[4], 
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-// Copies `bytes` (4 or 16) from src to shared dst without waiting (cp.async), or zeros
-// there where `in` is false (a source size of 0: nothing is read).
+// Copies Bytes (4 or 16) from src to shared dst without waiting (cp.async), or zeros there
+// where `in` is false (all of it zero-filled: nothing is read).
 template <int Bytes>
 __device__ __forceinline__ void copy_async(uint32_t* dst, const float* src, bool in) {
-  const unsigned d = unsigned(__cvta_generic_to_shared(dst));
-  if constexpr (Bytes == 16)
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(d), "l"(src), "r"(in ? 16 : 0));
-  else
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(d), "l"(src), "r"(in ? 4 : 0));
+  __pipeline_memcpy_async(dst, src, Bytes, in ? 0 : Bytes);
 }
 
 // D: head size rounded up to 32, 64 or 128 (d and dv at most D); KT keys a stage.
@@ -352,7 +349,7 @@ __global__ void __launch_bounds__(32 * kTcWarps) attention_tc_kernel(const float
       copy_async<4 * VEC>(&kst(s, r, c), in && c < a.d ? k + off.k + i64(j0 + r) * a.k_row + c : k, in && c < a.d);
       copy_async<4 * VEC>(&vst(s, r, c), in && c < a.dv ? v + off.v + i64(j0 + r) * a.v_row + c : v, in && c < a.dv);
     }
-    asm volatile("cp.async.commit_group;" ::: "memory");
+    __pipeline_commit();
   };
   // q's fragments for this warp's 16 rows, every 8-column chunk of the head.
   uint32_t qf[D / 8][4];
@@ -380,9 +377,9 @@ __global__ void __launch_bounds__(32 * kTcWarps) attention_tc_kernel(const float
     // the previous trip freed its buffer.
     if (j0 + KT <= block_last) {
       stage(s_now ^ 1, j0 + KT);
-      asm volatile("cp.async.wait_group 1;" ::: "memory");
+      __pipeline_wait_prior(1);
     } else {
-      asm volatile("cp.async.wait_group 0;" ::: "memory");
+      __pipeline_wait_prior(0);
     }
     __syncthreads();
     if (warp_active && j0 <= warp_last) {

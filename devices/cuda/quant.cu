@@ -17,8 +17,9 @@
 //                  f32 GEMM: full f32, or TF32 tensor cores where RLX_CUDA_TF32=1 allows them
 //                  (as for matmul; BF16 weights are exact in TF32, x is rounded to it).
 //                  Where RLX_CUDA_BF16 allows it (library.hpp), BF16/F16 weights instead
-//                  meet x rounded to their type in cuBLAS's tensor-core GEMM (f32 sums):
-//                  no f32 copy of the weights, and the 16-bit tensor cores' rate.
+//                  meet x rounded to their type on the tensor cores (f32 sums): up to 64
+//                  rows of x in a GEMV-shaped mma.sync kernel, more in cuBLAS's GEMM: no
+//                  f32 copy of the weights, and the 16-bit tensor cores' rate.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -291,6 +292,142 @@ int64_t gemv_splits(int64_t n, int64_t k) {
   return std::clamp<int64_t>((2 * int64_t(sm_count()) + blocks - 1) / blocks, 1, tiles);
 }
 
+// Up to 64 rows of x over BF16 or F16 weights on the tensor cores, where RLX_CUDA_BF16 lets x
+// be rounded to the weights' type (the contract of half_gemm below): a decode step of batch
+// 9-64 (1-64 under `all`). cuBLAS's GEMM at 16 rows costs ~20 µs for a 4 MB projection, five
+// times its bytes' time at the card's bandwidth; this kernel is the GEMV's shape with
+// `mma.sync m16n8k16` in place of the FMAs: a block of 8 warps takes 8 · kMmaTiles weight
+// rows, its warps taking every 8th 32-column step of k, and adds the warps' partial sums
+// in shared memory in warp order (a fixed order, so results repeat run to run).
+//
+// Each lane reads 16 bytes of a weight row per step (row g = lane / 4, columns 8t .. 8t + 7
+// for t = lane % 4) and feeds them to two MMAs as B; the MMA's k slots are a permutation of
+// the step's 32 columns that both operands share (the sum does not depend on the order of
+// its terms): slots 2t, 2t+1, 2t+8, 2t+9 of the first MMA are columns 8t .. 8t + 3, of the
+// second 8t + 4 .. 8t + 7. So B needs no shuffle, and the lane's A operand is the same eight
+// columns of rows g and g + 8 of x, read as f32 and rounded as they are packed. k is a
+// multiple of 32, the weight rows 16-byte aligned.
+constexpr int kMmaTiles = 2, kMmaWarps = 8, kMmaUnroll = 4;
+
+template <uint32_t Type>
+__device__ inline uint32_t pack16(float lo, float hi) {  // (the earlier column in the low half)
+  if constexpr (Type == ggml::kBF16) {
+    const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t*>(&h);
+  } else {
+    const __half2 h = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t*>(&h);
+  }
+}
+
+template <uint32_t Type>
+__device__ inline void mma16816(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0, uint32_t b1) {
+  if constexpr (Type == ggml::kBF16)
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+  else
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// The 8 floats of x's row r at column c (zeros past the m rows).
+__device__ inline void load8(const float* __restrict__ x, int64_t k, int r, int m, int64_t c, float (&v)[8]) {
+  float4 a = make_float4(0, 0, 0, 0), b = a;
+  if (r < m) {
+    const float4* p = reinterpret_cast<const float4*>(x + int64_t(r) * k + c);
+    a = __ldg(p);
+    b = __ldg(p + 1);
+  }
+  v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+}
+
+template <uint32_t Type, int MT>
+__global__ void __launch_bounds__(kMmaWarps * 32) mma16_kernel(const unsigned char* __restrict__ w, int64_t n,
+                                                                int64_t row_bytes, int64_t k, const float* __restrict__ x,
+                                                                int m, float* __restrict__ y) {
+  __shared__ float red[kMmaWarps][MT][kMmaTiles][4][32];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int64_t n0 = int64_t(blockIdx.x) * 8 * kMmaTiles, steps = k / 32;
+  const uint4* wrow[kMmaTiles];
+  bool have[kMmaTiles];
+#pragma unroll
+  for (int j = 0; j < kMmaTiles; ++j) {
+    have[j] = n0 + 8 * j + g < n;
+    wrow[j] = reinterpret_cast<const uint4*>(w + (have[j] ? n0 + 8 * j + g : 0) * row_bytes) + t;
+  }
+  float acc[MT][kMmaTiles][4] = {};
+  for (int64_t s0 = warp; s0 < steps; s0 += int64_t(kMmaWarps) * kMmaUnroll) {
+    uint4 b[kMmaUnroll][kMmaTiles];
+#pragma unroll
+    for (int u = 0; u < kMmaUnroll; ++u)
+#pragma unroll
+      for (int j = 0; j < kMmaTiles; ++j) {
+        const int64_t st = s0 + int64_t(u) * kMmaWarps;
+        b[u][j] = st < steps && have[j] ? __ldg(wrow[j] + st * 4) : make_uint4(0, 0, 0, 0);
+      }
+#pragma unroll
+    for (int u = 0; u < kMmaUnroll; ++u) {
+      const int64_t st = s0 + int64_t(u) * kMmaWarps;
+      if (st >= steps) break;
+#pragma unroll
+      for (int i = 0; i < MT; ++i) {
+        float lo[8], hi[8];  // rows g and g + 8 of this 16-row tile of x
+        load8(x, k, 16 * i + g, m, st * 32 + 8 * t, lo);
+        load8(x, k, 16 * i + g + 8, m, st * 32 + 8 * t, hi);
+        const uint32_t a0 = pack16<Type>(lo[0], lo[1]), a1 = pack16<Type>(hi[0], hi[1]);
+        const uint32_t a2 = pack16<Type>(lo[2], lo[3]), a3 = pack16<Type>(hi[2], hi[3]);
+        const uint32_t a4 = pack16<Type>(lo[4], lo[5]), a5 = pack16<Type>(hi[4], hi[5]);
+        const uint32_t a6 = pack16<Type>(lo[6], lo[7]), a7 = pack16<Type>(hi[6], hi[7]);
+#pragma unroll
+        for (int j = 0; j < kMmaTiles; ++j) {
+          mma16816<Type>(acc[i][j], a0, a1, a2, a3, b[u][j].x, b[u][j].y);
+          mma16816<Type>(acc[i][j], a4, a5, a6, a7, b[u][j].z, b[u][j].w);
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < MT; ++i)
+#pragma unroll
+    for (int j = 0; j < kMmaTiles; ++j)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) red[warp][i][j][r][lane] = acc[i][j][r];
+  __syncthreads();
+  // Accumulator register r of lane l holds row 16 i + l / 4 (+ 8 for r >= 2), column
+  // 2 (l % 4) + (r & 1) of the tile.
+  for (int e = threadIdx.x; e < MT * kMmaTiles * 4 * 32; e += blockDim.x) {
+    const int l = e % 32, r = (e / 32) % 4, j = (e / 128) % kMmaTiles, i = e / (128 * kMmaTiles);
+    const int row = 16 * i + l / 4 + (r >= 2 ? 8 : 0);
+    const int64_t col = n0 + 8 * j + 2 * (l % 4) + (r & 1);
+    if (row >= m || col >= n) continue;
+    float sum = 0;
+    for (int v = 0; v < kMmaWarps; ++v) sum += red[v][i][j][r][l];
+    y[int64_t(row) * n + col] = sum;
+  }
+}
+
+// y[m, rows] for m <= kBlockedRows through mma16_kernel.
+void mma16(uint32_t type, const Tensor& w, const float* x, int64_t m, int64_t rows, int64_t k, float* y) {
+  const unsigned blocks = unsigned((rows + 8 * kMmaTiles - 1) / (8 * kMmaTiles));
+  auto go = [&](auto tiles) {
+    constexpr int MT = decltype(tiles)::value;
+    if (type == ggml::kBF16)
+      mma16_kernel<ggml::kBF16, MT><<<blocks, kMmaWarps * 32, 0, stream()>>>(w.data<unsigned char>(), rows, w.shape()[1], k,
+                                                                             x, int(m), y);
+    else
+      mma16_kernel<ggml::kF16, MT><<<blocks, kMmaWarps * 32, 0, stream()>>>(w.data<unsigned char>(), rows, w.shape()[1], k,
+                                                                            x, int(m), y);
+  };
+  static_assert(kBlockedRows == 64, "mma16 instantiates 1-4 tiles of 16 rows");
+  if (m <= 16) go(std::integral_constant<int, 1>{});
+  else if (m <= 32) go(std::integral_constant<int, 2>{});
+  else if (m <= 48) go(std::integral_constant<int, 3>{});
+  else go(std::integral_constant<int, 4>{});
+  check_launch("matmul_packed (16-bit tensor-core GEMV)");
+}
+
 // x rounded to the weights' 16-bit type (round to nearest even), for the tensor-core GEMM.
 template <class H>
 __global__ void __launch_bounds__(256) round16_kernel(const float* __restrict__ x, int64_t total, H* __restrict__ y) {
@@ -343,7 +480,10 @@ void run_matmul_packed(const ir::Node& n, std::span<const Tensor> in, std::span<
   const int64_t half_from = half_gemm_min_rows();
   if ((f.type == ggml::kBF16 || f.type == ggml::kF16) && half_from > 0 && m >= half_from && w.shape()[1] == 2 * k &&
       std::max({m, rows, k}) <= INT32_MAX) {
-    half_gemm(f.type, w, x.data<float>(), m, rows, k, y);
+    if (m <= kBlockedRows && k % 32 == 0 && reinterpret_cast<uintptr_t>(w.raw()) % 16 == 0)
+      mma16(f.type, w, x.data<float>(), m, rows, k, y);
+    else
+      half_gemm(f.type, w, x.data<float>(), m, rows, k, y);
     return;
   }
   if (m <= kBlockedRows) {

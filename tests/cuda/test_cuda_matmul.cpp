@@ -415,12 +415,14 @@ void check_half_products(DType t, const char* type) {
   std::mt19937_64 rng(test::run_seed("test_cuda_matmul") + 5);
   std::uniform_real_distribution<float> u(-1, 1);
   const int64_t n = 37;
-  for (int64_t k : {37, 256, 1000}) {
+  // (k a multiple of 32 and at most 64 rows: the tensor-core GEMV, every count of its 16-row
+  // tiles and a partial one; otherwise cuBLAS. 37 weight rows: a partial tile of 16.)
+  for (int64_t k : {37, 256, 1000, 1024}) {
     std::vector<H> w(size_t(n * k));
     for (H& v : w) v = H(u(rng));
     Tensor wt = Tensor::empty(DType::U8, {n, 2 * k});
     std::memcpy(wt.raw(), w.data(), size_t(n * k) * 2);
-    for (int64_t m : {1, 16, 70, 300}) {
+    for (int64_t m : {1, 5, 16, 40, 64, 70, 300}) {
       Tensor x = Tensor::empty(DType::F32, {m, k});
       for (int64_t i = 0; i < m * k; ++i) x.data<float>()[i] = u(rng);
       ir::Graph g;

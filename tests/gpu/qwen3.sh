@@ -2,8 +2,9 @@
 # Qwen3 0.6B (random weights of its shape, bf16) on the GPU machine against transformers, in
 # one go (docs/benchmarks.md, "Qwen3 on the H200 ..."):
 #   tests/gpu/qwen3.sh [peers|modes|profile|ncu ...]      (default: modes peers)
-#     modes    rlx-bench generate at batch 1 and 16 with RLX_CUDA_BF16=0 and 1, alternated,
-#              ROUNDS rounds (default 2): the 16-bit tensor-core products against the f32 ones;
+#     modes    rlx-bench generate at batch 1 and 16 with RLX_CUDA_BF16 each of MODES (default
+#              "0 1"), alternated, ROUNDS rounds (default 2): the 16-bit tensor-core products
+#              against the f32 ones;
 #     peers    apps/bench/peers_qwen3.py (rlx, transformers eager, transformers static cache +
 #              torch.compile) at each of BATCHES (default "1 16"), RLX_CUDA_BF16=${PEER_BF16:-1};
 #     profile  RLX_PROFILE=1 generate at each of BATCHES, summed per op (tests/gpu/sum_profile.py);
@@ -31,7 +32,7 @@ for what in ${*:-modes peers}; do
   case $what in
     modes)
       for round in $(seq "${ROUNDS:-2}"); do
-        for mode in 0 1; do
+        for mode in ${MODES:-0 1}; do
           for b in 16 1; do
             r=$(RLX_CUDA_BF16=$mode "${GEN[@]}" --new 64 --batch "$b" --reps 3 2>&1 | grep RESULT |
                 grep -oE 'prefill_tokens_per_s=[0-9.]+ decode_tokens_per_s=[0-9.]+')
