@@ -120,21 +120,12 @@ cudaDataType cuda_type(DType t) {
 }  // namespace
 
 bool tf32_allowed() {
-  static const bool v = [] {
-    const char* e = std::getenv("RLX_CUDA_TF32");
-    return e && std::strcmp(e, "1") == 0;
-  }();
+  static const bool v = env_choice("RLX_CUDA_TF32", {"0", "1"}) == 1;
   return v;
 }
 
 int64_t half_gemm_min_rows() {
-  static const int64_t v = [] {
-    const char* e = std::getenv("RLX_CUDA_BF16");
-    if (!e || !*e || std::strcmp(e, "0") == 0) return int64_t(0);
-    if (std::strcmp(e, "all") == 0) return int64_t(1);
-    if (std::strcmp(e, "1") == 0) return kHalfGemmRows + 1;
-    throw InputError(std::string("RLX_CUDA_BF16: expected 0, 1 or all, got '") + e + "'");
-  }();
+  static const int64_t v = std::array<int64_t, 3>{0, kHalfGemmRows + 1, 1}[size_t(env_choice("RLX_CUDA_BF16", {"0", "1", "all"}))];
   return v;
 }
 

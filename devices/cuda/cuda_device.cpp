@@ -228,14 +228,8 @@ class CudaDevice final : public Device {
   }
   KernelTable table_{"cuda"};
   std::mutex capture_mu_;
-  bool graph_stats_ = [] {
-    const char* s = std::getenv("RLX_CUDA_GRAPH_STATS");
-    return s && *s && std::string(s) != "0";
-  }();
-  bool sync_each_ = [] {
-    const char* s = std::getenv("RLX_CUDA_SYNC");
-    return s && *s && std::string(s) != "0";
-  }();
+  bool graph_stats_ = env_choice("RLX_CUDA_GRAPH_STATS", {"0", "1"}) == 1;
+  bool sync_each_ = env_choice("RLX_CUDA_SYNC", {"0", "1"}) == 1;
 };
 
 }  // namespace

@@ -39,6 +39,15 @@ int attention_lanes_setting();
 void set_attention_lanes(int lanes);
 int attention_lanes(int64_t rows);  // the lanes a call with this many query rows gets
 
+// Which f32 kernel runs attention of heads up to 64 wide and at most 128 keys without TF32:
+// Auto (the default) takes the register-tiled one (whole keys and values in shared memory)
+// when the call has a block of 64 query rows for every SM, else the lane kernel above; Lanes
+// and Tile force one (Tile only where the shape allows it). RLX_CUDA_ATTENTION=auto|lanes|tile
+// in the environment, or set_attention_kernel(), picks.
+enum class AttentionKernel { Auto, Lanes, Tile };
+AttentionKernel attention_kernel_setting();
+void set_attention_kernel(AttentionKernel k);
+
 std::string library_description();
 
 // Shared by the families (blas.cpp defines them): the process's cuBLAS handle, bound to

@@ -11,6 +11,7 @@
 // (and fused multiply-adds) only. Their VJPs stay the ops' IR expressions.
 #include <cuda_pipeline.h>
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cfloat>
 #include <climits>
@@ -274,6 +275,135 @@ __global__ void __launch_bounds__(kThreadsPerBlock) attention_kernel(const float
 #pragma unroll
   for (int c = 0; c < KV; ++c)
     if (c % S == lane && c < a.dv) orow[c] = acc[c] * inv;
+}
+
+// ---------------------------------------------------------------- attention over short keys in register tiles
+// Without TF32, a call with enough query rows and at most kTileKeys keys (a BERT sequence)
+// runs both products as register-tiled f32 FMAs: the lane kernel above spends a dependent
+// expf, rescale and 32-FMA chain per key and row, ~90 µs a layer for MiniLM at batch 32
+// against ~16 µs of FMA work. A block takes kTileRows query rows of one (batch, head) and
+// stages them (scaled), every key and every value in shared memory; thread (rg, kg) = (tid /
+// 16, tid % 16) computes the scores of rows 4 rg .. 4 rg + 3 against keys kg, kg + 16, ...,
+// kg + 112 (keys 16 apart: the 16 threads' K rows then fall in 8 different bank quads), four
+// columns of q and k per load; the row's max and sum come from the 16 threads of a half-warp
+// by shuffles; the unnormalized weights go to shared memory, and the same thread grid then
+// computes rows 4 rg .. + 3 of the output against columns KV / 16 · kg .., four keys of the
+// weights and of V per load, dividing by the row's sum at the end. Rows KD + 4 (q, k) and
+// kTileKeys + 4 (weights) floats apart. Keys past lk weigh 0; masked keys (causal, a bias of
+// -inf) weigh exp(-inf) = 0; a row with every key masked has max -inf and gives NaN, as the
+// lowering's softmax does; a NaN score makes its row NaN.
+constexpr int kTileRows = 64, kTileKeys = 128, kTileThreads = 256;
+template <int KD, int KV>
+constexpr size_t tile_shared_bytes() {
+  return sizeof(float) * (size_t(kTileRows) * (KD + 4) + size_t(kTileKeys) * (KD + 4) + size_t(kTileKeys) * KV +
+                          size_t(kTileRows) * (kTileKeys + 4) + kTileRows);
+}
+
+template <int KD, int KV>
+__global__ void __launch_bounds__(kTileThreads) attention_tile_kernel(const float* __restrict__ q, const float* __restrict__ k,
+                                                                      const float* __restrict__ v,
+                                                                      const float* __restrict__ bias, float* __restrict__ o,
+                                                                      AttentionArgs a) {
+  constexpr int QS = KD + 4, PS = kTileKeys + 4, CW = KV / 16;  // row strides; output columns a thread
+  extern __shared__ __align__(16) float tile_sm[];
+  float* qs = tile_sm;                  // [kTileRows][QS], scaled
+  float* ks = qs + kTileRows * QS;      // [kTileKeys][QS]
+  float* vs = ks + kTileKeys * QS;      // [kTileKeys][KV]
+  float* ps = vs + kTileKeys * KV;      // [kTileRows][PS], exp(s - max)
+  float* inv = ps + kTileRows * PS;     // [kTileRows], 1 / the row's sum
+  const int tid = int(threadIdx.x), rg = tid / 16, kg = tid % 16;
+  const int row0 = int(blockIdx.x) * kTileRows;
+  const AttentionOffsets off = attention_offsets(a, blockIdx.y);
+  for (int e = tid; e < kTileRows * KD; e += kTileThreads) {
+    const int r = e / KD, c = e % KD, i = row0 + r;
+    qs[r * QS + c] = (i < a.lq && c < a.d) ? q[off.q + i64(i) * a.q_row + c] * a.scale : 0.f;
+  }
+  for (int e = tid; e < kTileKeys * KD; e += kTileThreads) {
+    const int j = e / KD, c = e % KD;
+    ks[j * QS + c] = (j < a.lk && c < a.d) ? k[off.k + i64(j) * a.k_row + c] : 0.f;
+  }
+  for (int e = tid; e < kTileKeys * KV; e += kTileThreads) {
+    const int j = e / KV, c = e % KV;
+    vs[e] = (j < a.lk && c < a.dv) ? v[off.v + i64(j) * a.v_row + c] : 0.f;
+  }
+  __syncthreads();
+  float s[4][8] = {};
+#pragma unroll 2
+  for (int c = 0; c < KD; c += 4) {
+    float4 qv[4], kv4[8];
+#pragma unroll
+    for (int r = 0; r < 4; ++r) qv[r] = *reinterpret_cast<const float4*>(&qs[(4 * rg + r) * QS + c]);
+#pragma unroll
+    for (int u = 0; u < 8; ++u) kv4[u] = *reinterpret_cast<const float4*>(&ks[(kg + 16 * u) * QS + c]);
+#pragma unroll
+    for (int r = 0; r < 4; ++r)
+#pragma unroll
+      for (int u = 0; u < 8; ++u)
+        s[r][u] += qv[r].x * kv4[u].x + qv[r].y * kv4[u].y + qv[r].z * kv4[u].z + qv[r].w * kv4[u].w;
+  }
+#pragma unroll
+  for (int r = 0; r < 4; ++r) {
+    const int rr = 4 * rg + r, i = row0 + rr;
+    const int last = a.causal ? i + a.lk - a.lq : a.lk - 1;  // the last key row i sees
+    const i64 bias_row = off.bias + i64(i < a.lq ? i : 0) * a.bias_q_stride;
+    float m = -INFINITY;
+#pragma unroll
+    for (int u = 0; u < 8; ++u) {
+      const int j = kg + 16 * u;
+      float x = s[r][u];
+      if (a.has_bias && j < a.lk) x += bias[bias_row + i64(j) * a.bias_k_stride];
+      if (j > last) x = -INFINITY;
+      s[r][u] = x;
+      m = fmaxf(m, x);
+    }
+#pragma unroll
+    for (int sh = 1; sh < 16; sh <<= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, sh));
+    float l = 0.f;
+#pragma unroll
+    for (int u = 0; u < 8; ++u) {
+      const int j = kg + 16 * u;
+      const float p = j < a.lk ? expf(s[r][u] - m) : 0.f;  // (m = -inf: every key masked, NaN)
+      l += p;
+      ps[rr * PS + j] = p;
+    }
+#pragma unroll
+    for (int sh = 1; sh < 16; sh <<= 1) l += __shfl_xor_sync(0xffffffffu, l, sh);
+    if (kg == 0) inv[rr] = 1.f / l;
+  }
+  __syncthreads();
+  float acc[4][CW] = {};
+  const int nk = a.lk < kTileKeys ? (a.lk + 3) / 4 * 4 : kTileKeys;
+  for (int j = 0; j < nk; j += 4) {
+    float4 pv[4];
+#pragma unroll
+    for (int r = 0; r < 4; ++r) pv[r] = *reinterpret_cast<const float4*>(&ps[(4 * rg + r) * PS + j]);
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      float vv[CW];
+      if constexpr (CW == 4) {
+        const float4 t = *reinterpret_cast<const float4*>(&vs[(j + u) * KV + CW * kg]);
+        vv[0] = t.x, vv[1] = t.y, vv[2] = t.z, vv[3] = t.w;
+      } else {
+        const float2 t = *reinterpret_cast<const float2*>(&vs[(j + u) * KV + CW * kg]);
+        vv[0] = t.x, vv[1] = t.y;
+      }
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        const float p = u == 0 ? pv[r].x : u == 1 ? pv[r].y : u == 2 ? pv[r].z : pv[r].w;
+#pragma unroll
+        for (int c = 0; c < CW; ++c) acc[r][c] += p * vv[c];
+      }
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < 4; ++r) {
+    const int rr = 4 * rg + r, i = row0 + rr;
+    if (i >= a.lq) continue;
+    float* orow = o + off.o + i64(i) * a.o_row;
+#pragma unroll
+    for (int c = 0; c < CW; ++c)
+      if (CW * kg + c < a.dv) orow[CW * kg + c] = acc[r][c] * inv[rr];
+  }
 }
 
 // ---------------------------------------------------------------- attention on tensor cores
@@ -550,6 +680,20 @@ void attention(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> 
   } else if (kd > 64 || kv > 64) {
     // 128-wide heads keep a lane a row: their registers are already full with q and the output.
     go(attention_kernel<128, 128, 1>, kThreadsPerBlock);
+  } else if (const AttentionKernel choice = attention_kernel_setting();
+             a.lk <= kTileKeys && choice != AttentionKernel::Lanes &&
+             (choice == AttentionKernel::Tile || bh * ceil_div(a.lq, kTileRows) >= sm_count())) {
+    const dim3 grid(unsigned(ceil_div(a.lq, kTileRows)), unsigned(bh));
+    auto tile = [&](auto kernel, size_t shared, int which) {
+      static std::once_flag once[3];  // (one per kernel, as for the tensor-core kernels above)
+      std::call_once(once[which], [&] {
+        check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shared)), "attention: shared memory opt-in");
+      });
+      kernel<<<grid, kTileThreads, shared, stream()>>>(q.data<float>(), k.data<float>(), v.data<float>(), bp, out[0].data<float>(), a);
+    };
+    if (kd == 32 && kv == 32) tile(attention_tile_kernel<32, 32>, tile_shared_bytes<32, 32>(), 0);
+    else if (kd == 32) tile(attention_tile_kernel<32, 64>, tile_shared_bytes<32, 64>(), 1);
+    else tile(attention_tile_kernel<64, 64>, tile_shared_bytes<64, 64>(), 2);
   } else {
     const int lanes = attention_lanes(bh * a.lq);
     auto with = [&](auto kd_tag) {
@@ -889,20 +1033,23 @@ std::string norm_check(const ir::Node& n, const ir::Graph& g) {
 }
 
 std::atomic<int> g_attention_lanes{-1};  // -1: not set (the environment decides)
+std::atomic<int> g_attention_kernel{-1};
 
 }  // namespace
 
 int attention_lanes_setting() {
   if (int v = g_attention_lanes.load(); v >= 0) return v;
-  static const int from_env = [] {
-    const char* e = std::getenv("RLX_CUDA_ATTENTION_LANES");
-    const std::string v = e ? e : "";
-    if (v.empty() || v == "auto") return 0;
-    if (v == "1" || v == "2" || v == "4" || v == "8") return std::stoi(v);
-    throw InputError("RLX_CUDA_ATTENTION_LANES=" + v + ": expected auto, 1, 2, 4 or 8");
-  }();
+  static const int from_env = std::array{0, 1, 2, 4, 8}[size_t(env_choice("RLX_CUDA_ATTENTION_LANES", {"auto", "1", "2", "4", "8"}))];
   return from_env;
 }
+
+AttentionKernel attention_kernel_setting() {
+  if (int v = g_attention_kernel.load(); v >= 0) return AttentionKernel(v);
+  static const AttentionKernel from_env = AttentionKernel(env_choice("RLX_CUDA_ATTENTION", {"auto", "lanes", "tile"}));
+  return from_env;
+}
+
+void set_attention_kernel(AttentionKernel k) { g_attention_kernel.store(int(k)); }
 
 void set_attention_lanes(int lanes) {
   if (lanes != 0 && lanes != 1 && lanes != 2 && lanes != 4 && lanes != 8)

@@ -283,10 +283,7 @@ __global__ void __launch_bounds__(256) gemv16_rows_kernel(const unsigned char* _
 // How many column splits the 9-16-row kernel takes for n weight rows of k columns: enough
 // blocks for two per SM, each split a whole number of tiles. RLX_CUDA_GEMV_SPLIT=0 turns it off.
 int64_t gemv_splits(int64_t n, int64_t k) {
-  static const bool off = [] {
-    const char* e = std::getenv("RLX_CUDA_GEMV_SPLIT");
-    return e && std::string(e) == "0";
-  }();
+  static const bool off = env_choice("RLX_CUDA_GEMV_SPLIT", {"1", "0"}) == 1;
   const int64_t blocks = (n + 8 * kRowsPerWarp - 1) / (8 * kRowsPerWarp), tiles = (k + kTileK - 1) / kTileK;
   if (off) return 1;
   return std::clamp<int64_t>((2 * int64_t(sm_count()) + blocks - 1) / blocks, 1, tiles);

@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "core/error.hpp"
@@ -39,6 +41,18 @@ cudaStream_t stream() {
     return st;
   }();
   return s;
+}
+
+int env_choice(const char* var, std::initializer_list<const char*> names) {
+  const char* e = std::getenv(var);
+  if (!e || !*e) return 0;
+  int i = 0;
+  std::string list;
+  for (const char* n : names) {
+    if (std::strcmp(e, n) == 0) return i;
+    list += (i++ ? ", " : "") + std::string(n);
+  }
+  throw InputError(std::string(var) + "=" + e + ": expected one of " + list);
 }
 
 int sm_count() {

@@ -27,6 +27,7 @@
 #include <cub/block/block_radix_sort.cuh>
 #include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_segmented_radix_sort.cuh>
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
@@ -322,14 +323,9 @@ std::atomic<int> g_strategy{0};
 
 SortStrategy sort_strategy() {
   if (int v = g_strategy.load(); v > 0) return SortStrategy(v - 1);
-  static const SortStrategy from_env = [] {
-    const char* e = std::getenv("RLX_CUDA_SORT");
-    const std::string v = e ? e : "";
-    if (v.empty() || v == "auto") return SortStrategy::Auto;
-    if (v == "radix") return SortStrategy::Radix;
-    if (v == "segmented") return SortStrategy::Segmented;
-    throw InputError("RLX_CUDA_SORT=" + v + ": expected auto, radix or segmented");
-  }();
+  static const SortStrategy from_env =
+      std::array{SortStrategy::Auto, SortStrategy::Radix, SortStrategy::Segmented}[size_t(
+          env_choice("RLX_CUDA_SORT", {"auto", "radix", "segmented"}))];
   return from_env;
 }
 

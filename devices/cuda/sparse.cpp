@@ -205,10 +205,7 @@ void scale(DType t, void* x, int64_t n, double s) {
 
 // RLX_CUDA_SPMV=cusparse runs f32/f64 through cuSPARSE too (for comparison).
 bool cusparse_spmv_forced() {
-  static const bool v = [] {
-    const char* e = std::getenv("RLX_CUDA_SPMV");
-    return e && std::string(e) == "cusparse";
-  }();
+  static const bool v = env_choice("RLX_CUDA_SPMV", {"rlx", "cusparse"}) == 1;
   return v;
 }
 

@@ -519,13 +519,7 @@ void render(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> out
 // row per Gaussian instead of per-slot sums (faster or not, and not deterministic: kept to
 // measure what determinism costs; docs/splat.md).
 bool splat_atomics() {
-  static const bool on = [] {
-    const char* e = std::getenv("RLX_CUDA_SPLAT_ATOMICS");
-    const std::string v = e ? e : "";
-    if (v.empty() || v == "0") return false;
-    if (v == "1") return true;
-    throw InputError("RLX_CUDA_SPLAT_ATOMICS=" + v + ": expected 0 or 1");
-  }();
+  static const bool on = env_choice("RLX_CUDA_SPLAT_ATOMICS", {"0", "1"}) == 1;
   return on;
 }
 

@@ -20,6 +20,7 @@
 #include "tests/support/tiled.hpp"
 #include "core/error.hpp"
 #include "devices/cuda/codegen.hpp"
+#include "devices/cuda/common.hpp"
 #include "devices/cuda/library.hpp"
 #include "devices/cuda/spmv.hpp"
 #include "devices/cuda/spmv_tiled.hpp"
@@ -191,6 +192,28 @@ BOOST_AUTO_TEST_CASE(every_generated_elementwise_kernel_compiles) {
   BOOST_TEST(!log.empty());
   BOOST_TEST(compiled > 300);
   BOOST_TEST_MESSAGE(compiled << " generated kernels compiled for sm_90");
+}
+
+// The device's environment switches: unset or empty is the first (default) value, a listed
+// value its index, anything else an error naming the variable and what it takes.
+BOOST_AUTO_TEST_CASE(environment_switches_refuse_unknown_values) {
+  const char* var = "RLX_TEST_CUDA_SWITCH";
+  ::unsetenv(var);
+  BOOST_TEST(cuda::env_choice(var, {"auto", "lanes", "tile"}) == 0);
+  ::setenv(var, "", 1);
+  BOOST_TEST(cuda::env_choice(var, {"auto", "lanes", "tile"}) == 0);
+  ::setenv(var, "tile", 1);
+  BOOST_TEST(cuda::env_choice(var, {"auto", "lanes", "tile"}) == 2);
+  ::setenv(var, "TILE", 1);
+  try {
+    cuda::env_choice(var, {"auto", "lanes", "tile"});
+    BOOST_TEST(false, "an unknown value was accepted");
+  } catch (const InputError& e) {
+    const std::string m = e.what();
+    BOOST_TEST((m.find(var) != std::string::npos && m.find("TILE") != std::string::npos &&
+                m.find("auto, lanes, tile") != std::string::npos), m);
+  }
+  ::unsetenv(var);
 }
 
 BOOST_AUTO_TEST_CASE(spmv_lane_rule) {
@@ -793,11 +816,16 @@ BOOST_AUTO_TEST_CASE(nn_kernels_match_the_reference, *utf::precondition(GpuPrese
     const double tol = t == DType::F64 ? 1e-12 : 2e-6;
     for (int k = 0; k < 2; ++k) BOOST_TEST(rel_error(got[size_t(k)], want[size_t(k)]) <= tol, dtype_name(t) << " output " << k);
   }
-  // Every lane count the kernel has (auto picks by size; these shapes are small), each
-  // against the reference.
+  // Every lane count the lane kernel has (auto picks by size; these shapes are small), then
+  // the register-tiled kernel (lanes 0 stands for it here) where the shape allows it — at most
+  // 128 keys: the BERT case, the causal ones with rows that see no key, the full bias over
+  // 300 query rows, the grouped-query prefill; the others fall back to the lane kernel —
+  // each against the reference.
   const int saved_lanes = cuda::attention_lanes_setting();
-  for (int lanes : {1, 2, 4, 8}) {
+  const cuda::AttentionKernel saved_kernel = cuda::attention_kernel_setting();
+  for (int lanes : {1, 2, 4, 8, 0}) {
     cuda::set_attention_lanes(lanes);
+    cuda::set_attention_kernel(lanes == 0 ? cuda::AttentionKernel::Tile : cuda::AttentionKernel::Lanes);
     // The shared cases, then grouped-query attention's f32 shapes (k and v broadcasting over
     // the group's query heads, the decode step's single row included): native here too.
     std::vector<test::AttentionCase> cases = test::attention_cases(false);
@@ -810,10 +838,11 @@ BOOST_AUTO_TEST_CASE(nn_kernels_match_the_reference, *utf::precondition(GpuPrese
       BOOST_TEST(route_of(p, "attention") == "native", "q " << c.q.size() << "-d: " << p.report.table());
       auto want = on("reference", g, in), got = run(p, cuda_dev(), in);
       BOOST_TEST(rel_error(got[0], want[0]) <= 2e-6, "attention q" << shape_str(c.q) << " " << c.mask << ", " << lanes
-                                                                << " lanes: " << rel_error(got[0], want[0]));
+                                                                << " lanes (0: tiled): " << rel_error(got[0], want[0]));
     }
   }
   cuda::set_attention_lanes(saved_lanes);
+  cuda::set_attention_kernel(saved_kernel);
   BOOST_CHECK_THROW(cuda::set_attention_lanes(3), InputError);
   {  // refused shapes run the lowering
     ir::Graph g = test::refused_nn_graph();

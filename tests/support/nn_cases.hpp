@@ -18,6 +18,7 @@ struct AttentionCase {
   std::string mask;
   std::optional<Shape> bias;
   bool padding = false;  // a bias of 0 / -inf: the last quarter of each row's keys masked
+  std::string layout = "hld";  // or "lhd": q, k, v [.., L, heads, D] (BERT's heads in place)
 };
 
 // BERT's shapes (a padding bias broadcast over heads and queries), causal masks with fewer
@@ -34,6 +35,7 @@ inline std::vector<AttentionCase> attention_cases(bool with_f64) {
       {DType::F32, {17, 33}, {21, 33}, {21, 5}, "none", std::nullopt},
       {DType::F32, {2, 11, 7}, {2, 4, 7}, {2, 4, 3}, "causal", std::nullopt},
       {DType::F32, {1, 2, 40, 32}, {1, 2, 150, 32}, {1, 2, 150, 32}, "causal", Shape{1, 40, 150}},
+      {DType::F32, {2, 128, 12, 32}, {2, 128, 12, 32}, {2, 128, 12, 32}, "none", Shape{2, 1, 1, 128}, true, "lhd"},
   };
   if (with_f64) {
     c.push_back({DType::F64, {2, 3, 37, 20}, {2, 3, 41, 20}, {2, 3, 41, 9}, "causal", Shape{3, 1, 41}});
@@ -60,7 +62,7 @@ inline ir::Graph attention_graph(const AttentionCase& c) {
   Var q = input(g, "q", c.t, c.q), k = input(g, "k", c.t, c.k), v = input(g, "v", c.t, c.v);
   std::optional<Var> bias;
   if (c.bias) bias = input(g, "bias", c.t, *c.bias);
-  output(g, {attention(q, k, v, c.mask, bias)});
+  output(g, {attention(q, k, v, c.mask, bias, SrcLoc::current(), c.layout)});
   return g;
 }
 
