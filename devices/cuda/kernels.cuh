@@ -165,8 +165,9 @@ void visit_numeric(DType t, const char* op, F&& f) {
   throw InternalError(std::string("cuda ") + op + ": unsupported dtype " + dtype_name(t));
 }
 
-// A trivially copyable element of each size, for the byte-moving kernels.
-struct alignas(8) Bytes16 {
+// A trivially copyable element of each size, for the byte-moving kernels (16 bytes: one
+// 128-bit load or store; no dtype is that wide, so only the copies' widened chunks use it).
+struct alignas(16) Bytes16 {
   u64 lo, hi;
 };
 template <class F>

@@ -713,40 +713,50 @@ void attention(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> 
 
 // ---------------------------------------------------------------- rotary_embedding
 
-// A thread per feature pair (i, i + D/2) of one row of x [..., T, heads, D]: the lowering's
-// f32 angle float(position) * inv_i, its cosine and sine in f32 (rounded to T), then
+// A block per position row (b, t) of x [..., T, heads, D]: the row's D/2 angles, the
+// lowering's f32 float(position) * inv_i, and their cosines and sines in f32 (rounded to T)
+// are computed once into shared memory, then every head's feature pairs (i, i + D/2) become
 // (x1 c - x2 s, x2 c + x1 s) — one kernel where the lowering runs four slice and
-// concatenation copies and the elementwise products.
+// concatenation copies and the elementwise products. (A thread per pair recomputing its
+// angle, with 64-bit index divisions, was compute-bound: ~2× the row's bytes' time at a
+// prefill's sizes.)
 constexpr int kMaxRotaryHalf = 256;  // heads of up to 512 features
 struct RotaryArgs {
-  i64 pairs = 0;
+  i64 rows = 0;
   int half = 0, heads = 0, t = 0;
   float inv[kMaxRotaryHalf] = {};
 };
 
 template <class T, class P>
-__global__ void rotary_kernel(const T* __restrict__ x, const P* __restrict__ pos, T* __restrict__ y, RotaryArgs a) {
-  for (i64 e = i64(blockIdx.x) * blockDim.x + threadIdx.x; e < a.pairs; e += i64(gridDim.x) * blockDim.x) {
-    const int i = int(e % a.half);
-    const i64 row = e / a.half;
-    const int t = int((row / a.heads) % a.t);
-    const float angle = float(pos[t]) * a.inv[i];
-    // f32: cosf and sinf (within f32's tolerances). f64: the cosine and sine in f64 rounded
-    // once to f32, as the reference device rounds the lowering's f32 cos and sin, since
-    // cosf's last-ulp error would show at f64's tolerance (f64's slow path costs about 1 us
-    // a launch at decoding's sizes, under ncu).
-    T c, s;
-    if constexpr (sizeof(T) == 4) {
-      c = cosf(angle);
-      s = sinf(angle);
-    } else {
-      c = T(float(cos(double(angle))));
-      s = T(float(sin(double(angle))));
+__global__ void __launch_bounds__(256) rotary_kernel(const T* __restrict__ x, const P* __restrict__ pos, T* __restrict__ y,
+                                                     RotaryArgs a) {
+  __shared__ T cs[kMaxRotaryHalf], sn[kMaxRotaryHalf];
+  const int pairs = a.heads * a.half;
+  for (i64 row = blockIdx.x; row < a.rows; row += gridDim.x) {
+    const int t = int(row % a.t);
+    __syncthreads();  // (the previous row's values are no longer read)
+    for (int i = int(threadIdx.x); i < a.half; i += int(blockDim.x)) {
+      const float angle = float(pos[t]) * a.inv[i];
+      // f32: cosf and sinf (within f32's tolerances). f64: the cosine and sine in f64 rounded
+      // once to f32, as the reference device rounds the lowering's f32 cos and sin, since
+      // cosf's last-ulp error would show at f64's tolerance.
+      if constexpr (sizeof(T) == 4) {
+        cs[i] = cosf(angle);
+        sn[i] = sinf(angle);
+      } else {
+        cs[i] = T(float(cos(double(angle))));
+        sn[i] = T(float(sin(double(angle))));
+      }
     }
-    const i64 at = row * 2 * a.half + i;
-    const T x1 = x[at], x2 = x[at + a.half];
-    y[at] = x1 * c - x2 * s;
-    y[at + a.half] = x2 * c + x1 * s;
+    __syncthreads();
+    const T* xr = x + row * 2 * pairs;
+    T* yr = y + row * 2 * pairs;
+    for (int e = int(threadIdx.x); e < pairs; e += int(blockDim.x)) {
+      const int h = e / a.half, i = e - h * a.half, at = 2 * h * a.half + i;
+      const T c = cs[i], s = sn[i], x1 = xr[at], x2 = xr[at + a.half];
+      yr[at] = x1 * c - x2 * s;
+      yr[at + a.half] = x2 * c + x1 * s;
+    }
   }
 }
 
@@ -759,15 +769,14 @@ void rotary_embedding(const ir::Node& n, std::span<const Tensor> in, std::span<T
   a.half = int(s.back() / 2);
   a.heads = int(s[s.size() - 2]);
   a.t = int(s[s.size() - 3]);
-  a.pairs = x.numel() / 2;
+  a.rows = x.numel() / (2 * i64(a.half) * a.heads);
   const double theta = n.attrs.get_float("theta");
   for (int i = 0; i < a.half; ++i) a.inv[i] = rotary_inverse_frequency(theta, s.back(), i);
-  constexpr int threads = 256;
-  const unsigned grid = grid_for(a.pairs, threads);
+  const unsigned grid = unsigned(std::min<i64>(a.rows, kMaxGrid));
   if (pos.dtype() == DType::I64)
-    rotary_kernel<T, long long><<<grid, threads, 0, stream()>>>(x.data<T>(), pos.data<long long>(), out[0].data<T>(), a);
+    rotary_kernel<T, long long><<<grid, 256, 0, stream()>>>(x.data<T>(), pos.data<long long>(), out[0].data<T>(), a);
   else
-    rotary_kernel<T, int><<<grid, threads, 0, stream()>>>(x.data<T>(), pos.data<int>(), out[0].data<T>(), a);
+    rotary_kernel<T, int><<<grid, 256, 0, stream()>>>(x.data<T>(), pos.data<int>(), out[0].data<T>(), a);
   check_launch("rotary_embedding");
 }
 
@@ -775,7 +784,8 @@ std::string rotary_check(const ir::Node& n, const ir::Graph& g) {
   const Shape& x = g.type(n.inputs[0]).shape;
   if (x.size() < 3 || x.back() % 2) return "rotary_embedding on cuda: x [..., T, heads, D], D even";
   if (x.back() / 2 > kMaxRotaryHalf) return "rotary_embedding on cuda: heads of at most 512 features";
-  if (x[x.size() - 2] > INT_MAX || x[x.size() - 3] > INT_MAX) return "rotary_embedding on cuda: T and heads below 2^31";
+  if ((x.back() > 0 && x[x.size() - 2] > INT_MAX / x.back()) || x[x.size() - 3] > INT_MAX)
+    return "rotary_embedding on cuda: T and a position's heads x D below 2^31";
   return "";
 }
 

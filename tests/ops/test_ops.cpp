@@ -470,7 +470,10 @@ const std::vector<OpCase>& l2_cases() {
     c.push_back({"permute",
                  {{"[2,3,4] perm=[2,0,1]", [](B b, DType t) { return one(permute(b.in(t, {2, 3, 4}), {2, 0, 1})); }},
                   {"[3,4] perm=[1,0]", [](B b, DType t) { return one(permute(b.in(t, {3, 4}), {1, 0})); }},
-                  {"[67,131] perm=[1,0]", [](B b, DType t) { return one(permute(b.in(t, {67, 131}), {1, 0})); }}}});
+                  {"[67,131] perm=[1,0]", [](B b, DType t) { return one(permute(b.in(t, {67, 131}), {1, 0})); }},
+                  // (a head split: whole rows of 8 move, in 8- or 16-byte chunks where a device widens)
+                  {"[2,5,3,8] perm=[0,2,1,3]",
+                   [](B b, DType t) { return one(permute(b.in(t, {2, 5, 3, 8}), {0, 2, 1, 3})); }}}});
     c.push_back({"broadcast_to",
                  {{"[3,1]->[2,3,4]", [](B b, DType t) { return one(broadcast_to(b.in(t, {3, 1}), {2, 3, 4})); }},
                   {"[]->[2,2]", [](B b, DType t) { return one(broadcast_to(b.in(t, {}), {2, 2})); }},
@@ -480,7 +483,8 @@ const std::vector<OpCase>& l2_cases() {
          {{"[5,6][1:5:2,0:6:3]", [](B b, DType t) { return one(slice(b.in(t, {5, 6}), {1, 0}, {5, 6}, {2, 3})); }},
           {"[4,5][:,1:4]", [](B b, DType t) { return one(slice(b.in(t, {4, 5}), {0, 1}, {4, 4})); }},
           {"[131,67][3::2,1:]",
-           [](B b, DType t) { return one(slice(b.in(t, {131, 67}), {3, 1}, {131, 67}, {2, 1})); }}}});
+           [](B b, DType t) { return one(slice(b.in(t, {131, 67}), {3, 1}, {131, 67}, {2, 1})); }},
+          {"[6,16][1:5,4:12]", [](B b, DType t) { return one(slice(b.in(t, {6, 16}), {1, 4}, {5, 12})); }}}});
     c.push_back({"concat",
                  {{"axis=1",
                    [](B b, DType t) {
@@ -492,7 +496,8 @@ const std::vector<OpCase>& l2_cases() {
     c.push_back({"pad",
                  {{"[2,3] value=1.5", [](B b, DType t) { return one(pad(b.in(t, {2, 3}), {1, 0}, {2, 1}, 1.5)); }},
                   {"[3] value=-2", [](B b, DType t) { return one(pad(b.in(t, {3}), {0}, {2}, -2.0)); }},
-                  {"[67,129] value=0", [](B b, DType t) { return one(pad(b.in(t, {67, 129}), {2, 3}, {1, 5})); }}}});
+                  {"[67,129] value=0", [](B b, DType t) { return one(pad(b.in(t, {67, 129}), {2, 3}, {1, 5})); }},
+                  {"[3,4,8] axis 1", [](B b, DType t) { return one(pad(b.in(t, {3, 4, 8}), {0, 1, 0}, {0, 2, 0})); }}}});
     c.push_back(
         {"gather",
          {{"axis=0 idx=i32[3]",
