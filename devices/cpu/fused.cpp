@@ -9,6 +9,7 @@
 
 #include <unistd.h>
 
+#include "core/env.hpp"
 #include "core/error.hpp"
 #include "devices/cpu/ew_kernels.hpp"
 #include "devices/cpu/thread_pool.hpp"
@@ -316,14 +317,12 @@ int64_t llc_bytes() {
 
 // RLX_CPU_FOLD=0 turns folding of scalar steps off (for measurements).
 bool fold_enabled() {
-  const char* s = std::getenv("RLX_CPU_FOLD");
-  return !(s && std::atoi(s) == 0);
+  return env_choice("RLX_CPU_FOLD", {"1", "0"}) == 0;  // (read per call: tests switch it)
 }
 
 // RLX_CPU_STREAM=0 or 1 forces streaming stores off or on; unset: by size.
 int stream_override() {
-  const char* s = std::getenv("RLX_CPU_STREAM");
-  return s ? (std::atoi(s) != 0 ? 1 : 0) : -1;
+  return env_choice("RLX_CPU_STREAM", {"auto", "0", "1"}) - 1;  // (read per call: tests switch it)
 }
 
 

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <vector>
 
+#include "core/env.hpp"
 #include "core/error.hpp"
 #include "devices/cpu/isa.hpp"
 #include "devices/cpu/quant.hpp"
@@ -51,10 +52,18 @@ bool cpu_has(const char* feature) {
   return false;
 }
 
+// RLX_CPU_GEMM: "builtin" (rlx's kernels only; OpenBLAS is not even loaded), "openblas"
+// (every f32 product through OpenBLAS, when it loads), `auto` or unset: per shape;
+// another value is an error.
+enum class GemmMode { Auto, Builtin, OpenBlas };
+GemmMode gemm_mode() {
+  static const GemmMode m = GemmMode(env_choice("RLX_CPU_GEMM", {"auto", "builtin", "openblas"}));
+  return m;
+}
+
 Blas load_blas() {
   Blas b;
-  const char* force = std::getenv("RLX_CPU_GEMM");
-  if (force && std::strcmp(force, "builtin") == 0) {
+  if (gemm_mode() == GemmMode::Builtin) {
     b.info.note = "RLX_CPU_GEMM=builtin";
     return b;
   }
@@ -563,19 +572,6 @@ constexpr int64_t kOwnDefaultMinM = 48;
 bool own_by_default(bool tb, int64_t M, int64_t N, int64_t K) {
   if (!tb || M < kOwnDefaultMinM) return false;
   return M <= kWeightRowsMaxM || K >= 2 * N;
-}
-
-// RLX_CPU_GEMM: "builtin" (rlx's kernels only; OpenBLAS is not even loaded), "openblas"
-// (every f32 product through OpenBLAS, when it loads), anything else or unset: per shape.
-enum class GemmMode { Auto, Builtin, OpenBlas };
-GemmMode gemm_mode() {
-  static const GemmMode m = [] {
-    const char* f = std::getenv("RLX_CPU_GEMM");
-    if (f && std::strcmp(f, "builtin") == 0) return GemmMode::Builtin;
-    if (f && std::strcmp(f, "openblas") == 0) return GemmMode::OpenBlas;
-    return GemmMode::Auto;
-  }();
-  return m;
 }
 
 bool own_f32_available() {

@@ -365,18 +365,40 @@ struct TrsvSchedule {
   PlanKey key;
 };
 
+// RLX_CPU_SPTRSV (read per call: tests switch it): auto (unset), seq, pipe, or pipe:B —
+// pipelined in blocks of B rows; another value is an error.
+struct SweepMode {
+  enum Kind { Auto, Seq, Pipe } kind = Auto;
+  int64_t block = 0;  // pipe:B
+};
+SweepMode sweep_mode() {
+  const char* e = std::getenv("RLX_CPU_SPTRSV");
+  const std::string v = e ? e : "";
+  SweepMode m;
+  if (v.empty() || v == "auto") return m;
+  if (v == "seq") m.kind = SweepMode::Seq;
+  else if (v == "pipe") m.kind = SweepMode::Pipe;
+  if (m.kind != SweepMode::Auto) return m;
+  if (v.rfind("pipe:", 0) == 0 && v.size() > 5 && v.size() <= 15 &&
+      v.find_first_not_of("0123456789", 5) == std::string::npos && std::stoll(v.substr(5)) >= 1) {
+    m.kind = SweepMode::Pipe;
+    m.block = std::stoll(v.substr(5));
+    return m;
+  }
+  throw InputError("RLX_CPU_SPTRSV=" + v + ": expected auto, seq, pipe or pipe:B (B a whole number of rows, at least 1)");
+}
+
 template <bool kLower, class I>
 TrsvSchedule schedule_sweep(const I* rp, const I* ci, int64_t n) {
   TrsvSchedule sc;
   const int pool = ThreadPool::instance().size();
-  const char* env = std::getenv("RLX_CPU_SPTRSV");
-  const std::string mode = env ? env : "";
-  if (mode == "seq" || pool < 2 || ThreadPool::in_task() || n < 2) return sc;
-  if (mode.rfind("pipe", 0) == 0) {
+  const SweepMode mode = sweep_mode();
+  if (mode.kind == SweepMode::Seq || pool < 2 || ThreadPool::in_task() || n < 2) return sc;
+  if (mode.kind == SweepMode::Pipe) {
     sc.kind = TrsvSchedule::Pipelined;
     sc.threads = pool;
-    if (mode.size() > 5 && mode[4] == ':') {
-      sc.block = std::max<int64_t>(1, std::atoll(mode.c_str() + 5));
+    if (mode.block > 0) {
+      sc.block = mode.block;
     } else {
       sc.block = block_for(sweep_bandwidth<kLower>(rp, ci, n));
       if ((n + sc.block - 1) / sc.block < 2 * pool) sc.block = std::max<int64_t>(1, (n + 2 * pool - 1) / (2 * pool));

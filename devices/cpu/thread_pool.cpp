@@ -5,19 +5,16 @@
 #include <cstdlib>
 #include <string>
 
+#include "core/env.hpp"
+
 namespace rlx::cpu {
 
 namespace {
 thread_local bool t_in_task = false;
 
 int default_threads() {
-  if (const char* s = std::getenv("RLX_NUM_THREADS")) {
-    char* end = nullptr;
-    long v = std::strtol(s, &end, 10);
-    if (end != s && v >= 1) return int(std::min<long>(v, 1024));
-  }
-  unsigned hc = std::thread::hardware_concurrency();
-  return hc ? int(hc) : 1;
+  const unsigned hc = std::thread::hardware_concurrency();
+  return int(env_int("RLX_NUM_THREADS", 1, 1024, hc ? int(hc) : 1));
 }
 
 inline void cpu_relax() {

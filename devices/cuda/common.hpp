@@ -6,11 +6,11 @@
 
 #include <cstdint>
 #include <functional>
-#include <initializer_list>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "core/env.hpp"
 #include "core/tensor.hpp"
 
 namespace rlx::cuda {
@@ -24,10 +24,6 @@ void check_launch(const char* kernel);
 // Multiprocessors of the current GPU (asked once).
 int sm_count();
 
-// The device's switches in the environment: the index in `names` of variable var's value,
-// 0 (the first name, the default) where it is unset or empty; any other value is an
-// InputError naming the variable and the values it takes.
-int env_choice(const char* var, std::initializer_list<const char*> names);
 
 // All device work is ordered on this one stream (created on first use).
 cudaStream_t stream();

@@ -43,18 +43,6 @@ cudaStream_t stream() {
   return s;
 }
 
-int env_choice(const char* var, std::initializer_list<const char*> names) {
-  const char* e = std::getenv(var);
-  if (!e || !*e) return 0;
-  int i = 0;
-  std::string list;
-  for (const char* n : names) {
-    if (std::strcmp(e, n) == 0) return i;
-    list += (i++ ? ", " : "") + std::string(n);
-  }
-  throw InputError(std::string(var) + "=" + e + ": expected one of " + list);
-}
-
 int sm_count() {
   static int n = [] {
     int dev = 0, c = 0;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/checked.hpp"
+#include "core/env.hpp"
 #include "core/error.hpp"
 
 namespace rlx {
@@ -27,10 +28,7 @@ class HostAllocator final : public Allocator {
     // gives them only on request): the GEMMs and attention that stream through them take fewer
     // TLB misses. The rounding wastes at most 2 MiB of an allocation of 8 MiB or more.
     // RLX_HUGEPAGES=0 keeps every buffer on small pages.
-    static const bool huge = [] {
-      const char* e = std::getenv("RLX_HUGEPAGES");
-      return !(e && std::string(e) == "0");
-    }();
+    static const bool huge = env_choice("RLX_HUGEPAGES", {"1", "0"}) == 0;
     size_t align = 64;
     if (huge && n >= kHugeFrom) {
       align = kHugePage;

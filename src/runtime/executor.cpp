@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/env.hpp"
 #include "core/error.hpp"
 #include "ir/op_registry.hpp"
 #include "runtime/runtime.hpp"
@@ -31,8 +32,7 @@ Executor::~Executor() {
 }
 
 Executor::Executor(const Program& p, Device& d) : p_(p), d_(d) {
-  const char* prof = std::getenv("RLX_PROFILE");
-  profile_ = prof && *prof && std::string(prof) != "0";
+  profile_ = env_choice("RLX_PROFILE", {"0", "1"}) == 1;
   kernel_seconds_.assign(p.kernels.size(), 0.0);
   first_seconds_.assign(p.kernels.size(), 0.0);
   if (p.device != d.name())

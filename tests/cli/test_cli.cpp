@@ -57,6 +57,14 @@ BOOST_AUTO_TEST_CASE(usage_errors_exit_2) {
   BOOST_TEST(rlx_cli("compile " + demo + " --emit l9").code == 2);
   BOOST_TEST(has(rlx_cli("compile " + demo + " --deny nosuchop").err, "unknown op 'nosuchop'"));
   BOOST_TEST(rlx_cli("compile").code == 2);
+  // A switch in the environment with a value it does not take (docs/runtime.md, "Environment").
+  for (const auto& [env, says] : {std::pair<std::string, std::string>{"RLX_NUM_THREADS=abc", "expected a whole number from 1"},
+                                  {"RLX_PROFILE=yes", "expected one of 0, 1"},
+                                  {"RLX_CPU_SPTRSV=pipe:0", "expected auto, seq, pipe or pipe:B"}}) {
+    r = rlx::test::run_cli(env + " " + RLX_CLI, "solve poisson2d:16 --method pcg --pc ic0 --device cpu", scratch());
+    BOOST_TEST(r.code == 2, env);
+    BOOST_TEST(has(r.err, env + ": " + says), env << ": " << r.err);
+  }
 }
 
 // Outputs and inputs that cannot work are bad usage (exit 2) naming the path or option;

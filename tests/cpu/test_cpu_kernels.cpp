@@ -19,6 +19,7 @@
 #include <random>
 
 #include "core/collapse_dims.hpp"
+#include "core/env.hpp"
 #include "core/fast_divisor.hpp"
 #include "core/half.hpp"
 #include "core/sort_key.hpp"
@@ -1150,4 +1151,44 @@ BOOST_AUTO_TEST_CASE(thread_pool_covers_ranges_and_rethrows) {
                       if (ThreadPool::instance().size() == 1) throw InputError("task failed");
                     }),
                     InputError);
+}
+
+// rlx's environment switches (src/core/env.hpp): unset or empty is the default, a listed value
+// its index, a number within its range its value; anything else an InputError naming the
+// variable, the value and what it takes — and the cpu device's switches go through them.
+BOOST_AUTO_TEST_CASE(environment_switches_refuse_unknown_values) {
+  const char* var = "RLX_TEST_SWITCH";
+  auto refused = [&](auto f, const std::string& takes) {
+    try {
+      f();
+      BOOST_TEST(false, "accepted: " << std::getenv(var));
+    } catch (const InputError& e) {
+      const std::string m = e.what();
+      BOOST_TEST((m.find(var) != std::string::npos && m.find(std::getenv(var)) != std::string::npos &&
+                  m.find(takes) != std::string::npos), m);
+    }
+  };
+  ::unsetenv(var);
+  BOOST_TEST(env_choice(var, {"auto", "lanes", "tile"}) == 0);
+  BOOST_TEST(env_int(var, 1, 1024, 7) == 7);
+  ::setenv(var, "", 1);
+  BOOST_TEST(env_choice(var, {"auto", "lanes", "tile"}) == 0);
+  ::setenv(var, "tile", 1);
+  BOOST_TEST(env_choice(var, {"auto", "lanes", "tile"}) == 2);
+  ::setenv(var, "TILE", 1);
+  refused([&] { env_choice(var, {"auto", "lanes", "tile"}); }, "auto, lanes, tile");
+  ::setenv(var, "16", 1);
+  BOOST_TEST(env_int(var, 1, 1024, 7) == 16);
+  for (const char* bad : {"0", "1025", "4x", "two", "-3", " 8", "99999999999999999999"}) {
+    ::setenv(var, bad, 1);
+    refused([&] { env_int(var, 1, 1024, 7); }, "from 1 to 1024");
+  }
+  ::unsetenv(var);
+  // The cpu device's own: RLX_CPU_STREAM takes auto, 0 or 1 (it used to read "yes" as 0).
+  ::setenv("RLX_CPU_STREAM", "yes", 1);
+  ir::Graph g;
+  Var x = input(g, "x", DType::F32, {4096});
+  output(g, {exp(x) * 2.0 + 1.0});
+  BOOST_CHECK_THROW(run(compile(g, cpu_dev()), cpu_dev(), {Tensor::zeros(DType::F32, {4096})}), InputError);
+  ::unsetenv("RLX_CPU_STREAM");
 }

@@ -20,7 +20,6 @@
 #include "tests/support/tiled.hpp"
 #include "core/error.hpp"
 #include "devices/cuda/codegen.hpp"
-#include "devices/cuda/common.hpp"
 #include "devices/cuda/library.hpp"
 #include "devices/cuda/spmv.hpp"
 #include "devices/cuda/spmv_tiled.hpp"
@@ -192,28 +191,6 @@ BOOST_AUTO_TEST_CASE(every_generated_elementwise_kernel_compiles) {
   BOOST_TEST(!log.empty());
   BOOST_TEST(compiled > 300);
   BOOST_TEST_MESSAGE(compiled << " generated kernels compiled for sm_90");
-}
-
-// The device's environment switches: unset or empty is the first (default) value, a listed
-// value its index, anything else an error naming the variable and what it takes.
-BOOST_AUTO_TEST_CASE(environment_switches_refuse_unknown_values) {
-  const char* var = "RLX_TEST_CUDA_SWITCH";
-  ::unsetenv(var);
-  BOOST_TEST(cuda::env_choice(var, {"auto", "lanes", "tile"}) == 0);
-  ::setenv(var, "", 1);
-  BOOST_TEST(cuda::env_choice(var, {"auto", "lanes", "tile"}) == 0);
-  ::setenv(var, "tile", 1);
-  BOOST_TEST(cuda::env_choice(var, {"auto", "lanes", "tile"}) == 2);
-  ::setenv(var, "TILE", 1);
-  try {
-    cuda::env_choice(var, {"auto", "lanes", "tile"});
-    BOOST_TEST(false, "an unknown value was accepted");
-  } catch (const InputError& e) {
-    const std::string m = e.what();
-    BOOST_TEST((m.find(var) != std::string::npos && m.find("TILE") != std::string::npos &&
-                m.find("auto, lanes, tile") != std::string::npos), m);
-  }
-  ::unsetenv(var);
 }
 
 BOOST_AUTO_TEST_CASE(spmv_lane_rule) {
