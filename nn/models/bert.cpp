@@ -7,6 +7,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "core/env.hpp"
 #include "core/error.hpp"
 #include "core/half.hpp"
 #include "core/ggml_blocks.hpp"
@@ -588,7 +589,7 @@ Tensor SentenceEmbedder::embed(const TokenBatch& batch, Device& d) {
   Allocator* a = d.allocator();
   // Recording pays off only where launches cost (not on host devices), and RLX_PROFILE's
   // per-kernel times need the kernels issued one by one.
-  if (!c.tried_replay && !a->host_accessible() && !std::getenv("RLX_PROFILE")) {
+  if (!c.tried_replay && !a->host_accessible() && env_choice("RLX_PROFILE", {"0", "1"}) == 0) {
     c.tried_replay = true;
     for (const Tensor* t : data) c.in.push_back(t->to(a));
     c.in.insert(c.in.end(), weights.begin(), weights.end());

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <numeric>
 
+#include "core/env.hpp"
 #include "core/error.hpp"
 #include "core/ggml_blocks.hpp"
 #include "core/rng.hpp"
@@ -660,7 +661,7 @@ Qwen3Generator::Session& Qwen3Generator::session(int64_t batch, int64_t cache_le
   // RLX_PROFILE's per-kernel times need the kernels issued one by one: no recording then.
   const std::vector<Tensor>& w = weights_on(d);
   try {
-    for (int k = 0; k < (s->in_place ? 1 : 2) && !std::getenv("RLX_PROFILE"); ++k) {
+    for (int k = 0; k < (s->in_place ? 1 : 2) && env_choice("RLX_PROFILE", {"0", "1"}) == 0; ++k) {
       std::vector<Tensor> in{s->ids, s->pos};
       in.insert(in.end(), s->sets[k].begin(), s->sets[k].end());
       in.insert(in.end(), w.begin(), w.end());
