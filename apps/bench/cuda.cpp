@@ -49,6 +49,7 @@
 
 #include "apps/bench/common.hpp"
 #include "apps/bench/matrices.hpp"
+#include "core/env.hpp"
 #include "devices/cuda/codegen.hpp"
 #include "devices/cuda/library.hpp"
 #include "devices/cuda/common.hpp"
@@ -197,8 +198,7 @@ void bench_gemm(int reps) {
   cublasSetStream(h, cuda::stream());
   // RLX_CUDA_TF32=1 (read once per process) lets rlx's f32 matmul use TF32 tensor cores;
   // the peer then computes with CUBLAS_COMPUTE_32F_FAST_TF32 too, and the row says tf32.
-  const char* tf = std::getenv("RLX_CUDA_TF32");
-  const bool tf32 = tf && std::string(tf) == "1";
+  const bool tf32 = env_choice("RLX_CUDA_TF32", {"0", "1"}) == 1;
   const double flop = 2.0 * double(n) * double(n) * double(n);
   for (DType t : {DType::F32, DType::BF16, DType::F16}) {
     ir::Graph g;

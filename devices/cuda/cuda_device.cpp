@@ -153,7 +153,7 @@ class CudaDevice final : public Device {
       release_recorded_checks(checks);
       check(e, "ending a CUDA graph capture");
     }
-    if (graph_stats_) print_graph_stats(graph);
+    if (graph_stats()) print_graph_stats(graph);
     cudaGraphExec_t exec = nullptr;
     e = cudaGraphInstantiate(&exec, graph, 0);
     cudaGraphDestroy(graph);
@@ -196,14 +196,14 @@ class CudaDevice final : public Device {
     for (const ir::Node* n : s.nodes) generated &= elementwise_unsupported(*n, *r.graph).empty();
     if (!generated) return Device::run_fused(r, in, out);  // node by node
     run_elementwise(s.nodes, r.inputs, s.outputs, r.shape, in, s.out, s.sums);
-    if (sync_each_) sync_unless_recording("after the fused region");
+    if (sync_each()) sync_unless_recording("after the fused region");
   }
 
  private:
   // With RLX_CUDA_SYNC=1 every kernel is followed by a synchronize, so a faulting kernel
   // is reported with its own node instead of at the next synchronization point.
   void after(const ir::Node&) {
-    if (sync_each_) sync_unless_recording("after the kernel");
+    if (sync_each()) sync_unless_recording("after the kernel");
   }
   void sync_unless_recording(const char* what) {
     if (!capturing()) check(cudaStreamSynchronize(stream()), what);
@@ -228,8 +228,16 @@ class CudaDevice final : public Device {
   }
   KernelTable table_{"cuda"};
   std::mutex capture_mu_;
-  bool graph_stats_ = env_choice("RLX_CUDA_GRAPH_STATS", {"0", "1"}) == 1;
-  bool sync_each_ = env_choice("RLX_CUDA_SYNC", {"0", "1"}) == 1;
+  // Read at first use, not when the registry builds the device: a bad value is then an error
+  // of the cuda work that meets it, and the other devices stay usable.
+  static bool graph_stats() {
+    static const bool v = env_choice("RLX_CUDA_GRAPH_STATS", {"0", "1"}) == 1;
+    return v;
+  }
+  static bool sync_each() {
+    static const bool v = env_choice("RLX_CUDA_SYNC", {"0", "1"}) == 1;
+    return v;
+  }
 };
 
 }  // namespace

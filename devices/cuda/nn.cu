@@ -290,7 +290,9 @@ __global__ void __launch_bounds__(kThreadsPerBlock) attention_kernel(const float
 // computes rows 4 rg .. + 3 of the output against columns KV / 16 · kg .., four keys of the
 // weights and of V per load, dividing by the row's sum at the end. Rows KD + 4 (q, k) and
 // kTileKeys + 4 (weights) floats apart. Keys past lk weigh 0; masked keys (causal, a bias of
-// -inf) weigh exp(-inf) = 0; a row with every key masked has max -inf and gives NaN, as the
+// -inf) weigh exp(-inf) = 0 and still multiply their values, as the lowering's softmax and
+// product do (an Inf or NaN value at a masked key makes the row NaN here, where the lane
+// kernel skips the key); a row with every key masked has max -inf and gives NaN, as the
 // lowering's softmax does; a NaN score makes its row NaN.
 constexpr int kTileRows = 64, kTileKeys = 128, kTileThreads = 256;
 template <int KD, int KV>

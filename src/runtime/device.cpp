@@ -71,9 +71,9 @@ FusedSplit split_fused_sums(const FusedRegion& r, std::span<Tensor> out) {
 
 DeviceRegistry& DeviceRegistry::get() {
   static DeviceRegistry* r = [] {
-    auto* reg = new DeviceRegistry;
+    auto reg = std::make_unique<DeviceRegistry>();  // (freed if a device's construction throws)
     register_builtin_devices(*reg);
-    return reg;
+    return reg.release();
   }();
   return *r;
 }

@@ -416,13 +416,14 @@ void check_half_products(DType t, const char* type) {
   std::uniform_real_distribution<float> u(-1, 1);
   const int64_t n = 37;
   // (k a multiple of 32 and at most 64 rows: the tensor-core GEMV, every count of its 16-row
-  // tiles and a partial one; otherwise cuBLAS. 37 weight rows: a partial tile of 16.)
-  for (int64_t k : {37, 256, 1000, 1024}) {
+  // tiles and partial ones, k of 8, 32 and 33 steps of 32 — the last a second pass of the
+  // warps' loop with a partial unroll; otherwise cuBLAS. 37 weight rows: a partial tile of 16.)
+  for (int64_t k : {37, 256, 1000, 1024, 1056}) {
     std::vector<H> w(size_t(n * k));
     for (H& v : w) v = H(u(rng));
     Tensor wt = Tensor::empty(DType::U8, {n, 2 * k});
     std::memcpy(wt.raw(), w.data(), size_t(n * k) * 2);
-    for (int64_t m : {1, 5, 16, 40, 64, 70, 300}) {
+    for (int64_t m : {1, 5, 16, 24, 40, 64, 70, 300}) {
       Tensor x = Tensor::empty(DType::F32, {m, k});
       for (int64_t i = 0; i < m * k; ++i) x.data<float>()[i] = u(rng);
       ir::Graph g;
