@@ -635,6 +635,18 @@ std::string attention_check(const ir::Node& n, const ir::Graph& g) {
   return "";
 }
 
+// Launches attention kernel K with `shared` bytes of dynamic shared memory, opting K in past
+// the default 48 KiB the first time (one flag per instantiation, so per kernel).
+template <auto K>
+void launch_shared(dim3 grid, int threads, size_t shared, const float* q, const float* k, const float* v, const float* bias,
+                   float* o, const AttentionArgs& a) {
+  static std::once_flag once;
+  std::call_once(once, [&] {
+    check(cudaFuncSetAttribute(K, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shared)), "attention: shared memory opt-in");
+  });
+  K<<<grid, threads, shared, stream()>>>(q, k, v, bias, o, a);
+}
+
 void attention(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
   const Tensor q = contiguous(in[0]), k = contiguous(in[1]), v = contiguous(in[2]);
   const Shape& qs = q.shape();
@@ -648,33 +660,25 @@ void attention(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> 
   a.scale = float(scale);
   a.causal = n.attrs.get_string("mask") == "causal";
   if (out[0].numel() == 0) return;
+  const float *qp = q.data<float>(), *kp = k.data<float>(), *vp = v.data<float>();
   const float* bp = a.has_bias ? bias.data<float>() : nullptr;
+  float* op = out[0].data<float>();
   // rows: query rows per block (kThreadsPerBlock / S for the kernel's S lanes per row).
   auto go = [&](auto kernel, int rows) {
     const dim3 grid(unsigned(ceil_div(a.lq, rows)), unsigned(bh));
-    kernel<<<grid, kThreadsPerBlock, 0, stream()>>>(q.data<float>(), k.data<float>(), v.data<float>(), bp,
-                                                    out[0].data<float>(), a);
+    kernel<<<grid, kThreadsPerBlock, 0, stream()>>>(qp, kp, vp, bp, op, a);
   };
   const int kd = padded_head(a.d), kv = padded_head(a.dv);
   if (tf32_allowed() && a.lq >= kTcMinRows) {
     bool vec = a.d % 4 == 0 && a.dv % 4 == 0 && a.k_row % 4 == 0 && a.v_row % 4 == 0 &&
-               reinterpret_cast<uintptr_t>(k.data<float>()) % 16 == 0 && reinterpret_cast<uintptr_t>(v.data<float>()) % 16 == 0;
+               reinterpret_cast<uintptr_t>(kp) % 16 == 0 && reinterpret_cast<uintptr_t>(vp) % 16 == 0;
     for (int dim = 0; dim < a.batch_dims; ++dim) vec = vec && a.k_stride[dim] % 4 == 0 && a.v_stride[dim] % 4 == 0;
     const dim3 grid(unsigned(ceil_div(a.lq, kTcRows)), unsigned(bh));
-    auto tc = [&](auto kernel, size_t shared, int which) {
-      // One flag per kernel (`which`): the kernels share one pointer type, so one instance
-      // of this lambda serves them all.
-      static std::once_flag once[6];
-      std::call_once(once[which], [&] {
-        check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shared)), "attention: shared memory opt-in");
-      });
-      kernel<<<grid, 32 * kTcWarps, shared, stream()>>>(q.data<float>(), k.data<float>(), v.data<float>(), bp, out[0].data<float>(), a);
-    };
     const int wide = std::max(kd, kv);
     auto by_width = [&](auto width) {
-      constexpr int D = decltype(width)::value, which = D == 32 ? 0 : D == 64 ? 2 : 4;
-      if (vec) tc(attention_tc_kernel<D, 4>, tc_shared_bytes<D>(), which);
-      else tc(attention_tc_kernel<D, 1>, tc_shared_bytes<D>(), which + 1);
+      constexpr int D = decltype(width)::value;
+      if (vec) launch_shared<attention_tc_kernel<D, 4>>(grid, 32 * kTcWarps, tc_shared_bytes<D>(), qp, kp, vp, bp, op, a);
+      else launch_shared<attention_tc_kernel<D, 1>>(grid, 32 * kTcWarps, tc_shared_bytes<D>(), qp, kp, vp, bp, op, a);
     };
     if (wide == 32) by_width(std::integral_constant<int, 32>{});
     else if (wide == 64) by_width(std::integral_constant<int, 64>{});
@@ -686,16 +690,12 @@ void attention(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> 
              a.lk <= kTileKeys && choice != AttentionKernel::Lanes &&
              (choice == AttentionKernel::Tile || bh * ceil_div(a.lq, kTileRows) >= sm_count())) {
     const dim3 grid(unsigned(ceil_div(a.lq, kTileRows)), unsigned(bh));
-    auto tile = [&](auto kernel, size_t shared, int which) {
-      static std::once_flag once[3];  // (one per kernel, as for the tensor-core kernels above)
-      std::call_once(once[which], [&] {
-        check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shared)), "attention: shared memory opt-in");
-      });
-      kernel<<<grid, kTileThreads, shared, stream()>>>(q.data<float>(), k.data<float>(), v.data<float>(), bp, out[0].data<float>(), a);
-    };
-    if (kd == 32 && kv == 32) tile(attention_tile_kernel<32, 32>, tile_shared_bytes<32, 32>(), 0);
-    else if (kd == 32) tile(attention_tile_kernel<32, 64>, tile_shared_bytes<32, 64>(), 1);
-    else tile(attention_tile_kernel<64, 64>, tile_shared_bytes<64, 64>(), 2);
+    if (kd == 32 && kv == 32)
+      launch_shared<attention_tile_kernel<32, 32>>(grid, kTileThreads, tile_shared_bytes<32, 32>(), qp, kp, vp, bp, op, a);
+    else if (kd == 32)
+      launch_shared<attention_tile_kernel<32, 64>>(grid, kTileThreads, tile_shared_bytes<32, 64>(), qp, kp, vp, bp, op, a);
+    else
+      launch_shared<attention_tile_kernel<64, 64>>(grid, kTileThreads, tile_shared_bytes<64, 64>(), qp, kp, vp, bp, op, a);
   } else {
     const int lanes = attention_lanes(bh * a.lq);
     auto with = [&](auto kd_tag) {
