@@ -657,11 +657,16 @@ void gemm_t(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A, int64
             fits_int(ldc);
   if (ok) {
     const int ta_ = ta ? kTrans : kNoTrans, tb_ = tb ? kTrans : kNoTrans;
-    auto call = [&](int64_t m, int64_t n, const T* a, const T* bm, T* c) {
+    // With a bias, the block of C is first filled with it and the product added to it (beta
+    // 1): OpenBLAS would otherwise clear C itself (beta 0) and the bias take a third pass.
+    auto call = [&](int64_t m, int64_t n, const T* a, const T* bm, T* c, const T* bs) {
+      if (bs)
+        for (int64_t i = 0; i < m; ++i) std::copy(bs, bs + n, c + i * ldc);
+      const T beta = bs ? T(1) : T(0);
       if constexpr (sizeof(T) == 4)
-        b.sgemm(kRowMajor, ta_, tb_, int(m), int(n), int(K), 1.0f, a, int(lda), bm, int(ldb), 0.0f, c, int(ldc));
+        b.sgemm(kRowMajor, ta_, tb_, int(m), int(n), int(K), 1.0f, a, int(lda), bm, int(ldb), beta, c, int(ldc));
       else
-        b.dgemm(kRowMajor, ta_, tb_, int(m), int(n), int(K), 1.0, a, int(lda), bm, int(ldb), 0.0, c, int(ldc));
+        b.dgemm(kRowMajor, ta_, tb_, int(m), int(n), int(K), 1.0, a, int(lda), bm, int(ldb), beta, c, int(ldc));
     };
     // Threads: the pool's, each running single-threaded OpenBLAS on its share of the rows
     // of C (or of its columns, when there are more of those). OpenBLAS's own threads would
@@ -679,22 +684,20 @@ void gemm_t(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A, int64
       if (M >= N) {
         parallel_for((M + kStep - 1) / kStep, 1, [&](int64_t u0, int64_t u1) {
           const int64_t i0 = u0 * kStep, i1 = std::min(M, u1 * kStep);
-          call(i1 - i0, N, A + i0 * (ta ? 1 : lda), B, C + i0 * ldc);
-          if (bias) add_bias(C, ldc, bias, i0, i1, 0, N);
+          call(i1 - i0, N, A + i0 * (ta ? 1 : lda), B, C + i0 * ldc, bias);
         });
       } else {
         parallel_for((N + kStep - 1) / kStep, 1, [&](int64_t u0, int64_t u1) {
           const int64_t j0 = u0 * kStep, j1 = std::min(N, u1 * kStep);
-          call(M, j1 - j0, A, B + j0 * (tb ? ldb : 1), C + j0);
-          if (bias) add_bias(C, ldc, bias, 0, M, j0, j1);
+          call(M, j1 - j0, A, B + j0 * (tb ? ldb : 1), C + j0, bias ? bias + j0 : nullptr);
         });
       }
       return;
     }
-    call(M, N, A, B, C);
-  } else {
-    gemm_builtin_t(ta, tb, M, N, K, A, lda, B, ldb, C, ldc);
+    call(M, N, A, B, C, bias);
+    return;
   }
+  gemm_builtin_t(ta, tb, M, N, K, A, lda, B, ldb, C, ldc);
   if (bias) add_bias(C, ldc, bias, 0, M, 0, N);
 }
 

@@ -47,6 +47,12 @@ RLX_VM_INLINE T exp_of(T x) {
   if constexpr (sizeof(T) == 4) return vm::exp_f32(x);
   else return std::exp(x);
 }
+// exp_of for x <= 0 (a softmax's x - max; vmath.hpp).
+template <class T>
+RLX_VM_INLINE T exp_nonpos_of(T x) {
+  if constexpr (sizeof(T) == 4) return vm::exp_f32_nonpos(x);
+  else return std::exp(x);
+}
 template <class T>
 RLX_VM_INLINE T lane_sum(const T* x, int64_t n) {
   T acc[kLanes] = {};
@@ -134,8 +140,10 @@ void softmax(const ir::Node&, std::span<const Tensor> in, std::span<Tensor> out)
 // each a value is loaded (broadcast) once for C vectors of b, so with C = 2 the loads per
 // multiply-add halve; the file is built with contraction (CMakeLists.txt), so each product
 // and sum is one fused multiply-add, as in gemm.cpp's micro-kernels.
+// With row_scale, row r of the tile is multiplied by row_scale[r] as it is stored.
 template <class T, int R, int C = 1>
-RLX_VM_INLINE void tile(const T* a, int64_t as, const T* b, int64_t bs, int64_t n, T* c, int64_t cs) {
+RLX_VM_INLINE void tile(const T* a, int64_t as, const T* b, int64_t bs, int64_t n, T* c, int64_t cs,
+                        const T* row_scale = nullptr) {
   typedef T Vec __attribute__((vector_size(64), aligned(alignof(T))));
   constexpr int64_t kW = 64 / int64_t(sizeof(T));
   Vec acc[R][C] = {};
@@ -147,16 +155,29 @@ RLX_VM_INLINE void tile(const T* a, int64_t as, const T* b, int64_t bs, int64_t 
       for (int v = 0; v < C; ++v) acc[r][v] += at * bt[v];
     }
   }
+  if (row_scale)
+    for (int r = 0; r < R; ++r)
+      for (int v = 0; v < C; ++v) acc[r][v] *= row_scale[r];
   for (int r = 0; r < R; ++r)
     for (int v = 0; v < C; ++v) *reinterpret_cast<Vec*>(c + r * cs + v * kW) = acc[r][v];
 }
 
 // c = a . b over columns [0, cols) (a multiple of W): two vectors a tile, one for an odd last.
 template <class T, int R, int W>
-RLX_VM_INLINE void tiles(const T* a, int64_t as, const T* b, int64_t bs, int64_t n, T* c, int64_t cs, int64_t cols) {
+RLX_VM_INLINE void tiles(const T* a, int64_t as, const T* b, int64_t bs, int64_t n, T* c, int64_t cs, int64_t cols,
+                         const T* row_scale = nullptr) {
   int64_t c0 = 0;
-  for (; c0 + 2 * W <= cols; c0 += 2 * W) tile<T, R, 2>(a, as, b + c0, bs, n, c + c0, cs);
-  if (c0 < cols) tile<T, R, 1>(a, as, b + c0, bs, n, c + c0, cs);
+  for (; c0 + 2 * W <= cols; c0 += 2 * W) tile<T, R, 2>(a, as, b + c0, bs, n, c + c0, cs, row_scale);
+  if (c0 < cols) tile<T, R, 1>(a, as, b + c0, bs, n, c + c0, cs, row_scale);
+}
+
+// tiles() as a function of its own: inlined into attention_rows, the register tiles share the
+// zmm registers with the softmax's constants, which the compiler keeps loaded across the
+// whole loop, and spill an operand of every multiply-add.
+template <class T, int R, int W>
+RLX_NN_CLONES __attribute__((noinline)) void tiles_apart(const T* a, int64_t as, const T* b, int64_t bs, int64_t n,
+                                                         T* c, int64_t cs, int64_t cols, const T* row_scale) {
+  tiles<T, R, W>(a, as, b, bs, n, c, cs, cols, row_scale);
 }
 
 // The kernel's arguments: where the operands lie (runtime/attention_layout.hpp), the scale
@@ -170,24 +191,51 @@ constexpr int kRows = 8;          // query rows per register tile: 8 accumulator
 constexpr int64_t kQBlock = 32;   // query rows per task
 
 // One row of scores for attention_rows: sr[j] = exp(sr[j] scale + bias[j] - max) for the keys
-// the row sees (j < last), 0 for the rest up to nkp; returns the row's sum. The division
-// by the sum is left to the output row (dv multiplies instead of nk divides). A row that
-// sees no key, or whose every key has a bias of -inf, gives a sum of 0 or a NaN, and so a
-// NaN output row, as the lowering's softmax of a row of -inf does.
-template <class T>
+// the row sees (j < last), 0 for the rest up to nkp (a multiple of W); returns the row's sum.
+// The division by the sum is left to the output row (dv multiplies instead of nk divides). A
+// row that sees no key, or whose every key has a bias of -inf, gives a sum of 0 or a NaN, and
+// so a NaN output row, as the lowering's softmax of a row of -inf does. The max and the sum
+// are kept in whole vectors (a scalar chain of 16 lanes costs more than the row's products),
+// and the lanes of the last vector past `last` are -inf before the exps, which makes them 0.
+template <class T, int W>
 RLX_VM_INLINE T attention_weights(T* sr, T scale, const T* br, int64_t bks, int64_t last, int64_t nkp) {
-  if (!br)
-    for (int64_t j = 0; j < last; ++j) sr[j] = sr[j] * scale;
-  else if (bks == 1)  // (apart, so that the common cases vectorize)
-    for (int64_t j = 0; j < last; ++j) sr[j] = sr[j] * scale + br[j];
-  else if (bks == 0)
-    for (int64_t j = 0; j < last; ++j) sr[j] = sr[j] * scale + br[0];
-  else
-    for (int64_t j = 0; j < last; ++j) sr[j] = sr[j] * scale + br[j * bks];
-  const T m = lane_max(sr, last);
-  for (int64_t j = 0; j < last; ++j) sr[j] = exp_of(sr[j] - m);
-  for (int64_t j = last; j < nkp; ++j) sr[j] = T(0);
-  return lane_sum(sr, last);
+  typedef T Vec __attribute__((vector_size(64), aligned(alignof(T))));
+  static_assert(sizeof(Vec) == W * sizeof(T));
+  const int64_t lastp = (last + W - 1) / W * W;
+  Vec ninf, mx, lane;
+  for (int l = 0; l < W; ++l) ninf[l] = -T(INFINITY), lane[l] = T(l);
+  mx = ninf;
+  for (int64_t j = 0; j < lastp; j += W) {
+    Vec x = *reinterpret_cast<const Vec*>(sr + j) * scale;
+    if (br) {
+      Vec b;
+      if (bks == 1 && j + W <= last) b = *reinterpret_cast<const Vec*>(br + j);
+      else  // (never past the row's last key: the bias ends there)
+        for (int l = 0; l < W; ++l) b[l] = j + l < last ? br[(j + l) * bks] : T(0);
+      x += b;
+    }
+    if (j + W > last) {
+      Vec cut = lane - T(last - j);  // < 0 for the lanes the row sees
+      x = cut < T(0) ? x : ninf;
+    }
+    *reinterpret_cast<Vec*>(sr + j) = x;
+    mx = x > mx ? x : mx;
+  }
+  T m = mx[0];
+  for (int l = 1; l < W; ++l) m = mx[l] > m ? mx[l] : m;
+  for (int64_t j = 0; j < lastp; ++j) sr[j] = exp_nonpos_of(sr[j] - m);
+  for (int64_t j = lastp; j < nkp; ++j) sr[j] = T(0);
+  Vec s0 = {}, s1 = {};
+  int64_t j = 0;
+  for (; j + 2 * W <= lastp; j += 2 * W) {
+    s0 += *reinterpret_cast<const Vec*>(sr + j);
+    s1 += *reinterpret_cast<const Vec*>(sr + j + W);
+  }
+  if (j < lastp) s0 += *reinterpret_cast<const Vec*>(sr + j);
+  s0 += s1;
+  T sum = 0;
+  for (int l = 0; l < W; ++l) sum += s0[l];
+  return sum;
 }
 
 // One task: query rows [i0, i1) of head `h`. kt: K transposed, [d][lkp] (keys padded with 0
@@ -215,26 +263,25 @@ RLX_NN_CLONES void attention_rows(const AttentionArgs& a, const T* q, const T* k
     int64_t nk = a.lk;
     if (a.causal) nk = std::clamp<int64_t>(ib + nr - 1 + a.lk - a.lq + 1, 1, a.lk);
     const int64_t nkp = (nk + W - 1) / W * W;
-    tiles<T, kRows, W>(qb, qbs, kt, lkp, a.d, s, lkp, nkp);
+    tiles_apart<T, kRows, W>(qb, qbs, kt, lkp, a.d, s, lkp, nkp, nullptr);
     T inv[kRows];
     for (int r = 0; r < nr; ++r) {
       const int64_t i = ib + r;
       // Keys past the row's causal limit get weight 0.
       const int64_t last = a.causal ? std::clamp<int64_t>(i + a.lk - a.lq + 1, 0, nk) : nk;
       const T* br = bias ? bias + bias_base + i * a.bias_q_stride : nullptr;
-      inv[r] = T(1) / attention_weights(s + r * lkp, scale, br, a.bias_k_stride, last, nkp);
+      inv[r] = T(1) / attention_weights<T, W>(s + r * lkp, scale, br, a.bias_k_stride, last, nkp);
     }
     for (int r = nr; r < kRows; ++r)
       for (int64_t j = 0; j < nkp; ++j) s[r * lkp + j] = T(0);
+    for (int r = nr; r < kRows; ++r) inv[r] = T(0);
     T* ob = out + ib * os;
     if (nr == kRows && a.dv == dvp) {
-      tiles<T, kRows, W>(s, lkp, vp, dvp, nk, ob, os, dvp);
-      for (int r = 0; r < kRows; ++r)
-        for (int64_t c = 0; c < a.dv; ++c) ob[r * os + c] = ob[r * os + c] * inv[r];
+      tiles_apart<T, kRows, W>(s, lkp, vp, dvp, nk, ob, os, dvp, inv);
     } else {
-      tiles<T, kRows, W>(s, lkp, vp, dvp, nk, o, dvp, dvp);
+      tiles_apart<T, kRows, W>(s, lkp, vp, dvp, nk, o, dvp, dvp, inv);
       for (int r = 0; r < nr; ++r)
-        for (int64_t c = 0; c < a.dv; ++c) ob[r * os + c] = o[r * dvp + c] * inv[r];
+        for (int64_t c = 0; c < a.dv; ++c) ob[r * os + c] = o[r * dvp + c];
     }
   }
 }

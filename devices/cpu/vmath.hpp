@@ -74,6 +74,14 @@ RLX_VM_INLINE float exp_f32_normal(float x) {
   return e * as_float(int32_t((ni + 127u) << 23));
 }
 
+// e^x for x <= 0, as a softmax takes exp(x - max): below -87 the result is 0 instead of a
+// subnormal (under 1.7e-38 of the row's largest term, which is 1), so one scale factor does;
+// NaN stays NaN.
+RLX_VM_INLINE float exp_f32_nonpos(float x) {
+  const float r = exp_f32_normal(x < -87.0f ? -87.0f : x);
+  return x < -87.0f ? 0.0f : r;
+}
+
 // e^x. Overflows to +inf above 88.72, underflows to 0 below -103.97, NaN stays NaN.
 RLX_VM_INLINE float exp_f32(float x) {
   float ax = abs_f32(x);

@@ -23,6 +23,7 @@
 #include "core/fast_divisor.hpp"
 #include "core/half.hpp"
 #include "core/sort_key.hpp"
+#include "devices/cpu/vmath.hpp"
 #include "devices/cpu/ew_kernels.hpp"
 #include "devices/cpu/fused.hpp"
 #include "devices/cpu/gemm.hpp"
@@ -131,6 +132,28 @@ BOOST_AUTO_TEST_CASE(exp_f32) {
   BOOST_TEST(std::isfinite(apply1(EwOp::Exp, 88.72f)));
   BOOST_TEST(apply1(EwOp::Exp, -104.0f) == 0.0f);
   BOOST_TEST(apply1(EwOp::Exp, -100.0f) > 0.0f);  // subnormal result
+}
+
+// The attention kernel's exp of x - max (x <= 0): the same accuracy as exp down to -87, 0
+// below (where exp's result would be subnormal), NaN kept.
+BOOST_AUTO_TEST_CASE(exp_f32_nonpos) {
+  auto xs = sweep(-87.0f, 0.0f, 1 << 21);
+  auto r = random_floats(1 << 20, -30, 6, true, 2);
+  for (float& x : r) x = -x;
+  xs.insert(xs.end(), r.begin(), r.end());
+  double max_ulp = 0;
+  float worst = 0;
+  for (float x : xs) {
+    const double u = ulp_error(vm::exp_f32_nonpos(x), std::exp(double(x)));
+    if (u > max_ulp) max_ulp = u, worst = x;
+  }
+  BOOST_TEST_MESSAGE("exp_nonpos: max " << max_ulp << " ulp at x=" << worst);
+  BOOST_TEST(max_ulp <= 2.0);
+  BOOST_TEST(vm::exp_f32_nonpos(0.0f) == 1.0f);
+  BOOST_TEST(vm::exp_f32_nonpos(-87.0f) > 0.0f);
+  BOOST_TEST(vm::exp_f32_nonpos(-87.01f) == 0.0f);
+  BOOST_TEST(vm::exp_f32_nonpos(-INFINITY) == 0.0f);
+  BOOST_TEST(std::isnan(vm::exp_f32_nonpos(NAN)));
 }
 
 BOOST_AUTO_TEST_CASE(log_f32) {
