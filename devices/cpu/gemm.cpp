@@ -564,14 +564,26 @@ void weight_rows_part(int64_t M, int64_t K, const float* X, int64_t ldx, const f
 
 // Rows of C up to which x W^T takes the weight-rows form.
 constexpr int64_t kWeightRowsMaxM = 256;
+
+bool cpu_is_amd() {
+#if defined(__x86_64__) && defined(__GNUC__)
+  __builtin_cpu_init();
+  return __builtin_cpu_is("amd");
+#else
+  return false;
+#endif
+}
+
 // Where the kernels above run by default, OpenBLAS elsewhere (docs/cpu.md, "GEMM": measured
 // per shape class on the MiniLM shapes): x W^T of kOwnDefaultMinM to kWeightRowsMaxM rows (the
-// weight-rows form), and x W^T with more rows whose k is at least twice n (the 8 x 48 tiles;
-// a BERT FFN's second product).
+// weight-rows form); with more rows, x W^T whose k is at least twice n (the 8 x 48 tiles; a
+// BERT FFN's second product) and, on AMD, every x W^T: there OpenBLAS's SkylakeX kernels run
+// 8-18 % behind the tiles at 1,024 and 4,096 rows, where on Intel the two tie.
 constexpr int64_t kOwnDefaultMinM = 48;
 bool own_by_default(bool tb, int64_t M, int64_t N, int64_t K) {
   if (!tb || M < kOwnDefaultMinM) return false;
-  return M <= kWeightRowsMaxM || K >= 2 * N;
+  static const bool amd = cpu_is_amd();
+  return M <= kWeightRowsMaxM || K >= 2 * N || amd;
 }
 
 bool own_f32_available() {
@@ -820,7 +832,8 @@ std::string gemm_description() {
     std::string d = "GEMM: OpenBLAS " + i.library + " core " + i.corename + (i.note.empty() ? "" : " (" + i.note + ")");
     if (own_f32_available() && gemm_mode() == GemmMode::Auto)
       d += "; f32 x·Wᵀ of " + std::to_string(kOwnDefaultMinM) + "-" + std::to_string(kWeightRowsMaxM) +
-           " rows, or more rows with k >= 2n: built-in x86-64-v4 (AVX-512) 6x64 weight-rows / 8x48 kernels";
+           (cpu_is_amd() ? " rows, or more rows (AMD)" : " rows, or more rows with k >= 2n") +
+           ": built-in x86-64-v4 (AVX-512) 6x64 weight-rows / 8x48 kernels";
     if (gemm_mode() == GemmMode::OpenBlas) d += " (RLX_CPU_GEMM=openblas: every product)";
     return d;
   }

@@ -812,8 +812,8 @@ BOOST_AUTO_TEST_CASE(avx512_f32_paths) {
         BOOST_CHECK_MESSAGE(e32 < 2e-6, "builtin M,N,K=" << sz[0] << "," << sz[1] << "," << sz[2] << " tb=" << tb
                                                          << " pad=" << pad << ": f32 " << e32);
       }
-  // And through the default dispatch (48 to 256 rows: weight rows; more rows with k >= 2n: 8 x 48
-  // tiles; OpenBLAS otherwise).
+  // And through the default dispatch (48 to 256 rows: weight rows; more rows with k >= 2n, or
+  // any k on AMD: 8 x 48 tiles; OpenBLAS otherwise).
   for (int64_t m : {48, 130, 256, 300})
     for (int64_t k : {384, 800}) {
       double e32 = gemm_error<float>(false, true, m, 390, k, false, 0);
