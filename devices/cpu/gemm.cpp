@@ -255,6 +255,7 @@ void gemm_builtin_t(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* 
   for (int64_t pc = 0; pc < K; pc += KC) {
     const int64_t kc = std::min(KC, K - pc);
     const bool acc = pc > 0;
+    const bool last = pc + kc >= K;  // the pass that adds the bias
     parallel_for(npan, 8, [&](int64_t p0, int64_t p1) {
       for (int64_t p = p0; p < p1; ++p) {
         T* dst = Bp + p * kc * NR;
@@ -330,12 +331,12 @@ void gemm_builtin_t(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* 
 #ifdef RLX_X86_TARGETS
 #define RLX_V4 __attribute__((target("arch=x86-64-v4")))
 
-// C[MR, NV*16] (+)= A[MR, kc] . Bp[kc, NV*16]; A row i at A + i * lda; Bp 64-byte aligned.
-// With PF, also prefetches the MR rows at pf (same stride), one cache line of each per 16 k:
-// the next rows of A while these compute.
+// C[MR, NV*16] (+)= A[MR, kc] . Bp[kc, NV*16] (+ bias[NV*16] per row, when bias is not
+// null); A row i at A + i * lda; Bp 64-byte aligned. With PF, also prefetches the MR rows at
+// pf (same stride), one cache line of each per 16 k: the next rows of A while these compute.
 template <int MR, int NV, bool ACC, bool PF = false>
 RLX_V4 void micro_rows(int64_t kc, const float* __restrict A, int64_t lda, const float* __restrict Bp,
-                       float* __restrict C, int64_t ldc, const float* pf = nullptr) {
+                       float* __restrict C, int64_t ldc, const float* pf = nullptr, const float* bias = nullptr) {
   constexpr int NR = NV * 16;
   __m512 c[MR][NV];
 #pragma GCC unroll 16
@@ -366,6 +367,7 @@ RLX_V4 void micro_rows(int64_t kc, const float* __restrict A, int64_t lda, const
     for (int j = 0; j < NV; ++j) {
       float* p = C + i * ldc + j * 16;
       if (ACC) c[i][j] = _mm512_add_ps(c[i][j], _mm512_loadu_ps(p));
+      if (bias) c[i][j] = _mm512_add_ps(c[i][j], _mm512_loadu_ps(bias + j * 16));
       _mm512_storeu_ps(p, c[i][j]);
     }
 }
@@ -428,9 +430,10 @@ constexpr int64_t kRowsKC = 1536;       // k per pass: B panel 48 x 1536 floats,
 constexpr int64_t kWholeRows = 512;     // past this many rows: all panels packed first, then
 constexpr int64_t kRowBlock = 256;      // A in blocks of this many rows
 
-// One thread's share of C = A op(B): rows [i0, i1), panels [p0, p1) of kRowsNR columns.
+// One thread's share of C = A op(B) (+ bias[N], added as each tile is stored — a pass over C
+// afterwards would read it back from memory): rows [i0, i1), panels [p0, p1) of kRowsNR columns.
 void rows_part(bool tb, int64_t N, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb, float* C,
-               int64_t ldc, int64_t i0, int64_t i1, int64_t p0, int64_t p1) {
+               int64_t ldc, int64_t i0, int64_t i1, int64_t p0, int64_t p1, const float* bias) {
   constexpr int MR = kRowsMR, NR = kRowsNR;
   const int64_t KC = std::min(K, kRowsKC);
   const int64_t M = i1 - i0;
@@ -449,6 +452,7 @@ void rows_part(bool tb, int64_t N, int64_t K, const float* A, int64_t lda, const
   for (int64_t pc = 0; pc < K; pc += KC) {
     const int64_t kc = std::min(KC, K - pc);
     const bool acc = pc > 0;
+    const bool last = pc + kc >= K;  // the pass that adds the bias
     if (whole)
       for (int64_t p = p0; p < p1; ++p) pack(p, pc, kc, Bbuf + (p - p0) * NR * kc);
     for (int64_t ib = i0; ib < i1; ib += MB) {
@@ -467,11 +471,12 @@ void rows_part(bool tb, int64_t N, int64_t K, const float* A, int64_t lda, const
             a = E;
             la = kc;
           }
+          const float* bj = bias && last ? bias + j0 : nullptr;
           if (ni == MR && nj == NR) {
             if (acc)
-              micro_rows<MR, kRowsNV, true>(kc, a, la, Bp, C + i * ldc + j0, ldc);
+              micro_rows<MR, kRowsNV, true>(kc, a, la, Bp, C + i * ldc + j0, ldc, nullptr, bj);
             else
-              micro_rows<MR, kRowsNV, false>(kc, a, la, Bp, C + i * ldc + j0, ldc);
+              micro_rows<MR, kRowsNV, false>(kc, a, la, Bp, C + i * ldc + j0, ldc, nullptr, bj);
           } else {
             micro_rows<MR, kRowsNV, false>(kc, a, la, Bp, tile, NR);
             for (int64_t r = 0; r < ni; ++r) {
@@ -481,6 +486,8 @@ void rows_part(bool tb, int64_t N, int64_t K, const float* A, int64_t lda, const
                 for (int64_t j = 0; j < nj; ++j) c[j] += t[j];
               else
                 for (int64_t j = 0; j < nj; ++j) c[j] = t[j];
+              if (bj)
+                for (int64_t j = 0; j < nj; ++j) c[j] += bj[j];
             }
           }
         }
@@ -612,16 +619,12 @@ void gemm_own_f32(bool tb, int64_t M, int64_t N, int64_t K, const float* A, int6
   }
   const int64_t npan = (N + kRowsNR - 1) / kRowsNR;
   if (npan >= 2 * nt || M < 2 * kRowsMR * nt) {
-    parallel_for(npan, 1, [&](int64_t p0, int64_t p1) {
-      rows_part(tb, N, K, A, lda, B, ldb, C, ldc, 0, M, p0, p1);
-      if (bias) add_bias(C, ldc, bias, int64_t(0), M, p0 * kRowsNR, std::min(N, p1 * kRowsNR));
-    });
+    parallel_for(npan, 1, [&](int64_t p0, int64_t p1) { rows_part(tb, N, K, A, lda, B, ldb, C, ldc, 0, M, p0, p1, bias); });
   } else {
     const int64_t units = (M + kRowsMR - 1) / kRowsMR;
     parallel_for(units, 2, [&](int64_t u0, int64_t u1) {
       const int64_t i0 = u0 * kRowsMR, i1 = std::min(M, u1 * kRowsMR);
-      rows_part(tb, N, K, A, lda, B, ldb, C, ldc, i0, i1, 0, npan);
-      if (bias) add_bias(C, ldc, bias, i0, i1, int64_t(0), N);
+      rows_part(tb, N, K, A, lda, B, ldb, C, ldc, i0, i1, 0, npan, bias);
     });
   }
 #else
