@@ -1,10 +1,11 @@
-// layer_norm, softmax (last axis), attention and rotary_embedding as native kernels. Their lowerings
+// layer_norm, rms_norm, softmax (last axis), attention and rotary_embedding as native kernels. Their lowerings
 // (src/ir/ops/nn.cpp) run as 5 to 8 kernels that each read and write the whole tensor and
 // each wake the thread pool — for attention the [.., Lq, Lk] scores five times over, plus
 // two batched products of 128-row blocks; these read their inputs once, keep each row (or
 // each block of scores) in the L1 cache, and write their result once. Each keeps the
 // lowering's arithmetic (layer_norm: the mean, then the mean of the squared deviations,
-// then c * (1 / sqrt(var + eps)) * gamma + beta; softmax: exp(x - max) / sum; attention:
+// then c * (1 / sqrt(var + eps)) * gamma + beta; rms_norm: x * (1 / sqrt(mean(x^2) + eps)) *
+// gamma; softmax: exp(x - max) / sum; attention:
 // (q . k) * scale [+ bias] [causal: -inf], that softmax, then the weights times v — except
 // that the division by the softmax's sum is applied to the output row, as a product by its
 // reciprocal), so they differ from it by the order of sums (and that division) only;
@@ -110,6 +111,29 @@ RLX_NN_CLONES void softmax_rows(const T* x, T* y, int64_t r0, int64_t r1, int64_
 int64_t rows_of(const Tensor& t) { return t.rank() == 0 ? 1 : t.numel() / std::max<int64_t>(t.shape().back(), 1); }
 // Rows per task: about 16 K elements, so that small tensors run on one thread.
 int64_t row_grain(int64_t d) { return std::max<int64_t>(1, (int64_t(1) << 14) / std::max<int64_t>(d, 1)); }
+
+// x * (1 / sqrt(mean(x^2) + eps)) * g, the squares through y as in layer_norm_rows.
+template <class T>
+RLX_NN_CLONES void rms_norm_rows(const T* x, const T* g, T* y, int64_t r0, int64_t r1, int64_t d, T eps) {
+  for (int64_t r = r0; r < r1; ++r) {
+    const T* xr = x + r * d;
+    T* yr = y + r * d;
+    for (int64_t i = 0; i < d; ++i) yr[i] = xr[i] * xr[i];
+    const T inv = T(1) / std::sqrt(lane_sum(yr, d) / T(d) + eps);
+    for (int64_t i = 0; i < d; ++i) yr[i] = xr[i] * inv * g[i];
+  }
+}
+
+template <class T>
+void rms_norm(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
+  const Tensor x = in[0].contiguous(), g = in[1].contiguous();
+  if (x.numel() == 0) return;
+  const int64_t d = x.shape().back();
+  const T eps = T(n.attrs.get_float("eps"));
+  const T *xp = x.data<T>(), *gp = g.data<T>();
+  T* yp = out[0].data<T>();
+  parallel_for(rows_of(x), row_grain(d), [&](int64_t r0, int64_t r1) { rms_norm_rows(xp, gp, yp, r0, r1, d, eps); });
+}
 
 template <class T>
 void layer_norm(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
@@ -406,15 +430,15 @@ std::string rotary_check(const ir::Node& n, const ir::Graph& g) {
   return "";
 }
 
-// layer_norm and softmax: the last axis only (softmax's axis attribute naming it).
+// layer_norm, rms_norm and softmax: the last axis only (softmax's axis attribute naming it).
 std::string softmax_check(const ir::Node& n, const ir::Graph& g) {
   const int64_t rank = int64_t(g.type(n.inputs[0]).shape.size());
   const int64_t ax = n.attrs.get_int("axis");
   if (rank == 0 || (ax != -1 && ax != rank - 1)) return "softmax on cpu: the last axis only";
   return "";
 }
-std::string layer_norm_check(const ir::Node& n, const ir::Graph& g) {
-  if (g.type(n.inputs[0]).shape.empty()) return "layer_norm on cpu: rank at least 1";
+std::string norm_check(const ir::Node& n, const ir::Graph& g) {
+  if (g.type(n.inputs[0]).shape.empty()) return n.op->name + " on cpu: rank at least 1";
   return "";
 }
 
@@ -435,7 +459,12 @@ void add_nn_kernels(KernelTable& t) {
          f32_or_f64([](auto tag, const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
            layer_norm<decltype(tag)>(n, in, out);
          }),
-         layer_norm_check});
+         norm_check});
+  t.add({"rms_norm", f32_f64, 0,
+         f32_or_f64([](auto tag, const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
+           rms_norm<decltype(tag)>(n, in, out);
+         }),
+         norm_check});
   t.add({"softmax", f32_f64, 0,
          f32_or_f64([](auto tag, const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
            softmax<decltype(tag)>(n, in, out);

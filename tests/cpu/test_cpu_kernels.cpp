@@ -1001,7 +1001,7 @@ BOOST_AUTO_TEST_SUITE_END()
 
 // ---------------------------------------------------------------- nn kernels
 
-// layer_norm, softmax and attention run as native kernels (one pass each instead of their
+// layer_norm, rms_norm, softmax and attention run as native kernels (one pass each instead of their
 // lowerings' chains) and match the reference device on fresh random data (RLX_TEST_SEED):
 // odd row lengths, rows enough for both threads, special values (a softmax row of -inf and
 // one holding NaN give NaN rows, as the lowering does); attention on the shapes every
@@ -1111,7 +1111,7 @@ BOOST_AUTO_TEST_CASE(nn_kernels_match_the_reference) {
       const int64_t d = s.back();
       ir::Graph g;
       Var x = input(g, "x", t, s), gm = input(g, "g", t, {d}), b = input(g, "b", t, {d});
-      output(g, {layer_norm(x, gm, b, 1e-6), softmax(x * 3.0)});
+      output(g, {layer_norm(x, gm, b, 1e-6), softmax(x * 3.0), rms_norm(x, gm, 1e-6)});
       Tensor xt = random_tensor(t, s);
       if (s.size() == 3) {  // row 1: all -inf; row 2: one NaN (softmax NaN rows either way)
         for (int64_t i = 0; i < d; ++i) {
@@ -1125,10 +1125,12 @@ BOOST_AUTO_TEST_CASE(nn_kernels_match_the_reference) {
       Program p = compile(g, cpu_dev());
       BOOST_TEST(route_of(p, "layer_norm") == "native");
       BOOST_TEST(route_of(p, "softmax") == "native");
+      BOOST_TEST(route_of(p, "rms_norm") == "native");
       auto want = run(compile(g, ref_dev()), ref_dev(), in), got = run(p, cpu_dev(), in);
       const std::string what = std::string(dtype_name(t)) + " " + shape_str(s);
       expect_close(got[0], want[0], tol_of(t), "layer_norm " + what);
       expect_close(got[1], want[1], tol_of(t), "softmax " + what);
+      expect_close(got[2], want[2], tol_of(t), "rms_norm " + what);
     }
   }
   // The shared cases, then grouped-query attention's shapes (test::grouped_attention_cases),
