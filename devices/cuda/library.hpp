@@ -42,9 +42,12 @@ int attention_lanes(int64_t rows);  // the lanes a call with this many query row
 // Which f32 kernel runs attention of heads up to 64 wide and at most 128 keys without TF32:
 // Auto (the default) takes the register-tiled one (whole keys and values in shared memory)
 // when the call has a block of 64 query rows for every SM, else the lane kernel above; Lanes
-// and Tile force one (Tile only where the shape allows it). RLX_CUDA_ATTENTION=auto|lanes|tile
-// in the environment, or set_attention_kernel(), picks.
-enum class AttentionKernel { Auto, Lanes, Tile };
+// and Tile force one (Tile only where the shape allows it). Bf16 opts in to a precision
+// below the op's f32 contract: attention of 16 or more query rows on the bf16 tensor cores
+// (q, k, v and the softmax weights rounded to bf16, f32 sums; nn.cu), every head size and key
+// count. RLX_CUDA_ATTENTION=auto|lanes|tile|bf16 in the environment, or
+// set_attention_kernel(), picks.
+enum class AttentionKernel { Auto, Lanes, Tile, Bf16 };
 AttentionKernel attention_kernel_setting();
 void set_attention_kernel(AttentionKernel k);
 

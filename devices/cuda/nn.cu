@@ -9,6 +9,7 @@
 // + eps) * gamma; softmax: exp(x - max) / sum; rotary_embedding: the f32 angle, its f32
 // cosine and sine rounded to x's dtype), so they differ from it by the order of f32 sums
 // (and fused multiply-adds) only. Their VJPs stay the ops' IR expressions.
+#include <cuda_bf16.h>
 #include <cuda_pipeline.h>
 #include <algorithm>
 #include <array>
@@ -454,6 +455,80 @@ constexpr size_t tc_shared_bytes() {  // two stages of K and V, rows D + 4 float
   return size_t(2) * 2 * kTcKeys<D> * (D + 4) * sizeof(float);
 }
 
+// The online softmax of the tensor-core kernels for one stage of KT keys from j0, on the
+// C fragments s of the scores (rows g and g + 8 of the warp's 16, keys 8n + 2t + {0, 1}):
+// bias, the masks (a masked or NaN score becomes -inf, a NaN recorded in nan), each row's new
+// maximum over its quad, and the rescaling of l and of the output fragments acc by exp(old
+// max - new max).
+template <int KT, int NV>
+__device__ __forceinline__ void softmax_stage(float (&s)[KT / 8][4], float (&acc)[NV][4], float (&m)[2], float (&l)[2],
+                                              bool (&nan)[2], const int (&rows)[2], const bool (&valid)[2], int j0,
+                                              int t, const float* __restrict__ bias, const AttentionOffsets& off,
+                                              const AttentionArgs& a) {
+  const int shift = a.lk - a.lq;
+  float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+  for (int n = 0; n < KT / 8; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int r = e >> 1, key = j0 + 8 * n + 2 * t + (e & 1);
+      float x = s[n][e];
+      const bool seen = valid[r] && key < a.lk && (!a.causal || key <= rows[r] + shift);
+      if (seen && a.has_bias) x += bias[off.bias + i64(rows[r]) * a.bias_q_stride + i64(key) * a.bias_k_stride];
+      if (seen && x != x) nan[r] = true;
+      x = seen && x == x ? x : -INFINITY;  // masked (or NaN, recorded above)
+      s[n][e] = x;
+      mx[r] = fmaxf(mx[r], x);
+    }
+  float corr[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+    mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+    const float mn = fmaxf(m[r], mx[r]);
+    // Nothing seen yet (mn = -inf): no rescaling, and every p after is 0.
+    corr[r] = mn == -INFINITY ? 1.f : expf(m[r] - mn);
+    m[r] = mn;
+    l[r] *= corr[r];
+  }
+#pragma unroll
+  for (int n = 0; n < NV; ++n) {
+    acc[n][0] *= corr[0];
+    acc[n][1] *= corr[0];
+    acc[n][2] *= corr[1];
+    acc[n][3] *= corr[1];
+  }
+}
+
+// The tensor-core kernels' last step: each row's sum and NaN flag over its quad, then the
+// output rows (acc's C fragments, features 8n + 2t + {0, 1}) divided by the sums.
+template <int NV>
+__device__ __forceinline__ void finish_rows(const float (&acc)[NV][4], float (&l)[2], bool (&nan)[2],
+                                            const int (&rows)[2], const bool (&valid)[2], int t, float* __restrict__ o,
+                                            const AttentionOffsets& off, const AttentionArgs& a) {
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
+    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+    nan[r] = __shfl_xor_sync(0xffffffffu, int(nan[r]), 1) || nan[r];
+    nan[r] = __shfl_xor_sync(0xffffffffu, int(nan[r]), 2) || nan[r];
+  }
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    if (!valid[r]) continue;
+    // A row that saw no key divides 0 by 0: NaN, as the lowering's softmax of -inf gives.
+    const float inv = nan[r] ? NAN : 1.f / l[r];
+    float* orow = o + off.o + i64(rows[r]) * a.o_row;
+#pragma unroll
+    for (int n = 0; n < NV; ++n)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int col = 8 * n + 2 * t + e;
+        if (col < a.dv) orow[col] = acc[n][2 * r + e] * inv;
+      }
+  }
+}
+
 // VEC: floats a copy (4: d, dv, the row and batch strides of k and v multiples of 4 and the
 // pointers 16-byte aligned; else 1). K and V stream through two stages in dynamic shared
 // memory: the copies of the next KT keys are in flight while the warps multiply this stage's
@@ -524,39 +599,7 @@ __global__ void __launch_bounds__(32 * kTcWarps) attention_tc_kernel(const float
         for (int n = 0; n < KT / 8; ++n)
           mma_tf32(s[n], qf[c], to_tf32(__uint_as_float(kst(s_now, 8 * n + g, 8 * c + t))),
                    to_tf32(__uint_as_float(kst(s_now, 8 * n + g, 8 * c + t + 4))));
-      // Bias, masks, and each row's maximum over this stage.
-      float mx[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-      for (int n = 0; n < KT / 8; ++n)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int r = e >> 1, key = j0 + 8 * n + 2 * t + (e & 1);
-          float x = s[n][e];
-          const bool seen = valid[r] && key < a.lk && (!a.causal || key <= rows[r] + shift);
-          if (seen && a.has_bias) x += bias[off.bias + i64(rows[r]) * a.bias_q_stride + i64(key) * a.bias_k_stride];
-          if (seen && x != x) nan[r] = true;
-          x = seen && x == x ? x : -INFINITY;  // masked (or NaN, recorded above)
-          s[n][e] = x;
-          mx[r] = fmaxf(mx[r], x);
-        }
-      float corr[2];
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-        const float mn = fmaxf(m[r], mx[r]);
-        // Nothing seen yet (mn = -inf): no rescaling, and every p below is 0.
-        corr[r] = mn == -INFINITY ? 1.f : expf(m[r] - mn);
-        m[r] = mn;
-        l[r] *= corr[r];
-      }
-#pragma unroll
-      for (int n = 0; n < D / 8; ++n) {
-        acc[n][0] *= corr[0];
-        acc[n][1] *= corr[0];
-        acc[n][2] *= corr[1];
-        acc[n][3] *= corr[1];
-      }
+      softmax_stage<KT, D / 8>(s, acc, m, l, nan, rows, valid, j0, t, bias, off, a);
 #pragma unroll
       for (int n = 0; n < KT / 8; ++n) {
         uint32_t pf[4];
@@ -575,28 +618,154 @@ __global__ void __launch_bounds__(32 * kTcWarps) attention_tc_kernel(const float
     }
     __syncthreads();
   }
-  // Each row's sum and NaN flag over its quad, then the normalized rows.
+  finish_rows<D / 8>(acc, l, nan, rows, valid, t, o, off, a);
+}
+
+// ---------------------------------------------------------------- attention in bf16
+// RLX_CUDA_ATTENTION=bf16: attention of at least kTcMinRows query rows with both products
+// as mma.sync m16n8k16 BF16 — q (scaled), k, v and the softmax weights rounded to bf16 (8-bit
+// mantissas), f32 sums and an f32 online softmax: the precision of a bf16 model's attention
+// under PyTorch, at twice the TF32 kernel's tensor-core rate and with each operand converted
+// once, when it is staged, instead of at every fragment load. A block is 4 warps, 16 query
+// rows each, of one (batch, head); it walks the keys kBfKeys at a time (to its causal limit).
+//
+// K is staged row-major in bf16 with rows kBfKPitch<D> apart (2 pitch ≡ 64 mod 128 bytes, so
+// a quarter-warp's 16-byte loads fall in 8 different 16-byte bank groups); V is staged
+// transposed, Vᵀ [D][keys] with rows kBfKeys + 8 apart (36 words ≡ 4 mod 32: the fragment
+// loads of 4g + t hit 32 banks).
+//
+// Fragments (m16n8k16, g = lane / 4, t = lane % 4): A a0 (row g, k 2t..2t+1), a1 (g + 8,
+// 2t..2t+1), a2 (g, 2t+8..2t+9), a3 (g + 8, 2t+8..2t+9); B b0 (k 2t..2t+1, n g), b1 (k
+// 2t+8..2t+9, n g); C c0 c1 (g, 2t..2t+1), c2 c3 (g + 8, 2t..2t+1). In S = q kᵀ the k index
+// is a feature, and both operands take the features of a 32-feature step in one shared order
+// (as quant.cu's mma16_kernel does): lane t's slots 2t, 2t+1, 2t+8, 2t+9 of the step's first
+// MMA are features 8t .. 8t+3 and of its second 8t+4 .. 8t+7, so a lane's B operand for a key
+// is one 16-byte load of 8 features. In P v the k index is a key: the C fragments of two
+// 8-key chunks of S are, packed in pairs, the A fragment of 16 keys in their own order, and
+// Vᵀ's rows give B as 32-bit loads of two adjacent keys.
+constexpr int kBfKeys = 64;
+template <int D>
+constexpr int kBfKPitch = D % 64 == 32 ? D : D + 32;
+constexpr int kBfVPitch = kBfKeys + 8;
+
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {  // (lo in the low half)
+  const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&h);
+}
+__device__ __forceinline__ void mma_bf16(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
+                                         uint32_t b1) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+               : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// D: head size rounded up to 32, 64 or 128 (d and dv at most D). VEC: floats a global load
+// when staging (4: d, dv, the row and batch strides of k and v multiples of 4 and the
+// pointers 16-byte aligned; else 1).
+template <int D, int VEC>
+__global__ void __launch_bounds__(32 * kTcWarps) attention_bf16_kernel(const float* __restrict__ q, const float* __restrict__ k,
+                                                                        const float* __restrict__ v,
+                                                                        const float* __restrict__ bias, float* __restrict__ o,
+                                                                        AttentionArgs a) {
+  constexpr int KT = kBfKeys, KP = kBfKPitch<D>, VP = kBfVPitch;
+  __shared__ __align__(16) __nv_bfloat16 ks[KT * KP];
+  __shared__ __align__(16) __nv_bfloat16 vts[D * VP];
+  const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32, g = lane / 4, t = lane % 4;
+  const AttentionOffsets off = attention_offsets(a, blockIdx.y);
+  const int block_row = int(blockIdx.x) * kTcRows, row0 = block_row + 16 * warp;
+  const int rows[2] = {row0 + g, row0 + g + 8};
+  const bool valid[2] = {rows[0] < a.lq, rows[1] < a.lq};
+  // q's A fragments: per 32-feature step, two MMAs' worth (features 8t..8t+3, then 8t+4..8t+7).
+  uint32_t qf[D / 32][2][4];
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
-    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
-    nan[r] = __shfl_xor_sync(0xffffffffu, int(nan[r]), 1) || nan[r];
-    nan[r] = __shfl_xor_sync(0xffffffffu, int(nan[r]), 2) || nan[r];
-  }
+  for (int st = 0; st < D / 32; ++st)
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    if (!valid[r]) continue;
-    // A row that saw no key divides 0 by 0: NaN, as the lowering's softmax of -inf gives.
-    const float inv = nan[r] ? NAN : 1.f / l[r];
-    float* orow = o + off.o + i64(rows[r]) * a.o_row;
+    for (int h = 0; h < 2; ++h)
 #pragma unroll
-    for (int n = 0; n < D / 8; ++n)
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const int col = 8 * n + 2 * t + e;
-        if (col < a.dv) orow[col] = acc[n][2 * r + e] * inv;
+      for (int e = 0; e < 4; ++e) {
+        const int r = e & 1, col = 32 * st + 8 * t + 4 * h + 2 * (e >> 1);
+        const float* qr = q + off.q + i64(rows[r]) * a.q_row;
+        const float x0 = valid[r] && col < a.d ? qr[col] * a.scale : 0.f;
+        const float x1 = valid[r] && col + 1 < a.d ? qr[col + 1] * a.scale : 0.f;
+        qf[st][h][e] = pack_bf16(x0, x1);
       }
+  float acc[D / 8][4];
+#pragma unroll
+  for (int n = 0; n < D / 8; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+  bool nan[2] = {false, false};
+  const int shift = a.lk - a.lq;
+  const int block_last = a.causal ? min(a.lk - 1, block_row + kTcRows - 1 + shift) : a.lk - 1;
+  const int warp_last = a.causal ? min(a.lk - 1, row0 + 15 + shift) : a.lk - 1;
+  const bool warp_active = row0 < a.lq;
+  for (int j0 = 0; j0 <= block_last; j0 += KT) {
+    // Stage keys j0 .. j0 + KT - 1: K row-major, V transposed, zeros past lk and past d / dv
+    // (a zero weight times a value never read would still be NaN if the value were garbage).
+    // Consecutive threads take consecutive keys for V (their 16-bit stores to one Vᵀ row
+    // share words, not banks) and consecutive features for K.
+    for (int e = int(threadIdx.x); e < KT * D / VEC; e += 32 * kTcWarps) {
+      const int r = e / (D / VEC), c = (e % (D / VEC)) * VEC;
+      const bool in = j0 + r < a.lk;
+      if constexpr (VEC == 4) {
+        float4 f = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (in && c < a.d) f = __ldg(reinterpret_cast<const float4*>(k + off.k + i64(j0 + r) * a.k_row + c));
+        *reinterpret_cast<uint2*>(&ks[r * KP + c]) = make_uint2(pack_bf16(f.x, f.y), pack_bf16(f.z, f.w));
+      } else {
+        ks[r * KP + c] = __float2bfloat16_rn(in && c < a.d ? k[off.k + i64(j0 + r) * a.k_row + c] : 0.f);
+      }
+    }
+    for (int e = int(threadIdx.x); e < KT * D / VEC; e += 32 * kTcWarps) {
+      const int r = e % KT, c = (e / KT) * VEC;
+      const bool in = j0 + r < a.lk;
+      if constexpr (VEC == 4) {
+        float4 f = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (in && c < a.dv) f = __ldg(reinterpret_cast<const float4*>(v + off.v + i64(j0 + r) * a.v_row + c));
+        vts[(c + 0) * VP + r] = __float2bfloat16_rn(f.x);
+        vts[(c + 1) * VP + r] = __float2bfloat16_rn(f.y);
+        vts[(c + 2) * VP + r] = __float2bfloat16_rn(f.z);
+        vts[(c + 3) * VP + r] = __float2bfloat16_rn(f.w);
+      } else {
+        vts[c * VP + r] = __float2bfloat16_rn(in && c < a.dv ? v[off.v + i64(j0 + r) * a.v_row + c] : 0.f);
+      }
+    }
+    __syncthreads();
+    if (warp_active && j0 <= warp_last) {
+      float s[KT / 8][4];
+#pragma unroll
+      for (int n = 0; n < KT / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
+#pragma unroll
+      for (int st = 0; st < D / 32; ++st)
+#pragma unroll
+        for (int n = 0; n < KT / 8; ++n) {
+          const uint4 kb = *reinterpret_cast<const uint4*>(&ks[(8 * n + g) * KP + 32 * st + 8 * t]);
+          mma_bf16(s[n], qf[st][0][0], qf[st][0][1], qf[st][0][2], qf[st][0][3], kb.x, kb.y);
+          mma_bf16(s[n], qf[st][1][0], qf[st][1][1], qf[st][1][2], qf[st][1][3], kb.z, kb.w);
+        }
+      softmax_stage<KT, D / 8>(s, acc, m, l, nan, rows, valid, j0, t, bias, off, a);
+#pragma unroll
+      for (int j = 0; j < KT / 16; ++j) {
+        float p[2][4];  // chunks 2j and 2j + 1 of S: keys 16j .. 16j + 15
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int r = e >> 1;
+            p[h][e] = s[2 * j + h][e] == -INFINITY ? 0.f : expf(s[2 * j + h][e] - m[r]);
+            l[r] += p[h][e];
+          }
+        const uint32_t a0 = pack_bf16(p[0][0], p[0][1]), a1 = pack_bf16(p[0][2], p[0][3]);
+        const uint32_t a2 = pack_bf16(p[1][0], p[1][1]), a3 = pack_bf16(p[1][2], p[1][3]);
+#pragma unroll
+        for (int c = 0; c < D / 8; ++c) {
+          const __nv_bfloat16* vr = &vts[(8 * c + g) * VP + 16 * j + 2 * t];
+          mma_bf16(acc[c], a0, a1, a2, a3, *reinterpret_cast<const uint32_t*>(vr),
+                   *reinterpret_cast<const uint32_t*>(vr + 8));
+        }
+      }
+    }
+    __syncthreads();
   }
+  finish_rows<D / 8>(acc, l, nan, rows, valid, t, o, off, a);
 }
 
 int padded_head(int64_t d) { return d <= 32 ? 32 : d <= 64 ? 64 : 128; }
@@ -621,9 +790,11 @@ std::string attention_check(const ir::Node& n, const ir::Graph& g) {
   // heads: 3.2 ms against about 1 ms a layer on the H200). The tensor-core kernel is not so
   // bounded.
   const int64_t lq = q[q.size() - (lhd ? 3 : 2)];
-  if (!tf32_allowed() && (q.back() > 64 || v.back() > 64) && lq >= kRowKernelMaxWideRows)
+  if (!tf32_allowed() && attention_kernel_setting() != AttentionKernel::Bf16 && (q.back() > 64 || v.back() > 64) &&
+      lq >= kRowKernelMaxWideRows)
     return "attention on cuda: heads over 64 wide with " + std::to_string(kRowKernelMaxWideRows) +
-           " or more query rows run as the lowering's products (RLX_CUDA_TF32=1: on the tensor cores)";
+           " or more query rows run as the lowering's products (RLX_CUDA_TF32=1 or RLX_CUDA_ATTENTION=bf16: on the "
+           "tensor cores)";
   int64_t pairs = 1;  // the grid's second dimension: every dimension of q but L and D
   for (size_t d = 0, len = q.size() - (lhd ? 3 : 2); d + 1 < q.size(); ++d)
     if (d != len) pairs *= q[d];
@@ -669,7 +840,21 @@ void attention(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> 
     kernel<<<grid, kThreadsPerBlock, 0, stream()>>>(qp, kp, vp, bp, op, a);
   };
   const int kd = padded_head(a.d), kv = padded_head(a.dv);
-  if (tf32_allowed() && a.lq >= kTcMinRows) {
+  if (attention_kernel_setting() == AttentionKernel::Bf16 && a.lq >= kTcMinRows) {
+    bool vec = a.d % 4 == 0 && a.dv % 4 == 0 && a.k_row % 4 == 0 && a.v_row % 4 == 0 &&
+               reinterpret_cast<uintptr_t>(kp) % 16 == 0 && reinterpret_cast<uintptr_t>(vp) % 16 == 0;
+    for (int dim = 0; dim < a.batch_dims; ++dim) vec = vec && a.k_stride[dim] % 4 == 0 && a.v_stride[dim] % 4 == 0;
+    const dim3 grid(unsigned(ceil_div(a.lq, kTcRows)), unsigned(bh));
+    auto by_width = [&](auto width) {
+      constexpr int D = decltype(width)::value;
+      if (vec) attention_bf16_kernel<D, 4><<<grid, 32 * kTcWarps, 0, stream()>>>(qp, kp, vp, bp, op, a);
+      else attention_bf16_kernel<D, 1><<<grid, 32 * kTcWarps, 0, stream()>>>(qp, kp, vp, bp, op, a);
+    };
+    const int wide = std::max(kd, kv);
+    if (wide == 32) by_width(std::integral_constant<int, 32>{});
+    else if (wide == 64) by_width(std::integral_constant<int, 64>{});
+    else by_width(std::integral_constant<int, 128>{});
+  } else if (tf32_allowed() && a.lq >= kTcMinRows) {
     bool vec = a.d % 4 == 0 && a.dv % 4 == 0 && a.k_row % 4 == 0 && a.v_row % 4 == 0 &&
                reinterpret_cast<uintptr_t>(kp) % 16 == 0 && reinterpret_cast<uintptr_t>(vp) % 16 == 0;
     for (int dim = 0; dim < a.batch_dims; ++dim) vec = vec && a.k_stride[dim] % 4 == 0 && a.v_stride[dim] % 4 == 0;
@@ -1057,7 +1242,7 @@ int attention_lanes_setting() {
 
 AttentionKernel attention_kernel_setting() {
   if (int v = g_attention_kernel.load(); v >= 0) return AttentionKernel(v);
-  static const AttentionKernel from_env = AttentionKernel(env_choice("RLX_CUDA_ATTENTION", {"auto", "lanes", "tile"}));
+  static const AttentionKernel from_env = AttentionKernel(env_choice("RLX_CUDA_ATTENTION", {"auto", "lanes", "tile", "bf16"}));
   return from_env;
 }
 

@@ -12,6 +12,7 @@
 #include <random>
 
 #include "core/half.hpp"
+#include "devices/cuda/library.hpp"
 #include "tests/support/nn_cases.hpp"
 #include "tests/support/preconditions.hpp"
 #include "tests/support/seed.hpp"
@@ -371,13 +372,15 @@ BOOST_AUTO_TEST_CASE(tf32_matches_reference_within_tf32_tolerance, *utf::precond
   }
 }
 
-// attention on the tensor cores (RLX_CUDA_TF32=1, at least 16 query rows): every shape the
-// kernels are checked with (tests/support/nn_cases.hpp), grouped-query attention's, a
-// Qwen3-like prefill (128-wide heads, k and v broadcasting over the group, causal, more rows
-// than a block) and a causal mask with fewer keys than queries (rows that see no key: NaN,
-// as on the reference device); within TF32's tolerance of the reference, NaN where it is.
-BOOST_AUTO_TEST_CASE(tf32_attention_matches_reference_within_tf32_tolerance, *utf::precondition(kTf32Enabled)) {
-  std::mt19937_64 rng(test::run_seed("test_cuda_matmul") + 6);
+// Attention on the tensor cores (at least 16 query rows): every shape the kernels are checked
+// with (tests/support/nn_cases.hpp), grouped-query attention's, a Qwen3-like prefill (128-wide
+// heads, k and v broadcasting over the group, causal, more rows than a block) and a causal mask
+// with fewer keys than queries (rows that see no key: NaN, as on the reference device); within
+// `tol` of the reference (normalized by the output's largest entry), NaN where it is. With
+// `rounds`, each case of 16 or more query rows must also be further from the reference than
+// f32 rounding (1e-4): an f32 kernel run in place of the tensor-core one would not be.
+void check_tensor_core_attention(uint64_t seed, double tol, bool rounds) {
+  std::mt19937_64 rng(seed);
   std::vector<test::AttentionCase> cases = test::attention_cases(false);
   for (const test::AttentionCase& c : test::grouped_attention_cases())
     if (c.t == DType::F32) cases.push_back(c);
@@ -401,8 +404,28 @@ BOOST_AUTO_TEST_CASE(tf32_attention_matches_reference_within_tf32_tolerance, *ut
         worst = std::max(worst, std::fabs(got.data<double>()[i] - want.data<double>()[i]));
         scale = std::max(scale, std::fabs(want.data<double>()[i]));
       }
-    BOOST_TEST(worst <= 5e-3 * scale, "q" << shape_str(c.q) << " " << c.mask << ": normalized error " << worst / scale);
+    BOOST_TEST(worst <= tol * scale, "q" << shape_str(c.q) << " " << c.mask << ": normalized error " << worst / scale);
+    const int64_t lq = c.q[c.q.size() - (c.layout == "lhd" ? 3 : 2)];
+    if (rounds && lq >= 16 && scale > 0)
+      BOOST_TEST(worst > 1e-4 * scale, "q" << shape_str(c.q) << ": error " << worst / scale << " is f32's");
   }
+}
+
+// TF32 (RLX_CUDA_TF32=1): 10-bit mantissas in the products.
+BOOST_AUTO_TEST_CASE(tf32_attention_matches_reference_within_tf32_tolerance, *utf::precondition(kTf32Enabled)) {
+  check_tensor_core_attention(test::run_seed("test_cuda_matmul") + 6, 5e-3, false);
+}
+
+// bf16 (set_attention_kernel(Bf16), as RLX_CUDA_ATTENTION=bf16): 8-bit significands against
+// TF32's 11, so 8 times the TF32 bound.
+BOOST_AUTO_TEST_CASE(bf16_attention_matches_reference_within_bf16_tolerance) {
+  const cuda::AttentionKernel saved = cuda::attention_kernel_setting();
+  cuda::set_attention_kernel(cuda::AttentionKernel::Bf16);
+  struct Restore {
+    cuda::AttentionKernel k;
+    ~Restore() { cuda::set_attention_kernel(k); }
+  } restore{saved};
+  check_tensor_core_attention(test::run_seed("test_cuda_matmul") + 7, 4e-2, true);
 }
 
 // matmul_packed over BF16 and F16 weights on the tensor cores (RLX_CUDA_BF16=all: every row
