@@ -418,7 +418,7 @@ BOOST_AUTO_TEST_CASE(tf32_attention_matches_reference_within_tf32_tolerance, *ut
 
 // bf16 (set_attention_kernel(Bf16), as RLX_CUDA_ATTENTION=bf16): 8-bit significands against
 // TF32's 11, so 8 times the TF32 bound.
-BOOST_AUTO_TEST_CASE(bf16_attention_matches_reference_within_bf16_tolerance) {
+BOOST_AUTO_TEST_CASE(bf16_attention_matches_reference_within_bf16_tolerance, *utf::precondition(GpuPresent())) {
   const cuda::AttentionKernel saved = cuda::attention_kernel_setting();
   cuda::set_attention_kernel(cuda::AttentionKernel::Bf16);
   struct Restore {
