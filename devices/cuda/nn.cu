@@ -455,17 +455,19 @@ constexpr size_t tc_shared_bytes() {  // two stages of K and V, rows D + 4 float
   return size_t(2) * 2 * kTcKeys<D> * (D + 4) * sizeof(float);
 }
 
+// (The TF32 kernel below keeps its own copy of this step and of finish_rows: through these
+// functions ptxas allocates its 64-wide instance differently, with 20 bytes of spills.)
 // The online softmax of the tensor-core kernels for one stage of KT keys from j0, on the
-// C fragments s of the scores (rows g and g + 8 of the warp's 16, keys 8n + 2t + {0, 1}):
+// C fragments s of the scores (rows g and g + 8 of the warp's 16, keys 8n + 2t + {0, 1};
+// shift = lk - lq, so that row r sees keys up to r + shift under the causal mask):
 // bias, the masks (a masked or NaN score becomes -inf, a NaN recorded in nan), each row's new
 // maximum over its quad, and the rescaling of l and of the output fragments acc by exp(old
 // max - new max).
 template <int KT, int NV>
 __device__ __forceinline__ void softmax_stage(float (&s)[KT / 8][4], float (&acc)[NV][4], float (&m)[2], float (&l)[2],
                                               bool (&nan)[2], const int (&rows)[2], const bool (&valid)[2], int j0,
-                                              int t, const float* __restrict__ bias, const AttentionOffsets& off,
-                                              const AttentionArgs& a) {
-  const int shift = a.lk - a.lq;
+                                              int t, int shift, const float* __restrict__ bias,
+                                              const AttentionOffsets& off, const AttentionArgs& a) {
   float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
   for (int n = 0; n < KT / 8; ++n)
@@ -599,7 +601,39 @@ __global__ void __launch_bounds__(32 * kTcWarps) attention_tc_kernel(const float
         for (int n = 0; n < KT / 8; ++n)
           mma_tf32(s[n], qf[c], to_tf32(__uint_as_float(kst(s_now, 8 * n + g, 8 * c + t))),
                    to_tf32(__uint_as_float(kst(s_now, 8 * n + g, 8 * c + t + 4))));
-      softmax_stage<KT, D / 8>(s, acc, m, l, nan, rows, valid, j0, t, bias, off, a);
+      // Bias, masks, and each row's maximum over this stage.
+      float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+      for (int n = 0; n < KT / 8; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int r = e >> 1, key = j0 + 8 * n + 2 * t + (e & 1);
+          float x = s[n][e];
+          const bool seen = valid[r] && key < a.lk && (!a.causal || key <= rows[r] + shift);
+          if (seen && a.has_bias) x += bias[off.bias + i64(rows[r]) * a.bias_q_stride + i64(key) * a.bias_k_stride];
+          if (seen && x != x) nan[r] = true;
+          x = seen && x == x ? x : -INFINITY;  // masked (or NaN, recorded above)
+          s[n][e] = x;
+          mx[r] = fmaxf(mx[r], x);
+        }
+      float corr[2];
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+        const float mn = fmaxf(m[r], mx[r]);
+        // Nothing seen yet (mn = -inf): no rescaling, and every p below is 0.
+        corr[r] = mn == -INFINITY ? 1.f : expf(m[r] - mn);
+        m[r] = mn;
+        l[r] *= corr[r];
+      }
+#pragma unroll
+      for (int n = 0; n < D / 8; ++n) {
+        acc[n][0] *= corr[0];
+        acc[n][1] *= corr[0];
+        acc[n][2] *= corr[1];
+        acc[n][3] *= corr[1];
+      }
 #pragma unroll
       for (int n = 0; n < KT / 8; ++n) {
         uint32_t pf[4];
@@ -618,7 +652,28 @@ __global__ void __launch_bounds__(32 * kTcWarps) attention_tc_kernel(const float
     }
     __syncthreads();
   }
-  finish_rows<D / 8>(acc, l, nan, rows, valid, t, o, off, a);
+  // Each row's sum and NaN flag over its quad, then the normalized rows.
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
+    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+    nan[r] = __shfl_xor_sync(0xffffffffu, int(nan[r]), 1) || nan[r];
+    nan[r] = __shfl_xor_sync(0xffffffffu, int(nan[r]), 2) || nan[r];
+  }
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    if (!valid[r]) continue;
+    // A row that saw no key divides 0 by 0: NaN, as the lowering's softmax of -inf gives.
+    const float inv = nan[r] ? NAN : 1.f / l[r];
+    float* orow = o + off.o + i64(rows[r]) * a.o_row;
+#pragma unroll
+    for (int n = 0; n < D / 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int col = 8 * n + 2 * t + e;
+        if (col < a.dv) orow[col] = acc[n][2 * r + e] * inv;
+      }
+  }
 }
 
 // ---------------------------------------------------------------- attention in bf16
@@ -741,7 +796,7 @@ __global__ void __launch_bounds__(32 * kTcWarps) attention_bf16_kernel(const flo
           mma_bf16(s[n], qf[st][0][0], qf[st][0][1], qf[st][0][2], qf[st][0][3], kb.x, kb.y);
           mma_bf16(s[n], qf[st][1][0], qf[st][1][1], qf[st][1][2], qf[st][1][3], kb.z, kb.w);
         }
-      softmax_stage<KT, D / 8>(s, acc, m, l, nan, rows, valid, j0, t, bias, off, a);
+      softmax_stage<KT, D / 8>(s, acc, m, l, nan, rows, valid, j0, t, shift, bias, off, a);
 #pragma unroll
       for (int j = 0; j < KT / 16; ++j) {
         float p[2][4];  // chunks 2j and 2j + 1 of S: keys 16j .. 16j + 15
