@@ -210,8 +210,9 @@ SlotSyntax parse_slot(Parser& p) {
     p.fail_expected("a buffer slot (param N, const N, arena OFFSET+BYTES, view %v, result N or internal)");
   }
   for (;;) {
-    const Token& f = p.peek();
-    if (f.kind != Token::Ident || !p.at("=", 1)) break;
+    // The line is copied: next() pops the token that peek() referred to.
+    const int line = p.peek().line;
+    if (p.peek().kind != Token::Ident || !p.at("=", 1)) break;
     std::string field = p.next().text;
     p.next();
     if (field == "offset") {
@@ -226,7 +227,7 @@ SlotSyntax parse_slot(Parser& p) {
     } else if (field == "donor" && s.slot.kind == BufferSlot::Result) {
       s.donor = parse_i32(p, "the donor parameter's index");
     } else {
-      p.fail(f.line, "unknown slot field '" + field + "' (expected offset, bytes, index or alias; donor on a result)");
+      p.fail(line, "unknown slot field '" + field + "' (expected offset, bytes, index or alias; donor on a result)");
     }
   }
   return s;
