@@ -572,15 +572,6 @@ void weight_rows_part(int64_t M, int64_t K, const float* X, int64_t ldx, const f
 // Rows of C up to which x W^T takes the weight-rows form.
 constexpr int64_t kWeightRowsMaxM = 256;
 
-bool cpu_is_amd() {
-#if defined(__x86_64__) && defined(__GNUC__)
-  __builtin_cpu_init();
-  return __builtin_cpu_is("amd");
-#else
-  return false;
-#endif
-}
-
 // Where the kernels above run by default, OpenBLAS elsewhere (docs/cpu.md, "GEMM": measured
 // per shape class on the MiniLM shapes): x W^T of kOwnDefaultMinM to kWeightRowsMaxM rows (the
 // weight-rows form); with more rows, x W^T whose k is at least twice n (the 8 x 48 tiles; a

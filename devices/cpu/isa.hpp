@@ -26,4 +26,15 @@ inline bool cpu_has_x86_64_v4() {
 }
 #endif
 
+// AMD's x86 cores: where a kernel's best form differs by vendor (measured on Zen 4: its
+// AVX-512 gathers are slow, OpenBLAS's SkylakeX GEMM kernels trail rlx's own).
+inline bool cpu_is_amd() {
+#if defined(__x86_64__) && defined(__GNUC__)
+  __builtin_cpu_init();
+  return __builtin_cpu_is("amd");
+#else
+  return false;
+#endif
+}
+
 }  // namespace rlx::cpu

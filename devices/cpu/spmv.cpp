@@ -11,12 +11,14 @@
 // (these files build without -ffast-math), so the f64 and f32 row loops are written
 // with AVX-512 intrinsics (x86-64-v4: masked loads and gathers, one masked vector step for
 // a row of up to 8 (f64) or 16 (f32, i32 indices) nonzeros, FMA, then a horizontal sum)
-// and picked once at run time with __builtin_cpu_supports("x86-64-v4"). Everything else
-// (c64, CPUs without AVX-512) runs portable scalar loops that accumulate in double, which
-// the out-of-order core overlaps across rows. On a 3D Poisson matrix (7 nonzeros per row)
-// the AVX-512 rows ran 10 % faster than the scalar loop in cache and 10-15 % faster from
-// DRAM; the larger gain is software prefetch of the values and col_idx streams
-// (kPrefetch below), on every path. spmm's inner loop is a dense axpy over B's row,
+// and picked at run time with __builtin_cpu_supports("x86-64-v4"). Everything else
+// (c64, CPUs without AVX-512, AMD) runs portable scalar loops that accumulate in double,
+// which the out-of-order core overlaps across rows. On a 3D Poisson matrix (7 nonzeros per
+// row) the AVX-512 rows ran 10 % faster than the scalar loop in cache and 10-15 % faster
+// from DRAM on an Intel Xeon (family 6 model 167), but 1.9x (f64) and 2.2x (f32) slower on
+// an AMD EPYC (Zen 4), whose masked gathers are microcoded: there the scalar rows are the
+// default (docs/benchmarks.md, "SpMV rows on AMD"). The larger gain is software prefetch
+// of the values and col_idx streams (kPrefetch below), on every path. spmm's inner loop is a dense axpy over B's row,
 // built for x86-64-v4, x86-64-v3 and baseline with target_clones.
 //
 // Rounding: f32/f64 spmv on the AVX-512 path accumulates in the value type with FMAs;
@@ -33,6 +35,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "core/env.hpp"
 #include "core/error.hpp"
 #include "devices/cpu/isa.hpp"
 #include "devices/cpu/kernels.hpp"
@@ -54,11 +57,22 @@ inline void prefetch_ahead(const T* p, int64_t k) {
   __builtin_prefetch(reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(p) + uint64_t(k + kPrefetch) * sizeof(T)), 0, 3);
 }
 
-bool have_avx512() {
+// RLX_CPU_SPMV: "gather" (the AVX-512 rows; an error on a CPU without AVX-512), "scalar"
+// (the portable rows), `auto` or unset: the AVX-512 rows where the CPU has them, except on
+// AMD, whose gathers are slow (header comment). Read per product: tests switch it.
+bool gather_rows() {
 #if defined(__x86_64__) && defined(__GNUC__)
-  static const bool v = cpu_has_x86_64_v4();
-  return v;
+  static const bool v4 = cpu_has_x86_64_v4(), amd = cpu_is_amd();
+  switch (env_choice("RLX_CPU_SPMV", {"auto", "gather", "scalar"})) {
+    case 0: return v4 && !amd;
+    case 1:
+      if (!v4) throw InputError("RLX_CPU_SPMV=gather: this CPU has no AVX-512 (x86-64-v4)");
+      return true;
+    default: return false;
+  }
 #else
+  if (env_choice("RLX_CPU_SPMV", {"auto", "gather", "scalar"}) == 1)
+    throw InputError("RLX_CPU_SPMV=gather: the AVX-512 rows are built for x86-64 only");
   return false;
 #endif
 }
@@ -242,9 +256,10 @@ void spmv_typed(const Tensor& rp_t, const Tensor& ci_t, const Tensor& v_t, const
   const T* y0 = y0_t ? y0_t->data<T>() : nullptr;
   T* y = y_t.data<T>();
   const int64_t rows = rp_t.numel() - 1;
+  const bool gather = gather_rows();
   auto rows_fn = [&](int64_t r0, int64_t r1) {
 #if defined(__x86_64__) && defined(__GNUC__)
-    if (have_avx512()) {
+    if (gather) {
       if constexpr (std::is_same_v<T, double>) return spmv_rows_f64_v4<I>(rp, ci, v, x, y0, y, a, r0, r1);
       if constexpr (std::is_same_v<T, float>) return spmv_rows_f32_v4<I>(rp, ci, v, x, y0, y, a, r0, r1);
     }

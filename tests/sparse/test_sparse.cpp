@@ -6,8 +6,10 @@
 #define BOOST_TEST_MODULE sparse
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <complex>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 
@@ -229,6 +231,68 @@ BOOST_AUTO_TEST_CASE(spmv_spmm_sptrsv_on_every_device) {
           }
         }
       }
+}
+
+// The cpu device's two row forms (RLX_CPU_SPMV: AVX-512 gathers, portable scalar rows) on
+// rows of 0 to 40 entries — empty rows, a partial vector step, several full ones, a tail —
+// against dense arithmetic, f32 and f64, both index types, with and without y0. The gather
+// form is asked for only where the CPU has AVX-512; elsewhere asking is an error naming it.
+BOOST_AUTO_TEST_CASE(cpu_spmv_row_forms_agree) {
+  Device& cpu = DeviceRegistry::get().at("cpu");
+  std::mt19937_64 rng(seed() ^ 0x5e11);
+  const int64_t n = 300, m = 257;
+  std::vector<int64_t> ri, ci;
+  for (int64_t r = 0; r < n; ++r) {
+    const int64_t len = r % 7 == 3 ? 0 : int64_t(rng() % 41);
+    std::vector<int64_t> cols(static_cast<size_t>(m));
+    for (int64_t j = 0; j < m; ++j) cols[size_t(j)] = j;
+    std::shuffle(cols.begin(), cols.end(), rng);
+    for (int64_t k = 0; k < len; ++k) {
+      ri.push_back(r);
+      ci.push_back(cols[size_t(k)]);
+    }
+  }
+#if defined(__x86_64__) && defined(__GNUC__)
+  __builtin_cpu_init();
+  const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl");
+#else
+  const bool avx512 = false;
+#endif
+  struct Env {
+    ~Env() { unsetenv("RLX_CPU_SPMV"); }
+  } restore;
+  for (DType t : {DType::F32, DType::F64})
+    for (DType it : {DType::I32, DType::I64}) {
+      CsrMatrix A = CsrMatrix::from_coo(n, m, ri, ci, random_vector(rng, t, int64_t(ri.size())), it);
+      Tensor x = random_vector(rng, t, m), y0 = random_vector(rng, t, n);
+      ir::Graph g;
+      CsrVars V = A.ir_inputs(g, "A");
+      Var xv = rlx::input(g, "x", t, {m}), y0v = rlx::input(g, "y0", t, {n});
+      rlx::output(g, {spmv(V, xv), spmv(V, xv, -0.5, 2.0, y0v)});
+      std::vector<Tensor> inputs = A.arrays();
+      inputs.insert(inputs.end(), {x, y0});
+      std::vector<cd> D = dense_of(A), X = vec(x), Y0 = vec(y0), ax(static_cast<size_t>(n)), axpy(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) {
+        for (int64_t j = 0; j < m; ++j) ax[size_t(i)] += D[size_t(i * m + j)] * X[size_t(j)];
+        axpy[size_t(i)] = -0.5 * ax[size_t(i)] + 2.0 * Y0[size_t(i)];
+      }
+      const double tol = t == DType::F64 ? 1e-12 : 1e-5;
+      Program p = compile(g, cpu);
+      for (const char* mode : {"scalar", "gather", "auto"}) {
+        BOOST_TEST_CONTEXT(dtype_name(t) << " " << dtype_name(it) << " RLX_CPU_SPMV=" << mode) {
+          setenv("RLX_CPU_SPMV", mode, 1);
+          if (std::string(mode) == "gather" && !avx512) {
+            expect_error<InputError>([&] { run(p, cpu, inputs); }, {"RLX_CPU_SPMV=gather", "AVX-512"});
+            continue;
+          }
+          std::vector<Tensor> r = run(p, cpu, inputs);
+          BOOST_TEST(worst(r[0], ax) <= tol);
+          BOOST_TEST(worst(r[1], axpy) <= tol);
+        }
+      }
+      setenv("RLX_CPU_SPMV", "gathers", 1);
+      expect_error<InputError>([&] { run(p, cpu, inputs); }, {"RLX_CPU_SPMV", "gathers"});
+    }
 }
 
 // y = A x; z = alpha O g + beta y with O having entries in few rows (a distributed matrix's
