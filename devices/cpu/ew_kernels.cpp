@@ -199,8 +199,8 @@ void unary_c64(EwOp op, const c64f* a, void* out, int64_t n) {
   }
 }
 
-// f32 kernels with folded scalar steps: x = a[i] * pm + pa before the op, y * qm + qa
-// after it. The file is compiled without FP contraction, so each product and sum rounds
+// Kernels with folded scalar steps (f32; binary ones also f64): x = a[i] * pm + pa before
+// the op, y * qm + qa after it. The file is compiled without FP contraction, so each product and sum rounds
 // as the node it stands for did.
 // Loops run in blocks of 256 elements; before each, a proportional slice of the
 // background work is done.
@@ -248,50 +248,49 @@ RLX_CLONES void unary_f32_aff(EwOp op, const float* __restrict a, float* __restr
 }
 #undef RLX_AFF1
 
-#define RLX_AFF2(EXPR)                                          \
-  do {                                                          \
-    auto pre = [&](float v) {                                   \
-      if constexpr (PRE) {                                      \
-        v = v * pm;                                             \
-        v = v + pa;                                             \
-      }                                                         \
-      return v;                                                 \
-    };                                                          \
-    auto post = [&](float v) {                                  \
-      if constexpr (POST) {                                     \
-        v = v * qm;                                             \
-        v = v + qa;                                             \
-      }                                                         \
-      return v;                                                 \
-    };                                                          \
-    for (int64_t b0 = 0; b0 < n; b0 += 256) {                   \
-      const int64_t b1 = b0 + 256 < n ? b0 + 256 : n;           \
-      if (bg) background_part(bg, b0, b1, n);                   \
-      if (form == 0) {                                          \
-        for (int64_t i = b0; i < b1; ++i) {                     \
-          float x = pre(a[i]), y = b[i];                        \
-          o[i] = post(EXPR);                                    \
-        }                                                       \
-      } else if (form == 1) {                                   \
-        const float y = b[0];                                   \
-        for (int64_t i = b0; i < b1; ++i) {                     \
-          float x = pre(a[i]);                                  \
-          o[i] = post(EXPR);                                    \
-        }                                                       \
-      } else {                                                  \
-        const float x = pre(a[0]);                              \
-        for (int64_t i = b0; i < b1; ++i) {                     \
-          float y = b[i];                                       \
-          o[i] = post(EXPR);                                    \
-        }                                                       \
-      }                                                         \
-    }                                                           \
+#define RLX_AFF2(EXPR)                                      \
+  do {                                                      \
+    auto pre = [&](T v) {                                   \
+      if constexpr (PRE) {                                  \
+        v = v * pm;                                         \
+        v = v + pa;                                         \
+      }                                                     \
+      return v;                                             \
+    };                                                      \
+    auto post = [&](T v) {                                  \
+      if constexpr (POST) {                                 \
+        v = v * qm;                                         \
+        v = v + qa;                                         \
+      }                                                     \
+      return v;                                             \
+    };                                                      \
+    for (int64_t b0 = 0; b0 < n; b0 += 256) {               \
+      const int64_t b1 = b0 + 256 < n ? b0 + 256 : n;       \
+      if (bg) background_part(bg, b0, b1, n);               \
+      if (form == 0) {                                      \
+        for (int64_t i = b0; i < b1; ++i) {                 \
+          T x = pre(a[i]), y = b[i];                        \
+          o[i] = post(EXPR);                                \
+        }                                                   \
+      } else if (form == 1) {                               \
+        const T y = b[0];                                   \
+        for (int64_t i = b0; i < b1; ++i) {                 \
+          T x = pre(a[i]);                                  \
+          o[i] = post(EXPR);                                \
+        }                                                   \
+      } else {                                              \
+        const T x = pre(a[0]);                              \
+        for (int64_t i = b0; i < b1; ++i) {                 \
+          T y = b[i];                                       \
+          o[i] = post(EXPR);                                \
+        }                                                   \
+      }                                                     \
+    }                                                       \
   } while (0)
 
-template <bool PRE, bool POST>
-RLX_CLONES void binary_f32_aff(EwOp op, int form, const float* __restrict a, const float* __restrict b,
-                               float* __restrict o, int64_t n, float pm, float pa, float qm, float qa,
-                               const Background* bg) {
+template <class T, bool PRE, bool POST>
+RLX_CLONES void binary_fp_aff(EwOp op, int form, const T* __restrict a, const T* __restrict b, T* __restrict o,
+                              int64_t n, T pm, T pa, T qm, T qa, const Background* bg) {
   switch (op) {
     case EwOp::Add: RLX_AFF2(x + y); return;
     case EwOp::Sub: RLX_AFF2(x - y); return;
@@ -301,7 +300,7 @@ RLX_CLONES void binary_f32_aff(EwOp op, int form, const float* __restrict a, con
     case EwOp::Minimum: RLX_AFF2((x != x || y != y) ? x + y : (y < x ? y : x)); return;
     default: break;
   }
-  unsupported(op, CK::F32);
+  unsupported(op, std::is_same_v<T, float> ? CK::F32 : CK::F64);
 }
 #undef RLX_AFF2
 
@@ -680,6 +679,14 @@ bool ew_affine_ok(EwOp op) {
   }
 }
 
+bool ew_affine_ok_f64(EwOp op) {
+  switch (op) {
+    case EwOp::Add: case EwOp::Sub: case EwOp::Mul: case EwOp::Div: case EwOp::Maximum: case EwOp::Minimum:
+      return true;
+    default: return false;
+  }
+}
+
 void ew_unary_f32_affine(EwOp op, const float* a, float* o, int64_t n, const Affine* pre, const Affine* post,
                          const Background* bg) {
   if (n <= 0) return;
@@ -699,11 +706,22 @@ void ew_binary_f32_affine(EwOp op, int form, const float* a, const float* b, flo
   const Affine id;
   const Affine &p = pre ? *pre : id, &q = post ? *post : id;
   if (bg && bg->empty()) bg = nullptr;
-  if (pre && post) return binary_f32_aff<true, true>(op, form, a, b, o, n, p.mul, p.add, q.mul, q.add, bg);
-  if (pre) return binary_f32_aff<true, false>(op, form, a, b, o, n, p.mul, p.add, q.mul, q.add, bg);
-  if (post) return binary_f32_aff<false, true>(op, form, a, b, o, n, p.mul, p.add, q.mul, q.add, bg);
-  if (bg) return binary_f32_aff<false, false>(op, form, a, b, o, n, p.mul, p.add, q.mul, q.add, bg);
+  if (pre && post) return binary_fp_aff<float, true, true>(op, form, a, b, o, n, p.mul, p.add, q.mul, q.add, bg);
+  if (pre) return binary_fp_aff<float, true, false>(op, form, a, b, o, n, p.mul, p.add, q.mul, q.add, bg);
+  if (post) return binary_fp_aff<float, false, true>(op, form, a, b, o, n, p.mul, p.add, q.mul, q.add, bg);
+  if (bg) return binary_fp_aff<float, false, false>(op, form, a, b, o, n, p.mul, p.add, q.mul, q.add, bg);
   binary_fp<float>(op, form, a, b, o, n);
+}
+
+void ew_binary_f64_affine(EwOp op, int form, const double* a, const double* b, double* o, int64_t n,
+                          const AffineD* pre, const AffineD* post) {
+  if (n <= 0) return;
+  const AffineD id;
+  const AffineD &p = pre ? *pre : id, &q = post ? *post : id;
+  if (pre && post) return binary_fp_aff<double, true, true>(op, form, a, b, o, n, p.mul, p.add, q.mul, q.add, nullptr);
+  if (pre) return binary_fp_aff<double, true, false>(op, form, a, b, o, n, p.mul, p.add, q.mul, q.add, nullptr);
+  if (post) return binary_fp_aff<double, false, true>(op, form, a, b, o, n, p.mul, p.add, q.mul, q.add, nullptr);
+  binary_fp<double>(op, form, a, b, o, n);
 }
 
 void ew_where(CK k, const uint8_t* c, const void* a, const void* b, void* o, int64_t n) {

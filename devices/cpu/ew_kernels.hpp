@@ -45,15 +45,20 @@ void ew_unary(EwOp op, CK k, const void* a, void* o, int64_t n);
 // Binary forms: 0 = both arrays, 1 = b is one scalar, 2 = a is one scalar.
 // Result kind: k, except comparisons -> B and make_complex -> C64.
 void ew_binary(EwOp op, CK k, int form, const void* a, const void* b, void* o, int64_t n);
-// Folded scalar steps (f32): pre and post transforms x * mul + add, with the product and
-// the sum each rounded, exactly as the separate mul/add/sub nodes they replace
+// Folded scalar steps (f32, f64): pre and post transforms x * mul + add, with the product
+// and the sum each rounded, exactly as the separate mul/add/sub nodes they replace
 // (identity: mul = 1, add = -0). nullptr: none.
-struct Affine {
-  float mul = 1.0f;
-  float add = -0.0f;
+template <class T>
+struct AffineT {
+  T mul = T(1);
+  T add = T(-0.0);
 };
-// Ops whose f32 kernels take a pre transform on operand a and a post transform.
+using Affine = AffineT<float>;
+using AffineD = AffineT<double>;
+// Ops whose f32 kernels take a pre transform on operand a and a post transform; the f64
+// kernels take them for the binary ones of these (add, sub, mul, div, maximum, minimum).
 bool ew_affine_ok(EwOp op);
+bool ew_affine_ok_f64(EwOp op);
 // Memory work done in the background of an f32 kernel, spread evenly over its
 // loop so that it overlaps the arithmetic: prefetches of the next chunk's inputs, and
 // streaming copies of the previous chunk's outputs to memory.
@@ -73,6 +78,8 @@ void ew_unary_f32_affine(EwOp op, const float* a, float* o, int64_t n, const Aff
 // o[i] = post(op(pre(a[i]), b[i])), forms as ew_binary.
 void ew_binary_f32_affine(EwOp op, int form, const float* a, const float* b, float* o, int64_t n,
                           const Affine* pre, const Affine* post, const Background* bg = nullptr);
+void ew_binary_f64_affine(EwOp op, int form, const double* a, const double* b, double* o, int64_t n,
+                          const AffineD* pre, const AffineD* post);
 
 // o[i] = c[i] ? a[i] : b[i], all arrays.
 void ew_where(CK k, const uint8_t* c, const void* a, const void* b, void* o, int64_t n);

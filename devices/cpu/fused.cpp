@@ -31,11 +31,13 @@ struct InputPlan {
   alignas(8) unsigned char scalar[8] = {};
 };
 
-// x * mul + add: at most one product (m) then one sum (a), each rounded.
+// x * mul + add: at most one product (m) then one sum (a), each rounded. The constants are
+// held in double: an f32 step's came from f32 scalars, so they convert back exactly.
 struct Transform {
   bool m = false, a = false;
-  Affine f;  // identity where absent (mul 1, add -0)
+  AffineD f;  // identity where absent (mul 1, add -0)
   bool any() const { return m || a; }
+  Affine f32() const { return Affine{float(f.mul), float(f.add)}; }
 };
 
 struct Step {
@@ -229,9 +231,14 @@ void exec_chunks(const Plan& P, int64_t c0, int64_t c1) {
         int v = st.args[k];
         return st.bcast[k] ? buf(P.inputs[size_t(v)].buf) : ptr[size_t(v)];
       };
-      if (st.pre.any() || st.post.any() || st.bg_weight > 0) {
-        const Affine* pre = st.pre.any() ? &st.pre.f : nullptr;
-        const Affine* post = st.post.any() ? &st.post.f : nullptr;
+      if (st.out_ck == CK::F64 && (st.pre.any() || st.post.any())) {
+        ew_binary_f64_affine(st.op, st.form, static_cast<const double*>(arg(0)), static_cast<const double*>(arg(1)),
+                             static_cast<double*>(dst), n, st.pre.any() ? &st.pre.f : nullptr,
+                             st.post.any() ? &st.post.f : nullptr);
+      } else if (st.pre.any() || st.post.any() || st.bg_weight > 0) {
+        const Affine pre_f = st.pre.f32(), post_f = st.post.f32();
+        const Affine* pre = st.pre.any() ? &pre_f : nullptr;
+        const Affine* post = st.post.any() ? &post_f : nullptr;
         // This step's share of the background work, by weight.
         Background part;
         if (st.bg_weight > 0) {
@@ -326,7 +333,8 @@ int stream_override() {
 }
 
 
-// Folds mul/add/sub steps with one f32 scalar operand into a neighbouring f32 step:
+// Folds mul/add/sub steps with one scalar operand into a neighbouring step of the same
+// type (f32: unary and binary steps; f64: binary ones, the Krylov solvers' axpy forms):
 // into the step that produces their operand (a post transform), or into the step that
 // consumes their result (a pre transform), when that value has no other use. A transform
 // is at most one product followed by one sum, each rounded as the node it replaces, so
@@ -337,26 +345,35 @@ void fold_scalar_steps(Plan& P, int nin, const std::vector<bool>& is_output) {
   for (const Step& st : P.steps)
     for (int k = 0; k < st.nargs; ++k) uses[size_t(st.args[k])]++;
   auto dtype_of = [&](int v) { return v < nin ? P.inputs[size_t(v)].dtype : P.steps[size_t(v - nin)].out_dtype; };
-  auto scalar_value = [&](int v) {
+  auto scalar_value = [&](int v) -> double {
+    const InputPlan& ip = P.inputs[size_t(v)];
+    if (ip.ck == CK::F64) {
+      double d;
+      std::memcpy(&d, ip.scalar, 8);
+      return d;
+    }
     float f;
-    std::memcpy(&f, P.inputs[size_t(v)].scalar, 4);
+    std::memcpy(&f, ip.scalar, 4);
     return f;
   };
-  // Steps whose f32 kernel can carry transforms.
-  auto plain_f32 = [&](const Step& st) {
-    if (st.deleted || st.out_dtype != DType::F32 || st.nargs > 2 || !ew_affine_ok(st.op)) return false;
+  // Steps whose kernel can carry transforms: f32 unary and binary, f64 binary.
+  auto foldable = [&](const Step& st) {
+    if (st.deleted || st.nargs > 2) return false;
+    const DType t = st.out_dtype;
+    if (t == DType::F32 ? !ew_affine_ok(st.op) : t != DType::F64 || st.nargs != 2 || !ew_affine_ok_f64(st.op))
+      return false;
     for (int k = 0; k < st.nargs; ++k)
-      if (st.bcast[k] || dtype_of(st.args[k]) != DType::F32) return false;
+      if (st.bcast[k] || dtype_of(st.args[k]) != t) return false;
     return true;
   };
   // A step computing op(v, scalar) (with, possibly, a folded sum after a product):
   // its operand v and transform.
   auto affine_of = [&](const Step& st, int& src, Transform& t) {
-    if (!plain_f32(st) || st.nargs != 2 || st.form == 0 || st.pre.any()) return false;
+    if (!foldable(st) || st.nargs != 2 || st.form == 0 || st.pre.any()) return false;
     if (st.op != EwOp::Mul && st.op != EwOp::Add && st.op != EwOp::Sub) return false;
     const bool scalar_b = st.form == 1;
     src = st.args[scalar_b ? 0 : 1];
-    const float c = scalar_value(st.args[scalar_b ? 1 : 0]);
+    const double c = scalar_value(st.args[scalar_b ? 1 : 0]);
     t = Transform{};
     if (st.op == EwOp::Mul) {
       t.m = true;
@@ -369,7 +386,7 @@ void fold_scalar_steps(Plan& P, int nin, const std::vector<bool>& is_output) {
       t.f.add = -c;
     } else {  // c - v == (-v) + c
       t.m = t.a = true;
-      t.f.mul = -1.0f;
+      t.f.mul = -1.0;
       t.f.add = c;
     }
     if (st.post.any()) {  // then the folded transform: only a product then a sum composes
@@ -390,7 +407,7 @@ void fold_scalar_steps(Plan& P, int nin, const std::vector<bool>& is_output) {
     if (affine_of(st, src, t) && single_use(src)) {
       Step& p = P.steps[size_t(src - nin)];
       const bool composes = !p.post.any() || (!p.post.a && !t.m);
-      if (plain_f32(p) && composes) {
+      if (foldable(p) && composes) {
         Step moved = p;
         p.deleted = true;
         if (t.m) {
@@ -406,14 +423,22 @@ void fold_scalar_steps(Plan& P, int nin, const std::vector<bool>& is_output) {
       }
     }
     // Pre: a transform step feeding operand 0 (or operand 1 of add/mul, swapped) is
-    // applied on the way in.
-    if (!plain_f32(st) || st.pre.any()) continue;
+    // applied on the way in; so is a product feeding operand 1 of sub, as u + v * (-c):
+    // u - v * c rounds the same (negation is exact, and -(v * c) == v * (-c) to the sign
+    // of a zero), the Krylov solvers' r - alpha q.
+    if (!foldable(st) || st.pre.any()) continue;
     for (int k = 0; k < st.nargs; ++k) {
       const int v = st.args[k];
       if (!single_use(v)) continue;
-      if (k == 1 && ((st.op != EwOp::Add && st.op != EwOp::Mul) || st.form == 1)) continue;
+      const bool sub = st.op == EwOp::Sub;
+      if (k == 1 && ((st.op != EwOp::Add && st.op != EwOp::Mul && !sub) || st.form == 1)) continue;
       Step& a = P.steps[size_t(v - nin)];
       if (!affine_of(a, src, t)) continue;
+      if (k == 1 && sub) {
+        if (!t.m || t.a) continue;  // only a product: -(v * c + d) may differ in a zero's sign
+        t.f.mul = -t.f.mul;
+        st.op = EwOp::Add;
+      }
       if (k == 1) {  // commutative: the transformed operand goes first
         std::swap(st.args[0], st.args[1]);
         if (st.form == 2) st.form = 1;

@@ -500,6 +500,8 @@ void expect_close(const Tensor& got, const Tensor& want, double tol, const std::
     double e = (gn || wn) ? (gn == wn ? 0.0 : 1e30) : std::abs(g[i] - w[i]) / std::max(std::abs(w[i]), 1.0);
     if (std::isinf(w[i].real()) || std::isinf(g[i].real())) e = g[i] == w[i] ? 0.0 : 1e30;
     if (exact && g[i] != w[i]) e = 1e30;
+    // (tol 0: the same value, zeros with the same sign)
+    if (tol == 0.0 && g[i] == w[i] && g[i].real() == 0 && std::signbit(g[i].real()) != std::signbit(w[i].real())) e = 1e30;
     if (e > worst) {
       worst = e;
       at = int64_t(i);
@@ -621,28 +623,75 @@ BOOST_AUTO_TEST_CASE(complex) {
 }
 
 BOOST_AUTO_TEST_CASE(folded_scalar_steps_round_like_nodes) {
-  // Chains of mul/add/sub by scalars are folded into neighbouring kernels; every product
-  // and sum must still round on its own, so the results equal the reference exactly,
-  // through discontinuous ops too.
+  // Chains of mul/add/sub by scalars are folded into neighbouring kernels (f32: unary and
+  // binary steps, f64: binary ones); every product and sum must still round on its own, so
+  // the results equal the reference exactly, through discontinuous ops too.
   Shape s{5, 4111};
+  for (DType t : {DType::F32, DType::F64}) {
+    ir::Graph g;
+    Var x = input(g, "x", t, s);
+    Var q = input(g, "q", t, s);
+    Var a = input(g, "a", t, {});
+    Var b = input(g, "b", t, {});
+    Var c = input(g, "c", t, {});
+    Var y = floor((x * a + b) * c);         // product+sum, then another product
+    Var z = round(c - y * a);               // (-v) + c
+    Var u = (x + b) * a - c;                // sum, then product, then difference
+    Var w = maximum(x * a, q) + sqrt(abs(q - b));
+    Var v = a * x + b * q;                  // a transformed second operand (swapped)
+    Var e = exp(x * a - b) * c;             // pre and post around exp
+    Var k = (q - x) / c + (b - q);          // c - v form
+    Var m = q - x * a;                      // a product subtracted: q + x * (-a)
+    Var h = (q + b) - (x * a + c);          // a product and sum subtracted: not folded that way
+    std::vector<Tensor> in = {random_tensor(t, s, -50, 50), random_tensor(t, s, -50, 50), random_tensor(t, {}, 0.1, 3),
+                              random_tensor(t, {}, -5, 5), random_tensor(t, {}, 0.3, 7)};
+    // Zeros of every sign where a product meets its subtrahend: -(x a) against x (-a).
+    for (int64_t i = 0; i < 8; ++i) {
+      double xs = i % 2 ? -0.0 : 0.0;
+      if (t == DType::F32) {
+        in[0].data<float>()[i] = float(xs);
+        in[1].data<float>()[i] = i % 4 < 2 ? 0.0f : -0.0f;
+      } else {
+        in[0].data<double>()[i] = xs;
+        in[1].data<double>()[i] = i % 4 < 2 ? 0.0 : -0.0;
+      }
+    }
+    const std::string what = std::string("folded chains ") + dtype_name(t);
+    check_region(g, {y, z, u, w, v, k, m, h}, in, 0.0, what);
+    check_region(g, {e}, in, t == DType::F32 ? 2e-6 : 1e-15, what + " around exp");
+  }
+}
+
+// A conjugate-gradient step as the solvers write it (x + alpha p, r - alpha q, z = r d and
+// the two sums fused with it): folding its f64 scalar products changes no bit of any result,
+// and the vectors equal the reference's exactly (the sums, added in another order, within
+// 1e-13).
+BOOST_AUTO_TEST_CASE(a_cg_step_folds_its_f64_products_exactly) {
+  const int64_t n = 50000;
   ir::Graph g;
-  Var x = input(g, "x", DType::F32, s);
-  Var q = input(g, "q", DType::F32, s);
-  Var a = input(g, "a", DType::F32, {});
-  Var b = input(g, "b", DType::F32, {});
-  Var c = input(g, "c", DType::F32, {});
-  Var y = floor((x * a + b) * c);         // product+sum, then another product
-  Var z = round(c - y * a);               // (-v) + c
-  Var u = (x + b) * a - c;                // sum, then product, then difference
-  Var w = maximum(x * a, q) + sqrt(abs(q - b));
-  Var v = a * x + b * q;                  // a transformed second operand (swapped)
-  Var e = exp(x * a - b) * c;             // pre and post around exp
-  Var k = (q - x) / c + (b - q);          // c - v form
-  std::vector<Tensor> in = {random_tensor(DType::F32, s, -50, 50), random_tensor(DType::F32, s, -50, 50),
-                            random_tensor(DType::F32, {}, 0.1, 3), random_tensor(DType::F32, {}, -5, 5),
-                            random_tensor(DType::F32, {}, 0.3, 7)};
-  check_region(g, {y, z, u, w, v, k}, in, 0.0, "folded chains");
-  check_region(g, {e}, in, 2e-6, "folded around exp");
+  Var x = input(g, "x", DType::F64, {n}), p = input(g, "p", DType::F64, {n}), r = input(g, "r", DType::F64, {n});
+  Var q = input(g, "q", DType::F64, {n}), d = input(g, "d", DType::F64, {n});
+  Var rz = input(g, "rz", DType::F64, {}), pq = input(g, "pq", DType::F64, {});
+  Var alpha = rz / pq;
+  Var x1 = x + alpha * p, r1 = r - alpha * q, z = r1 * d;
+  output(g, {x1, r1, z, sum(r1 * z), sum(r1 * r1)});
+  std::vector<Tensor> in;
+  for (int i = 0; i < 5; ++i) in.push_back(random_tensor(DType::F64, {n}, -2, 2));
+  in.push_back(random_tensor(DType::F64, {}, 0.5, 1));
+  in.push_back(random_tensor(DType::F64, {}, 1, 2));
+  const Program pc = compile(g, cpu_dev());
+  std::vector<std::vector<Tensor>> got;
+  for (const char* fold : {"0", "1"}) {
+    setenv("RLX_CPU_FOLD", fold, 1);
+    got.push_back(run(pc, cpu_dev(), in));
+  }
+  unsetenv("RLX_CPU_FOLD");
+  const std::vector<Tensor> want = run(compile(g, ref_dev()), ref_dev(), in);
+  for (size_t i = 0; i < 5; ++i) {
+    BOOST_TEST_REQUIRE(got[0][i].nbytes() == got[1][i].nbytes());
+    BOOST_TEST(std::memcmp(got[0][i].raw(), got[1][i].raw(), got[0][i].nbytes()) == 0, "result " << i << " folded or not");
+    expect_close(got[1][i], want[i], i < 3 ? 0.0 : 1e-13, "cg step result " + std::to_string(i));
+  }
 }
 
 BOOST_AUTO_TEST_CASE(streaming_stores_and_deferred_outputs) {
