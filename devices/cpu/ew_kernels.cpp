@@ -679,6 +679,28 @@ bool ew_affine_ok(EwOp op) {
   }
 }
 
+template <class T>
+RLX_CLONES double dot_lanes(const T* __restrict a, const T* __restrict b, int64_t n) {
+  double lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int l = 0; l < 8; ++l) {
+      const T p = a[i + l] * b[i + l];
+      lanes[l] += double(p);
+    }
+  for (; i < n; ++i) {
+    const T p = a[i] * b[i];
+    lanes[0] += double(p);
+  }
+  return ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
+}
+
+double ew_dot(CK k, const void* a, const void* b, int64_t n) {
+  if (k == CK::F64) return dot_lanes<double>(static_cast<const double*>(a), static_cast<const double*>(b), n);
+  if (k == CK::F32) return dot_lanes<float>(static_cast<const float*>(a), static_cast<const float*>(b), n);
+  throw InternalError(std::string("cpu elementwise kernel: no dot product of ") + ck_name(k));
+}
+
 bool ew_affine_ok_f64(EwOp op) {
   switch (op) {
     case EwOp::Add: case EwOp::Sub: case EwOp::Mul: case EwOp::Div: case EwOp::Maximum: case EwOp::Minimum:

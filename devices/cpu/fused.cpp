@@ -55,7 +55,8 @@ struct Step {
   bool narrow = false;  // f16/bf16 result: round the f32 values to the type
   std::vector<int> stores;  // outputs converted from the scratch buffer after the step
   bool deleted = false;     // folded into a later step
-  Transform pre, post;      // folded scalar steps (f32), see fold_scalar_steps
+  Transform pre, post;      // folded scalar steps, see fold_scalar_steps
+  int dot_sum = -1;         // a product only summed: its fused sum's index, the product never stored
   int bg_weight = 0;        // share of the chunk's background memory work (0: none)
 };
 
@@ -223,6 +224,11 @@ void exec_chunks(const Plan& P, int64_t c0, int64_t c1) {
       const Step& st = P.steps[s];
       prefetch_slice(s + 1);
       if (st.deleted) continue;
+      if (st.dot_sum >= 0) {
+        P.partial[size_t(c) * P.sum_value.size() + size_t(st.dot_sum)] = ew_dot(st.out_ck, ptr[size_t(st.args[0])],
+                                                                                ptr[size_t(st.args[1])], n);
+        continue;
+      }
       void* dst = st.buf >= 0            ? static_cast<void*>(buf(st.buf))
                   : st.direct_out >= 0 && defer ? static_cast<void*>(pending(size_t(st.direct_out), c))
                                          : static_cast<void*>(P.out_base[size_t(st.direct_out)] +
@@ -635,12 +641,25 @@ void run_elementwise(const std::vector<const ir::Node*>& nodes, const std::vecto
     else
       st.stores.push_back(int(o));
   }
+  // A product read by nothing but its one fused sum is summed as it is computed (ew_dot:
+  // the same bits as summing the stored product), neither stored nor given a buffer.
+  for (size_t k = 0; k < P.sum_value.size(); ++k) {
+    const int v = P.sum_value[k];
+    Step& st = P.steps[size_t(v - nin)];
+    const bool once = std::count(P.sum_value.begin(), P.sum_value.end(), v) == 1;
+    const bool scalar_or_bcast = st.form != 0 || st.bcast[0] || st.bcast[1];
+    if (!once || st.deleted || st.op != EwOp::Mul || st.nargs != 2 || scalar_or_bcast || st.pre.any() ||
+        st.post.any() || st.narrow || (st.out_ck != CK::F32 && st.out_ck != CK::F64) || st.in_ck != st.out_ck ||
+        last_use[size_t(v)] >= 0 || st.direct_out >= 0 || !st.stores.empty())
+      continue;
+    st.dot_sum = int(k);
+  }
   // Scratch buffers for the other steps, reused once a value is dead.
   std::vector<int> free_bufs;
   for (size_t s = 0; s < P.steps.size(); ++s) {
     Step& st = P.steps[s];
     if (st.deleted) continue;
-    if (st.direct_out < 0) {
+    if (st.direct_out < 0 && st.dot_sum < 0) {
       if (!free_bufs.empty()) {
         st.buf = free_bufs.back();
         free_bufs.pop_back();

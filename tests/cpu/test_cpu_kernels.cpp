@@ -694,6 +694,29 @@ BOOST_AUTO_TEST_CASE(a_cg_step_folds_its_f64_products_exactly) {
   }
 }
 
+// A product read only by its sum is summed as it is computed, never stored (ew_dot); the
+// sum has the same bits as when the product is also a result (stored, then summed), f32
+// and f64, over lengths that end inside a block of eight and inside a chunk.
+BOOST_AUTO_TEST_CASE(a_product_summed_unstored_has_the_stored_sums_bits) {
+  for (DType t : {DType::F32, DType::F64})
+    for (int64_t n : {int64_t(7), int64_t(13), int64_t(29), int64_t(2048 * 3 + 13), int64_t(100003)}) {
+      std::vector<Tensor> in = {random_tensor(t, {n}, -3, 3), random_tensor(t, {n}, -3, 3)};
+      std::vector<Tensor> r[2];
+      for (int stored = 0; stored < 2; ++stored) {
+        ir::Graph g;
+        Var a = input(g, "a", t, {n}), b = input(g, "b", t, {n});
+        Var ab = a * b, aa = a * a;
+        if (stored) output(g, {sum(ab), sum(aa), ab, aa});
+        else output(g, {sum(ab), sum(aa)});
+        r[stored] = run(compile(g, cpu_dev()), cpu_dev(), in);
+      }
+      for (size_t i = 0; i < 2; ++i)
+        BOOST_TEST(std::memcmp(r[0][i].raw(), r[1][i].raw(), r[0][i].nbytes()) == 0,
+                   dtype_name(t) << " n " << n << " sum " << i << ": " << values(r[0][i])[0].real() << " against "
+                                 << values(r[1][i])[0].real());
+    }
+}
+
 BOOST_AUTO_TEST_CASE(streaming_stores_and_deferred_outputs) {
   // Large regions write their outputs with non-temporal stores; with a transcendental
   // step the stores of one chunk are deferred into the next chunk's heavy loop.
