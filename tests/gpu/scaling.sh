@@ -3,11 +3,13 @@
 # machine (docs/benchmarks.md, "strong scaling on 16 cores"). PETSc comes from
 # tests/gpu/pack_petsc.sh's tarball (carry .gpu and .debs); rlx is built by run.sh.
 #   OUT=dir [SIZES="128 200"] [NPS="16 8 4 2 1"] [PCS="jacobi bjacobi"] [BUDGET=540] \
-#     [PETSC_TAR=.gpu/petsc.tar.xz] [NOBUILD=1] [STREAM=1] [PROFILE=1 [PROFILE_PCS=..]] tests/gpu/scaling.sh
+#     [PETSC_TAR=.gpu/petsc.tar.xz] [NOBUILD=1] [STREAM=1] [PROFILE=1 [PROFILE_PCS=..]] \
+#     [SPMVS="auto scalar"] tests/gpu/scaling.sh
 # Lines "RLX n= pc= np= rep= ... time: setup S s, solve S s" and "PETSC ... KSPSolve" go to
 # $OUT/log.txt; STREAM=1 adds the triad bandwidth on 1..16 processes; PROFILE=1 the per-kernel
 # profile of rlx (RLX_PROFILE=1) and PETSc's -log_view at 16 ranks on 128^3, for each
-# preconditioner of PROFILE_PCS (default jacobi).
+# preconditioner of PROFILE_PCS (default jacobi). SPMVS: the cpu SpMV row forms rlx runs with
+# (RLX_CPU_SPMV, each a line "RLX ... spmv=MODE"; default auto only).
 set -u
 cd "$(dirname "$0")/../.."
 : "${OUT:?OUT=dir}"
@@ -46,8 +48,10 @@ for n in ${SIZES:-128 200}; do for pc in ${PCS:-jacobi bjacobi}; do for np in ${
   reps=1; [ $np -ge 4 ] && reps=3
   for r in $(seq $reps); do
     el=$(($(date +%s)-T0)); [ $el -gt ${BUDGET:-540} ] && { log "budget: skip n=$n pc=$pc np=$np at $el s"; continue; }
-    o=$(timeout 200 $M -n $np build-gpu/bin/rlx solve poisson3d:$n --method pcg --pc $pc --rtol 1e-8 2>&1)
-    log "RLX n=$n pc=$pc np=$np rep=$r $(echo "$o" | grep -E "^reason|^time" | tr '\n' ' ')"
+    for sp in ${SPMVS:-auto}; do
+      o=$(RLX_CPU_SPMV=$sp timeout 200 $M -n $np build-gpu/bin/rlx solve poisson3d:$n --method pcg --pc $pc --rtol 1e-8 2>&1)
+      log "RLX n=$n pc=$pc np=$np rep=$r spmv=$sp $(echo "$o" | grep -E "^reason|^time" | tr '\n' ' ')"
+    done
     o=$(LD_LIBRARY_PATH=$PLD timeout 200 $M -n $np $P/rlx-bench-petsc -n $n -reps 1 -pc_type $pc 2>&1)
     log "PETSC n=$n pc=$pc np=$np rep=$r $(echo "$o" | grep -E "KSPCG" | tr '\n' ' ')"
   done
