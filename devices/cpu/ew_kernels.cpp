@@ -200,8 +200,8 @@ void unary_c64(EwOp op, const c64f* a, void* out, int64_t n) {
 }
 
 // Kernels with folded scalar steps (f32; binary ones also f64): x = a[i] * pm + pa before
-// the op, y * qm + qa after it. The file is compiled without FP contraction, so each product and sum rounds
-// as the node it stands for did.
+// the op, y * qm + qa after it. The file is compiled without FP contraction, so each
+// product and sum rounds as the node it stands for did.
 // Loops run in blocks of 256 elements; before each, a proportional slice of the
 // background work is done.
 void background_part(const Background* bg, int64_t b0, int64_t b1, int64_t n);

@@ -1,6 +1,7 @@
 #include "devices/cpu/fused.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -441,7 +442,9 @@ void fold_scalar_steps(Plan& P, int nin, const std::vector<bool>& is_output) {
       Step& a = P.steps[size_t(v - nin)];
       if (!affine_of(a, src, t)) continue;
       if (k == 1 && sub) {
-        if (!t.m || t.a) continue;  // only a product: -(v * c + d) may differ in a zero's sign
+        // Only a product (-(v * c + d) may differ in a zero's sign) by a number (u - v * NaN
+        // gives NaN's sign flipped when folded).
+        if (!t.m || t.a || std::isnan(t.f.mul)) continue;
         t.f.mul = -t.f.mul;
         st.op = EwOp::Add;
       }
@@ -601,11 +604,30 @@ void run_elementwise(const std::vector<const ir::Node*>& nodes, const std::vecto
       if (!P.steps[s].deleted)
         for (int k = 0; k < P.steps[s].nargs; ++k) last_use[size_t(P.steps[s].args[k])] = int(s);
   }
+  // A product read by nothing but its one fused sum is summed as it is computed (ew_dot:
+  // the same bits as summing the stored product), neither stored nor given a buffer; it
+  // takes no share of the background work below, which it would not do.
+  {
+    std::vector<bool> region_output(size_t(nin) + P.steps.size(), false);
+    for (const auto& v : outputs) region_output[size_t(value_id(v))] = true;
+    for (size_t k = 0; k < P.sum_value.size(); ++k) {
+      const int v = P.sum_value[k];
+      Step& st = P.steps[size_t(v - nin)];
+      const bool once = std::count(P.sum_value.begin(), P.sum_value.end(), v) == 1;
+      const bool scalar_or_bcast = st.form != 0 || st.bcast[0] || st.bcast[1];
+      if (!once || st.deleted || st.op != EwOp::Mul || st.nargs != 2 || scalar_or_bcast || st.pre.any() ||
+          st.post.any() || st.narrow || (st.out_ck != CK::F32 && st.out_ck != CK::F64) || st.in_ck != st.out_ck ||
+          last_use[size_t(v)] >= 0 || region_output[size_t(v)])
+        continue;
+      st.dot_sum = int(k);
+    }
+  }
   // The f32 kernels share the background memory work of each chunk (prefetching the
   // next chunk's inputs, streaming out the previous chunk's outputs) by their cost.
   for (Step& st : P.steps) {
     bool bcast = st.bcast[0] || st.bcast[1];
-    if (st.deleted || st.nargs > 2 || bcast || !ew_affine_ok(st.op) || st.in_ck != CK::F32 || st.out_ck != CK::F32)
+    if (st.deleted || st.dot_sum >= 0 || st.nargs > 2 || bcast || !ew_affine_ok(st.op) || st.in_ck != CK::F32 ||
+        st.out_ck != CK::F32)
       continue;
     switch (st.op) {
       case EwOp::Exp: case EwOp::Log: case EwOp::Erf: case EwOp::Tanh: st.bg_weight = 8; break;
@@ -640,19 +662,6 @@ void run_elementwise(const std::vector<const ir::Node*>& nodes, const std::vecto
       st.direct_out = int(o);
     else
       st.stores.push_back(int(o));
-  }
-  // A product read by nothing but its one fused sum is summed as it is computed (ew_dot:
-  // the same bits as summing the stored product), neither stored nor given a buffer.
-  for (size_t k = 0; k < P.sum_value.size(); ++k) {
-    const int v = P.sum_value[k];
-    Step& st = P.steps[size_t(v - nin)];
-    const bool once = std::count(P.sum_value.begin(), P.sum_value.end(), v) == 1;
-    const bool scalar_or_bcast = st.form != 0 || st.bcast[0] || st.bcast[1];
-    if (!once || st.deleted || st.op != EwOp::Mul || st.nargs != 2 || scalar_or_bcast || st.pre.any() ||
-        st.post.any() || st.narrow || (st.out_ck != CK::F32 && st.out_ck != CK::F64) || st.in_ck != st.out_ck ||
-        last_use[size_t(v)] >= 0 || st.direct_out >= 0 || !st.stores.empty())
-      continue;
-    st.dot_sum = int(k);
   }
   // Scratch buffers for the other steps, reused once a value is dead.
   std::vector<int> free_bufs;

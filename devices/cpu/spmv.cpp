@@ -256,7 +256,7 @@ void spmv_typed(const Tensor& rp_t, const Tensor& ci_t, const Tensor& v_t, const
   const T* y0 = y0_t ? y0_t->data<T>() : nullptr;
   T* y = y_t.data<T>();
   const int64_t rows = rp_t.numel() - 1;
-  const bool gather = gather_rows();
+  const bool gather = (std::is_same_v<T, double> || std::is_same_v<T, float>) && gather_rows();  // (no c64 form)
   auto rows_fn = [&](int64_t r0, int64_t r1) {
 #if defined(__x86_64__) && defined(__GNUC__)
     if (gather) {

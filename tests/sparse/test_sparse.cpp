@@ -13,6 +13,7 @@
 #include <cstring>
 #include <random>
 
+#include "devices/cpu/isa.hpp"
 #include "ir/op_registry.hpp"
 #include "tests/sparse/test_sparse.hpp"
 #include "runtime/device.hpp"
@@ -253,8 +254,7 @@ BOOST_AUTO_TEST_CASE(cpu_spmv_row_forms_agree) {
     }
   }
 #if defined(__x86_64__) && defined(__GNUC__)
-  __builtin_cpu_init();
-  const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl");
+  const bool avx512 = rlx::cpu::cpu_has_x86_64_v4();  // what the kernel asks of the CPU
 #else
   const bool avx512 = false;
 #endif
