@@ -635,6 +635,65 @@ void add_bias(T* C, int64_t ldc, const T* bias, int64_t i0, int64_t i1, int64_t 
     for (int64_t j = j0; j < j1; ++j) C[i * ldc + j] += bias[j];
 }
 
+// f64 matrix-vector products (N == 1), one read of the matrix: OpenBLAS 0.3.21's dgemm does
+// not hand N = 1 to its GEMV and ran a Krylov basis product [15, 10^6] x [10^6] at ~10 GB/s.
+// c_i = sum_k A(i, k) b_k with A(i, k) at A[i * lda + k] (ta false) or A[k * lda + i]
+// (ta true). ta false: the rows' dot products walk k in blocks of kGemvBlock, every row
+// against the same block of b (kept in L2); each block's partial sums, in eight lanes, are
+// added in block order, so the result does not depend on the thread count. ta true: each
+// output element accumulates over k in order (the vectors of a basis combined).
+constexpr int64_t kGemvBlock = 8192;
+void gemv_f64(bool ta, int64_t M, int64_t K, const double* A, int64_t lda, const double* b, int64_t incb, double* C,
+              int64_t ldc) {
+  ThreadPool& pool = ThreadPool::instance();
+  if (ta) {
+    const int64_t nblocks = (M + kGemvBlock - 1) / kGemvBlock;
+    pool.parallel_for(nblocks, 8, [&](int64_t q0, int64_t q1) {
+      double acc[kGemvBlock];
+      for (int64_t q = q0; q < q1; ++q) {
+        const int64_t i0 = q * kGemvBlock, n = std::min(M, i0 + kGemvBlock) - i0;
+        for (int64_t i = 0; i < n; ++i) acc[i] = 0.0;
+        for (int64_t k = 0; k < K; ++k) {
+          const double bk = b[k * incb];
+          const double* a = A + k * lda + i0;
+          for (int64_t i = 0; i < n; ++i) acc[i] += a[i] * bk;
+        }
+        for (int64_t i = 0; i < n; ++i) C[(i0 + i) * ldc] = acc[i];
+      }
+    });
+    return;
+  }
+  const int64_t nblocks = (K + kGemvBlock - 1) / kGemvBlock;
+  std::vector<double> partial(size_t(nblocks * M));
+  std::vector<double> bc;
+  const double* bv = b;
+  if (incb != 1) {  // (a strided b: gathered once)
+    bc.resize(size_t(K));
+    for (int64_t k = 0; k < K; ++k) bc[size_t(k)] = b[k * incb];
+    bv = bc.data();
+  }
+  pool.parallel_for(nblocks, 8, [&](int64_t q0, int64_t q1) {
+    for (int64_t q = q0; q < q1; ++q) {
+      const int64_t k0 = q * kGemvBlock, k1 = std::min(K, k0 + kGemvBlock);
+      for (int64_t i = 0; i < M; ++i) {
+        const double* a = A + i * lda;
+        double lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        int64_t k = k0;
+        for (; k + 8 <= k1; k += 8)
+          for (int l = 0; l < 8; ++l) lanes[l] += a[k + l] * bv[k + l];
+        for (; k < k1; ++k) lanes[0] += a[k] * bv[k];
+        partial[size_t(q * M + i)] =
+            ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
+      }
+    }
+  });
+  for (int64_t i = 0; i < M; ++i) {
+    double acc = 0;
+    for (int64_t q = 0; q < nblocks; ++q) acc += partial[size_t(q * M + i)];
+    C[i * ldc] = acc;
+  }
+}
+
 // C = op(A) op(B) [+ bias, one value per column, when bias is not null].
 template <class T>
 void gemm_t(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A, int64_t lda, const T* B, int64_t ldb,
@@ -645,6 +704,12 @@ void gemm_t(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A, int64
     if (bias) add_bias(C, ldc, bias, 0, M, 0, N);
     return;
   }
+  if constexpr (sizeof(T) == 8)
+    if (N == 1 && gemm_mode() != GemmMode::OpenBlas) {
+      gemv_f64(ta, M, K, A, lda, B, tb ? 1 : ldb, C, ldc);
+      if (bias) add_bias(C, ldc, bias, 0, M, 0, N);
+      return;
+    }
   // A few rows times a transposed f32 weight (a decode step's x · W^T): one read of the weight.
   if constexpr (sizeof(T) == 4)
     if (!ta && tb && lda == K && ldc == N && matmul_small_m_f32(A, M, K, B, ldb, C, N)) {

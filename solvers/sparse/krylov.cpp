@@ -371,20 +371,24 @@ void gmres(const LinearOperator& A, const Tensor& b, const Preconditioner& M, co
   }
   res.report = resid.report();
   std::map<int, std::unique_ptr<Step>> arnoldi, update;
-  auto basis = [&](BoundGraph& g, int count) {
-    std::vector<Var> vs;
-    for (int i = 0; i < count; ++i) vs.push_back(reshape(g.input("v" + std::to_string(i), t, {n}), {1, n}));
-    return vs;
+  // The basis lives in one device tensor [m + 1, n], a vector a row: a step reads its first
+  // rows as one matrix (a view, not a copy of every vector into a new one) and writes the
+  // next vector into the row after them.
+  const Tensor basis = Tensor::empty(t, {int64_t(m) + 1, n}, a);
+  const int64_t row_bytes = int64_t(dtype_storage_bytes(t, n));
+  auto rows = [&](int64_t first, int64_t count) {
+    return Tensor::view_of(static_cast<char*>(basis.raw()) + first * row_bytes, a, t, {count, n});
   };
-  // Arnoldi step j: w = A M v_j orthogonalized against v_0..v_j.
+  auto row = [&](int64_t i) { return rows(i, 1).reshape({n}); };
+  // Arnoldi step j: w = A M v_j orthogonalized against v_0..v_j (V: the basis's first j + 1
+  // rows; vj: its row j).
   auto arnoldi_step = [&](int j) -> Step& {
     auto& s = arnoldi[j];
     if (!s) {
       s = std::make_unique<Step>();
-      auto vs = basis(s->g, j + 1);
-      Var V = j == 0 ? vs[0] : concat(vs, 0);  // [j+1, n]
+      Var V = s->g.input("V", t, {j + 1, n});
+      Var vj = s->g.input("vj", t, {n});
       Var Vc = t == DType::C64 ? conj(V) : V;
-      Var vj = reshape(vs[size_t(j)], {n});
       Var w = reshape(A.apply(s->g, M.apply(s->g, vj)), {n, 1});
       Var h1 = G.sum(matmul(Vc, w));  // [j+1, 1]
       w = w - matmul(V, h1, true, false);
@@ -406,9 +410,8 @@ void gmres(const LinearOperator& A, const Tensor& b, const Preconditioner& M, co
     if (!s) {
       s = std::make_unique<Step>();
       Var xin = s->g.input("x", t, {n});
-      auto vs = basis(s->g, k);
+      Var V = s->g.input("V", t, {k, n});
       Var y = s->g.input("y", t, {1, k});
-      Var V = k == 1 ? vs[0] : concat(vs, 0);
       Var dx = reshape(matmul(y, V), {n});
       s->finish({xin + M.apply(s->g, dx)}, d, o);
     }
@@ -466,7 +469,6 @@ void gmres(const LinearOperator& A, const Tensor& b, const Preconditioner& M, co
     }
     last_beta = beta;
     x_start = x;
-    std::vector<Tensor> V = {Tensor{}};
     {
       Tensor h = r0[0].is_host() ? r0[0] : r0[0].to(host_allocator());
       Tensor v0 = Tensor::empty(t, {n});
@@ -475,14 +477,15 @@ void gmres(const LinearOperator& A, const Tensor& b, const Preconditioner& M, co
         else if (t == DType::F64) v0.data<double>()[i] = h.data<double>()[i] / beta;
         else v0.data<c64>()[i] = h.data<c64>()[i] / float(beta);
       }
-      V[0] = v0.to(a);
+      a->copy_from_host(basis.raw(), v0.raw(), size_t(row_bytes));
     }
     std::vector<std::vector<cd>> H;  // columns, rotated
     std::vector<cd> cs, sn, g = {beta};
     int k = 0;
     bool stop = false;
     for (int j = 0; j < m; ++j) {
-      auto out = arnoldi_step(j).run(V);
+      std::vector<Tensor> out = {row(j + 1), Tensor::empty(t, {int64_t(j) + 2}, a)};
+      arnoldi_step(j).run_into({rows(0, j + 1), row(j)}, out);
       auto hv = host_values(out[1]);
       double hn = norm_of(hv.back().real());
       std::vector<cd> col(hv.begin(), hv.end() - 1);
@@ -502,7 +505,6 @@ void gmres(const LinearOperator& A, const Tensor& b, const Preconditioner& M, co
       g.push_back(-s * g[size_t(j)]);
       g[size_t(j)] = std::conj(c) * g[size_t(j)];
       H.push_back(col);
-      V.push_back(out[0]);
       k = j + 1;
       ++res.iterations;
       double est = std::abs(g[size_t(j) + 1]);
@@ -539,10 +541,7 @@ void gmres(const LinearOperator& A, const Tensor& b, const Preconditioner& M, co
       else if (t == DType::F64) yt.data<double>()[i] = y[size_t(i)].real();
       else yt.data<c64>()[i] = c64(float(y[size_t(i)].real()), float(y[size_t(i)].imag()));
     }
-    std::vector<Tensor> ins = {x};
-    ins.insert(ins.end(), V.begin(), V.begin() + k);
-    ins.push_back(a == host_allocator() ? yt : yt.to(a));
-    x = update_step(k).run(ins)[0];
+    x = update_step(k).run({x, rows(0, k), a == host_allocator() ? yt : yt.to(a)})[0];
     if (stop) break;
   }
   if (!mon.true_known()) mon.set_true(norm_of(host_values(resid.run({b, x})[1])[0].real()));

@@ -868,7 +868,10 @@ BOOST_AUTO_TEST_CASE(against_naive_loop) {
                               // few rows times a transposed weight, k a multiple of 64: the decode
                               // kernel (quant.hpp matmul_small_m_f32) at 1, 3, 4, 5 and 16 rows
                               // (groups of 4 and their remainders); 17 rows: the GEMM again
-                              {1, 300, 128}, {3, 37, 1024}, {4, 65, 64}, {5, 129, 192}, {16, 33, 256}, {17, 33, 128}};
+                              {1, 300, 128}, {3, 37, 1024}, {4, 65, 64}, {5, 129, 192}, {16, 33, 256}, {17, 33, 128},
+                              // f64 matrix-vector products (gemv_f64): k across three blocks of
+                              // 8192 and a ragged one; m across blocks when A is transposed
+                              {15, 1, 3 * 8192 + 5}, {3 * 8192 + 5, 1, 15}};
   for (bool builtin : {false, true})
     for (auto& sz : sizes)
       for (int t = 0; t < 4; ++t)
