@@ -643,6 +643,10 @@ void add_bias(T* C, int64_t ldc, const T* bias, int64_t i0, int64_t i1, int64_t 
 // added in block order, so the result does not depend on the thread count. ta true: each
 // output element accumulates over k in order (the vectors of a basis combined).
 constexpr int64_t kGemvBlock = 8192;
+// Software prefetch distance of the rows' dot products (elements): the hardware prefetchers
+// follow their 15-30 row streams poorly; 1,024 ahead measured ~25 % faster than none on a
+// Zen 4, 256 slower.
+constexpr int64_t kGemvAhead = 1024;
 void gemv_f64(bool ta, int64_t M, int64_t K, const double* A, int64_t lda, const double* b, int64_t incb, double* C,
               int64_t ldc) {
   ThreadPool& pool = ThreadPool::instance();
@@ -679,8 +683,10 @@ void gemv_f64(bool ta, int64_t M, int64_t K, const double* A, int64_t lda, const
         const double* a = A + i * lda;
         double lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
         int64_t k = k0;
-        for (; k + 8 <= k1; k += 8)
+        for (; k + 8 <= k1; k += 8) {
+          __builtin_prefetch(a + k + kGemvAhead, 0, 3);  // (each row is a stream of its own)
           for (int l = 0; l < 8; ++l) lanes[l] += a[k + l] * bv[k + l];
+        }
         for (; k < k1; ++k) lanes[0] += a[k] * bv[k];
         partial[size_t(q * M + i)] =
             ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
