@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -684,7 +685,9 @@ void gemv_f64(bool ta, int64_t M, int64_t K, const double* A, int64_t lda, const
         double lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
         int64_t k = k0;
         for (; k + 8 <= k1; k += 8) {
-          __builtin_prefetch(a + k + kGemvAhead, 0, 3);  // (each row is a stream of its own)
+          // (each row is a stream of its own; the address is formed as an integer, since it
+          // may lie past the row's end, where a prefetch is harmless but pointer arithmetic not)
+          __builtin_prefetch(reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(a + k) + kGemvAhead * 8), 0, 3);
           for (int l = 0; l < 8; ++l) lanes[l] += a[k + l] * bv[k + l];
         }
         for (; k < k1; ++k) lanes[0] += a[k] * bv[k];
