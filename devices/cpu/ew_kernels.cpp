@@ -679,20 +679,37 @@ bool ew_affine_ok(EwOp op) {
   }
 }
 
-template <class T>
-RLX_CLONES double dot_lanes(const T* __restrict a, const T* __restrict b, int64_t n) {
+// The fused executor's sums: value(i) for i in [0, n) added in double in eight lanes (lane l
+// the elements i = l mod 8 of each whole block of eight, lane 0 the tail), the lanes then
+// pairwise. ew_sum and ew_dot share it, so a product summed as it is computed has the bits of
+// the stored product's sum.
+template <class F>
+inline double lane_sum(int64_t n, F value) {
   double lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   int64_t i = 0;
   for (; i + 8 <= n; i += 8)
-    for (int l = 0; l < 8; ++l) {
-      const T p = a[i + l] * b[i + l];
-      lanes[l] += double(p);
-    }
-  for (; i < n; ++i) {
-    const T p = a[i] * b[i];
-    lanes[0] += double(p);
-  }
+    for (int l = 0; l < 8; ++l) lanes[l] += value(i + l);
+  for (; i < n; ++i) lanes[0] += value(i);
   return ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
+}
+
+template <class T>
+RLX_CLONES double sum_lanes(const T* __restrict x, int64_t n) {
+  return lane_sum(n, [&](int64_t i) { return double(x[i]); });
+}
+
+template <class T>
+RLX_CLONES double dot_lanes(const T* __restrict a, const T* __restrict b, int64_t n) {
+  return lane_sum(n, [&](int64_t i) {
+    const T p = a[i] * b[i];  // rounded to T, as a stored product is
+    return double(p);
+  });
+}
+
+double ew_sum(CK k, const void* x, int64_t n) {
+  if (k == CK::F64) return sum_lanes<double>(static_cast<const double*>(x), n);
+  if (k == CK::F32) return sum_lanes<float>(static_cast<const float*>(x), n);
+  throw InternalError(std::string("cpu elementwise kernel: no sum of ") + ck_name(k));
 }
 
 double ew_dot(CK k, const void* a, const void* b, int64_t n) {

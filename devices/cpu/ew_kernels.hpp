@@ -81,10 +81,10 @@ void ew_binary_f32_affine(EwOp op, int form, const float* a, const float* b, flo
 void ew_binary_f64_affine(EwOp op, int form, const double* a, const double* b, double* o, int64_t n,
                           const AffineD* pre, const AffineD* post);
 
-// Sum of a[i] * b[i] over two f32 or f64 arrays, each product rounded to the value type
-// (as a mul step stores it) and added in double in eight lanes, lane l taking the elements
-// i = l mod 8 of each whole block of eight and lane 0 the tail, the lanes then added
-// pairwise: the same bits as the fused executor's sum of the stored products.
+// The fused executor's chunk sums, over f32 or f64 arrays, in double in one fixed order
+// (eight lanes, then pairwise): ew_sum of x[i]; ew_dot of a[i] * b[i], each product rounded
+// to the value type as a mul step stores it — the same bits as ew_sum of the stored products.
+double ew_sum(CK k, const void* x, int64_t n);
 double ew_dot(CK k, const void* a, const void* b, int64_t n);
 
 // o[i] = c[i] ? a[i] : b[i], all arrays.

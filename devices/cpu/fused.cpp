@@ -1,8 +1,8 @@
 #include "devices/cpu/fused.hpp"
 
 #include <algorithm>
-#include <cmath>
 #include <atomic>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -76,23 +76,6 @@ struct Plan {
   double* partial = nullptr;   // [chunk][sum] partial sums
 };
 
-// Sum of n values of a step's output, in double with independent lanes (vectorizable).
-double chunk_sum(CK ck, const void* p, int64_t n) {
-  double lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  int64_t i = 0;
-  if (ck == CK::F64) {
-    const double* x = static_cast<const double*>(p);
-    for (; i + 8 <= n; i += 8)
-      for (int l = 0; l < 8; ++l) lanes[l] += x[i + l];
-    for (; i < n; ++i) lanes[0] += x[i];
-  } else {
-    const float* x = static_cast<const float*>(p);
-    for (; i + 8 <= n; i += 8)
-      for (int l = 0; l < 8; ++l) lanes[l] += double(x[i + l]);
-    for (; i < n; ++i) lanes[0] += double(x[i]);
-  }
-  return ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
-}
 
 // Per-thread scratch, kept across calls.
 struct Scratch {
@@ -282,7 +265,7 @@ void exec_chunks(const Plan& P, int64_t c0, int64_t c1) {
       if (st.narrow) round_to_storage(st.out_dtype, static_cast<float*>(dst), n);
       ptr[nin + s] = dst;
       for (size_t k = 0; k < P.sum_value.size(); ++k)
-        if (P.sum_value[k] == int(nin + s)) P.partial[size_t(c) * P.sum_value.size() + k] = chunk_sum(st.out_ck, dst, n);
+        if (P.sum_value[k] == int(nin + s)) P.partial[size_t(c) * P.sum_value.size() + k] = ew_sum(st.out_ck, dst, n);
       if (st.direct_out >= 0 && defer) {
         const size_t o = size_t(st.direct_out);
         const int64_t es = int64_t(dtype_size(P.out_dtype[o]));

@@ -256,7 +256,6 @@ void gemm_builtin_t(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* 
   for (int64_t pc = 0; pc < K; pc += KC) {
     const int64_t kc = std::min(KC, K - pc);
     const bool acc = pc > 0;
-    const bool last = pc + kc >= K;  // the pass that adds the bias
     parallel_for(npan, 8, [&](int64_t p0, int64_t p1) {
       for (int64_t p = p0; p < p1; ++p) {
         T* dst = Bp + p * kc * NR;

@@ -18,8 +18,8 @@
 // from DRAM on an Intel Xeon (family 6 model 167), but 1.9x (f64) and 2.2x (f32) slower on
 // an AMD EPYC (Zen 4), whose masked gathers are microcoded: there the scalar rows are the
 // default (docs/benchmarks.md, "SpMV rows on AMD"). The larger gain is software prefetch
-// of the values and col_idx streams (kPrefetch below), on every path. spmm's inner loop is a dense axpy over B's row,
-// built for x86-64-v4, x86-64-v3 and baseline with target_clones.
+// of the values and col_idx streams (kPrefetch below), on every path. spmm's inner loop is
+// a dense axpy over B's row, built for x86-64-v4, x86-64-v3 and baseline with target_clones.
 //
 // Rounding: f32/f64 spmv on the AVX-512 path accumulates in the value type with FMAs;
 // the scalar paths and spmm accumulate f32 in double. Results differ from the reference
