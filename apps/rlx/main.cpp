@@ -46,6 +46,7 @@ const char* kUsage =
     "        .h5: rlx's HDF5 CSR layout, docs/io.md)\n"
     "  solve FILE.mtx|FILE.h5[:GROUP]|poisson3d:N [--rhs b.mtx|ones|random] [--method cg|pcg|bicgstab|gmres|minres|lu|klu|cholesky]\n"
     "        [--pc none|jacobi|ilu0|ic0|ssor|bjacobi|bjacobi-ic0] [--rtol R] [--atol A] [--max-it N] [--restart M] [--omega W]\n"
+    "        [--orthog cgs2|cgs]   (gmres: Gram-Schmidt twice, the default, or once as PETSc's default)\n"
     "        [--monitor] [--device D] [--spmv auto|csr|tiled] [--explain] [--out x.h5]   (exit 4 when it does not converge)\n"
     "        under mpirun -n N (N > 1): rows split over the ranks, --pc none|jacobi|bjacobi|bjacobi-ic0 (one rank: bjacobi = ilu0),\n"
     "        --partition contiguous|metis|scotch (a .mtx or .h5 is read by every rank at once when contiguous)\n"
@@ -348,7 +349,7 @@ int main(int argc, char** argv) {
     if (cmd == "solve")
       return cmd_solve(Args(argc, argv, 2,
                             {"rhs", "method", "pc", "rtol", "atol", "max-it", "restart", "omega", "device", "policy",
-                             "out", "seed", "spmv", "partition"},
+                             "out", "seed", "spmv", "partition", "orthog"},
                             {"monitor", "explain"}));
     if (cmd == "train")
       return cmd_train(Args(argc, argv, 2,

@@ -214,11 +214,17 @@ KrylovOptions krylov_options(const Args& a, const std::string& method, const Num
   o.atol = num.atol;
   o.max_it = num.max_it;
   o.restart = num.restart;
+  o.orthogonalization = a.get("orthog", "cgs2");  // (checked by cmd_solve)
   o.device = a.get("device", "cpu");
   o.policy = policy_from_name(a.get("policy", "prefer-native"));
   if (a.flag("monitor") && print_monitor)
     o.monitor = [](int it, double r) { std::printf("%5d residual norm %.12e\n", it, r); };
   return o;
+}
+
+// The method as the summary names it: GMRES with its Gram-Schmidt ("gmres (cgs2)").
+std::string method_label(const std::string& method, const KrylovOptions& o) {
+  return method == "gmres" ? method + " (" + o.orthogonalization + ")" : method;
 }
 
 Tensor history_tensor(const KrylovResult& r) {
@@ -382,7 +388,7 @@ int solve_distributed(const Args& a, const std::string& method, const std::strin
     if (a.flag("explain")) std::cout << r.report.table();
     std::printf("matrix: %s (%lld x %lld, %lld nonzeros, %s; %s)\n", spec.c_str(), (long long)DM.global_rows(),
                 (long long)DM.global_rows(), (long long)nnz, dtype_name(DM.value_type()), how.c_str());
-    std::printf("method: %s  pc: %s  device: %s\n", method.c_str(), pc.c_str(), o.device.c_str());
+    std::printf("method: %s  pc: %s  device: %s\n", method_label(method, o).c_str(), pc.c_str(), o.device.c_str());
     std::printf("ranks: %d  partition: %s  rows per rank: %lld-%lld  halo per SpMV: %lld bytes sent in all (at most %lld sent+received by one rank)\n",
                 comm.size(), DM.partition_kind().c_str(), (long long)rows_min, (long long)rows_max, (long long)halo_total,
                 (long long)halo_max);
@@ -437,6 +443,10 @@ int cmd_solve(const Args& a) {
   if (a.pos.size() != 1) throw UsageError("solve takes one matrix: FILE.mtx, FILE.h5[:GROUP] or poisson2d:N / poisson3d:N");
   std::string method = a.get("method", "pcg"), pc = a.get("pc", method == "pcg" ? "jacobi" : "none");
   const Numbers num(a);
+  // --orthog: GMRES's Gram-Schmidt, checked before anything is loaded.
+  if (a.has("orthog") && method != "gmres") throw UsageError("--orthog applies to --method gmres, not to " + method);
+  if (const std::string g = a.get("orthog", "cgs2"); g != "cgs2" && g != "cgs")
+    throw UsageError("--orthog must be cgs2 or cgs, got '" + g + "'");
   if (method == "lu" || method == "klu" || method == "cholesky") {
     if (a.has("spmv")) throw UsageError("--spmv applies to the Krylov methods, not to " + method);
     if (a.has("partition")) throw UsageError("--partition applies to the Krylov methods under mpirun, not to " + method);
@@ -486,7 +496,7 @@ int cmd_solve(const Args& a) {
   std::printf("matrix: %s (%lld x %lld, %lld nonzeros, %s)\n", a.pos[0].c_str(), (long long)A.rows(), (long long)A.cols(),
               (long long)A.nnz(), dtype_name(A.value_type()));
   const std::string pc_name = one_block == pc ? M->name() : pc + " (one block: " + M->name() + ")";
-  std::printf("method: %s  pc: %s  device: %s\n", method.c_str(), pc_name.c_str(), o.device.c_str());
+  std::printf("method: %s  pc: %s  device: %s\n", method_label(method, o).c_str(), pc_name.c_str(), o.device.c_str());
   std::printf("reason: %s  iterations: %d  true relative residual: %.3e\n", stop_reason_name(r.reason), r.iterations, rel);
   std::printf("time: setup %.3f s, solve %.3f s\n", std::chrono::duration<double>(t1 - t0).count(),
               std::chrono::duration<double>(t2 - t1).count());

@@ -349,7 +349,7 @@ void bicgstab(const LinearOperator& A, const Tensor& b, const Preconditioner& M,
 }
 
 // Restarted GMRES(m) with right preconditioning (so the residual it tracks is the true
-// one) and classical Gram-Schmidt applied twice. The Hessenberg least-squares problem
+// one) and classical Gram-Schmidt applied twice (or once, on request). The Hessenberg least-squares problem
 // (at most m+1 numbers per step) is solved on the host with Givens rotations.
 // A GMRES(m) cycle that reduces the true residual by less than this (relative) has
 // stagnated: at that rate a tenfold reduction would take 10^10 cycles, and a cycle that
@@ -371,6 +371,7 @@ void gmres(const LinearOperator& A, const Tensor& b, const Preconditioner& M, co
   }
   res.report = resid.report();
   std::map<int, std::unique_ptr<Step>> arnoldi, update;
+  const bool twice = o.orthogonalization == "cgs2";
   // The basis lives in one device tensor [m + 1, n], a vector a row: a step reads its first
   // rows as one matrix (a view, not a copy of every vector into a new one) and writes the
   // next vector into the row after them.
@@ -390,11 +391,14 @@ void gmres(const LinearOperator& A, const Tensor& b, const Preconditioner& M, co
       Var vj = s->g.input("vj", t, {n});
       Var Vc = t == DType::C64 ? conj(V) : V;
       Var w = reshape(A.apply(s->g, M.apply(s->g, vj)), {n, 1});
-      Var h1 = G.sum(matmul(Vc, w));  // [j+1, 1]
-      w = w - matmul(V, h1, true, false);
-      Var h2 = G.sum(matmul(Vc, w));
-      w = w - matmul(V, h2, true, false);
-      Var h = reshape(h1 + h2, {j + 1});
+      Var h = G.sum(matmul(Vc, w));  // [j+1, 1]
+      w = w - matmul(V, h, true, false);
+      if (twice) {
+        Var h2 = G.sum(matmul(Vc, w));
+        w = w - matmul(V, h2, true, false);
+        h = h + h2;
+      }
+      h = reshape(h, {j + 1});
       Var hn2 = G.dot(w, w);
       Var hn = sqrt(t == DType::C64 ? real(hn2) : hn2);
       Var inv = where(gt(hn, scalar_like(hn, 0.0)), 1.0 / where(gt(hn, scalar_like(hn, 0.0)), hn, scalar_like(hn, 1.0)),
@@ -681,6 +685,8 @@ KrylovResult krylov_solve(const LinearOperator& A, const Tensor& b0, const Preco
     throw InputError("initial guess must be " + b0.type().str() + ", got " + x0.type().str());
   if (!(o.rtol >= 0) || !(o.atol >= 0)) throw InputError("rtol and atol must be >= 0");
   if (o.max_it < 0) throw InputError("max_it must be >= 0");
+  if (o.orthogonalization != "cgs2" && o.orthogonalization != "cgs")
+    throw InputError("unknown orthogonalization '" + o.orthogonalization + "' (expected cgs2 or cgs)");
   Device& d = DeviceRegistry::get().runnable_at(o.device);
   Allocator* a = d.allocator();
   Tensor b = b0.allocator() == a ? b0 : b0.to(a);

@@ -46,6 +46,11 @@ struct KrylovOptions {
   double atol = 0.0;
   int max_it = 10000;
   int restart = 30;  // gmres
+  // gmres: how each Arnoldi vector is orthogonalized against the basis. "cgs2": classical
+  // Gram-Schmidt twice (four passes over the basis a step; orthogonal to working precision
+  // even when the first pass cancels badly); "cgs": once (two passes; PETSc's default, whose
+  // loss of orthogonality grows with the basis's condition and can stall a restart cycle).
+  std::string orthogonalization = "cgs2";
   std::string device = "cpu";
   Policy policy = Policy::PreferNative;
   bool error_if_not_converged = false;  // throw SolveError instead of returning the reason

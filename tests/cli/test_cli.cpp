@@ -412,6 +412,12 @@ BOOST_AUTO_TEST_CASE(solve_options_are_range_checked) {
   BOOST_TEST(has(rlx_cli("gen poisson --dim 4 --n 3 -o x.mtx").err, "--dim must be in [2, 3]"));
   auto r = rlx_cli("solve poisson2d:4 --method gmres --restart 1 --max-it 2000");  // the bounds themselves are fine
   BOOST_TEST(r.code == 0, r.err);
+  // --orthog: a name GMRES knows, and only with GMRES, refused before loading.
+  BOOST_TEST(has(rlx_cli("solve poisson2d:4 --method gmres --orthog mgs").err, "--orthog must be cgs2 or cgs, got 'mgs'"));
+  BOOST_TEST(has(rlx_cli("solve missing.mtx --method pcg --orthog cgs").err, "--orthog applies to --method gmres, not to pcg"));
+  auto once = rlx_cli("solve poisson2d:8 --method gmres --orthog cgs");
+  BOOST_TEST(once.code == 0, once.err);
+  BOOST_TEST(has(once.out, "converged"), once.out);
 }
 
 // On one process block Jacobi has one block, the whole matrix: `--pc bjacobi` is ILU(0) there

@@ -33,7 +33,7 @@ const std::vector<Command>& commands() {
       {"gen", {"dim", "n", "out", "shuffle"}, {}},
       {"solve",
        {"rhs", "method", "pc", "rtol", "atol", "max-it", "restart", "omega", "device", "policy", "out", "seed", "spmv",
-        "partition"},
+        "partition", "orthog"},
        {"monitor", "explain"}},
       {"splat render", {"camera", "view", "device", "background", "out", "depth", "alpha"}, {}},
       {"splat fit",
