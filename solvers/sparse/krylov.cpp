@@ -29,17 +29,35 @@ namespace {
 
 using cd = std::complex<double>;
 
+// The intermediates' arena that a method's steps share: they run one at a time, so one
+// buffer as large as the largest step's serves them all (GMRES(m) compiles up to 2m + 1
+// steps, each with vectors of n rows in its arena). A step larger than the buffer replaces
+// it with one a quarter larger than the step needs (the next steps of a cycle are a few
+// bytes larger); steps made before keep the old buffer.
+class SharedArena {
+ public:
+  explicit SharedArena(Device& d) : d_(d) {}
+  Tensor fit(int64_t bytes) {
+    if (!t_.defined() || t_.numel() < bytes) t_ = Tensor::empty(DType::U8, {std::max<int64_t>(1, bytes + bytes / 4)}, d_.allocator());
+    return t_;
+  }
+
+ private:
+  Device& d_;
+  Tensor t_;
+};
+
 // One compiled program of a method: graph + bound tensors + executor on the device.
 class Step {
  public:
   BoundGraph g;
-  void finish(const std::vector<Var>& outs, Device& d, const KrylovOptions& o) {
+  void finish(const std::vector<Var>& outs, Device& d, const KrylovOptions& o, SharedArena* arena = nullptr) {
     output(g.graph, outs);
     CompileOptions co;
     co.policy = o.policy;
     prog_ = std::make_unique<Program>(compile(g.graph, d, co));
     g.move_bound_to(d.allocator());
-    ex_ = std::make_unique<Executor>(*prog_, d);
+    ex_ = arena ? std::make_unique<Executor>(*prog_, d, arena->fit(prog_->arena_bytes)) : std::make_unique<Executor>(*prog_, d);
   }
   std::vector<Tensor> run(const std::vector<Tensor>& free) { return ex_->run(g.inputs(free)); }
   void run_into(const std::vector<Tensor>& free, std::vector<Tensor>& out) { ex_->run_into(g.inputs(free), out); }
@@ -363,11 +381,12 @@ void gmres(const LinearOperator& A, const Tensor& b, const Preconditioner& M, co
   int m = std::max(1, o.restart);
   Allocator* a = d.allocator();
   const Global G{A.communicator()};
+  SharedArena shared(d);
   Step resid;
   {
     Var bb = resid.g.input("b", t, {n}), x0 = resid.g.input("x", t, {n});
     Var r = bb - A.apply(resid.g, x0);
-    resid.finish({r, pack({G.dot(r, r)})}, d, o);
+    resid.finish({r, pack({G.dot(r, r)})}, d, o, &shared);
   }
   res.report = resid.report();
   std::map<int, std::unique_ptr<Step>> arnoldi, update;
@@ -404,7 +423,7 @@ void gmres(const LinearOperator& A, const Tensor& b, const Preconditioner& M, co
       Var inv = where(gt(hn, scalar_like(hn, 0.0)), 1.0 / where(gt(hn, scalar_like(hn, 0.0)), hn, scalar_like(hn, 1.0)),
                       scalar_like(hn, 0.0));
       Var vnext = reshape(w, {n}) * (t == DType::C64 ? make_complex(inv, scalar_like(inv, 0.0)) : inv);
-      s->finish({vnext, concat({h, as1(hn2)}, 0)}, d, o);
+      s->finish({vnext, concat({h, as1(hn2)}, 0)}, d, o, &shared);
     }
     return *s;
   };
@@ -417,7 +436,7 @@ void gmres(const LinearOperator& A, const Tensor& b, const Preconditioner& M, co
       Var V = s->g.input("V", t, {k, n});
       Var y = s->g.input("y", t, {1, k});
       Var dx = reshape(matmul(y, V), {n});
-      s->finish({xin + M.apply(s->g, dx)}, d, o);
+      s->finish({xin + M.apply(s->g, dx)}, d, o, &shared);
     }
     return *s;
   };

@@ -31,14 +31,23 @@ Executor::~Executor() {
   }
 }
 
-Executor::Executor(const Program& p, Device& d) : p_(p), d_(d) {
+Executor::Executor(const Program& p, Device& d) : Executor(p, d, Tensor()) {}
+
+Executor::Executor(const Program& p, Device& d, Tensor shared) : p_(p), d_(d) {
   profile_ = env_choice("RLX_PROFILE", {"0", "1"}) == 1;
   kernel_seconds_.assign(p.kernels.size(), 0.0);
   first_seconds_.assign(p.kernels.size(), 0.0);
   if (p.device != d.name())
     throw InputError("program was compiled for device '" + p.device + "', not '" + d.name() + "'");
   require_runnable(d);
-  if (p.arena_bytes > 0) {
+  if (shared.defined()) {
+    if (shared.allocator() != d.allocator() || shared.dtype() != DType::U8 || !shared.is_contiguous() ||
+        shared.nbytes() < size_t(p.arena_bytes))
+      throw InputError("a shared arena must be a u8 tensor on device '" + d.name() + "' of at least " +
+                       std::to_string(p.arena_bytes) + " bytes, got " + shared.type().str() + " on '" +
+                       shared.allocator()->name() + "'");
+    arena_ = std::move(shared);
+  } else if (p.arena_bytes > 0) {
     try {
       arena_ = Tensor::empty(DType::U8, {p.arena_bytes}, d.allocator());
     } catch (const std::exception& e) {

@@ -10,6 +10,13 @@ namespace rlx {
 class Executor {
  public:
   Executor(const Program& p, Device& d);
+  // As above, with the program's intermediates in `arena` (a U8 tensor on d's allocator of
+  // at least p.arena_bytes) instead of an arena of its own. Executors whose runs never
+  // overlap (a solver's steps, run one after another or queued in order on one device) may
+  // share one arena: nothing in it outlives a run — results are never arena buffers — so the
+  // steps of a GMRES(m) cycle need one arena, not m. Throws InputError when it is too small
+  // or elsewhere.
+  Executor(const Program& p, Device& d, Tensor arena);
   ~Executor();  // with RLX_PROFILE=1 in the environment, prints time per kernel
   Executor(const Executor&) = delete;
   Executor& operator=(const Executor&) = delete;

@@ -3,6 +3,7 @@
 #define BOOST_TEST_MODULE passes
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -351,6 +352,49 @@ BOOST_AUTO_TEST_CASE(if_picks_the_branch) {
     Tensor xt = random_f32({2}, 5);
     auto r = run(prog, ref(), {pt, xt});
     for (int i = 0; i < 2; ++i) BOOST_TEST(r[0].data<float>()[i] == xt.data<float>()[i] + (b ? 1.f : -1.f));
+  }
+}
+
+// Executors that run one after another may share one arena (a solver's steps): each run's
+// results stay as they were when another program reuses the arena, and match those of
+// executors with arenas of their own bit for bit, on every device. An arena too small, of
+// another dtype or on another device is refused.
+BOOST_AUTO_TEST_CASE(executors_share_one_arena) {
+  auto chain = [](int steps, double scale) {
+    ir::Graph g;
+    auto x = input(g, "x", DType::F32, {32, 32});
+    Var h = x;
+    for (int i = 0; i < steps; ++i) h = exp(matmul(h, x) * scale);
+    output(g, {reshape(h, {1024}), h * 2.0});  // a view of an intermediate's buffer among the results
+    return g;
+  };
+  const ir::Graph ga = chain(4, 0.01), gb = chain(3, -0.02);
+  for (Device* d : DeviceRegistry::get().runnable()) {
+    Program a = compile(ga, *d), b = compile(gb, *d);
+    BOOST_REQUIRE(a.arena_bytes > 0 && b.arena_bytes > 0);
+    Tensor arena = Tensor::empty(DType::U8, {std::max(a.arena_bytes, b.arena_bytes)}, d->allocator());
+    Executor sa(a, *d, arena), sb(b, *d, arena), own_a(a, *d), own_b(b, *d);
+    auto host = [](const Tensor& t) { return t.is_host() ? t.clone() : t.to(host_allocator()); };
+    for (uint64_t round = 0; round < 3; ++round) {
+      Tensor xa = random_f32({32, 32}, 40 + round), xb = random_f32({32, 32}, 50 + round);
+      auto ra = sa.run({xa.to(d->allocator())});
+      std::vector<Tensor> ra_then;
+      for (auto& t : ra) ra_then.push_back(host(t));
+      auto rb = sb.run({xb.to(d->allocator())});  // writes over the arena sa used
+      auto wa = own_a.run({xa.to(d->allocator())}), wb = own_b.run({xb.to(d->allocator())});
+      for (size_t r = 0; r < 2; ++r) {
+        BOOST_TEST_CONTEXT(d->name() << " round " << round << " result " << r) {
+          Tensor ga_now = host(ra[r]), want_a = host(wa[r]), gb_now = host(rb[r]), want_b = host(wb[r]);
+          BOOST_TEST(std::memcmp(ga_now.raw(), ra_then[r].raw(), ga_now.nbytes()) == 0);  // untouched by b's run
+          BOOST_TEST(std::memcmp(ga_now.raw(), want_a.raw(), ga_now.nbytes()) == 0);
+          BOOST_TEST(std::memcmp(gb_now.raw(), want_b.raw(), gb_now.nbytes()) == 0);
+        }
+      }
+    }
+    BOOST_CHECK_THROW(Executor(a, *d, Tensor::empty(DType::U8, {a.arena_bytes - 1}, d->allocator())), InputError);
+    BOOST_CHECK_THROW(Executor(a, *d, Tensor::empty(DType::F32, {a.arena_bytes}, d->allocator())), InputError);
+    if (d->allocator() != host_allocator())
+      BOOST_CHECK_THROW(Executor(a, *d, Tensor::empty(DType::U8, {a.arena_bytes})), InputError);
   }
 }
 
