@@ -89,6 +89,15 @@ class CpuDevice final : public Device {
                 [](const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
                   matmul(in[0], in[1], n.attrs.get_bool("transpose_a"), n.attrs.get_bool("transpose_b"), out[0]);
                 }});
+    // project_out with one column in one read of V; more columns, and c64, run its lowering.
+    table_.add({"project_out", bit(DType::F32) | bit(DType::F64), 0,
+                [](const ir::Node&, std::span<const Tensor> in, std::span<Tensor> out) {
+                  project_out(in[0], in[1], in[2], out[0], out[1]);
+                },
+                [](const ir::Node& n, const ir::Graph& g) {
+                  return g.type(n.inputs[1]).shape.back() == 1 ? std::string()
+                                                               : std::string("project_out on cpu: one column (w [n, 1])");
+                }});
     add_sparse_kernels(table_);
     add_lapack_kernels(table_);
     add_sort_kernels(table_);

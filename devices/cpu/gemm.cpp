@@ -702,6 +702,48 @@ void gemv_f64(bool ta, int64_t M, int64_t K, const double* A, int64_t lda, const
   }
 }
 
+// project_out with one column (w, h vectors): u = w - A^T h and c = A u for A [k, n] (rows
+// lda apart), in one read of A from memory: per block of kGemvBlock columns, the block of u
+// (accumulated over A's rows in order, as gemv_f64's ta branch does, then subtracted from w),
+// then every row's dot product with it over the block while the block of A is still in cache
+// (eight lanes, as gemv_f64's rows; the blocks' partial sums added in block order). The same
+// arithmetic as the two products and the subtraction apart, so for f64 the same bits; a
+// Gram-Schmidt pass done twice (GMRES's CGS2) reads the basis three times instead of four.
+template <class T>
+void project_out_t(int64_t k, int64_t n, const T* A, int64_t lda, const T* w, const T* h, T* u, T* c) {
+  const int64_t nblocks = (n + kGemvBlock - 1) / kGemvBlock;
+  std::vector<T> partial(size_t(nblocks * k));
+  ThreadPool::instance().parallel_for(nblocks, 8, [&](int64_t q0, int64_t q1) {
+    std::vector<T> acc(static_cast<size_t>(kGemvBlock));
+    for (int64_t q = q0; q < q1; ++q) {
+      const int64_t c0 = q * kGemvBlock, len = std::min(n, c0 + kGemvBlock) - c0;
+      for (int64_t i = 0; i < len; ++i) acc[size_t(i)] = T(0);
+      for (int64_t r = 0; r < k; ++r) {
+        const T hr = h[r];
+        const T* a = A + r * lda + c0;
+        for (int64_t i = 0; i < len; ++i) acc[size_t(i)] += a[i] * hr;
+      }
+      T* ub = u + c0;
+      for (int64_t i = 0; i < len; ++i) ub[i] = w[c0 + i] - acc[size_t(i)];
+      for (int64_t r = 0; r < k; ++r) {
+        const T* a = A + r * lda + c0;
+        T lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        int64_t i = 0;
+        for (; i + 8 <= len; i += 8)
+          for (int l = 0; l < 8; ++l) lanes[l] += a[i + l] * ub[i + l];
+        for (; i < len; ++i) lanes[0] += a[i] * ub[i];
+        partial[size_t(q * k + r)] =
+            ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
+      }
+    }
+  });
+  for (int64_t r = 0; r < k; ++r) {
+    T sum = 0;
+    for (int64_t q = 0; q < nblocks; ++q) sum += partial[size_t(q * k + r)];
+    c[r] = sum;
+  }
+}
+
 // C = op(A) op(B) [+ bias, one value per column, when bias is not null].
 template <class T>
 void gemm_t(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A, int64_t lda, const T* B, int64_t ldb,
@@ -922,6 +964,23 @@ void gemm_builtin(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float
 void gemm_builtin(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const double* A, int64_t lda, const double* B,
                   int64_t ldb, double* C, int64_t ldc) {
   gemm_builtin_t<double>(ta, tb, M, N, K, A, lda, B, ldb, C, ldc);
+}
+
+void project_out(const Tensor& V, const Tensor& w, const Tensor& h, Tensor& u, Tensor& c) {
+  if (V.rank() != 2 || w.numel() != V.shape()[1] || h.numel() != V.shape()[0] || u.numel() != w.numel() ||
+      c.numel() != h.numel() || !u.is_contiguous() || !c.is_contiguous())
+    throw InternalError("cpu project_out: operands are not V [k, n], w [n, 1], h [k, 1]");
+  // V's rows may lie apart (a basis's first rows); anything else strided is copied once.
+  const Tensor Vr = V.strides()[1] == 1 && V.strides()[0] >= V.shape()[1] ? V : V.contiguous();
+  const Tensor wc = w.contiguous(), hc = h.contiguous();
+  const int64_t k = V.shape()[0], n = V.shape()[1], lda = k > 1 ? Vr.strides()[0] : n;
+  if (V.dtype() == DType::F64)
+    return project_out_t<double>(k, n, Vr.data<double>(), lda, wc.data<double>(), hc.data<double>(), u.data<double>(),
+                                 c.data<double>());
+  if (V.dtype() == DType::F32)
+    return project_out_t<float>(k, n, Vr.data<float>(), lda, wc.data<float>(), hc.data<float>(), u.data<float>(),
+                                c.data<float>());
+  throw InternalError(std::string("cpu project_out: no ") + dtype_name(V.dtype()) + " kernel");
 }
 
 void matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose_b, Tensor& out, const Tensor* bias) {

@@ -47,4 +47,8 @@ std::string gemm_builtin_isa();
 void matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose_b, Tensor& out,
             const Tensor* bias = nullptr);
 
+// project_out for one column (w [n, 1], h [k, 1]; V [k, n] with unit column stride, rows
+// possibly apart): u = w - V^T h, c = V u in one read of V (gemm.cpp). f32 and f64.
+void project_out(const Tensor& V, const Tensor& w, const Tensor& h, Tensor& u, Tensor& c);
+
 }  // namespace rlx::cpu

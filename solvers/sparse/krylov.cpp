@@ -411,11 +411,15 @@ void gmres(const LinearOperator& A, const Tensor& b, const Preconditioner& M, co
       Var Vc = t == DType::C64 ? conj(V) : V;
       Var w = reshape(A.apply(s->g, M.apply(s->g, vj)), {n, 1});
       Var h = G.sum(matmul(Vc, w));  // [j+1, 1]
-      w = w - matmul(V, h, true, false);
       if (twice) {
-        Var h2 = G.sum(matmul(Vc, w));
-        w = w - matmul(V, h2, true, false);
+        // The first pass's update and the second pass's projections as one op (a device may
+        // do both in one read of V: the cpu does).
+        Projected p = project_out(V, w, h);
+        Var h2 = G.sum(p.c);
+        w = p.u - matmul(V, h2, true, false);
         h = h + h2;
+      } else {
+        w = w - matmul(V, h, true, false);
       }
       h = reshape(h, {j + 1});
       Var hn2 = G.dot(w, w);

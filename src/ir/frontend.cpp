@@ -131,6 +131,10 @@ Var argsort(const Var& x, int64_t axis, bool descending, SrcLoc loc) { return so
 Var matmul(const Var& a, const Var& b, bool ta, bool tb, SrcLoc loc) {
   return op("matmul", {a, b}, {{"transpose_a", ta}, {"transpose_b", tb}}, loc);
 }
+Projected project_out(const Var& V, const Var& w, const Var& h, SrcLoc loc) {
+  auto r = op_multi("project_out", {V, w, h}, {}, {}, loc);
+  return {r[0], r[1]};
+}
 
 Var reshape(const Var& x, Shape s, SrcLoc loc) {
   int infer = -1;

@@ -114,6 +114,13 @@ Var argsort(const Var& x, int64_t axis = -1, bool descending = false, SrcLoc loc
 Var matmul(const Var& a, const Var& b, bool transpose_a = false, bool transpose_b = false,
            SrcLoc loc = SrcLoc::current());
 
+// ---- L1 project_out: u = w - V^T h, c = conj(V) u (V [k, n], w [n, m], h [k, m]) ----
+struct Projected {
+  Var u;  // w with its components along V's rows (coefficients h) removed
+  Var c;  // conj(V) u: the components left, for a second Gram-Schmidt pass
+};
+Projected project_out(const Var& V, const Var& w, const Var& h, SrcLoc loc = SrcLoc::current());
+
 // ---- L2 movement ----
 Var reshape(const Var& x, Shape s, SrcLoc loc = SrcLoc::current());  // one -1 allowed
 Var permute(const Var& x, std::vector<int64_t> perm, SrcLoc loc = SrcLoc::current());

@@ -984,6 +984,47 @@ BOOST_AUTO_TEST_CASE(matmul_batches_views_and_transposes) {
       }
 }
 
+// project_out in one read of V has the bits of the two products and the subtraction done
+// apart (f64: the GEMV's order of sums; V's rows a basis's, lda > n), at 1-3 column blocks
+// with tails and a basis of 1 to 31 rows; f32 (whose products apart are OpenBLAS's) within
+// rounding of them.
+BOOST_AUTO_TEST_CASE(project_out_has_the_bits_of_its_products_apart) {
+  for (DType t : {DType::F64, DType::F32})
+    for (auto [k, n] : {std::pair<int64_t, int64_t>{1, 5}, {3, 8192}, {7, 8200}, {16, 20001}, {31, 3 * 8192}}) {
+      const int64_t lda = n + 3;
+      Tensor basis = random_tensor(t, {k, lda});
+      Tensor V = basis.with_strides({k, n}, {lda, 1}, 0);
+      Tensor w = random_tensor(t, {n, 1}), h = random_tensor(t, {k, 1});
+      Tensor u = Tensor::empty(t, {n, 1}), c = Tensor::empty(t, {k, 1});
+      project_out(V, w, h, u, c);
+      Tensor Vh = Tensor::empty(t, {n, 1}), u2 = Tensor::empty(t, {n, 1}), c2 = Tensor::empty(t, {k, 1});
+      matmul(V, h, true, false, Vh);
+      for (int64_t i = 0; i < n; ++i) {
+        if (t == DType::F64) u2.data<double>()[i] = w.data<double>()[i] - Vh.data<double>()[i];
+        else u2.data<float>()[i] = w.data<float>()[i] - Vh.data<float>()[i];
+      }
+      matmul(V, u2, false, false, c2);
+      BOOST_TEST_CONTEXT(dtype_name(t) << " k=" << k << " n=" << n) {
+        if (t == DType::F64) {
+          BOOST_TEST(std::memcmp(u.raw(), u2.raw(), u.nbytes()) == 0);
+          BOOST_TEST(std::memcmp(c.raw(), c2.raw(), c.nbytes()) == 0);
+        } else {
+          double worst = 0, scale = 0;
+          for (int64_t r = 0; r < k; ++r) {
+            worst = std::max(worst, double(std::abs(c.data<float>()[r] - c2.data<float>()[r])));
+            scale = std::max(scale, double(std::abs(c2.data<float>()[r])));
+          }
+          // (f32 products go to OpenBLAS apart: the same sums in its order; each term |V h| <= 4)
+          double worst_u = 0;
+          for (int64_t i = 0; i < n; ++i)
+            worst_u = std::max(worst_u, double(std::abs(u.data<float>()[i] - u2.data<float>()[i])));
+          BOOST_TEST(worst_u <= 2.4e-7 * 4.0 * double(k + 1));
+          BOOST_TEST(worst <= 1e-5 * std::max(1.0, scale) * std::sqrt(double(n)));
+        }
+      }
+    }
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 // ---------------------------------------------------------------- other kernels at size

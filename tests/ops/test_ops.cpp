@@ -1191,6 +1191,34 @@ L1Make splat_case(int64_t n, int64_t k, int64_t w, int64_t h) {
   };
 }
 
+// project_out(V [k, n], w [n, m], h [k, m]) -> (w - V^T h, conj(V) u) against the formula in
+// complex double. Ranges: signed by default; `positive` keeps V, h >= 0 and w above V^T h, so
+// that u > 0 and c sums n positive terms (a long f32 sum of signed terms cancels below the
+// tolerance's reach; the small signed case covers the signs).
+L1Make project_out_case(int64_t k, int64_t n, int64_t m, bool positive) {
+  return [=](Build& b, DType t) {
+    const Range rv = positive ? Range{.lo = 0, .hi = 1} : Range{}, rh = positive ? Range{.lo = 0, .hi = 0.1} : Range{};
+    const Range rw = positive ? Range{.lo = double(k) * 0.1 + 1, .hi = double(k) * 0.1 + 2} : Range{};
+    Var V = b.in(t, {k, n}, rv), w = b.in(t, {n, m}, rw), h = b.in(t, {k, m}, rh);
+    const std::vector<cd> Vv = complexes(b.inputs[0]), wv = complexes(b.inputs[1]), hv = complexes(b.inputs[2]);
+    std::vector<cd> u(size_t(n * m)), c(size_t(k * m));
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < m; ++j) {
+        cd acc = 0;
+        for (int64_t r = 0; r < k; ++r) acc += Vv[size_t(r * n + i)] * hv[size_t(r * m + j)];
+        u[size_t(i * m + j)] = wv[size_t(i * m + j)] - acc;
+      }
+    for (int64_t r = 0; r < k; ++r)
+      for (int64_t j = 0; j < m; ++j) {
+        cd acc = 0;
+        for (int64_t i = 0; i < n; ++i) acc += std::conj(Vv[size_t(r * n + i)]) * u[size_t(i * m + j)];
+        c[size_t(r * m + j)] = acc;
+      }
+    Projected p = project_out(V, w, h);
+    return L1Built{p.u, u, {p.c}, {c}};
+  };
+}
+
 double gelu_erf(double x) { return 0.5 * x * (1 + std::erf(x / std::numbers::sqrt2)); }
 double gelu_tanh(double x) {
   return 0.5 * x * (1 + std::tanh(std::sqrt(2 / std::numbers::pi) * (x + 0.044715 * x * x * x)));
@@ -1233,6 +1261,11 @@ const std::vector<L1Case>& l1_cases() {
       {"splat_render", {{"12 Gaussians, degree 1, 20x12", splat_case(12, 4, 20, 12)}}},
       {"layer_norm", {{"[3,8]", norm_case(true, 3, 8)}, {"[37,300]", norm_case(true, 37, 300)}}},
       {"rms_norm", {{"[3,8]", norm_case(false, 3, 8)}, {"[37,300]", norm_case(false, 37, 300)}}},
+      {"project_out",
+       {{"V[3,10] w[10,1]", project_out_case(3, 10, 1, false)},
+        {"V[1,7] w[7,1]", project_out_case(1, 7, 1, false)},
+        {"V[5,20001] w[20001,1] (three column blocks and a tail)", project_out_case(5, 20001, 1, true)},
+        {"V[4,9] w[9,3] (columns: the lowering on cpu)", project_out_case(4, 9, 3, false)}}},
       {"mse",
        {{"[3,4]",
          [](Build& b, DType t) {

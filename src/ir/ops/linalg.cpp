@@ -1,8 +1,27 @@
-// Batched matmul. (The library primitives of the solver modules join this family.)
+// Batched matmul, and project_out (a Gram-Schmidt pass's update with the next pass's
+// projections). (The library primitives of the solver modules join this family.)
 #include "ir/ops/vjp.hpp"
 
 namespace rlx::ir {
 using namespace rules;
+
+namespace {
+// project_out(V [k, n], w [n, m], h [k, m]) -> (u = w - V^T h, c = conj(V) u): the update of
+// one classical Gram-Schmidt pass against the rows of V and the projections of its result,
+// which the next pass (GMRES's CGS2) needs. Written as one op so that a device may do both
+// in one read of V (cpu: per block of columns, the update, then the dot products while the
+// block is in cache); its lowering is the two products.
+std::vector<Var> project_out_body(const std::vector<Var>& in, const Attrs&) {
+  const Var &V = in[0], &w = in[1], &h = in[2];
+  if (V.rank() != 2 || w.rank() != 2 || h.rank() != 2 || w.shape()[0] != V.shape()[1] || h.shape()[0] != V.shape()[0] ||
+      h.shape()[1] != w.shape()[1])
+    throw InputError("project_out expects V [k, n], w [n, m] and h [k, m], got " + shape_str(V.shape()) + ", " +
+                     shape_str(w.shape()) + " and " + shape_str(h.shape()));
+  Var u = w - matmul(V, h, true, false);
+  Var c = matmul(is_complex(V.dtype()) ? conj(V) : V, u);
+  return {u, c};
+}
+}  // namespace
 
 void register_linalg_ops(OpRegistry& r) {
   r.add({.name = "matmul", .level = Level::L2, .cls = OpClass::Matmul, .min_inputs = 2, .max_inputs = 2,
@@ -37,6 +56,15 @@ void register_linalg_ops(OpRegistry& r) {
          },
          .dtypes = kInexact,
          .example = [](ExampleInputs& x, DType t) { return std::vector<Var>{matmul(x.in(t, {2, 4, 8}), x.in(t, {2, 8, 4}))}; }});
+  r.add({.name = "project_out", .level = Level::L1, .cls = OpClass::Composite, .min_inputs = 3, .max_inputs = 3,
+         .infer = infer_by_lowering(project_out_body, kInexact, true), .lower = project_out_body,
+         .dtypes = kInexact,
+         .doc = "u = w - V^T h and c = conj(V) u for V [k, n], w [n, m], h [k, m]: a Gram-Schmidt pass's update "
+                "and the next pass's projections",
+         .example = [](ExampleInputs& x, DType t) {
+           auto [u, c] = project_out(x.in(t, {3, 10}), x.in(t, {10, 1}), x.in(t, {3, 1}));
+           return std::vector<Var>{u, c};
+         }});
 }
 
 }  // namespace rlx::ir
