@@ -47,9 +47,10 @@ struct KrylovOptions {
   int max_it = 10000;
   int restart = 30;  // gmres
   // gmres: how each Arnoldi vector is orthogonalized against the basis. "cgs2": classical
-  // Gram-Schmidt twice (four passes over the basis a step; orthogonal to working precision
-  // even when the first pass cancels badly); "cgs": once (two passes; PETSc's default, whose
-  // loss of orthogonality grows with the basis's condition and can stall a restart cycle).
+  // Gram-Schmidt twice (four passes over the basis a step, three where the device fuses
+  // project_out; orthogonal to working precision even when the first pass cancels badly);
+  // "cgs": once (two passes; PETSc's default, whose loss of orthogonality grows with the
+  // square of the basis's condition number and can stall a restart cycle).
   std::string orthogonalization = "cgs2";
   std::string device = "cpu";
   Policy policy = Policy::PreferNative;

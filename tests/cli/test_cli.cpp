@@ -418,6 +418,8 @@ BOOST_AUTO_TEST_CASE(solve_options_are_range_checked) {
   auto once = rlx_cli("solve poisson2d:8 --method gmres --orthog cgs");
   BOOST_TEST(once.code == 0, once.err);
   BOOST_TEST(has(once.out, "converged"), once.out);
+  BOOST_TEST(has(once.out, "method: gmres (cgs)"), once.out);
+  BOOST_TEST(has(rlx_cli("solve poisson2d:8 --method gmres").out, "method: gmres (cgs2)"));
 }
 
 // On one process block Jacobi has one block, the whole matrix: `--pc bjacobi` is ILU(0) there

@@ -1005,21 +1005,26 @@ BOOST_AUTO_TEST_CASE(project_out_has_the_bits_of_its_products_apart) {
       }
       matmul(V, u2, false, false, c2);
       BOOST_TEST_CONTEXT(dtype_name(t) << " k=" << k << " n=" << n) {
-        if (t == DType::F64) {
+        // (RLX_CPU_GEMM=openblas sends the f64 products apart to OpenBLAS: then within rounding)
+        const char* mode = std::getenv("RLX_CPU_GEMM");
+        if (t == DType::F64 && !(mode && std::string(mode) == "openblas")) {
           BOOST_TEST(std::memcmp(u.raw(), u2.raw(), u.nbytes()) == 0);
           BOOST_TEST(std::memcmp(c.raw(), c2.raw(), c.nbytes()) == 0);
         } else {
+          auto at = [&](const Tensor& x, int64_t i) {
+            return t == DType::F64 ? x.data<double>()[i] : double(x.data<float>()[i]);
+          };
           double worst = 0, scale = 0;
           for (int64_t r = 0; r < k; ++r) {
-            worst = std::max(worst, double(std::abs(c.data<float>()[r] - c2.data<float>()[r])));
-            scale = std::max(scale, double(std::abs(c2.data<float>()[r])));
+            worst = std::max(worst, std::abs(at(c, r) - at(c2, r)));
+            scale = std::max(scale, std::abs(at(c2, r)));
           }
-          // (f32 products go to OpenBLAS apart: the same sums in its order; each term |V h| <= 4)
+          // (products apart in OpenBLAS: the same sums in its order; each term |V h| <= 4)
+          const double eps = t == DType::F64 ? 1.2e-16 : 6e-8;
           double worst_u = 0;
-          for (int64_t i = 0; i < n; ++i)
-            worst_u = std::max(worst_u, double(std::abs(u.data<float>()[i] - u2.data<float>()[i])));
-          BOOST_TEST(worst_u <= 2.4e-7 * 4.0 * double(k + 1));
-          BOOST_TEST(worst <= 1e-5 * std::max(1.0, scale) * std::sqrt(double(n)));
+          for (int64_t i = 0; i < n; ++i) worst_u = std::max(worst_u, std::abs(at(u, i) - at(u2, i)));
+          BOOST_TEST(worst_u <= 4 * eps * 4.0 * double(k + 1));
+          BOOST_TEST(worst <= (t == DType::F64 ? 1e-13 : 1e-5) * std::max(1.0, scale) * std::sqrt(double(n)));
         }
       }
     }

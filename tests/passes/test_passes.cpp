@@ -373,6 +373,9 @@ BOOST_AUTO_TEST_CASE(executors_share_one_arena) {
     Program a = compile(ga, *d), b = compile(gb, *d);
     BOOST_REQUIRE(a.arena_bytes > 0 && b.arena_bytes > 0);
     Tensor arena = Tensor::empty(DType::U8, {std::max(a.arena_bytes, b.arena_bytes)}, d->allocator());
+    // A sentinel in the shared arena: the runs must write their intermediates over it.
+    std::vector<uint8_t> sentinel(size_t(arena.numel()), 0xab);
+    d->allocator()->copy_from_host(arena.raw(), sentinel.data(), sentinel.size());
     Executor sa(a, *d, arena), sb(b, *d, arena), own_a(a, *d), own_b(b, *d);
     auto host = [](const Tensor& t) { return t.is_host() ? t.clone() : t.to(host_allocator()); };
     for (uint64_t round = 0; round < 3; ++round) {
@@ -391,6 +394,9 @@ BOOST_AUTO_TEST_CASE(executors_share_one_arena) {
         }
       }
     }
+    std::vector<uint8_t> after(sentinel.size());
+    d->allocator()->copy_to_host(after.data(), arena.raw(), after.size());
+    BOOST_TEST(after != sentinel, d->name() << ": the shared arena was not used");
     BOOST_CHECK_THROW(Executor(a, *d, Tensor::empty(DType::U8, {a.arena_bytes - 1}, d->allocator())), InputError);
     BOOST_CHECK_THROW(Executor(a, *d, Tensor::empty(DType::F32, {a.arena_bytes}, d->allocator())), InputError);
     if (d->allocator() != host_allocator())
