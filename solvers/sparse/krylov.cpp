@@ -215,14 +215,10 @@ void cg(const LinearOperator& A, const Tensor& b, const Preconditioner& M, const
   DType t = b.dtype();
   int64_t n = A.rows();
   const Global G{A.communicator()};
+  // The two programs share one arena; the step, the larger, is compiled first so that the
+  // start fits in its buffer.
+  SharedArena shared(d);
   Step init, step;
-  {
-    Var bb = init.g.input("b", t, {n}), x0 = init.g.input("x0", t, {n});
-    Var r = bb - A.apply(init.g, x0);
-    Var z = M.apply(init.g, r);
-    auto rz_rr = G.dots({{r, z}, {r, r}});
-    init.finish({r, z, rz_rr[0], pack({rz_rr[1]})}, d, o);
-  }
   {
     Var x = step.g.input("x", t, {n}), r = step.g.input("r", t, {n}), p = step.g.input("p", t, {n});
     Var rz = step.g.input("rz", t, {});
@@ -235,7 +231,14 @@ void cg(const LinearOperator& A, const Tensor& b, const Preconditioner& M, const
     auto rz_rr = G.dots({{r1, z1}, {r1, r1}});
     Var rz1 = rz_rr[0];
     Var p1 = z1 + (rz1 / rz) * p;
-    step.finish({x1, r1, p1, rz1, pack({rz_rr[1], pq})}, d, o);
+    step.finish({x1, r1, p1, rz1, pack({rz_rr[1], pq})}, d, o, &shared);
+  }
+  {
+    Var bb = init.g.input("b", t, {n}), x0 = init.g.input("x0", t, {n});
+    Var r = bb - A.apply(init.g, x0);
+    Var z = M.apply(init.g, r);
+    auto rz_rr = G.dots({{r, z}, {r, r}});
+    init.finish({r, z, rz_rr[0], pack({rz_rr[1]})}, d, o, &shared);
   }
   res.report = step.report();
   Monitor mon(o, bnorm, res);
