@@ -15,10 +15,12 @@
 // (c64, CPUs without AVX-512, AMD) runs portable scalar loops that accumulate in double,
 // which the out-of-order core overlaps across rows. On a 3D Poisson matrix (7 nonzeros per
 // row) the AVX-512 rows ran 10 % faster than the scalar loop in cache and 10-15 % faster
-// from DRAM on an Intel Xeon (family 6 model 167), but 1.9x (f64) and 2.2x (f32) slower on
-// an AMD EPYC (Zen 4), whose masked gathers are microcoded: there the scalar rows are the
-// default (docs/benchmarks.md, "SpMV rows on AMD"). The larger gain is software prefetch
-// of the values and col_idx streams (kPrefetch below), on every path. spmm's inner loop is
+// from DRAM on one Intel Xeon (family 6 model 167), but 1.9x (f64) and 2.2x (f32) slower on
+// an AMD EPYC (Zen 4), whose masked gathers are microcoded, and 1.6x slower on the Xeon of
+// the 16-core GPU machine (45.9 against 29.1 ms a 128^3 product on one core): the scalar
+// rows are the default everywhere, the AVX-512 rows on request (docs/benchmarks.md, "SpMV
+// rows on AMD" and "the 16-core machine again"). The larger gain is software prefetch of
+// the values and col_idx streams (kPrefetch below), on every path. spmm's inner loop is
 // a dense axpy over B's row, built for x86-64-v4, x86-64-v3 and baseline with target_clones.
 //
 // Rounding: f32/f64 spmv on the AVX-512 path accumulates in the value type with FMAs;
@@ -58,13 +60,12 @@ inline void prefetch_ahead(const T* p, int64_t k) {
 }
 
 // RLX_CPU_SPMV: "gather" (the AVX-512 rows; an error on a CPU without AVX-512), "scalar"
-// (the portable rows), `auto` or unset: the AVX-512 rows where the CPU has them, except on
-// AMD, whose gathers are slow (header comment). Read per product: tests switch it.
+// (the portable rows), `auto` or unset: the scalar rows (two of the three CPUs measured
+// run them faster; header comment). Read per product: tests switch it.
 bool gather_rows() {
 #if defined(__x86_64__) && defined(__GNUC__)
-  static const bool v4 = cpu_has_x86_64_v4(), amd = cpu_is_amd();
+  static const bool v4 = cpu_has_x86_64_v4();
   switch (env_choice("RLX_CPU_SPMV", {"auto", "gather", "scalar"})) {
-    case 0: return v4 && !amd;
     case 1:
       if (!v4) throw InputError("RLX_CPU_SPMV=gather: this CPU has no AVX-512 (x86-64-v4)");
       return true;
