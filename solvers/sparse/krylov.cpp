@@ -385,13 +385,6 @@ void gmres(const LinearOperator& A, const Tensor& b, const Preconditioner& M, co
   Allocator* a = d.allocator();
   const Global G{A.communicator()};
   SharedArena shared(d);
-  Step resid;
-  {
-    Var bb = resid.g.input("b", t, {n}), x0 = resid.g.input("x", t, {n});
-    Var r = bb - A.apply(resid.g, x0);
-    resid.finish({r, pack({G.dot(r, r)})}, d, o, &shared);
-  }
-  res.report = resid.report();
   std::map<int, std::unique_ptr<Step>> arnoldi, update;
   const bool twice = o.orthogonalization == "cgs2";
   // The basis lives in one device tensor [m + 1, n], a vector a row: a step reads its first
@@ -448,6 +441,16 @@ void gmres(const LinearOperator& A, const Tensor& b, const Preconditioner& M, co
     return *s;
   };
 
+  // The residual step is compiled after the first Arnoldi step, the larger, so that the
+  // shared arena is sized by the latter and the residual fits in it.
+  arnoldi_step(0);
+  Step resid;
+  {
+    Var bb = resid.g.input("b", t, {n}), x0 = resid.g.input("x", t, {n});
+    Var r = bb - A.apply(resid.g, x0);
+    resid.finish({r, pack({G.dot(r, r)})}, d, o, &shared);
+  }
+  res.report = resid.report();
   Monitor mon(o, bnorm, res);
   bool first = true, claimed = false;
   double last_beta = 0;
