@@ -44,23 +44,6 @@ std::vector<int64_t> index_vector(const Tensor& t) {
   return v;
 }
 
-// The rows of `m` in [r0, r1) as arrays: row pointers from 0, i64 columns, value bytes.
-struct RowBlock {
-  std::vector<int64_t> rp, ci;
-  std::vector<char> v;
-};
-RowBlock rows_of(const std::vector<int64_t>& rp, const std::vector<int64_t>& ci, const Tensor& values, int64_t r0,
-                 int64_t r1) {
-  RowBlock b;
-  const size_t es = dtype_storage_bytes(values.dtype(), 1);
-  const int64_t k0 = rp[size_t(r0)], k1 = rp[size_t(r1)];
-  for (int64_t r = r0; r <= r1; ++r) b.rp.push_back(rp[size_t(r)] - k0);
-  b.ci.assign(ci.begin() + k0, ci.begin() + k1);
-  const char* vb = static_cast<const char*>(values.raw());
-  b.v.assign(vb + size_t(k0) * es, vb + size_t(k1) * es);
-  return b;
-}
-
 }  // namespace
 
 DistCsrMatrix DistCsrMatrix::scatter(const dist::Communicator& comm, const CsrMatrix& global, int root,
