@@ -647,6 +647,42 @@ constexpr int64_t kGemvBlock = 8192;
 // follow their 15-30 row streams poorly; 1,024 ahead measured ~25 % faster than none on a
 // Zen 4, 256 slower.
 constexpr int64_t kGemvAhead = 1024;
+// The block steps gemv_f64 and project_out share, so that the two give the same bits by
+// construction. block_combine: acc[i] = sum over rows r (in order) of A(r, c0 + i) h[r * inch],
+// i < len. block_dot: a . b over len elements in eight lanes (the tail into lane 0), the lanes
+// added as a tree; with kPrefetch, a's row is fetched kGemvAhead elements ahead (each row is a
+// stream of its own; the address is formed as an integer, since it may lie past the row's
+// end, where a prefetch is harmless but pointer arithmetic is not). sum_blocks: row i's
+// partial sums of nblocks blocks (partial[q * rows + i]) added in block order.
+template <class T>
+inline void block_combine(T* __restrict acc, const T* A, int64_t lda, int64_t c0, const T* h, int64_t inch, int64_t rows,
+                          int64_t len) {
+  for (int64_t i = 0; i < len; ++i) acc[i] = T(0);
+  for (int64_t r = 0; r < rows; ++r) {
+    const T hr = h[r * inch];
+    const T* __restrict a = A + r * lda + c0;
+    for (int64_t i = 0; i < len; ++i) acc[i] += a[i] * hr;
+  }
+}
+template <bool kPrefetch, class T>
+inline T block_dot(const T* __restrict a, const T* __restrict b, int64_t len) {
+  T lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t k = 0;
+  for (; k + 8 <= len; k += 8) {
+    if constexpr (kPrefetch)
+      __builtin_prefetch(reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(a + k) + kGemvAhead * sizeof(T)), 0, 3);
+    for (int l = 0; l < 8; ++l) lanes[l] += a[k + l] * b[k + l];
+  }
+  for (; k < len; ++k) lanes[0] += a[k] * b[k];
+  return ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
+}
+template <class T>
+inline T sum_blocks(const std::vector<T>& partial, int64_t nblocks, int64_t rows, int64_t i) {
+  T acc = 0;
+  for (int64_t q = 0; q < nblocks; ++q) acc += partial[size_t(q * rows + i)];
+  return acc;
+}
+
 void gemv_f64(bool ta, int64_t M, int64_t K, const double* A, int64_t lda, const double* b, int64_t incb, double* C,
               int64_t ldc) {
   ThreadPool& pool = ThreadPool::instance();
@@ -656,12 +692,7 @@ void gemv_f64(bool ta, int64_t M, int64_t K, const double* A, int64_t lda, const
       double acc[kGemvBlock];
       for (int64_t q = q0; q < q1; ++q) {
         const int64_t i0 = q * kGemvBlock, n = std::min(M, i0 + kGemvBlock) - i0;
-        for (int64_t i = 0; i < n; ++i) acc[i] = 0.0;
-        for (int64_t k = 0; k < K; ++k) {
-          const double bk = b[k * incb];
-          const double* a = A + k * lda + i0;
-          for (int64_t i = 0; i < n; ++i) acc[i] += a[i] * bk;
-        }
+        block_combine(acc, A, lda, i0, b, incb, K, n);
         for (int64_t i = 0; i < n; ++i) C[(i0 + i) * ldc] = acc[i];
       }
     });
@@ -678,41 +709,24 @@ void gemv_f64(bool ta, int64_t M, int64_t K, const double* A, int64_t lda, const
   }
   pool.parallel_for(nblocks, 8, [&](int64_t q0, int64_t q1) {
     for (int64_t q = q0; q < q1; ++q) {
-      const int64_t k0 = q * kGemvBlock, k1 = std::min(K, k0 + kGemvBlock);
-      for (int64_t i = 0; i < M; ++i) {
-        const double* a = A + i * lda;
-        double lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-        int64_t k = k0;
-        for (; k + 8 <= k1; k += 8) {
-          // (each row is a stream of its own; the address is formed as an integer, since it
-          // may lie past the row's end, where a prefetch is harmless but pointer arithmetic not)
-          __builtin_prefetch(reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(a + k) + kGemvAhead * 8), 0, 3);
-          for (int l = 0; l < 8; ++l) lanes[l] += a[k + l] * bv[k + l];
-        }
-        for (; k < k1; ++k) lanes[0] += a[k] * bv[k];
-        partial[size_t(q * M + i)] =
-            ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
-      }
+      const int64_t k0 = q * kGemvBlock, len = std::min(K, k0 + kGemvBlock) - k0;
+      for (int64_t i = 0; i < M; ++i) partial[size_t(q * M + i)] = block_dot<true>(A + i * lda + k0, bv + k0, len);
     }
   });
-  for (int64_t i = 0; i < M; ++i) {
-    double acc = 0;
-    for (int64_t q = 0; q < nblocks; ++q) acc += partial[size_t(q * M + i)];
-    C[i * ldc] = acc;
-  }
+  for (int64_t i = 0; i < M; ++i) C[i * ldc] = sum_blocks(partial, nblocks, M, i);
 }
 
 // project_out with one column (w, h vectors): u = w - A^T h and c = A u for A [k, n] (rows
 // lda apart), in one read of A from memory: per block of kGemvBlock columns, the block of u
-// (accumulated over A's rows in order, as gemv_f64's ta branch does, then subtracted from w),
-// then every row's dot product with it over the block while the block of A is still in
-// cache (eight lanes, as gemv_f64's rows; the blocks' partial sums added in block order).
-// The same arithmetic as the two products and the subtraction apart, so for f64 the same
-// bits as they have in the default GEMM mode (RLX_CPU_GEMM=openblas sends those products to
-// OpenBLAS instead); GMRES's CGS2 then reads its basis three times a step, not four. Measured on a Zen 4
-// core (n = 10^6): 8.9 against 13.1 ms apart at 16 rows, 17.4 against 23.2 at 30 (the second
-// read of a 30-row block, 1.9 MiB, comes from L3); slices of 512-2,048 columns, for L2, were
-// slower (their row streams too short for the prefetchers), and so was software prefetch.
+// (block_combine, as gemv_f64's ta branch, then subtracted from w), then every row's
+// block_dot with it while the block of A is still in cache, the blocks' partial sums added
+// in block order. The same steps as the two products and the subtraction apart, so for f64
+// the same bits as they have in the default GEMM mode (RLX_CPU_GEMM=openblas sends those
+// products to OpenBLAS instead); GMRES's CGS2 then reads its basis three times a step, not
+// four. Measured on a Zen 4 core (n = 10^6): 8.9 against 13.1 ms apart at 16 rows, 17.4
+// against 23.2 at 30 (the second read of a 30-row block, 1.9 MiB, comes from L3); slices of
+// 512-2,048 columns, for L2, were slower (their row streams too short for the prefetchers),
+// and so was software prefetch in the update.
 template <class T>
 void project_out_t(int64_t k, int64_t n, const T* A, int64_t lda, const T* w, const T* h, T* u, T* c) {
   const int64_t nblocks = (n + kGemvBlock - 1) / kGemvBlock;
@@ -721,31 +735,13 @@ void project_out_t(int64_t k, int64_t n, const T* A, int64_t lda, const T* w, co
     T acc[kGemvBlock];
     for (int64_t q = q0; q < q1; ++q) {
       const int64_t c0 = q * kGemvBlock, len = std::min(n, c0 + kGemvBlock) - c0;
-      for (int64_t i = 0; i < len; ++i) acc[i] = T(0);
-      for (int64_t r = 0; r < k; ++r) {
-        const T hr = h[r];
-        const T* __restrict a = A + r * lda + c0;
-        for (int64_t i = 0; i < len; ++i) acc[i] += a[i] * hr;
-      }
+      block_combine(acc, A, lda, c0, h, 1, k, len);
       T* __restrict ub = u + c0;
       for (int64_t i = 0; i < len; ++i) ub[i] = w[c0 + i] - acc[i];
-      for (int64_t r = 0; r < k; ++r) {
-        const T* __restrict a = A + r * lda + c0;
-        T lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-        int64_t i = 0;
-        for (; i + 8 <= len; i += 8)
-          for (int l = 0; l < 8; ++l) lanes[l] += a[i + l] * ub[i + l];
-        for (; i < len; ++i) lanes[0] += a[i] * ub[i];
-        partial[size_t(q * k + r)] =
-            ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
-      }
+      for (int64_t r = 0; r < k; ++r) partial[size_t(q * k + r)] = block_dot<false>(A + r * lda + c0, ub, len);
     }
   });
-  for (int64_t r = 0; r < k; ++r) {
-    T sum = 0;
-    for (int64_t q = 0; q < nblocks; ++q) sum += partial[size_t(q * k + r)];
-    c[r] = sum;
-  }
+  for (int64_t r = 0; r < k; ++r) c[r] = sum_blocks(partial, nblocks, k, r);
 }
 
 // C = op(A) op(B) [+ bias, one value per column, when bias is not null].
