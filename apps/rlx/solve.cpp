@@ -445,7 +445,7 @@ int cmd_solve(const Args& a) {
   const Numbers num(a);
   // --orthog: GMRES's Gram-Schmidt, checked before anything is loaded.
   if (a.has("orthog") && method != "gmres") throw UsageError("--orthog applies to --method gmres, not to " + method);
-  if (const std::string g = a.get("orthog", "cgs2"); g != "cgs2" && g != "cgs")
+  if (const std::string g = a.get("orthog", "cgs2"); !known_orthogonalization(g))
     throw UsageError("--orthog must be cgs2 or cgs, got '" + g + "'");
   if (method == "lu" || method == "klu" || method == "cholesky") {
     if (a.has("spmv")) throw UsageError("--spmv applies to the Krylov methods, not to " + method);

@@ -29,8 +29,8 @@ namespace {
 
 using cd = std::complex<double>;
 
-// The intermediates' arena that a method's steps share: they run one at a time, so one
-// buffer as large as the largest step's serves them all (GMRES(m) compiles up to 2m + 1
+// The intermediates' arena that all of a method's steps share (Step::finish takes it): they
+// run one at a time, so one buffer as large as the largest step's serves them all (GMRES(m) compiles up to 2m + 1
 // steps, each with vectors of n rows in its arena). A step larger than the buffer replaces
 // it with one a quarter larger than the step needs (the next steps of a cycle are a few
 // bytes larger); steps made before keep the old buffer.
@@ -51,13 +51,13 @@ class SharedArena {
 class Step {
  public:
   BoundGraph g;
-  void finish(const std::vector<Var>& outs, Device& d, const KrylovOptions& o, SharedArena* arena = nullptr) {
+  void finish(const std::vector<Var>& outs, Device& d, const KrylovOptions& o, SharedArena& arena) {
     output(g.graph, outs);
     CompileOptions co;
     co.policy = o.policy;
     prog_ = std::make_unique<Program>(compile(g.graph, d, co));
     g.move_bound_to(d.allocator());
-    ex_ = arena ? std::make_unique<Executor>(*prog_, d, arena->fit(prog_->arena_bytes)) : std::make_unique<Executor>(*prog_, d);
+    ex_ = std::make_unique<Executor>(*prog_, d, arena.fit(prog_->arena_bytes));
   }
   std::vector<Tensor> run(const std::vector<Tensor>& free) { return ex_->run(g.inputs(free)); }
   void run_into(const std::vector<Tensor>& free, std::vector<Tensor>& out) { ex_->run_into(g.inputs(free), out); }
@@ -231,14 +231,14 @@ void cg(const LinearOperator& A, const Tensor& b, const Preconditioner& M, const
     auto rz_rr = G.dots({{r1, z1}, {r1, r1}});
     Var rz1 = rz_rr[0];
     Var p1 = z1 + (rz1 / rz) * p;
-    step.finish({x1, r1, p1, rz1, pack({rz_rr[1], pq})}, d, o, &shared);
+    step.finish({x1, r1, p1, rz1, pack({rz_rr[1], pq})}, d, o, shared);
   }
   {
     Var bb = init.g.input("b", t, {n}), x0 = init.g.input("x0", t, {n});
     Var r = bb - A.apply(init.g, x0);
     Var z = M.apply(init.g, r);
     auto rz_rr = G.dots({{r, z}, {r, r}});
-    init.finish({r, z, rz_rr[0], pack({rz_rr[1]})}, d, o, &shared);
+    init.finish({r, z, rz_rr[0], pack({rz_rr[1]})}, d, o, shared);
   }
   res.report = step.report();
   Monitor mon(o, bnorm, res);
@@ -292,11 +292,12 @@ void bicgstab(const LinearOperator& A, const Tensor& b, const Preconditioner& M,
   DType t = b.dtype();
   int64_t n = A.rows();
   const Global G{A.communicator()};
+  SharedArena shared(d);
   Step init, step;
   {
     Var bb = init.g.input("b", t, {n}), x0 = init.g.input("x0", t, {n});
     Var r = bb - A.apply(init.g, x0);
-    init.finish({r, pack({G.dot(r, r)})}, d, o);
+    init.finish({r, pack({G.dot(r, r)})}, d, o, shared);
   }
   {
     auto& g = step.g;
@@ -320,7 +321,7 @@ void bicgstab(const LinearOperator& A, const Tensor& b, const Preconditioner& M,
     Var omega1 = where(nonzero, ts / where(nonzero, tt, scalar_like(tt, 1.0)), scalar_like(tt, 0.0));
     Var x1 = x + alpha1 * ph + omega1 * sh;
     Var r1 = s - omega1 * tv;
-    step.finish({x1, r1, p1, v1, rho1, alpha1, omega1, pack({G.dot(r1, r1), rho1, rv, omega1})}, d, o);
+    step.finish({x1, r1, p1, v1, rho1, alpha1, omega1, pack({G.dot(r1, r1), rho1, rv, omega1})}, d, o, shared);
   }
   res.report = step.report();
   Monitor mon(o, bnorm, res);
@@ -423,7 +424,7 @@ void gmres(const LinearOperator& A, const Tensor& b, const Preconditioner& M, co
       Var inv = where(gt(hn, scalar_like(hn, 0.0)), 1.0 / where(gt(hn, scalar_like(hn, 0.0)), hn, scalar_like(hn, 1.0)),
                       scalar_like(hn, 0.0));
       Var vnext = reshape(w, {n}) * (t == DType::C64 ? make_complex(inv, scalar_like(inv, 0.0)) : inv);
-      s->finish({vnext, concat({h, as1(hn2)}, 0)}, d, o, &shared);
+      s->finish({vnext, concat({h, as1(hn2)}, 0)}, d, o, shared);
     }
     return *s;
   };
@@ -436,7 +437,7 @@ void gmres(const LinearOperator& A, const Tensor& b, const Preconditioner& M, co
       Var V = s->g.input("V", t, {k, n});
       Var y = s->g.input("y", t, {1, k});
       Var dx = reshape(matmul(y, V), {n});
-      s->finish({xin + M.apply(s->g, dx)}, d, o, &shared);
+      s->finish({xin + M.apply(s->g, dx)}, d, o, shared);
     }
     return *s;
   };
@@ -448,7 +449,7 @@ void gmres(const LinearOperator& A, const Tensor& b, const Preconditioner& M, co
   {
     Var bb = resid.g.input("b", t, {n}), x0 = resid.g.input("x", t, {n});
     Var r = bb - A.apply(resid.g, x0);
-    resid.finish({r, pack({G.dot(r, r)})}, d, o, &shared);
+    resid.finish({r, pack({G.dot(r, r)})}, d, o, shared);
   }
   res.report = resid.report();
   Monitor mon(o, bnorm, res);
@@ -590,12 +591,13 @@ void minres(const LinearOperator& A, const Tensor& b, const Preconditioner& M, c
   int64_t n = A.rows();
   Allocator* a = d.allocator();
   const Global G{A.communicator()};
+  SharedArena shared(d);
   Step init, lanczos, upd;
   {
     Var bb = init.g.input("b", t, {n}), x0 = init.g.input("x0", t, {n});
     Var r = bb - A.apply(init.g, x0);
     Var y = M.apply(init.g, r);
-    init.finish({r, y, pack(G.dots({{r, y}, {r, r}}))}, d, o);
+    init.finish({r, y, pack(G.dots({{r, y}, {r, r}}))}, d, o, shared);
   }
   {
     auto& g = lanczos.g;
@@ -606,7 +608,7 @@ void minres(const LinearOperator& A, const Tensor& b, const Preconditioner& M, c
     Var alfa = G.dot(v, y1);
     Var y2 = y1 - (alfa * s) * r2;
     Var ynew = M.apply(g, y2);
-    lanczos.finish({v, y2, ynew, pack({alfa, G.dot(y2, ynew)})}, d, o);
+    lanczos.finish({v, y2, ynew, pack({alfa, G.dot(y2, ynew)})}, d, o, shared);
   }
   {
     auto& g = upd.g;
@@ -614,7 +616,7 @@ void minres(const LinearOperator& A, const Tensor& b, const Preconditioner& M, c
     Var oldeps = g.input("oldeps", t, {}), delta = g.input("delta", t, {}), denom = g.input("denom", t, {});
     Var phi = g.input("phi", t, {});
     Var w = (v - oldeps * w1 - delta * w2) * denom;
-    upd.finish({w, x0 + phi * w}, d, o);
+    upd.finish({w, x0 + phi * w}, d, o, shared);
   }
   res.report = lanczos.report();
   Monitor mon(o, bnorm, res);
@@ -705,6 +707,8 @@ void minres(const LinearOperator& A, const Tensor& b, const Preconditioner& M, c
 
 }  // namespace
 
+bool known_orthogonalization(const std::string& name) { return name == "cgs2" || name == "cgs"; }
+
 KrylovResult krylov_solve(const LinearOperator& A, const Tensor& b0, const Preconditioner& M, const KrylovOptions& o,
                           const Tensor& x0) {
   if (A.rows() != A.cols()) throw InputError("krylov solvers need a square operator, got " + std::to_string(A.rows()) + "x" + std::to_string(A.cols()));
@@ -714,7 +718,7 @@ KrylovResult krylov_solve(const LinearOperator& A, const Tensor& b0, const Preco
     throw InputError("initial guess must be " + b0.type().str() + ", got " + x0.type().str());
   if (!(o.rtol >= 0) || !(o.atol >= 0)) throw InputError("rtol and atol must be >= 0");
   if (o.max_it < 0) throw InputError("max_it must be >= 0");
-  if (o.orthogonalization != "cgs2" && o.orthogonalization != "cgs")
+  if (!known_orthogonalization(o.orthogonalization))
     throw InputError("unknown orthogonalization '" + o.orthogonalization + "' (expected cgs2 or cgs)");
   Device& d = DeviceRegistry::get().runnable_at(o.device);
   Allocator* a = d.allocator();

@@ -75,6 +75,9 @@ class SolveError : public Error {
   KrylovResult result;
 };
 
+// Whether `name` is a KrylovOptions::orthogonalization krylov_solve knows (cgs2, cgs).
+bool known_orthogonalization(const std::string& name);
+
 // Solves A x = b (x0 = 0 unless given). Throws InputError for bad input (shapes,
 // dtypes, unknown method); non-convergence is a reason, or a SolveError on request.
 KrylovResult krylov_solve(const LinearOperator& A, const Tensor& b, const Preconditioner& M, const KrylovOptions& opts,
