@@ -723,7 +723,8 @@ void gemv_f64(bool ta, int64_t M, int64_t K, const double* A, int64_t lda, const
 // in block order. The same steps as the two products and the subtraction apart, so for f64
 // the same bits as they have in the default GEMM mode (RLX_CPU_GEMM=openblas sends those
 // products to OpenBLAS instead); GMRES's CGS2 then reads its basis three times a step, not
-// four. Measured on a Zen 4 core (n = 10^6): 8.9 against 13.1 ms apart at 16 rows, 17.4
+// four. Measured on a Zen 4 core (n = 10^6, a standalone copy of the loops; docs/benchmarks.md,
+// "GMRES against PETSc"): 8.9 against 13.1 ms apart at 16 rows, 17.4
 // against 23.2 at 30 (the second read of a 30-row block, 1.9 MiB, comes from L3); slices of
 // 512-2,048 columns, for L2, were slower (their row streams too short for the prefetchers),
 // and so was software prefetch in the update.
