@@ -1208,10 +1208,13 @@ L1Make project_out_case(int64_t k, int64_t n, int64_t m, bool positive) {
         for (int64_t r = 0; r < k; ++r) acc += Vv[size_t(r * n + i)] * hv[size_t(r * m + j)];
         u[size_t(i * m + j)] = wv[size_t(i * m + j)] - acc;
       }
+    // c is the op's projections of the u it returns, which is u rounded to the dtype (in
+    // bf16 a cancelling c differs by more than its tolerance from the unrounded u's).
+    const std::vector<cd> u_t = complexes(make_tensor(t, {n * m}, u));
     for (int64_t r = 0; r < k; ++r)
       for (int64_t j = 0; j < m; ++j) {
         cd acc = 0;
-        for (int64_t i = 0; i < n; ++i) acc += std::conj(Vv[size_t(r * n + i)]) * u[size_t(i * m + j)];
+        for (int64_t i = 0; i < n; ++i) acc += std::conj(Vv[size_t(r * n + i)]) * u_t[size_t(i * m + j)];
         c[size_t(r * m + j)] = acc;
       }
     Projected p = project_out(V, w, h);
