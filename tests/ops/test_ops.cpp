@@ -1201,15 +1201,18 @@ L1Make project_out_case(int64_t k, int64_t n, int64_t m, bool positive) {
     const Range rw = positive ? Range{.lo = double(k) * 0.1 + 1, .hi = double(k) * 0.1 + 2} : Range{};
     Var V = b.in(t, {k, n}, rv), w = b.in(t, {n, m}, rw), h = b.in(t, {k, m}, rh);
     const std::vector<cd> Vv = complexes(b.inputs[0]), wv = complexes(b.inputs[1]), hv = complexes(b.inputs[2]);
-    std::vector<cd> u(size_t(n * m)), c(size_t(k * m));
+    // The op is its lowering: V^T h and u are values of the dtype, each rounded once, and c
+    // projects the u the op returns (in bf16 a cancelling c differs from the unrounded
+    // steps' by more than its tolerance).
+    std::vector<cd> Vh(size_t(n * m)), u(size_t(n * m)), c(size_t(k * m));
     for (int64_t i = 0; i < n; ++i)
       for (int64_t j = 0; j < m; ++j) {
         cd acc = 0;
         for (int64_t r = 0; r < k; ++r) acc += Vv[size_t(r * n + i)] * hv[size_t(r * m + j)];
-        u[size_t(i * m + j)] = wv[size_t(i * m + j)] - acc;
+        Vh[size_t(i * m + j)] = acc;
       }
-    // c is the op's projections of the u it returns, which is u rounded to the dtype (in
-    // bf16 a cancelling c differs by more than its tolerance from the unrounded u's).
+    Vh = complexes(make_tensor(t, {n * m}, Vh));
+    for (size_t i = 0; i < u.size(); ++i) u[i] = wv[i] - Vh[i];
     const std::vector<cd> u_t = complexes(make_tensor(t, {n * m}, u));
     for (int64_t r = 0; r < k; ++r)
       for (int64_t j = 0; j < m; ++j) {
