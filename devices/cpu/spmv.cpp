@@ -20,7 +20,7 @@
 // the 16-core GPU machine (45.9 against 29.1 ms a 128^3 product on one core): the scalar
 // rows are the default everywhere, the AVX-512 rows on request (docs/benchmarks.md, "SpMV
 // rows on AMD" and "the 16-core machine again"). The larger gain is software prefetch of
-// the values and col_idx streams (kPrefetch below), on every path. spmm's inner loop is
+// the values and col_idx streams (sparse.hpp), on every path. spmm's inner loop is
 // a dense axpy over B's row, built for x86-64-v4, x86-64-v3 and baseline with target_clones.
 //
 // Rounding: f32/f64 spmv on the AVX-512 path accumulates in the value type with FMAs;
@@ -47,16 +47,21 @@
 
 namespace rlx::cpu {
 
+int64_t sparse_prefetch_distance() {
+  static const int64_t d = env_int("RLX_CPU_SPMV_PREFETCH", 0, 65536, kPrefetchDefault);
+  return d;
+}
+
 namespace {
 
 // Below this much work (nnz + rows) a product runs on the calling thread.
 constexpr int64_t kParallelWork = 1 << 15;
 
-// Prefetches element k + kPrefetch of p (computed as an integer: it may lie past the end,
-// where a prefetch is harmless but pointer arithmetic would not be).
+// Prefetches element k of p (computed as an integer: it lies a prefetch distance ahead, maybe
+// past the end, where a prefetch is harmless but pointer arithmetic would not be).
 template <class T>
 inline void prefetch_ahead(const T* p, int64_t k) {
-  __builtin_prefetch(reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(p) + uint64_t(k + kPrefetch) * sizeof(T)), 0, 3);
+  __builtin_prefetch(reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(p) + uint64_t(k) * sizeof(T)), 0, 3);
 }
 
 // RLX_CPU_SPMV: "gather" (the AVX-512 rows; an error on a CPU without AVX-512), "scalar"
@@ -110,6 +115,7 @@ void for_row_ranges(const I* rp, int64_t rows, const F& f) {
 struct SpmvArgs {
   double alpha, beta;
   bool has_y0;
+  int64_t pf;  // prefetch distance in nonzeros (sparse_prefetch_distance)
 };
 
 // Portable rows: accumulate in double (complex<double> for c64).
@@ -118,8 +124,8 @@ void spmv_rows_scalar(const I* rp, const I* ci, const T* v, const T* x, const T*
                       int64_t r1) {
   for (int64_t r = r0; r < r1; ++r) {
     const int64_t b = rp[r], e = rp[r + 1];
-    prefetch_ahead(v, b);
-    prefetch_ahead(ci, b);
+    prefetch_ahead(v, b + a.pf);
+    prefetch_ahead(ci, b + a.pf);
     if constexpr (std::is_same_v<T, c64>) {
       double re = 0, im = 0;
       for (int64_t k = b; k < e; ++k) {
@@ -174,12 +180,12 @@ RLX_V4 void spmv_rows_f64_v4(const I* rp, const I* ci, const double* v, const do
   for (int64_t r = r0; r < r1; ++r) {
     int64_t k = rp[r];
     const int64_t e = rp[r + 1];
-    prefetch_ahead(v, k);
-    prefetch_ahead(ci, k);
+    prefetch_ahead(v, k + a.pf);
+    prefetch_ahead(ci, k + a.pf);
     __m512d acc = _mm512_setzero_pd();
     for (; k + 8 <= e; k += 8) {  // long rows: one more line of each stream per step
-      prefetch_ahead(v, k + 8);
-      prefetch_ahead(ci, k + 8);
+      prefetch_ahead(v, k + 8 + a.pf);
+      prefetch_ahead(ci, k + 8 + a.pf);
       __m512d xv;
       if constexpr (sizeof(I) == 4)
         xv = _mm512_mask_i32gather_pd(_mm512_setzero_pd(), 0xff, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ci + k)), x, 8);
@@ -209,14 +215,14 @@ RLX_V4 void spmv_rows_f32_v4(const I* rp, const I* ci, const float* v, const flo
   for (int64_t r = r0; r < r1; ++r) {
     int64_t k = rp[r];
     const int64_t e = rp[r + 1];
-    prefetch_ahead(v, k);
-    prefetch_ahead(ci, k);
+    prefetch_ahead(v, k + a.pf);
+    prefetch_ahead(ci, k + a.pf);
     float s;
     if constexpr (sizeof(I) == 4) {
       __m512 acc = _mm512_setzero_ps();
       for (; k + 16 <= e; k += 16) {
-        prefetch_ahead(v, k + 16);
-        prefetch_ahead(ci, k + 16);
+        prefetch_ahead(v, k + 16 + a.pf);
+        prefetch_ahead(ci, k + 16 + a.pf);
         acc = _mm512_fmadd_ps(_mm512_loadu_ps(v + k),
                               _mm512_mask_i32gather_ps(_mm512_setzero_ps(), 0xffff, _mm512_loadu_si512(ci + k), x, 4), acc);
       }
@@ -229,7 +235,7 @@ RLX_V4 void spmv_rows_f32_v4(const I* rp, const I* ci, const float* v, const flo
     } else {
       __m256 acc = _mm256_setzero_ps();
       for (; k + 8 <= e; k += 8) {
-        prefetch_ahead(ci, k + 8);
+        prefetch_ahead(ci, k + 8 + a.pf);
         acc = _mm256_fmadd_ps(_mm256_loadu_ps(v + k),
                               _mm512_mask_i64gather_ps(_mm256_setzero_ps(), 0xff, _mm512_loadu_si512(ci + k), x, 4), acc);
       }
@@ -359,7 +365,7 @@ Capability csr_supported(const ir::Node& n, const ir::Graph& g) {
 
 void run_spmv(const ir::Node& n, std::span<const Tensor> in0, std::span<Tensor> out) {
   std::vector<Tensor> in = contiguous_inputs(in0);
-  SpmvArgs a{n.attrs.get_float("alpha"), n.attrs.get_float("beta"), in.size() == 5};
+  SpmvArgs a{n.attrs.get_float("alpha"), n.attrs.get_float("beta"), in.size() == 5, sparse_prefetch_distance()};
   visit_csr(in[0].dtype(), in[2].dtype(), [&](auto i, auto t) {
     spmv_typed<decltype(i), decltype(t)>(in[0], in[1], in[2], in[3], a.has_y0 ? &in[4] : nullptr, out[0], a);
   });

@@ -39,7 +39,7 @@ using cd = std::complex<double>;
 // diagonal: nothing here throws). f64 solves write straight into the output (x[r] is
 // written after b[r] is read, so the output may be b's buffer); f32 and c64 keep x in
 // double and round it block by block. The values and col_idx streams are prefetched
-// kPrefetch nonzeros ahead in sweep direction, as in spmv. On the IC(0) factor of 3D
+// the prefetch distance (sparse.hpp) ahead in sweep direction, as in spmv. On the IC(0) factor of 3D
 // Poisson 100^3 (the 2-vCPU dev host, an Intel Xeon VM) these two changes alone took
 // the sequential solve from about 11 to 6.6 (lower) and 7.7 ms (upper).
 //
@@ -131,6 +131,7 @@ struct Sweep {
   A* x;    // solved values in full precision (the output itself when T is double)
   T* out;  // the output, rounded from x by store() when T is not double
   int64_t n;
+  int64_t pf;  // prefetch distance in nonzeros (sparse_prefetch_distance)
 
   static A widen(T t) {
     if constexpr (std::is_same_v<T, c64>) return cd(t.real(), t.imag());
@@ -144,8 +145,8 @@ struct Sweep {
   inline bool solve(int64_t s, const Ready& ready) const {
     const int64_t r = row(s);
     const int64_t k0 = rp[r], e = rp[r + 1];
-    prefetch_at(v, kLower ? k0 + kPrefetch : k0 - kPrefetch);
-    prefetch_at(ci, kLower ? k0 + kPrefetch : k0 - kPrefetch);
+    prefetch_at(v, kLower ? k0 + pf : k0 - pf);
+    prefetch_at(ci, kLower ? k0 + pf : k0 - pf);
     A acc = widen(b[r]), d = 0;
     // Nearest columns last: in sorted rows the value solved at the step before (x[r-1] of a
     // lower row, x[r+1] of an upper one) is then the last one subtracted, so the chain from
@@ -458,7 +459,7 @@ void sptrsv_typed(const Tensor& rp_t, const Tensor& ci_t, const Tensor& v_t, con
   }
   auto go = [&](auto lower_c, auto unit_c) {
     constexpr bool kLower = decltype(lower_c)::value, kUnit = decltype(unit_c)::value;
-    const Sweep<kLower, kUnit, I, T> sw{rp, ci, v, b, x, out, n};
+    const Sweep<kLower, kUnit, I, T> sw{rp, ci, v, b, x, out, n, sparse_prefetch_distance()};
     const TrsvSchedule sc = schedule_sweep<kLower>(rp, ci, n);
     const auto t0 = std::chrono::steady_clock::now();
     int64_t bandwidth = 0, lead = 0;

@@ -60,7 +60,8 @@ BOOST_AUTO_TEST_CASE(usage_errors_exit_2) {
   // A switch in the environment with a value it does not take (docs/runtime.md, "Environment").
   for (const auto& [env, says] : {std::pair<std::string, std::string>{"RLX_NUM_THREADS=abc", "expected a whole number from 1"},
                                   {"RLX_PROFILE=yes", "expected one of 0, 1"},
-                                  {"RLX_CPU_SPTRSV=pipe:0", "expected auto, seq, pipe or pipe:B"}}) {
+                                  {"RLX_CPU_SPTRSV=pipe:0", "expected auto, seq, pipe or pipe:B"},
+                                  {"RLX_CPU_SPMV_PREFETCH=-1", "expected a whole number from 0 to 65536"}}) {
     r = rlx::test::run_cli(env + " " + RLX_CLI, "solve poisson2d:16 --method pcg --pc ic0 --device cpu", scratch());
     BOOST_TEST(r.code == 2, env);
     BOOST_TEST(has(r.err, env + ": " + says), env << ": " << r.err);

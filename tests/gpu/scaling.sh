@@ -4,12 +4,15 @@
 # tests/gpu/pack_petsc.sh's tarball (carry .gpu and .debs); rlx is built by run.sh.
 #   OUT=dir [SIZES="128 200"] [NPS="16 8 4 2 1"] [PCS="jacobi bjacobi"] [BUDGET=540] \
 #     [PETSC_TAR=.gpu/petsc.tar.xz] [NOBUILD=1] [STREAM=1] [PROFILE=1 [PROFILE_PCS=..]] \
-#     [SPMVS="auto scalar"] tests/gpu/scaling.sh
+#     [SPMVS="auto scalar"] [PFS="512 128"] [PF_PROFILE=1] tests/gpu/scaling.sh
 # Lines "RLX n= pc= np= rep= ... time: setup S s, solve S s" and "PETSC ... KSPSolve" go to
 # $OUT/log.txt; STREAM=1 adds the triad bandwidth on 1..16 processes; PROFILE=1 the per-kernel
 # profile of rlx (RLX_PROFILE=1) and PETSc's -log_view at 16 ranks on 128^3, for each
 # preconditioner of PROFILE_PCS (default jacobi). SPMVS: the cpu SpMV row forms rlx runs with
-# (RLX_CPU_SPMV, each a line "RLX ... spmv=MODE"; default auto only).
+# (RLX_CPU_SPMV, each a line "RLX ... spmv=MODE"; default auto only); PFS the SpMV prefetch
+# distances (RLX_CPU_SPMV_PREFETCH, "pf=N"; default the built-in one). PF_PROFILE=1 first logs,
+# on one rank and each size, rlx's per-product SpMV time (RLX_PROFILE) at each distance of PFS
+# and PETSc's MatMult time (-log_view), alternating, three rounds.
 set -u
 cd "$(dirname "$0")/../.."
 : "${OUT:?OUT=dir}"
@@ -44,14 +47,24 @@ if [ -n "${PROFILE:-}" ]; then
     LD_LIBRARY_PATH=$PLD $M -n 16 $P/rlx-bench-petsc -n 128 -reps 1 -pc_type $pc -log_view > "$OUT/prof_petsc16_$pc.txt" 2>&1
   done
 fi
+if [ -n "${PF_PROFILE:-}" ]; then
+  for n in ${SIZES:-128 200}; do for r in 1 2 3; do
+    for pf in ${PFS:-512}; do
+      o=$(RLX_CPU_SPMV_PREFETCH=$pf RLX_PROFILE=1 timeout 200 $M -n 1 build-gpu/bin/rlx solve poisson3d:$n --method pcg --pc jacobi --rtol 1e-8 2>&1)
+      log "PFPROF n=$n pf=$pf rep=$r $(echo "$o" | grep -E "spmv_csr|^time" | tr -s ' ' | tr '\n' ' ')"
+    done
+    o=$(LD_LIBRARY_PATH=$PLD timeout 200 $M -n 1 $P/rlx-bench-petsc -n $n -reps 1 -pc_type jacobi -log_view 2>&1)
+    log "PFPROF n=$n petsc rep=$r $(echo "$o" | grep -E "^MatMult |KSPCG" | tr -s ' ' | tr '\n' ' ')"
+  done; done
+fi
 for n in ${SIZES:-128 200}; do for pc in ${PCS:-jacobi bjacobi}; do for np in ${NPS:-16 8 4 2 1}; do
   reps=1; [ $np -ge 4 ] && reps=3
   for r in $(seq $reps); do
     el=$(($(date +%s)-T0)); [ $el -gt ${BUDGET:-540} ] && { log "budget: skip n=$n pc=$pc np=$np at $el s"; continue; }
-    for sp in ${SPMVS:-auto}; do
-      o=$(RLX_CPU_SPMV=$sp timeout 200 $M -n $np build-gpu/bin/rlx solve poisson3d:$n --method pcg --pc $pc --rtol 1e-8 2>&1)
-      log "RLX n=$n pc=$pc np=$np rep=$r spmv=$sp $(echo "$o" | grep -E "^reason|^time" | tr '\n' ' ')"
-    done
+    for sp in ${SPMVS:-auto}; do for pf in ${PFS:-512}; do
+      o=$(RLX_CPU_SPMV=$sp RLX_CPU_SPMV_PREFETCH=$pf timeout 200 $M -n $np build-gpu/bin/rlx solve poisson3d:$n --method pcg --pc $pc --rtol 1e-8 2>&1)
+      log "RLX n=$n pc=$pc np=$np rep=$r spmv=$sp pf=$pf $(echo "$o" | grep -E "^reason|^time" | tr '\n' ' ')"
+    done; done
     o=$(LD_LIBRARY_PATH=$PLD timeout 200 $M -n $np $P/rlx-bench-petsc -n $n -reps 1 -pc_type $pc 2>&1)
     log "PETSC n=$n pc=$pc np=$np rep=$r $(echo "$o" | grep -E "KSPCG" | tr '\n' ' ')"
   done
