@@ -13,6 +13,7 @@
 #include "devices/cpu/quant.hpp"
 #include "devices/cpu/thread_pool.hpp"
 #include "dist/kernels.hpp"
+#include "runtime/host_function.hpp"
 #include "ir/op_registry.hpp"
 #include "runtime/device.hpp"
 #include "runtime/kernel_table.hpp"
@@ -106,6 +107,7 @@ class CpuDevice final : public Device {
     add_nn_kernels(table_);
     add_quant_kernels(table_);
     dist::add_collective_kernels(table_);  // host memory: MPI reads the tensors directly
+    add_host_call_kernel(table_);          // host memory: the function reads the tensors directly
   }
 
   std::string name() const override { return "cpu"; }

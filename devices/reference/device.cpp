@@ -2,6 +2,7 @@
 // and round once on store; the oracle every other device is tested against.
 #include "devices/reference/access.hpp"
 #include "dist/kernels.hpp"
+#include "runtime/host_function.hpp"
 #include "runtime/device.hpp"
 #include "runtime/kernel_table.hpp"
 
@@ -22,6 +23,7 @@ class ReferenceDevice final : public Device {
     reference::add_splat_kernels(table_);
     reference::add_quant_kernels(table_);
     dist::add_collective_kernels(table_);  // host memory: MPI reads the tensors directly
+    add_host_call_kernel(table_);          // host memory: the function reads the tensors directly
   }
 
   std::string name() const override { return "reference"; }

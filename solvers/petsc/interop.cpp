@@ -208,6 +208,68 @@ sparse::DistCsrMatrix from_petsc(Mat A) {
   return sparse::DistCsrMatrix::from_local_rows(dist::from_mpi(comm), local);
 }
 
+namespace {
+
+// What operator_of's products share: the Mat (referenced) and two Vecs of its layout whose
+// arrays are replaced by rlx's for each MatMult (VecPlaceArray), so no entry is copied.
+struct MatProduct {
+  Mat A = nullptr;
+  Vec x = nullptr, y = nullptr;
+  MatProduct(const MatProduct&) = delete;
+  MatProduct& operator=(const MatProduct&) = delete;
+  MatProduct() = default;
+  ~MatProduct() {
+    if (x) VecDestroy(&x);
+    if (y) VecDestroy(&y);
+    if (A) MatDestroy(&A);  // drops the reference operator_of took
+  }
+  void mult(const Tensor& in, Tensor& out) const {
+    // (MatMult only reads x: the const_cast lends rlx's input array to a Vec for the call.)
+    check(VecPlaceArray(x, const_cast<double*>(in.data<double>())), "VecPlaceArray");
+    PetscErrorCode rc = VecPlaceArray(y, out.data<double>());
+    if (!rc) {
+      rc = MatMult(A, x, y);
+      VecResetArray(y);
+    }
+    VecResetArray(x);
+    check(rc, "MatMult");
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<sparse::HostOperator> operator_of(Mat A) {
+  MPI_Comm comm = PetscObjectComm(reinterpret_cast<PetscObject>(A));
+  PetscInt m = 0, n = 0, M = 0, N = 0;
+  check(MatGetLocalSize(A, &m, &n), "MatGetLocalSize");
+  check(MatGetSize(A, &M, &N), "MatGetSize");
+  std::string why;
+  if (M != N || m != n)
+    why = "operator_of: the Mat must be square with the same row and column layout on each rank (global " +
+          std::to_string(M) + "x" + std::to_string(N) + ", this rank " + std::to_string(m) + "x" + std::to_string(n) + ")";
+  const dist::Communicator c = dist::from_mpi(comm);
+  dist::raise_collectively(c, why);
+  auto st = std::make_shared<MatProduct>();
+  check(PetscObjectReference(reinterpret_cast<PetscObject>(A)), "PetscObjectReference");
+  st->A = A;
+  check(MatCreateVecs(A, &st->x, &st->y), "MatCreateVecs");
+  PetscBool has_diag = PETSC_FALSE;
+  check(MatHasOperation(A, MATOP_GET_DIAGONAL, &has_diag), "MatHasOperation");
+  Tensor diag;
+  if (has_diag) {
+    diag = Tensor::empty(DType::F64, {int64_t(m)});
+    check(VecPlaceArray(st->y, diag.data<double>()), "VecPlaceArray");
+    PetscErrorCode rc = MatGetDiagonal(A, st->y);
+    VecResetArray(st->y);
+    check(rc, "MatGetDiagonal");
+  }
+  MatType type = nullptr;
+  check(MatGetType(A, &type), "MatGetType");
+  return std::make_unique<sparse::HostOperator>(
+      int64_t(m), int64_t(m), DType::F64, [st](const Tensor& x, Tensor& y) { st->mult(x, y); },
+      std::string("PETSc ") + (type ? type : "Mat") + " " + std::to_string(M) + "x" + std::to_string(N), diag, c);
+}
+
 // ---------------------------------------------------------------- vectors
 
 VecView::VecView(Vec v, bool read_only) : v_(v), ro_(read_only) {

@@ -13,6 +13,11 @@
 //   PETSc -> rlx   from_petsc(mat)          a MATMPIAIJ's rows as rlx's distributed CSR, the
 //                                           same partition (values copied: rlx's blocks keep
 //                                           their own index layout), usable as an operator.
+//                  operator_of(mat)         any Mat with MatMult (AIJ, a shell, ...) as an rlx
+//                                           operator that reads it in place: each product the
+//                                           solver's program makes is a host_call running
+//                                           MatMult on Vecs placed over rlx's arrays; its
+//                                           diagonal (for Jacobi) where the Mat has one.
 //
 // What rlx hands PETSc holds what it reads: a PetscMat keeps the rlx arrays alive until it is
 // destroyed, a shell keeps its compiled program. PETSc must be initialised (PetscInitialize)
@@ -62,6 +67,13 @@ void set_shell_pc(PC pc, const sparse::Preconditioner& M, int64_t local_rows, DT
 
 // A MATMPIAIJ's rows, partition and values as rlx's distributed CSR (collective).
 sparse::DistCsrMatrix from_petsc(Mat A);
+
+// A square Mat (same row and column layout) as an rlx operator over its communicator,
+// nothing copied: the operator holds a reference to A (PetscObjectReference) and every
+// product calls MatMult, so later changes to A's values are seen. Collective (MatCreateVecs,
+// MatGetDiagonal); the operator's products are collective as MatMult is, which the solvers'
+// programs respect (every rank runs the same program in the same order).
+std::unique_ptr<sparse::HostOperator> operator_of(Mat A);
 
 // This rank's entries of a Vec as an rlx tensor that shares the Vec's array while the view
 // lives (VecGetArray / VecRestoreArray); read_only views restore with the read-only call.

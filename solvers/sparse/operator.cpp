@@ -78,4 +78,27 @@ std::string CsrOperator::describe() const {
          dtype_name(values().dtype()) + "/" + dtype_name(row_ptr().dtype());
 }
 
+HostOperator::HostOperator(int64_t rows, int64_t cols, DType t, Product product, std::string name, Tensor diagonal,
+                           std::optional<dist::Communicator> comm)
+    : rows_(rows), cols_(cols), t_(t), name_(std::move(name)), diag_(std::move(diagonal)), comm_(std::move(comm)),
+      fn_(name_, [product = std::move(product), t, rows, cols](std::span<const Tensor> in, Tensor& out) {
+        if (in.size() != 1 || in[0].type() != TensorType{t, {cols}} || out.type() != TensorType{t, {rows}})
+          throw InputError("the operator maps " + TensorType{t, {cols}}.str() + " to " + TensorType{t, {rows}}.str());
+        product(in[0], out);
+      }) {
+  if (rows < 0 || cols < 0) throw InputError("host operator '" + name_ + "': negative size");
+  if (!is_inexact(t))
+    throw InputError("host operator '" + name_ + "': values must be floating point, got " + dtype_name(t));
+  if (diag_.defined() && diag_.type() != TensorType{t, {rows}})
+    throw InputError("host operator '" + name_ + "': the diagonal is " + diag_.type().str() + ", expected " +
+                     TensorType{t, {rows}}.str());
+  if (diag_.defined() && !diag_.is_host()) diag_ = diag_.to(host_allocator());
+}
+
+Var HostOperator::apply(BoundGraph&, const Var& x) const { return host_call(fn_.id(), {x}, t_, {rows_}); }
+
+std::string HostOperator::describe() const {
+  return "host operator '" + name_ + "' " + std::to_string(rows_) + "x" + std::to_string(cols_) + " " + dtype_name(t_);
+}
+
 }  // namespace rlx::sparse

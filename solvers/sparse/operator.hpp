@@ -3,13 +3,16 @@
 // a matrix-free stencil emits whatever IR it likes. The tensors it needs enter the
 // graph as bound inputs, so they stay on the device across iterations.
 #pragma once
+#include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "dist/communicator.hpp"
 #include "ir/frontend.hpp"
+#include "runtime/host_function.hpp"
 #include "solvers/sparse/csr.hpp"
 
 namespace rlx::sparse {
@@ -69,6 +72,37 @@ class CsrOperator final : public LinearOperator {
 
  private:
   CsrMatrix A_;
+};
+
+// An operator whose product y = A x is code of the running program (a PETSc MatMult, a
+// physics code's own routine): apply emits host_call (src/runtime/host_function.hpp), so the
+// operator's data is never copied into rlx structures. The product gets x (contiguous, host
+// memory, `cols` entries of dtype t) and writes all of y (`rows` entries); it runs once per
+// product the solver's program makes, in program order on every rank, so a collective inside
+// it (MatMult's halo exchange) is matched. On devices without host memory the call is
+// host-staged, which the solve must allow. `diagonal` (optional, `rows` entries of t) serves
+// Jacobi; `comm` makes the operator distributed (its vectors are this rank's rows, dot products
+// are summed over comm). No derivative flows through it.
+class HostOperator final : public LinearOperator {
+ public:
+  using Product = std::function<void(const Tensor& x, Tensor& y)>;
+  HostOperator(int64_t rows, int64_t cols, DType t, Product product, std::string name, Tensor diagonal = {},
+               std::optional<dist::Communicator> comm = std::nullopt);
+  int64_t rows() const override { return rows_; }
+  int64_t cols() const override { return cols_; }
+  DType dtype() const override { return t_; }
+  Var apply(BoundGraph& g, const Var& x) const override;
+  Tensor diagonal() const override { return diag_; }
+  std::string describe() const override;
+  const dist::Communicator* communicator() const override { return comm_ ? &*comm_ : nullptr; }
+
+ private:
+  int64_t rows_, cols_;
+  DType t_;
+  std::string name_;
+  Tensor diag_;
+  std::optional<dist::Communicator> comm_;
+  HostFunction fn_;
 };
 
 }  // namespace rlx::sparse

@@ -117,8 +117,7 @@ class Identity final : public Preconditioner {
 
 class Jacobi final : public Preconditioner {
  public:
-  explicit Jacobi(const CsrOperator& A) {
-    Tensor d = A.diagonal();
+  explicit Jacobi(const Tensor& d) {
     inv_ = Tensor::empty(d.dtype(), d.shape());
     dispatch_value(d.dtype(), [&](auto z, auto s) {
       using T = decltype(z);
@@ -273,11 +272,23 @@ class Ssor final : public Preconditioner {
 std::unique_ptr<Preconditioner> make_preconditioner(const std::string& name, const CsrOperator& A, double omega) {
   if (A.rows() != A.cols()) throw InputError("preconditioner '" + name + "' needs a square matrix");
   if (name == "none") return std::make_unique<Identity>();
-  if (name == "jacobi") return std::make_unique<Jacobi>(A);
+  if (name == "jacobi") return std::make_unique<Jacobi>(A.diagonal());
   if (name == "ilu0") return std::make_unique<Ilu0>(A);
   if (name == "ic0") return std::make_unique<Ic0>(A);
   if (name == "ssor") return std::make_unique<Ssor>(A, omega);
   throw InputError("unknown preconditioner '" + name + "' (expected none, jacobi, ilu0, ic0 or ssor)");
+}
+
+std::unique_ptr<Preconditioner> make_operator_preconditioner(const std::string& name, const LinearOperator& A) {
+  if (A.rows() != A.cols()) throw InputError("preconditioner '" + name + "' needs a square operator");
+  if (name == "none") return std::make_unique<Identity>();
+  if (name == "jacobi") {
+    Tensor d = A.diagonal();
+    if (!d.defined()) throw InputError("jacobi: the operator (" + A.describe() + ") has no diagonal");
+    return std::make_unique<Jacobi>(d.is_host() ? d : d.to(host_allocator()));
+  }
+  throw InputError("preconditioner '" + name + "' needs the matrix's entries; an operator given only by its product (" +
+                   A.describe() + ") takes none or jacobi");
 }
 
 }  // namespace rlx::sparse

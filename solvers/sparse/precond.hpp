@@ -20,4 +20,9 @@ class Preconditioner {
 // row when the matrix does not admit the preconditioner (zero diagonal, IC(0) breakdown).
 std::unique_ptr<Preconditioner> make_preconditioner(const std::string& name, const CsrOperator& A, double omega = 1.0);
 
+// For an operator known only by its product and maybe its diagonal (HostOperator, a
+// matrix-free stencil): "none", or "jacobi" from A.diagonal() (an InputError where the
+// operator has none, or a zero on it).
+std::unique_ptr<Preconditioner> make_operator_preconditioner(const std::string& name, const LinearOperator& A);
+
 }  // namespace rlx::sparse

@@ -203,6 +203,11 @@ Var rng_normal(ir::Graph& g, Shape s, DType t, uint64_t seed, double mean, doubl
                 loc);
 }
 
+Var host_call(int64_t fn, const std::vector<Var>& in, DType t, Shape s, SrcLoc loc) {
+  if (in.empty()) throw InputError("host_call: the front end needs an input to find the graph (op() on a graph takes none)");
+  return op("host_call", in, {{"fn", fn}, {"dtype", t}, {"shape", std::move(s)}}, loc);
+}
+
 Var rng_uniform(const Var& key, Shape s, DType t, uint64_t seed, double low, double high, SrcLoc loc) {
   return op("rng_uniform", {key}, {{"shape", s}, {"dtype", t}, {"seed", int64_t(seed)}, {"low", low}, {"high", high}}, loc);
 }

@@ -153,6 +153,11 @@ Var rng_uniform(const Var& key, Shape s, DType t, uint64_t seed, double low = 0.
 Var rng_normal(const Var& key, Shape s, DType t, uint64_t seed, double mean = 0.0, double stddev = 1.0,
                SrcLoc loc = SrcLoc::current());
 
+// ---- library: a call into the running program (src/runtime/host_function.hpp) ----
+// The result of host function `fn` (HostFunction::id(); 0: the identity) on `in` (one or more
+// inputs), declared as t[s].
+Var host_call(int64_t fn, const std::vector<Var>& in, DType t, Shape s, SrcLoc loc = SrcLoc::current());
+
 // ---- L2 structured control flow ----
 // cond(vars...) -> bool[]; body(vars...) -> new vars (same types). Returns the final vars.
 using RegionFn = std::function<std::vector<Var>(const std::vector<Var>&)>;

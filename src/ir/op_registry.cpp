@@ -42,6 +42,7 @@ OpRegistry& OpRegistry::get() {
     register_splat_ops(*reg);
     register_splat_stage_ops(*reg);
     register_dist_ops(*reg);
+    register_host_ops(*reg);
     register_quant_ops(*reg);
     return reg;
   }();

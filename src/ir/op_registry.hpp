@@ -123,5 +123,6 @@ void register_optim_ops(OpRegistry& r);
 void register_splat_ops(OpRegistry& r);
 void register_splat_stage_ops(OpRegistry& r);
 void register_dist_ops(OpRegistry& r);
+void register_host_ops(OpRegistry& r);
 
 }  // namespace rlx::ir

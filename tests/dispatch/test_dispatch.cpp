@@ -10,6 +10,7 @@
 #include "dispatch/coverage.hpp"
 #include "ir/frontend.hpp"
 #include "ir/op_registry.hpp"
+#include "runtime/host_function.hpp"
 #include "runtime/runtime.hpp"
 
 using namespace rlx;
@@ -149,6 +150,105 @@ BOOST_AUTO_TEST_CASE(allow_host_stages_with_byte_count_and_right_answer) {
       BOOST_TEST(got[0].data<float>()[r * 8 + c] == acc, boost::test_tools::tolerance(1e-5));
     }
   }
+}
+
+// host_call runs the registered function on the node's inputs, once per run of the node and
+// once per node (two equal calls are not merged: the function may have effects), natively on
+// a device with host memory (cpu, reference) and host-staged -- only where allowed, its bytes
+// counted -- elsewhere. A strided input arrives contiguous, with its values.
+BOOST_AUTO_TEST_CASE(host_call_runs_the_registered_function_on_every_route) {
+  int calls = 0;
+  HostFunction f("axpy3", [&](std::span<const Tensor> in, Tensor& out) {
+    ++calls;
+    BOOST_TEST_REQUIRE(in.size() == 2u);
+    BOOST_TEST((in[0].is_contiguous() && in[1].is_contiguous()));
+    for (int64_t i = 0; i < out.numel(); ++i) out.data<float>()[i] = 3 * in[0].data<float>()[i] + in[1].data<float>()[i];
+  });
+  BOOST_TEST(f.id() > 0);
+  ir::Graph g;
+  auto x = input(g, "x", DType::F32, {8, 4});
+  auto z = input(g, "z", DType::F32, {4, 8});
+  auto xt = permute(x * 2.0, {1, 0});  // a view where the device makes views
+  auto y1 = host_call(f.id(), {xt, z}, DType::F32, {4, 8});
+  auto y2 = host_call(f.id(), {xt, z}, DType::F32, {4, 8});
+  output(g, {y1 + 1.0, y2});
+  Tensor xin = random_f32({8, 4}, 31), zin = random_f32({4, 8}, 32);
+  auto check = [&](const std::vector<Tensor>& got) {
+    for (int r = 0; r < 4; ++r)
+      for (int c = 0; c < 8; ++c) {
+        const float want = 3 * (2 * xin.data<float>()[c * 4 + r]) + zin.data<float>()[r * 8 + c];
+        BOOST_TEST(got[1].data<float>()[r * 8 + c] == want);
+        BOOST_TEST(got[0].data<float>()[r * 8 + c] == want + 1.0f);
+      }
+  };
+  for (const char* dev : {"reference", "cpu"}) {
+    Device& d = DeviceRegistry::get().at(dev);
+    Program p = compile(g, d);
+    BOOST_TEST(route_name(report_for(p.report, "host_call").route) == "native", dev);
+    calls = 0;
+    check(run(p, d, {xin, zin}));
+    BOOST_TEST(calls == 2, dev);
+    check(run(p, d, {xin, zin}));
+    BOOST_TEST(calls == 4, dev);
+  }
+  TinyDevice tiny;
+  BOOST_CHECK_THROW(compile(g, tiny), LegalizeError);
+  CompileOptions o;
+  o.policy = Policy::AllowHost;
+  Program p = compile(g, tiny, o);
+  const NodeReport& n = report_for(p.report, "host_call");
+  BOOST_TEST(route_name(n.route) == "host-staged");
+  BOOST_TEST(n.bytes_staged == 3 * 4 * 8 * 4);  // two inputs and the result, f32 [4, 8] each
+  calls = 0;
+  check(run(p, tiny, {xin, zin}));
+  BOOST_TEST(calls == 2);
+}
+
+// The errors: a call whose function is gone names its id (and the node); the identity (id 0)
+// refuses inputs that are not of its result's type; the function's own InputError carries its
+// name; a negative id is refused when the graph is built.
+BOOST_AUTO_TEST_CASE(host_call_errors_name_the_function) {
+  Device& cpu = DeviceRegistry::get().at("cpu");
+  Tensor xin = random_f32({4, 8}, 33);
+  int64_t gone_id = 0;
+  ir::Graph g;
+  auto x = input(g, "x", DType::F32, {4, 8});
+  {
+    HostFunction gone("gone", [](std::span<const Tensor>, Tensor&) {});
+    gone_id = gone.id();
+    output(g, {host_call(gone_id, {x}, DType::F32, {4, 8})});
+  }
+  Program p = compile(g, cpu);
+  try {
+    run(p, cpu, {xin});
+    BOOST_FAIL("a call of an unregistered function ran");
+  } catch (const InputError& e) {
+    const std::string m = e.what();
+    BOOST_TEST(m.find("host function " + std::to_string(gone_id) + " is not registered") != std::string::npos, m);
+    BOOST_TEST(m.find("host_call") != std::string::npos, m);
+  }
+  ir::Graph h;
+  auto hx = input(h, "x", DType::F32, {4, 8});
+  output(h, {host_call(0, {hx}, DType::F32, {4, 8}), host_call(0, {hx}, DType::F64, {4, 8})});
+  try {
+    run(compile(h, cpu), cpu, {xin});
+    BOOST_FAIL("the identity took an input of another type");
+  } catch (const InputError& e) {
+    BOOST_TEST(std::string(e.what()).find("identity) takes one input of the result's type (f64[4,8])") != std::string::npos,
+               e.what());
+  }
+  HostFunction picky("picky", [](std::span<const Tensor>, Tensor&) { throw InputError("the mesh is not loaded"); });
+  ir::Graph k;
+  output(k, {host_call(picky.id(), {input(k, "x", DType::F32, {4, 8})}, DType::F32, {4, 8})});
+  try {
+    run(compile(k, cpu), cpu, {xin});
+    BOOST_FAIL("the function's error was lost");
+  } catch (const InputError& e) {
+    BOOST_TEST(std::string(e.what()).find("'picky': the mesh is not loaded") != std::string::npos, e.what());
+  }
+  ir::Graph bad;
+  BOOST_CHECK_THROW(host_call(-1, {input(bad, "x", DType::F32, {2})}, DType::F32, {2}), InputError);
+  BOOST_CHECK_THROW(HostFunction("empty", HostFn{}), InputError);
 }
 
 BOOST_AUTO_TEST_CASE(force_common_ir_lowers_l1_even_when_native) {

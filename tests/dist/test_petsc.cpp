@@ -9,7 +9,9 @@
 //     and its solution equals rlx's within 1e-8 relative; KSPCG on the MATSHELL with PCNONE
 //     takes the iterations of KSPCG on the MPIAIJ within 1 and the same solution;
 //   - from_petsc(a Mat PETSc assembled itself): rlx's SpMV equals MatMult (1e-14), and rlx's
-//     PCG-Jacobi on it takes PETSc's KSPCG+PCJACOBI iterations within 1, solutions within 1e-8.
+//     PCG-Jacobi on it takes PETSc's KSPCG+PCJACOBI iterations within 1, solutions within 1e-8;
+//   - operator_of(that Mat): its product is MatMult's bit for bit, follows a MatScale of the
+//     Mat (read in place), and PCG-Jacobi on it matches PCG-Jacobi on from_petsc's copy.
 // A failed check prints on the rank that saw it; the job exits 1 when any rank failed.
 #include <cmath>
 #include <cstdio>
@@ -233,6 +235,55 @@ void run(int64_t n) {
     petsc::VecView xv(x, true);
     const double diff = rel_diff(comm, r.x.data<double>(), xv.tensor().data<double>(), rows);
     check(diff <= 1e-8, at + "rlx's solution on from_petsc(Q) equals PETSc's, off by " + sci(diff));
+  }
+  // PETSc -> rlx without a copy: Q itself as an operator (a host_call running MatMult on
+  // Vecs placed over rlx's arrays). Its product is MatMult's, PCG-Jacobi on it (the diagonal
+  // from MatGetDiagonal) takes the iterations of PCG-Jacobi on from_petsc(Q) and gives its
+  // solution, and a change to Q's values after the operator was made shows in its products.
+  {
+    std::unique_ptr<HostOperator> H = petsc::operator_of(Q);
+    check(H->rows() == rows && H->communicator() != nullptr, at + "operator_of(Q) has this rank's rows and a communicator");
+    sparse::BoundGraph g;
+    Var xin = g.input("x", DType::F64, {rows});
+    output(g.graph, {H->apply(g, xin)});
+    Device& d = DeviceRegistry::get().runnable_at("cpu");
+    Program p = compile(g.graph, d);
+    bool native = false;
+    for (const auto& r : p.report.nodes) native |= r.op == "host_call" && std::string(route_name(r.route)) == "native";
+    check(native, at + "operator_of(Q)'s product is a native host_call on cpu");
+    Executor ex(p, d);
+    fill(x, first);
+    MatMult(Q, x, y);
+    auto product_diff = [&](double scale) {
+      petsc::VecView xv(x, true), yv(y, true);
+      const Tensor hy = ex.run(g.inputs({xv.tensor()}))[0];
+      std::vector<double> want(static_cast<size_t>(rows));
+      for (int64_t i = 0; i < rows; ++i) want[size_t(i)] = scale * yv.tensor().data<double>()[i];
+      return rel_diff(comm, hy.data<double>(), want.data(), rows);
+    };
+    const double d1 = product_diff(1.0);
+    check(d1 == 0.0, at + "operator_of(Q)'s product is MatMult's, off by " + sci(d1));
+    MatScale(Q, 2.0);
+    const double d2 = product_diff(2.0);
+    check(d2 == 0.0, at + "operator_of(Q) reads Q in place: after MatScale(Q, 2) its product is off by " + sci(d2));
+    MatScale(Q, 0.5);
+    auto J = make_operator_preconditioner("jacobi", *H);
+    const KrylovResult viaH = krylov_solve(*H, b_rlx, *J, rlx_options("pcg"));
+    auto Jr = make_dist_preconditioner("jacobi", rop);
+    const KrylovResult viaR = krylov_solve(rop, b_rlx, *Jr, rlx_options("pcg"));
+    check(converged(viaH.reason), at + "rlx's PCG-Jacobi on operator_of(Q) converged");
+    check(std::abs(viaH.iterations - viaR.iterations) <= 1,
+          at + "PCG-Jacobi on operator_of(Q) took " + std::to_string(viaH.iterations) + " iterations, on from_petsc(Q) " +
+              std::to_string(viaR.iterations));
+    const double dx = rel_diff(comm, viaH.x.data<double>(), viaR.x.data<double>(), rows);
+    check(dx <= 1e-8, at + "PCG-Jacobi's solutions on operator_of(Q) and from_petsc(Q) agree, off by " + sci(dx));
+    bool refused = false;
+    try {
+      make_operator_preconditioner("ilu0", *H);
+    } catch (const InputError&) {
+      refused = true;
+    }
+    check(refused, at + "ILU(0) of an operator known by its product is refused");
   }
   MatDestroy(&Q);
   MatDestroy(&S);

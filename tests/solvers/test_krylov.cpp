@@ -205,6 +205,64 @@ BOOST_AUTO_TEST_CASE(tiled_operator_solves_like_csr) {
   BOOST_CHECK_THROW(TiledOperator(CsrOperator(poisson2d(4, DType::F32)), TiledShape{4, 4, 1}), InputError);
 }
 
+// An operator given only by host code (sparse::HostOperator: a host_call in the solver's
+// program) solves as the CSR operator it computes: every method, with no preconditioner and
+// with Jacobi from its diagonal, on every device -- native where tensors are in host memory,
+// host-staged elsewhere (and refused there unless the solve allows it). Iterations within one
+// of the CSR operator's (the products round differently), the answer the dense solve's.
+BOOST_AUTO_TEST_CASE(host_operator_solves_like_csr) {
+  CsrMatrix A = poisson2d(10);
+  Tensor b = random_vector(DType::F64, A.rows(), seed() + 9);
+  auto ref = dense_solve(A, b);
+  const CsrOperator csr(A);
+  const Tensor rp = A.row_ptr(), ci = A.col_idx(), v = A.values();
+  int products = 0;
+  HostOperator host(A.rows(), A.cols(), DType::F64, [&](const Tensor& x, Tensor& y) {
+    ++products;
+    for (int64_t r = 0; r < A.rows(); ++r) {
+      double acc = 0;
+      for (int64_t k = index_at(rp, r); k < index_at(rp, r + 1); ++k) acc += v.data<double>()[k] * x.data<double>()[index_at(ci, k)];
+      y.data<double>()[r] = acc;
+    }
+  }, "poisson loop", csr.diagonal());
+  BOOST_TEST(host.describe() == "host operator 'poisson loop' 100x100 f64");
+  for (const std::string& dev : devices())
+    for (const char* method : {"cg", "bicgstab", "gmres", "minres"})
+      for (const char* pc : {"none", "jacobi"}) {
+        auto Mh = make_operator_preconditioner(pc, host);
+        auto Mc = make_preconditioner(pc, csr);
+        KrylovOptions o;
+        o.method = method;
+        o.rtol = 1e-10;
+        o.device = dev;
+        const bool host_memory = dev == "cpu" || dev == "reference";
+        if (!host_memory) {
+          BOOST_CHECK_THROW(krylov_solve(host, b, *Mh, o), LegalizeError);
+          o.policy = Policy::AllowHost;
+        }
+        products = 0;
+        KrylovResult h = krylov_solve(host, b, *Mh, o), c = krylov_solve(csr, b, *Mc, o);
+        BOOST_TEST_CONTEXT(dev << " " << method << " + " << pc) {
+          BOOST_TEST(converged(h.reason), stop_reason_name(h.reason));
+          BOOST_TEST(rel_error(h.x, ref) < 1e-7);
+          BOOST_TEST(std::abs(h.iterations - c.iterations) <= 1);
+          BOOST_TEST(products >= h.iterations);
+          bool routed = false;
+          for (const auto& n : h.report.nodes)
+            routed |= n.op == "host_call" && std::string(route_name(n.route)) == (host_memory ? "native" : "host-staged");
+          BOOST_TEST(routed, h.report.table());
+        }
+      }
+  // Preconditioners that need the matrix's entries are refused by name; so is Jacobi without
+  // a diagonal, and a diagonal of the wrong length.
+  BOOST_CHECK_THROW(make_operator_preconditioner("ilu0", host), InputError);
+  HostOperator bare(A.rows(), A.cols(), DType::F64, [](const Tensor&, Tensor&) {}, "bare");
+  BOOST_CHECK_THROW(make_operator_preconditioner("jacobi", bare), InputError);
+  BOOST_CHECK_THROW(HostOperator(4, 4, DType::F64, [](const Tensor&, Tensor&) {}, "short", Tensor::zeros(DType::F64, {3})),
+                    InputError);
+  BOOST_CHECK_THROW(HostOperator(4, 4, DType::I32, [](const Tensor&, Tensor&) {}, "ints"), InputError);
+}
+
 BOOST_AUTO_TEST_CASE(preconditioning_reduces_iterations) {
   CsrMatrix A = poisson2d(24);
   Tensor b = random_vector(DType::F64, A.rows(), seed() + 1);
