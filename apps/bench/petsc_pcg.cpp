@@ -7,6 +7,8 @@
 #include <petscksp.h>
 
 #include <algorithm>
+#include <string>
+#include <cctype>
 #include <vector>
 
 int main(int argc, char** argv) {
@@ -71,8 +73,12 @@ int main(int argc, char** argv) {
   PetscCall(KSPGetConvergedReason(ksp, &reason));
   PCType pc_type;  // -pc_type may have replaced Jacobi (bjacobi: the distributed comparison)
   PetscCall(PCGetType(pc, &pc_type));
+  KSPType ksp_type;  // -ksp_type may have replaced CG (gmres, pipecg: the comparisons by method)
+  PetscCall(KSPGetType(ksp, &ksp_type));
+  std::string ksp_name = "KSP";
+  for (const char* c = ksp_type; *c; ++c) ksp_name += char(std::toupper(static_cast<unsigned char>(*c)));
   PetscCall(PetscPrintf(PETSC_COMM_WORLD,
-                        "  PETSc KSPCG+PC %s (%d rank%s)  %9.3f s  %5d iterations  %7.3f ms/iteration  (%s)\n", pc_type,
+                        "  PETSc %s+PC %s (%d rank%s)  %9.3f s  %5d iterations  %7.3f ms/iteration  (%s)\n", ksp_name.c_str(), pc_type,
                         size, size > 1 ? "s" : "", times[times.size() / 2], (int)its, 1e3 * times[times.size() / 2] / its,
                         KSPConvergedReasons[reason]));
   PetscCall(PetscPrintf(PETSC_COMM_WORLD, "RESULT pcg_petsc n=%d ranks=%d s=%.4f it=%d\n", (int)n, size,

@@ -44,7 +44,7 @@ const char* kUsage =
     "  demo [--device D]                build, explain, compile and run a built-in graph\n"
     "  gen poisson --dim 2|3 --n N [--shuffle SEED] -o FILE.mtx|FILE.h5   (--shuffle: rows numbered at random;\n"
     "        .h5: rlx's HDF5 CSR layout, docs/io.md)\n"
-    "  solve FILE.mtx|FILE.h5[:GROUP]|poisson3d:N [--rhs b.mtx|ones|random] [--method cg|pcg|bicgstab|gmres|minres|lu|klu|cholesky]\n"
+    "  solve FILE.mtx|FILE.h5[:GROUP]|poisson3d:N [--rhs b.mtx|ones|random] [--method cg|pcg|pipecg|bicgstab|gmres|minres|lu|klu|cholesky]\n"
     "        [--pc none|jacobi|ilu0|ic0|ssor|bjacobi|bjacobi-ic0] [--rtol R] [--atol A] [--max-it N] [--restart M] [--omega W]\n"
     "        [--orthog cgs2|cgs]   (gmres: Gram-Schmidt twice, the default, or once as PETSc's default)\n"
     "        [--monitor] [--device D] [--spmv auto|csr|tiled] [--explain] [--out x.h5]   (exit 4 when it does not converge)\n"

@@ -104,6 +104,25 @@ struct Global {
     return r;
   }
   double sum(double local) const { return comm ? comm->all_reduce(local, ReduceOp::Sum) : local; }
+  // Several dot products whose sum is started now and finished by done(): the work emitted in
+  // between runs while the all_reduce is in flight.
+  struct Started {
+    const Global* G;
+    Var token;
+    size_t count;
+    std::vector<Var> done() const {
+      Var all = G->comm ? dist::all_reduce_end(token, *G->comm) : token;
+      std::vector<Var> r;
+      for (int64_t i = 0; i < int64_t(count); ++i) r.push_back(reshape(slice(all, {i}, {i + 1}), {}));
+      return r;
+    }
+  };
+  Started start_dots(const std::vector<std::pair<Var, Var>>& pairs) const {
+    std::vector<Var> local;
+    for (auto& [a, b] : pairs) local.push_back(sparse::dot(a, b));
+    Var packed = pack(local);
+    return {this, comm ? dist::all_reduce_begin(packed, *comm) : packed, local.size()};
+  }
 };
 
 // Reads a small device tensor into complex<double> values on the host.
@@ -282,6 +301,122 @@ void cg(const LinearOperator& A, const Tensor& b, const Preconditioner& M, const
     if (!mon.record(norm_of(sc[0].real()))) continue;
     if (!mon.claimed()) break;
     done = mon.confirm(start());  // start() also sets up the restart, should the claim be false
+  }
+  if (!mon.true_known()) mon.set_true(start());
+  res.x = cur[0];
+}
+
+// Pipelined CG (Ghysels and Vanroose, 2014; PETSc's KSPPIPECG): the same Krylov space as
+// preconditioned CG, rearranged so that an iteration makes one global reduction -- the three
+// dot products (r,u), (w,u) and (r,r) in one all_reduce -- instead of CG's two, and so that
+// nothing else in the iteration waits for it but the scalar recurrences: the products
+// m = M w and n = A m depend only on the previous iteration's vectors. The price is four
+// more vectors (z = A q, q = M s, s = A p, with w = A u) updated by recurrence, which drift
+// from the true products in finite precision; the true-residual check at a claim (Monitor)
+// catches that as it does for every method. The step's reduction is of the iterate it is
+// given (x_i), so the norm the host reads after step i is ||r_i|| while the step has already
+// made x_{i+1}: a step that shows convergence hands back its input, and pipelined CG runs
+// one product more than CG to stop.
+void pipecg(const LinearOperator& A, const Tensor& b, const Preconditioner& M, const KrylovOptions& o, Device& d,
+            Tensor x, KrylovResult& res, double bnorm) {
+  DType t = b.dtype();
+  if (is_complex(t)) throw InputError("pipecg takes real dtypes (use cg for complex Hermitian systems)");
+  int64_t n = A.rows();
+  const Global G{A.communicator()};
+  SharedArena shared(d);
+  Step init, step;
+  {
+    // State in: x, r, u = M r, w = A u (the iterate i) and z, q, s, p (iteration i - 1's),
+    // with old = [gamma_{i-1}, alpha_{i-1}, keep] (keep = 0 on the first step after a
+    // (re)start: beta = 0, so the previous z, q, s, p and alpha play no part).
+    std::vector<Var> in;
+    for (const char* name : {"x", "r", "u", "w", "z", "q", "s", "p"}) in.push_back(step.g.input(name, t, {n}));
+    Var old = step.g.input("old", t, {3});
+    Var gamma_old = reshape(slice(old, {0}, {1}), {}), alpha_old = reshape(slice(old, {1}, {2}), {});
+    Var keep = reshape(slice(old, {2}, {3}), {});
+    const Var &x0 = in[0], &r = in[1], &u = in[2], &w = in[3], &z0 = in[4], &q0 = in[5], &s0 = in[6], &p0 = in[7];
+    // The iteration's one reduction, in flight while m = M w and n = A m are computed.
+    const Global::Started red = G.start_dots({{r, u}, {w, u}, {r, r}});
+    Var m = M.apply(step.g, w);
+    Var nn = A.apply(step.g, m);
+    const std::vector<Var> g_d_rr = red.done();
+    Var gamma = g_d_rr[0], delta = g_d_rr[1];
+    Var beta = keep * (gamma / gamma_old);
+    Var alpha = gamma / (delta - beta * gamma / alpha_old);
+    Var z = nn + beta * z0, q = m + beta * q0, s = w + beta * s0, p = u + beta * p0;
+    Var x1 = x0 + alpha * p, r1 = r - alpha * s, u1 = u - alpha * q, w1 = w - alpha * z;
+    Var one = broadcast_to(scalar(step.g.graph, 1.0, t), {1});
+    step.finish({x1, r1, u1, w1, z, q, s, p, concat({as1(gamma), as1(alpha), one}, 0),
+                 pack({g_d_rr[0], g_d_rr[1], g_d_rr[2], delta - beta * gamma / alpha_old})},
+                d, o, shared);
+  }
+  {
+    // z, q, s, p and old come out of the start program too: fresh buffers on every (re)start,
+    // never aliasing the loop's state.
+    Var bb = init.g.input("b", t, {n}), x0 = init.g.input("x0", t, {n});
+    Var r = bb - A.apply(init.g, x0);
+    Var u = M.apply(init.g, r);
+    Var w = A.apply(init.g, u);
+    Var zero = broadcast_to(scalar(init.g.graph, 0.0, t), {n});
+    Var old = concat({broadcast_to(scalar(init.g.graph, 1.0, t), {2}), broadcast_to(scalar(init.g.graph, 0.0, t), {1})}, 0);
+    init.finish({r, u, w, zero, zero, zero, zero, old, pack({G.dot(r, r)})}, d, o, shared);
+  }
+  res.report = step.report();
+  Monitor mon(o, bnorm, res);
+  std::vector<Tensor> cur(9), next(9);
+  cur[0] = x;
+  // (Re)starts from cur[0]: r = b - A x afresh (the true residual), u = M r, w = A u; z, q,
+  // s, p zero and keep = 0.
+  auto start = [&] {
+    auto s0 = init.run({b, cur[0]});
+    for (size_t i = 0; i < 8; ++i) cur[i + 1] = s0[i];
+    return norm_of(host_values(s0[8])[0].real());
+  };
+  const double r0 = start();
+  mon.started(r0);
+  bool done = mon.record(r0) && (!mon.claimed() || mon.confirm(r0));
+  for (size_t i = 0; i < 8; ++i) next[i] = Tensor::empty(t, {n}, d.allocator());
+  next[8] = Tensor::empty(t, {3}, d.allocator());
+  Tensor red = Tensor::empty(t, {4}, d.allocator());
+  bool fresh_start = true;  // the next step's reduction is of an iterate already recorded
+  while (!done) {
+    std::vector<Tensor> outs = next;
+    outs.push_back(red);
+    step.run_into(cur, outs);
+    auto sc = host_values(red);
+    const double gamma = sc[0].real(), delta = sc[1].real(), rr = sc[2].real(), denom = sc[3].real();
+    if (!fresh_start) {
+      // ||r_i|| of the step's input x_i (cur[0]): a stop hands back x_i, not the step's x_{i+1}.
+      if (mon.record(norm_of(rr))) {
+        if (!mon.claimed()) break;
+        done = mon.confirm(start());  // start() also sets up the restart, should the claim be false
+        fresh_start = true;
+        continue;
+      }
+    }
+    if (!finite(gamma) || !finite(delta) || !finite(denom)) {
+      mon.stop(StopReason::DivergedNan);
+      break;
+    }
+    if (gamma < 0) {  // (r, M r) < 0: M is not positive definite
+      mon.stop(StopReason::DivergedIndefinite);
+      break;
+    }
+    if (gamma == 0 && rr > 0) {  // M r = 0 for r != 0: no direction to step in
+      mon.stop(StopReason::DivergedBreakdown);
+      break;
+    }
+    if (denom == 0 || delta == 0) {  // p^T A p = 0: no step can be taken
+      mon.stop(StopReason::DivergedBreakdown);
+      break;
+    }
+    if (denom < 0 || delta < 0) {  // p^T A p < 0 or u^T A u < 0: A is not positive definite
+      mon.stop(StopReason::DivergedIndefinite);
+      break;
+    }
+    std::swap(cur, next);
+    fresh_start = false;
+    ++res.iterations;
   }
   if (!mon.true_known()) mon.set_true(start());
   res.x = cur[0];
@@ -731,10 +866,11 @@ KrylovResult krylov_solve(const LinearOperator& A, const Tensor& b0, const Preco
   KrylovResult res;
   std::string m = o.method;
   if (m == "cg" || m == "pcg") cg(A, b, M, o, d, x, res, bnorm);
+  else if (m == "pipecg") pipecg(A, b, M, o, d, x, res, bnorm);
   else if (m == "bicgstab") bicgstab(A, b, M, o, d, x, res, bnorm);
   else if (m == "gmres") gmres(A, b, M, o, d, x, res, bnorm);
   else if (m == "minres") minres(A, b, M, o, d, x, res, bnorm);
-  else throw InputError("unknown method '" + m + "' (expected cg, pcg, bicgstab, gmres or minres)");
+  else throw InputError("unknown method '" + m + "' (expected cg, pcg, pipecg, bicgstab, gmres or minres)");
   if (!res.x.is_host()) res.x = res.x.to(host_allocator());
   if (o.error_if_not_converged && !converged(res.reason))
     throw SolveError(o.method + " did not converge: " + stop_reason_name(res.reason) + " after " +

@@ -233,6 +233,64 @@ void Communicator::all_reduce(void* buf, int64_t count, DType t, ReduceOp op) co
 #endif
 }
 
+namespace {
+
+// The reductions in flight in this process, by slot: the copy being reduced (MPI writes the
+// result over it) and its request.
+struct InFlight {
+  std::vector<char> data;
+#ifdef RLX_HAVE_MPI
+  MPI_Request req = MPI_REQUEST_NULL;
+#endif
+};
+std::mutex g_in_flight_mu;
+std::map<int64_t, InFlight>& in_flight() {
+  static auto* m = new std::map<int64_t, InFlight>;  // never destroyed: ranks may end mid-reduction
+  return *m;
+}
+
+}  // namespace
+
+void Communicator::all_reduce_start(int64_t slot, const void* buf, int64_t count, DType t, ReduceOp op) const {
+  require_collective_dtype(t, op);
+  std::lock_guard<std::mutex> lk(g_in_flight_mu);
+  auto [it, fresh] = in_flight().try_emplace(slot);
+  if (!fresh) throw InputError("all_reduce slot " + std::to_string(slot) + " started again before its end");
+  InFlight& f = it->second;
+  f.data.resize(bytes_of(count, t));
+  if (!f.data.empty()) std::memcpy(f.data.data(), buf, f.data.size());
+#ifdef RLX_HAVE_MPI
+  if (is_mpi() && size() > 1) {
+    try {
+      check(MPI_Iallreduce(MPI_IN_PLACE, f.data.data(), mpi_count(count), mpi_type(t), mpi_op(op), impl_->comm, &f.req),
+            "MPI_Iallreduce");
+    } catch (...) {
+      in_flight().erase(it);
+      throw;
+    }
+  }
+#endif
+}
+
+void Communicator::all_reduce_wait(int64_t slot, void* out, int64_t count, DType t) const {
+  InFlight f;
+  {
+    std::lock_guard<std::mutex> lk(g_in_flight_mu);
+    auto it = in_flight().find(slot);
+    if (it == in_flight().end()) throw InputError("all_reduce slot " + std::to_string(slot) + " ended without a start");
+    f = std::move(it->second);
+    in_flight().erase(it);
+  }
+  // The reduction completes before anything is checked: MPI writes into f.data until then.
+#ifdef RLX_HAVE_MPI
+  if (f.req != MPI_REQUEST_NULL) check(MPI_Wait(&f.req, MPI_STATUS_IGNORE), "MPI_Wait");
+#endif
+  if (f.data.size() != bytes_of(count, t))
+    throw InputError("all_reduce slot " + std::to_string(slot) + ": started with " + std::to_string(f.data.size()) +
+                     " bytes, ended for " + std::to_string(bytes_of(count, t)));
+  if (!f.data.empty()) std::memcpy(out, f.data.data(), f.data.size());
+}
+
 double Communicator::all_reduce(double v, ReduceOp op) const {
   all_reduce(&v, 1, DType::F64, op);
   return v;

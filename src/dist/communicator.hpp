@@ -61,6 +61,12 @@ class Communicator {
   void all_reduce(void* buf, int64_t count, DType t, ReduceOp op) const;
   double all_reduce(double v, ReduceOp op) const;
   int64_t all_reduce(int64_t v, ReduceOp op) const;
+  // all_reduce in two halves: start copies `count` elements of buf and starts their reduction
+  // (MPI_Iallreduce) under `slot`, a number pairing it with its wait in this process; wait
+  // finishes it and writes the result to out. Starting a slot that is in flight, or waiting
+  // on one that is not, is an InputError. Ranks must start their reductions in one order.
+  void all_reduce_start(int64_t slot, const void* buf, int64_t count, DType t, ReduceOp op) const;
+  void all_reduce_wait(int64_t slot, void* out, int64_t count, DType t) const;
   // recv holds size() * count elements: rank r's `count` at offset r * count.
   void all_gather(const void* send, int64_t count, DType t, void* recv) const;
   // send holds size() * count elements; rank r receives the reduction of every rank's

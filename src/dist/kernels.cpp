@@ -26,6 +26,16 @@ void all_reduce_kernel(const ir::Node& n, std::span<const Tensor> in, std::span<
   comm_of(n).all_reduce(out[0].raw(), out[0].numel(), out[0].dtype(), reduce_op_from_name(n.attrs.get_string("op")));
 }
 
+void all_reduce_begin_kernel(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
+  copy_in(in[0], out[0]);  // the token: x itself
+  comm_of(n).all_reduce_start(n.attrs.get_int("slot"), out[0].raw(), out[0].numel(), out[0].dtype(),
+                              reduce_op_from_name(n.attrs.get_string("op")));
+}
+
+void all_reduce_end_kernel(const ir::Node& n, std::span<const Tensor>, std::span<Tensor> out) {
+  comm_of(n).all_reduce_wait(n.attrs.get_int("slot"), out[0].raw(), out[0].numel(), out[0].dtype());
+}
+
 // The rank count the node was built for must be the communicator's: it fixed the shapes.
 Communicator sized_comm_of(const ir::Node& n) {
   Communicator c = comm_of(n);
@@ -75,6 +85,8 @@ void halo_end_kernel(const ir::Node& n, std::span<const Tensor> in, std::span<Te
 
 void add_collective_kernels(KernelTable& t) {
   t.add({"all_reduce", kCollective, 0, all_reduce_kernel, {}});
+  t.add({"all_reduce_begin", kCollective, 0, all_reduce_begin_kernel, {}});
+  t.add({"all_reduce_end", kCollective, 0, all_reduce_end_kernel, {}});
   t.add({"all_gather", kCollective, 0, all_gather_kernel, {}});
   t.add({"reduce_scatter", kCollective, 0, reduce_scatter_kernel, {}});
   t.add({"broadcast", kCollective, 0, broadcast_kernel, {}});

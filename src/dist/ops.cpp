@@ -1,9 +1,25 @@
 #include "dist/ops.hpp"
 
+#include <atomic>
+
+#include "ir/op_registry.hpp"
+
 namespace rlx::dist {
 
 Var all_reduce(const Var& x, const Communicator& c, ReduceOp op, SrcLoc loc) {
   return rlx::op("all_reduce", {x}, {{"comm", c.id()}, {"op", std::string(reduce_op_name(op))}}, loc);
+}
+
+Var all_reduce_begin(const Var& x, const Communicator& c, ReduceOp op, SrcLoc loc) {
+  static std::atomic<int64_t> next_slot{1};
+  return rlx::op("all_reduce_begin", {x},
+                 {{"comm", c.id()}, {"op", std::string(reduce_op_name(op))}, {"slot", next_slot.fetch_add(1)}}, loc);
+}
+
+Var all_reduce_end(const Var& token, const Communicator& c, SrcLoc loc) {
+  const ir::Node& begin = token.graph()->nodes[size_t(token.value().node)];
+  if (begin.op->name != "all_reduce_begin") throw InputError("all_reduce_end takes all_reduce_begin's result, got " + begin.op->name + "'s");
+  return rlx::op("all_reduce_end", {token}, {{"comm", c.id()}, {"slot", begin.attrs.get_int("slot")}}, loc);
 }
 
 Var all_gather(const Var& x, const Communicator& c, SrcLoc loc) {

@@ -12,6 +12,11 @@
 namespace rlx::dist {
 
 Var all_reduce(const Var& x, const Communicator& c, ReduceOp op = ReduceOp::Sum, SrcLoc loc = SrcLoc::current());
+// all_reduce in two halves: begin starts the reduction and returns a token (x); end, given
+// that token, waits and returns the reduced values. Work emitted between them runs while the
+// reduction is in flight (pipelined CG's preconditioner and product).
+Var all_reduce_begin(const Var& x, const Communicator& c, ReduceOp op = ReduceOp::Sum, SrcLoc loc = SrcLoc::current());
+Var all_reduce_end(const Var& token, const Communicator& c, SrcLoc loc = SrcLoc::current());
 Var all_gather(const Var& x, const Communicator& c, SrcLoc loc = SrcLoc::current());
 Var reduce_scatter(const Var& x, const Communicator& c, ReduceOp op = ReduceOp::Sum, SrcLoc loc = SrcLoc::current());
 Var broadcast(const Var& x, const Communicator& c, int root = 0, SrcLoc loc = SrcLoc::current());

@@ -184,6 +184,20 @@ BOOST_AUTO_TEST_CASE(collective_ops_match_the_values_of_every_rank) {
           }
         }
         BOOST_TEST(rel_diff(got, want) <= 1e-14, dist::reduce_op_name(op) << ": " << rel_diff(got, want));
+        // The same reduction in two halves, with work between them and a second reduction
+        // in flight at the same time (two slots): the same values.
+        ir::Graph h;
+        Var y = input(h, "x", DType::F64, {n});
+        Var t1 = dist::all_reduce_begin(y, c, op), t2 = dist::all_reduce_begin(y * 2.0, c, op);
+        Var between = exp(y);
+        output(h, {dist::all_reduce_end(t1, c), dist::all_reduce_end(t2, c), between});
+        const Tensor xin = f64(data_of(me, n));
+        Device& d = DeviceRegistry::get().at(device);
+        std::vector<Tensor> two = run(compile(h, d), d, {xin});
+        std::vector<double> want2 = want;
+        for (double& w : want2) w *= 2.0;
+        BOOST_TEST(rel_diff(values(two[0]), want) <= 1e-14, "begin/end " << dist::reduce_op_name(op));
+        BOOST_TEST(rel_diff(values(two[1]), want2) <= 1e-14, "begin/end x 2 " << dist::reduce_op_name(op));
       }
       // all_gather: every rank's block in rank order.
       {
@@ -218,6 +232,27 @@ BOOST_AUTO_TEST_CASE(collective_ops_match_the_values_of_every_rank) {
       }
     }
   }
+}
+
+// A slot started twice, or ended without a start, is an InputError naming it (on every rank:
+// each rank makes the same calls); an end must take a begin's token.
+BOOST_AUTO_TEST_CASE(an_all_reduce_in_two_halves_is_paired_by_its_slot) {
+  const dist::Communicator c = world();
+  double v = 1.0, out = 0.0;
+  c.all_reduce_start(-7, &v, 1, DType::F64, ReduceOp::Sum);
+  BOOST_CHECK_EXCEPTION(c.all_reduce_start(-7, &v, 1, DType::F64, ReduceOp::Sum), InputError, [](const InputError& e) {
+    return std::string(e.what()).find("slot -7 started again before its end") != std::string::npos;
+  });
+  BOOST_CHECK_THROW(c.all_reduce_wait(-7, &out, 2, DType::F64), InputError);  // another length (ends the slot)
+  BOOST_CHECK_EXCEPTION(c.all_reduce_wait(-7, &out, 1, DType::F64), InputError, [](const InputError& e) {
+    return std::string(e.what()).find("slot -7 ended without a start") != std::string::npos;
+  });
+  c.all_reduce_start(-8, &v, 1, DType::F64, ReduceOp::Sum);
+  c.all_reduce_wait(-8, &out, 1, DType::F64);
+  BOOST_TEST(out == double(c.size()));
+  ir::Graph g;
+  Var x = input(g, "x", DType::F64, {3});
+  BOOST_CHECK_THROW(dist::all_reduce_end(exp(x), c), InputError);
 }
 
 BOOST_AUTO_TEST_CASE(the_report_shows_each_collective_and_its_bytes) {
@@ -402,7 +437,8 @@ BOOST_AUTO_TEST_CASE(every_krylov_method_on_n_ranks_matches_one_process) {
     const char* serial_pc;  // its one-process equivalent when p = 1
   };
   for (Case k : {Case{"cg", "none", "none"}, Case{"pcg", "jacobi", "jacobi"}, Case{"pcg", "bjacobi", "ilu0"},
-                 Case{"pcg", "bjacobi-ic0", "ic0"}, Case{"bicgstab", "jacobi", "jacobi"}, Case{"gmres", "jacobi", "jacobi"},
+                 Case{"pcg", "bjacobi-ic0", "ic0"}, Case{"pipecg", "jacobi", "jacobi"}, Case{"pipecg", "bjacobi", "ilu0"},
+                 Case{"bicgstab", "jacobi", "jacobi"}, Case{"gmres", "jacobi", "jacobi"},
                  Case{"minres", "jacobi", "jacobi"}}) {
     BOOST_TEST_CONTEXT(k.method << " " << k.pc) {
       KrylovOptions o;

@@ -160,7 +160,7 @@ BOOST_AUTO_TEST_CASE(spd_every_method_and_preconditioner) {
   Tensor b = random_vector(DType::F64, A.rows(), seed());
   auto ref = dense_solve(A, b);
   for (const std::string& dev : devices())
-    for (const char* method : {"cg", "bicgstab", "gmres", "minres"})
+    for (const char* method : {"cg", "pipecg", "bicgstab", "gmres", "minres"})
       for (const char* pc : {"none", "jacobi", "ilu0", "ic0", "ssor"}) {
         if (std::string(method) == "minres" && std::string(pc) == "ilu0") continue;  // needs an SPD preconditioner
         auto r = solve(A, b, method, pc, 1e-10, 2000, dev);
@@ -337,6 +337,8 @@ BOOST_AUTO_TEST_CASE(indefinite_minres_converges_cg_reports_indefinite) {
   BOOST_TEST(converged(g.reason), stop_reason_name(g.reason));
   auto c = solve(A, b, "cg", "none");
   BOOST_TEST(stop_reason_name(c.reason) == std::string("diverged-indefinite"));
+  auto pc = solve(A, b, "pipecg", "none");
+  BOOST_TEST(stop_reason_name(pc.reason) == std::string("diverged-indefinite"));
 }
 
 BOOST_AUTO_TEST_CASE(complex_hermitian_and_general) {
@@ -350,22 +352,28 @@ BOOST_AUTO_TEST_CASE(complex_hermitian_and_general) {
       BOOST_TEST(rel_error(r.x, ref) < 1e-5);  // c64 holds f32 parts
     }
   }
+  BOOST_CHECK_EXCEPTION(solve(A, b, "pipecg", "jacobi", 1e-6), InputError,
+                        [](const InputError& e) { return std::string(e.what()).find("pipecg takes real dtypes") != std::string::npos; });
 }
 
 BOOST_AUTO_TEST_CASE(single_precision) {
   CsrMatrix A = poisson2d(16).with_value_type(DType::F32);
   Tensor b = random_vector(DType::F32, A.rows(), seed() + 5);
   auto ref = dense_solve(A, b);
-  auto r = solve(A, b, "cg", "jacobi", 1e-5);
-  BOOST_TEST(converged(r.reason), stop_reason_name(r.reason));
-  BOOST_TEST(rel_error(r.x, ref) < 1e-4);
+  for (const char* method : {"cg", "pipecg"}) {
+    auto r = solve(A, b, method, "jacobi", 1e-5);
+    BOOST_TEST(converged(r.reason), method << ": " << stop_reason_name(r.reason));
+    BOOST_TEST(rel_error(r.x, ref) < 1e-4, method);
+  }
 }
 
 BOOST_AUTO_TEST_CASE(every_stop_reason) {
   CsrMatrix P = poisson2d(16);
   Tensor b = random_vector(DType::F64, P.rows(), seed() + 6);
-  BOOST_TEST(stop_reason_name(solve(P, b, "cg", "none", 1e-10, 3).reason) == std::string("diverged-max-it"));
-  BOOST_TEST(solve(P, b, "cg", "none", 1e-10, 3).iterations == 3);
+  for (const char* method : {"cg", "pipecg"}) {
+    BOOST_TEST(stop_reason_name(solve(P, b, method, "none", 1e-10, 3).reason) == std::string("diverged-max-it"), method);
+    BOOST_TEST(solve(P, b, method, "none", 1e-10, 3).iterations == 3, method);
+  }
   {
     CsrOperator op = op_of(P);
     auto M = make_preconditioner("none", op);
@@ -384,6 +392,7 @@ BOOST_AUTO_TEST_CASE(every_stop_reason) {
   Tensor e1 = Tensor::zeros(DType::F64, {2});
   e1.data<double>()[0] = 1;
   BOOST_TEST(stop_reason_name(solve(swap, e1, "cg", "none").reason) == std::string("diverged-breakdown"));
+  BOOST_TEST(stop_reason_name(solve(swap, e1, "pipecg", "none").reason) == std::string("diverged-breakdown"));
   BOOST_TEST(stop_reason_name(solve(swap, e1, "bicgstab", "none").reason) == std::string("diverged-breakdown"));
   // A NaN in the matrix.
   CsrMatrix bad = CsrMatrix::from_coo(2, 2, std::vector<int64_t>{0, 1}, std::vector<int64_t>{0, 1},
@@ -517,7 +526,7 @@ BOOST_AUTO_TEST_CASE(no_false_convergence_on_singular_or_inconsistent_systems) {
   Tensor bn = random_vector(DType::F64, N.rows(), seed() + 8);
   for (int64_t i = 0; i < bn.numel(); ++i) bn.data<double>()[i] += 0.5;  // a nonzero sum
   for (const std::string& dev : devices())
-    for (const char* method : {"cg", "bicgstab", "gmres", "minres"})
+    for (const char* method : {"cg", "pipecg", "bicgstab", "gmres", "minres"})
       for (auto [A, b, what] : {std::tuple{&Z, &bz, "zero row"}, std::tuple{&N, &bn, "inconsistent"}}) {
         auto r = solve(*A, *b, method, "none", rtol, 2000, dev);
         BOOST_TEST_MESSAGE(dev << " " << method << " " << what << ": " << stop_reason_name(r.reason) << " after "
@@ -545,7 +554,7 @@ BOOST_AUTO_TEST_CASE(consistent_singular_systems_still_converge) {
   for (int64_t i = 0; i < b.numel(); ++i) mean += b.data<double>()[i] / double(b.numel());
   for (int64_t i = 0; i < b.numel(); ++i) b.data<double>()[i] -= mean;
   for (const std::string& dev : devices())
-    for (const char* method : {"cg", "bicgstab", "gmres", "minres"}) {
+    for (const char* method : {"cg", "pipecg", "bicgstab", "gmres", "minres"}) {
       auto r = solve(N, b, method, "none", rtol, 2000, dev);
       BOOST_TEST_CONTEXT(dev << " " << method << ": " << stop_reason_name(r.reason)) {
         BOOST_TEST(converged(r.reason));

@@ -138,6 +138,42 @@ void register_dist_ops(OpRegistry& r) {
          .doc = "rank root's x on every rank of `comm`",
          .example = [](ExampleInputs& x, DType t) { return std::vector<Var>{op("broadcast", {x.in(t, {4, 8})}, {{"comm", int64_t(0)}})}; },
          .comm_bytes = [](const std::vector<TensorType>& in, const Attrs&) { return bytes(in[0]); }});
+  // all_reduce in two halves, so that work can run while the reduction is in flight (the
+  // pipelined Krylov methods): all_reduce_begin copies x and starts the reduction (result: x,
+  // the token that orders the end after it), all_reduce_end takes that token, waits and gives
+  // the reduced values. `slot` pairs them within the process (a number the front end gives
+  // each pair; MPI matches the ranks' reductions by their order, as for every collective).
+  r.add({.name = "all_reduce_begin", .level = Level::Lib, .cls = OpClass::Library, .min_inputs = 1, .max_inputs = 1,
+         .attrs = {comm_attr(), op_attr(), {"slot", AttrKind::Int, true}},
+         .infer = [](const std::vector<TensorType>& in, const Attrs& a, auto&) {
+           require_dtype(in[0], kCollective, "all_reduce_begin input");
+           check_op(in[0], a);
+           return std::vector<TensorType>{in[0]};
+         },
+         .not_differentiable = true,
+         .stateful = true,
+         .dtypes = kCollective,
+         .doc = "starts an all_reduce of x over `comm` (sum/max/min) -> x, the token all_reduce_end takes",
+         .example = [](ExampleInputs& x, DType t) {
+           Var token = op("all_reduce_begin", {x.in(t, {4, 8})}, {{"comm", int64_t(0)}, {"slot", int64_t(0)}});
+           return std::vector<Var>{token, op("all_reduce_end", {token}, {{"comm", int64_t(0)}, {"slot", int64_t(0)}})};
+         },
+         .comm_bytes = [](const std::vector<TensorType>& in, const Attrs&) { return bytes(in[0]); }});
+  r.add({.name = "all_reduce_end", .level = Level::Lib, .cls = OpClass::Library, .min_inputs = 1, .max_inputs = 1,
+         .attrs = {comm_attr(), {"slot", AttrKind::Int, true}},
+         .infer = [](const std::vector<TensorType>& in, const Attrs&, auto&) {
+           require_dtype(in[0], kCollective, "all_reduce_end input");
+           return std::vector<TensorType>{in[0]};
+         },
+         .not_differentiable = true,
+         .stateful = true,
+         .dtypes = kCollective,
+         .doc = "waits for the all_reduce its all_reduce_begin token started -> the reduced values",
+         .example = [](ExampleInputs& x, DType t) {
+           Var token = op("all_reduce_begin", {x.in(t, {4, 8})}, {{"comm", int64_t(0)}, {"slot", int64_t(0)}});
+           return std::vector<Var>{op("all_reduce_end", {token}, {{"comm", int64_t(0)}, {"slot", int64_t(0)}})};
+         },
+         .comm_bytes = [](const std::vector<TensorType>&, const Attrs&) { return int64_t(0); }});
   // The neighbour exchange of a distributed vector, in two halves so that work can run
   // between them: halo_begin packs x's entries that neighbours need (result: those entries,
   // [sends], in send order) and starts the messages; halo_end takes that result (which

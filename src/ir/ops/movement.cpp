@@ -126,7 +126,9 @@ void register_movement_ops(OpRegistry& r) {
                throw InputError("slice [" + std::to_string(st[i]) + ":" + std::to_string(sp[i]) + ":" +
                                 std::to_string(sk[i]) + "] is invalid for axis " + std::to_string(i) +
                                 " of extent " + std::to_string(in[0].shape[i]));
-             s[i] = (sp[i] - st[i] + sk[i] - 1) / sk[i];
+             // ceil((stop - start) / step) without forming stop - start + step, which overflows
+             // for a step near 2^63 (an ONNX Slice may carry one).
+             s[i] = sp[i] == st[i] ? 0 : (sp[i] - st[i] - 1) / sk[i] + 1;
            }
            return std::vector<TensorType>{{in[0].dtype, s}};
          },
