@@ -37,7 +37,8 @@ void broadcast_kernel(const ir::Node&, std::span<const Tensor> in, std::span<Ten
 
 void slice_kernel(const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
   const Tensor& x = in[0];
-  const auto &starts = n.attrs.get_ints("starts"), &steps = n.attrs.get_ints("steps");
+  const auto& starts = n.attrs.get_ints("starts");
+  const std::vector<int64_t> steps = slice_steps(n.attrs.get_ints("steps"), out[0].shape());
   int64_t base = 0;
   std::vector<int64_t> st(size_t(x.rank()));
   for (size_t d = 0; d < st.size(); ++d) {

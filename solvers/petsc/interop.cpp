@@ -227,12 +227,14 @@ struct MatProduct {
     // (MatMult only reads x: the const_cast lends rlx's input array to a Vec for the call.)
     check(VecPlaceArray(x, const_cast<double*>(in.data<double>())), "VecPlaceArray");
     PetscErrorCode rc = VecPlaceArray(y, out.data<double>());
-    if (!rc) {
-      rc = MatMult(A, x, y);
-      VecResetArray(y);
+    if (rc) {
+      VecResetArray(x);
+      check(rc, "VecPlaceArray");
     }
-    VecResetArray(x);
+    rc = MatMult(A, x, y);
+    const PetscErrorCode reset_y = VecResetArray(y), reset_x = VecResetArray(x);
     check(rc, "MatMult");
+    check(reset_y ? reset_y : reset_x, "VecResetArray");
   }
 };
 

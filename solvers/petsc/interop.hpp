@@ -70,9 +70,12 @@ sparse::DistCsrMatrix from_petsc(Mat A);
 
 // A square Mat (same row and column layout) as an rlx operator over its communicator,
 // nothing copied: the operator holds a reference to A (PetscObjectReference) and every
-// product calls MatMult, so later changes to A's values are seen. Collective (MatCreateVecs,
-// MatGetDiagonal); the operator's products are collective as MatMult is, which the solvers'
-// programs respect (every rank runs the same program in the same order).
+// product calls MatMult, so later changes to A's values are seen by its products -- not by
+// its diagonal, taken once here (a Jacobi preconditioner made from it keeps the old one).
+// Collective (MatCreateVecs, MatGetDiagonal); the operator's products are collective as
+// MatMult is, which the solvers' programs respect (every rank runs the same program in the
+// same order). One solve at a time per operator (its two Vecs are shared), and the operator
+// must be destroyed before PetscFinalize (its destructor releases PETSc objects).
 std::unique_ptr<sparse::HostOperator> operator_of(Mat A);
 
 // This rank's entries of a Vec as an rlx tensor that shares the Vec's array while the view

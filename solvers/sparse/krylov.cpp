@@ -406,7 +406,7 @@ void pipecg(const LinearOperator& A, const Tensor& b, const Preconditioner& M, c
       mon.stop(StopReason::DivergedBreakdown);
       break;
     }
-    if (denom == 0 || delta == 0) {  // p^T A p = 0: no step can be taken
+    if (denom == 0) {  // p^T A p = 0: no step can be taken (alpha divides by it)
       mon.stop(StopReason::DivergedBreakdown);
       break;
     }

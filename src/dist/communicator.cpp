@@ -255,9 +255,22 @@ void Communicator::all_reduce_start(int64_t slot, const void* buf, int64_t count
   require_collective_dtype(t, op);
   std::lock_guard<std::mutex> lk(g_in_flight_mu);
   auto [it, fresh] = in_flight().try_emplace(slot);
-  if (!fresh) throw InputError("all_reduce slot " + std::to_string(slot) + " started again before its end");
+  if (!fresh) {
+    // Its end never ran: the run that started it failed in between (an exception, on every
+    // rank alike or followed by the job's end). The stale reduction is finished first (every
+    // rank started it, so the wait ends), then this start goes on.
+#ifdef RLX_HAVE_MPI
+    if (it->second.req != MPI_REQUEST_NULL) MPI_Wait(&it->second.req, MPI_STATUS_IGNORE);
+#endif
+    it->second = InFlight{};
+  }
   InFlight& f = it->second;
-  f.data.resize(bytes_of(count, t));
+  try {
+    f.data.resize(bytes_of(count, t));
+  } catch (...) {
+    in_flight().erase(it);
+    throw;
+  }
   if (!f.data.empty()) std::memcpy(f.data.data(), buf, f.data.size());
 #ifdef RLX_HAVE_MPI
   if (is_mpi() && size() > 1) {

@@ -63,8 +63,10 @@ class Communicator {
   int64_t all_reduce(int64_t v, ReduceOp op) const;
   // all_reduce in two halves: start copies `count` elements of buf and starts their reduction
   // (MPI_Iallreduce) under `slot`, a number pairing it with its wait in this process; wait
-  // finishes it and writes the result to out. Starting a slot that is in flight, or waiting
-  // on one that is not, is an InputError. Ranks must start their reductions in one order.
+  // finishes it and writes the result to out. Waiting on a slot that is not in flight is an
+  // InputError; starting one that is (its end never ran: the run between them threw) first
+  // finishes the stale reduction. Ranks must start their reductions in one order, and a
+  // program holding such a pair must not run on two threads at once (slots are per process).
   void all_reduce_start(int64_t slot, const void* buf, int64_t count, DType t, ReduceOp op) const;
   void all_reduce_wait(int64_t slot, void* out, int64_t count, DType t) const;
   // recv holds size() * count elements: rank r's `count` at offset r * count.

@@ -177,6 +177,9 @@ Var slice(const Var& x, std::vector<int64_t> starts, std::vector<int64_t> stops,
     auto norm = [d](int64_t v) { return std::clamp(v < 0 ? v + d : v, int64_t(0), d); };
     starts[i] = norm(starts[i]);
     stops[i] = std::max(starts[i], norm(stops[i]));
+    // A step past the sliced range takes its first element only: the same slice with a step
+    // the gradient's padding (step - 1 per element) can be sized by.
+    if (steps[i] > 1 && steps[i] > stops[i] - starts[i]) steps[i] = std::max<int64_t>(1, stops[i] - starts[i]);
   }
   return op("slice", {x}, {{"starts", starts}, {"stops", stops}, {"steps", steps}}, loc);
 }

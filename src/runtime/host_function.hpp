@@ -11,8 +11,9 @@
 // its consumers, once per run of the node. Devices with host memory (reference, cpu) call it
 // natively; on others the node is host-staged where the caller allows that, and compilation
 // fails otherwise (docs/dispatch.md). Id 0 is the built-in identity (one input, the result
-// of its type). An exception thrown by the callable propagates out of the run, named after
-// the node; an id that names no live function is an InputError when the node runs.
+// of its type). An InputError thrown by the callable propagates out of the run with the
+// function's id and name and then the node's prefixed; other exceptions propagate as thrown.
+// An id that names no live function is an InputError when the node runs.
 #pragma once
 #include <cstdint>
 #include <functional>

@@ -95,7 +95,7 @@ void add_standard_kernels(KernelTable& t, const StandardKernels& k) {
   t.add({"broadcast_to", kAllButI4, 0,
          [f = k.broadcast_to](const ir::Node&, std::span<const Tensor> in, std::span<Tensor> out) { f(in[0], out[0]); }});
   t.add({"slice", kAllButI4, 0, [f = k.slice](const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
-           f(in[0], n.attrs.get_ints("starts"), n.attrs.get_ints("steps"), out[0]);
+           f(in[0], n.attrs.get_ints("starts"), slice_steps(n.attrs.get_ints("steps"), out[0].shape()), out[0]);
          }});
   t.add({"concat", kAllButI4, 0, [f = k.concat, axis_of](const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
            f(in, axis_of(n, out[0].rank()), out[0]);

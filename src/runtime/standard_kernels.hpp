@@ -42,6 +42,16 @@ enum class ReduceOp { Sum, Prod, Max, Min };
   void rng_uniform(uint64_t seed, const ::rlx::Tensor* key, double low, double high, ::rlx::Tensor& out);            \
   void rng_normal(uint64_t seed, const ::rlx::Tensor* key, double mean, double stddev, ::rlx::Tensor& out);
 
+// slice's steps as the kernels use them: 1 along an axis the result has at most one element
+// of, where the step selects nothing more (and may be near 2^63, whose product with a stride
+// would overflow); elsewhere the step is below the axis's extent.
+inline std::vector<int64_t> slice_steps(const std::vector<int64_t>& steps, const Shape& out) {
+  std::vector<int64_t> r = steps;
+  for (size_t d = 0; d < r.size() && d < out.size(); ++d)
+    if (out[d] <= 1) r[d] = 1;
+  return r;
+}
+
 // update_slice's error for a start that leaves no room for its block, worded alike on every
 // device (the reference device's kernel says it too).
 inline std::string update_slice_bad_start(int64_t start, int64_t extent, int64_t block, int axis) {
