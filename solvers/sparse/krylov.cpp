@@ -375,11 +375,20 @@ void pipecg(const LinearOperator& A, const Tensor& b, const Preconditioner& M, c
   const double r0 = start();
   mon.started(r0);
   bool done = mon.record(r0) && (!mon.claimed() || mon.confirm(r0));
-  for (size_t i = 0; i < 8; ++i) next[i] = Tensor::empty(t, {n}, d.allocator());
+  // r, u, w, z, q, s and p are updated in place where the step allows it (one buffer each
+  // instead of two: less memory, and the update pass writes lines it has just read instead
+  // of fetching fresh ones); x keeps two, since a step that shows convergence or breaks down
+  // hands back its input x_i.
+  std::vector<bool> in_place(9, false);
+  for (size_t i = 1; i < 8; ++i) in_place[i] = step.in_place(i, i);
+  for (size_t i = 0; i < 8; ++i)
+    if (!in_place[i]) next[i] = Tensor::empty(t, {n}, d.allocator());
   next[8] = Tensor::empty(t, {3}, d.allocator());
   Tensor red = Tensor::empty(t, {4}, d.allocator());
   bool fresh_start = true;  // the next step's reduction is of an iterate already recorded
   while (!done) {
+    for (size_t i = 1; i < 8; ++i)
+      if (in_place[i]) next[i] = cur[i];
     std::vector<Tensor> outs = next;
     outs.push_back(red);
     step.run_into(cur, outs);

@@ -259,7 +259,11 @@ std::vector<std::pair<int32_t, int32_t>> safe_donations(const Schedule& p) {
   for (size_t ki = 0; ki < nk; ++ki)
     for (auto v : p.kernels[ki].inputs) touch(v, int64_t(ki));
   for (auto v : g.results) touch(v, int64_t(nk));
-  std::vector<std::pair<int32_t, int32_t>> out;
+  // Every safe pair first; then one parameter per result and one result per parameter, taken
+  // in result order, each result the lowest parameter still free: a loop step whose results
+  // mirror its state inputs in order (x, r, p -> x', r', p') then gets each state vector's own
+  // buffer back, whatever order the kernel lists its outputs and inputs in.
+  std::vector<std::pair<int32_t, int32_t>> safe;
   for (size_t ki = 0; ki < nk; ++ki) {
     const Kernel& k = p.kernels[ki];
     for (auto v : k.outputs) {
@@ -270,11 +274,15 @@ std::vector<std::pair<int32_t, int32_t>> safe_donations(const Schedule& p) {
         if (ps.kind != BufferSlot::Param || ps.index < 0 || size_t(ps.index) >= last.size() ||
             last[size_t(ps.index)] != int64_t(ki) || !may_write_over(g, k, in, v))
           continue;
-        const bool taken =
-            std::any_of(out.begin(), out.end(), [&](auto d) { return d.first == ps.index || d.second == rs.index; });
-        if (!taken) out.push_back({ps.index, rs.index});
+        safe.push_back({ps.index, rs.index});
       }
     }
+  }
+  std::sort(safe.begin(), safe.end(), [](auto a, auto b) { return std::pair(a.second, a.first) < std::pair(b.second, b.first); });
+  std::vector<std::pair<int32_t, int32_t>> out;
+  for (auto d : safe) {
+    const bool taken = std::any_of(out.begin(), out.end(), [&](auto e) { return e.first == d.first || e.second == d.second; });
+    if (!taken) out.push_back(d);
   }
   return out;
 }
