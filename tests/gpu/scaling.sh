@@ -4,7 +4,7 @@
 # tests/gpu/pack_petsc.sh's tarball (carry .gpu and .debs); rlx is built by run.sh.
 #   OUT=dir [SIZES="128 200"] [NPS="16 8 4 2 1"] [PCS="jacobi bjacobi"] [BUDGET=540] \
 #     [PETSC_TAR=.gpu/petsc.tar.xz] [NOBUILD=1] [STREAM=1] [PROFILE=1 [PROFILE_PCS=..]] \
-#     [SPMVS="auto scalar"] [PFS="512 128"] [PF_PROFILE=1] tests/gpu/scaling.sh
+#     [SPMVS="auto scalar"] [PFS="512 128"] [PF_PROFILE=1] [METHODS="pcg pipecg"] tests/gpu/scaling.sh
 # Lines "RLX n= pc= np= rep= ... time: setup S s, solve S s" and "PETSC ... KSPSolve" go to
 # $OUT/log.txt; STREAM=1 adds the triad bandwidth on 1..16 processes; PROFILE=1 the per-kernel
 # profile of rlx (RLX_PROFILE=1) and PETSc's -log_view at 16 ranks on 128^3, for each
@@ -12,7 +12,8 @@
 # (RLX_CPU_SPMV, each a line "RLX ... spmv=MODE"; default auto only); PFS the SpMV prefetch
 # distances (RLX_CPU_SPMV_PREFETCH, "pf=N"; default the built-in one). PF_PROFILE=1 first logs,
 # on one rank and each size, rlx's per-product SpMV time (RLX_PROFILE) at each distance of PFS
-# and PETSc's MatMult time (-log_view), alternating, three rounds.
+# and PETSc's MatMult time (-log_view), alternating, three rounds. METHODS: rlx's --method
+# (default pcg), each against PETSc's KSP of that name (pcg: cg, pipecg: pipecg), "method=M".
 set -u
 cd "$(dirname "$0")/../.."
 : "${OUT:?OUT=dir}"
@@ -61,12 +62,14 @@ for n in ${SIZES:-128 200}; do for pc in ${PCS:-jacobi bjacobi}; do for np in ${
   reps=1; [ $np -ge 4 ] && reps=3
   for r in $(seq $reps); do
     el=$(($(date +%s)-T0)); [ $el -gt ${BUDGET:-540} ] && { log "budget: skip n=$n pc=$pc np=$np at $el s"; continue; }
+    for me in ${METHODS:-pcg}; do
     for sp in ${SPMVS:-auto}; do for pf in ${PFS:-512}; do
-      o=$(RLX_CPU_SPMV=$sp RLX_CPU_SPMV_PREFETCH=$pf timeout 200 $M -n $np build-gpu/bin/rlx solve poisson3d:$n --method pcg --pc $pc --rtol 1e-8 2>&1)
-      log "RLX n=$n pc=$pc np=$np rep=$r spmv=$sp pf=$pf $(echo "$o" | grep -E "^reason|^time" | tr '\n' ' ')"
+      o=$(RLX_CPU_SPMV=$sp RLX_CPU_SPMV_PREFETCH=$pf timeout 200 $M -n $np build-gpu/bin/rlx solve poisson3d:$n --method $me --pc $pc --rtol 1e-8 2>&1)
+      log "RLX n=$n pc=$pc np=$np rep=$r method=$me spmv=$sp pf=$pf $(echo "$o" | grep -E "^reason|^time" | tr '\n' ' ')"
     done; done
-    o=$(LD_LIBRARY_PATH=$PLD timeout 200 $M -n $np $P/rlx-bench-petsc -n $n -reps 1 -pc_type $pc 2>&1)
-    log "PETSC n=$n pc=$pc np=$np rep=$r $(echo "$o" | grep -E "KSPCG" | tr '\n' ' ')"
+    o=$(LD_LIBRARY_PATH=$PLD timeout 200 $M -n $np $P/rlx-bench-petsc -n $n -reps 1 -pc_type $pc -ksp_type ${me/pcg/cg} 2>&1)
+    log "PETSC n=$n pc=$pc np=$np rep=$r method=$me $(echo "$o" | grep -E "PETSc KSP" | tr '\n' ' ')"
+    done
   done
 done; done; done
 log "== scaling end $(($(date +%s)-T0)) s"
