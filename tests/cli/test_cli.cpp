@@ -283,7 +283,7 @@ BOOST_AUTO_TEST_CASE(gen_and_solve_write_hdf5_with_the_stop_reason) {
   auto r = rlx_cli("gen poisson --dim 2 --n 12 -o " + A);
   BOOST_TEST(r.code == 0, r.err);
   BOOST_TEST(has(r.out, "144 x 144"));
-  for (const char* method : {"cg", "bicgstab", "gmres", "minres"}) {
+  for (const char* method : {"cg", "pipecg", "bicgstab", "gmres", "minres"}) {
     fs::remove(x);
     r = rlx_cli("solve " + A + " --method " + method + " --pc jacobi --rtol 1e-10 --rhs random --monitor --explain --out " + x);
     BOOST_TEST(r.code == 0, method << ": " << r.err);
@@ -377,7 +377,7 @@ BOOST_AUTO_TEST_CASE(solve_never_claims_false_convergence) {
                                          "1 1 1\n2 1 -1\n2 2 2\n3 2 -1\n3 3 2\n4 3 -1\n4 4 1\n");
   const std::string x = (scratch() / "x_false.h5").string();
   for (const std::string& A : {zero_row, neumann})
-    for (const char* method : {"cg", "bicgstab", "gmres", "minres"}) {
+    for (const char* method : {"cg", "pipecg", "bicgstab", "gmres", "minres"}) {
       fs::remove(x);
       auto r = rlx_cli("solve " + A + " --method " + method + " --pc none --out " + x);
       BOOST_TEST_CONTEXT(A << " " << method << "\n" << r.out << r.err) {
