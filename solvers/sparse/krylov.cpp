@@ -386,6 +386,27 @@ void pipecg(const LinearOperator& A, const Tensor& b, const Preconditioner& M, c
   next[8] = Tensor::empty(t, {3}, d.allocator());
   Tensor red = Tensor::empty(t, {4}, d.allocator());
   bool fresh_start = true;  // the next step's reduction is of an iterate already recorded
+  int restart_it = 0;         // the iterations at the last (re)start,
+  double restart_true = r0;   // and its true residual
+  // A sign or a zero the recurrences should not have is the matrix's or the preconditioner's
+  // when no step has been taken since a (re)start, where every quantity is a fresh product.
+  // After progress it is more often rounding -- pipelined CG's recurrences drift from the
+  // true products as the residual falls -- so the solve restarts from x_i with the true
+  // residual (as a false convergence claim does) and stops with the reason only when that
+  // makes no progress: no step since the last restart, or a true residual not halved.
+  auto recover = [&](StopReason why) {  // true: the solve stops
+    if (res.iterations == restart_it) return mon.stop(why);
+    const double tn = start();
+    if (!(tn <= 0.5 * restart_true)) {
+      mon.set_true(tn);
+      return mon.stop(why);
+    }
+    restart_it = res.iterations;
+    restart_true = tn;
+    fresh_start = true;
+    mon.started(tn);
+    return mon.record(tn) && (!mon.claimed() || mon.confirm(tn));
+  };
   while (!done) {
     for (size_t i = 1; i < 8; ++i)
       if (in_place[i]) next[i] = cur[i];
@@ -398,7 +419,10 @@ void pipecg(const LinearOperator& A, const Tensor& b, const Preconditioner& M, c
       // ||r_i|| of the step's input x_i (cur[0]): a stop hands back x_i, not the step's x_{i+1}.
       if (mon.record(norm_of(rr))) {
         if (!mon.claimed()) break;
-        done = mon.confirm(start());  // start() also sets up the restart, should the claim be false
+        const double tn = start();  // also sets up the restart, should the claim be false
+        done = mon.confirm(tn);
+        restart_it = res.iterations;
+        restart_true = tn;
         fresh_start = true;
         continue;
       }
@@ -407,21 +431,20 @@ void pipecg(const LinearOperator& A, const Tensor& b, const Preconditioner& M, c
       mon.stop(StopReason::DivergedNan);
       break;
     }
+    StopReason why = StopReason::ConvergedRtol;  // (none)
+    bool sign = false;
     if (gamma < 0) {  // (r, M r) < 0: M is not positive definite
-      mon.stop(StopReason::DivergedIndefinite);
-      break;
+      why = StopReason::DivergedIndefinite, sign = true;
+    } else if (gamma == 0 && rr > 0) {  // M r = 0 for r != 0: no direction to step in
+      why = StopReason::DivergedBreakdown, sign = true;
+    } else if (denom == 0) {  // p^T A p = 0: no step can be taken (alpha divides by it)
+      why = StopReason::DivergedBreakdown, sign = true;
+    } else if (denom < 0 || delta < 0) {  // p^T A p < 0 or u^T A u < 0: A is not positive definite
+      why = StopReason::DivergedIndefinite, sign = true;
     }
-    if (gamma == 0 && rr > 0) {  // M r = 0 for r != 0: no direction to step in
-      mon.stop(StopReason::DivergedBreakdown);
-      break;
-    }
-    if (denom == 0) {  // p^T A p = 0: no step can be taken (alpha divides by it)
-      mon.stop(StopReason::DivergedBreakdown);
-      break;
-    }
-    if (denom < 0 || delta < 0) {  // p^T A p < 0 or u^T A u < 0: A is not positive definite
-      mon.stop(StopReason::DivergedIndefinite);
-      break;
+    if (sign) {
+      if (recover(why)) break;
+      continue;
     }
     std::swap(cur, next);
     fresh_start = false;
