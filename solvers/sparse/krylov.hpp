@@ -41,7 +41,7 @@ inline bool converged(StopReason r) { return r == StopReason::ConvergedRtol || r
 inline constexpr double kTrueResidualSlack = 10.0;
 
 struct KrylovOptions {
-  std::string method = "cg";  // cg | bicgstab | gmres | minres  (pcg = cg with a preconditioner)
+  std::string method = "cg";  // cg | pipecg | bicgstab | gmres | minres  (pcg = cg with a preconditioner)
   double rtol = 1e-8;         // stop when ||r|| <= max(rtol ||b||, atol)
   double atol = 0.0;
   int max_it = 10000;
