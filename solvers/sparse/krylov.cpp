@@ -117,6 +117,21 @@ struct Global {
       return r;
     }
   };
+  // Dot products summed by a reduction one program starts under `slot` and the next one
+  // finishes (end_dots on the begin's result, passed on as an input); on one process the
+  // "token" is the sums themselves.
+  Var begin_dots(const std::vector<std::pair<Var, Var>>& pairs, int64_t slot) const {
+    std::vector<Var> local;
+    for (auto& [a, b] : pairs) local.push_back(sparse::dot(a, b));
+    Var packed = pack(local);
+    return comm ? dist::all_reduce_begin(packed, *comm, slot) : packed;
+  }
+  std::vector<Var> end_dots(const Var& token, int64_t slot) const {
+    Var all = comm ? dist::all_reduce_end(token, *comm, slot) : token;
+    std::vector<Var> r;
+    for (int64_t i = 0; i < token.shape()[0]; ++i) r.push_back(reshape(slice(all, {i}, {i + 1}), {}));
+    return r;
+  }
   Started start_dots(const std::vector<std::pair<Var, Var>>& pairs) const {
     std::vector<Var> local;
     for (auto& [a, b] : pairs) local.push_back(sparse::dot(a, b));
@@ -323,54 +338,76 @@ void pipecg(const LinearOperator& A, const Tensor& b, const Preconditioner& M, c
   if (is_complex(t)) throw InputError("pipecg takes real dtypes (use cg for complex Hermitian systems)");
   int64_t n = A.rows();
   const Global G{A.communicator()};
+  // The reduction runs from one step into the next: a step's update pass also sums the dots
+  // of the vectors it makes and starts their all_reduce under `slot`; the next step runs
+  // M w and A m meanwhile and then finishes it. So the dots cost no pass of their own, and
+  // the reduction travels over the host's turn between steps as well as the products. One
+  // reduction is always in flight between steps (the start program begins the first); it is
+  // drained before a restart and at the end.
+  const int64_t slot = dist::new_reduction_slot();
   SharedArena shared(d);
   Step init, step;
   {
     // State in: x, r, u = M r, w = A u (the iterate i) and z, q, s, p (iteration i - 1's),
     // with old = [gamma_{i-1}, alpha_{i-1}, keep] (keep = 0 on the first step after a
-    // (re)start: beta = 0, so the previous z, q, s, p and alpha play no part).
+    // (re)start: beta = 0, so the previous z, q, s, p and alpha play no part) and the token of
+    // the reduction of (r,u), (w,u), (r,r) in flight.
     std::vector<Var> in;
     for (const char* name : {"x", "r", "u", "w", "z", "q", "s", "p"}) in.push_back(step.g.input(name, t, {n}));
     Var old = step.g.input("old", t, {3});
+    Var token = step.g.input("dots", t, {3});
     Var gamma_old = reshape(slice(old, {0}, {1}), {}), alpha_old = reshape(slice(old, {1}, {2}), {});
     Var keep = reshape(slice(old, {2}, {3}), {});
     const Var &x0 = in[0], &r = in[1], &u = in[2], &w = in[3], &z0 = in[4], &q0 = in[5], &s0 = in[6], &p0 = in[7];
-    // The iteration's one reduction, in flight while m = M w and n = A m are computed.
-    const Global::Started red = G.start_dots({{r, u}, {w, u}, {r, r}});
     Var m = M.apply(step.g, w);
     Var nn = A.apply(step.g, m);
-    const std::vector<Var> g_d_rr = red.done();
+    const std::vector<Var> g_d_rr = G.end_dots(token, slot);  // started by the previous program
     Var gamma = g_d_rr[0], delta = g_d_rr[1];
     Var beta = keep * (gamma / gamma_old);
-    Var alpha = gamma / (delta - beta * gamma / alpha_old);
+    Var denom = delta - beta * gamma / alpha_old;
+    Var alpha = gamma / denom;
     Var z = nn + beta * z0, q = m + beta * q0, s = w + beta * s0, p = u + beta * p0;
     Var x1 = x0 + alpha * p, r1 = r - alpha * s, u1 = u - alpha * q, w1 = w - alpha * z;
+    Var next_token = G.begin_dots({{r1, u1}, {w1, u1}, {r1, r1}}, slot);
     Var one = broadcast_to(scalar(step.g.graph, 1.0, t), {1});
-    step.finish({x1, r1, u1, w1, z, q, s, p, concat({as1(gamma), as1(alpha), one}, 0),
-                 pack({g_d_rr[0], g_d_rr[1], g_d_rr[2], delta - beta * gamma / alpha_old})},
+    step.finish({x1, r1, u1, w1, z, q, s, p, concat({as1(gamma), as1(alpha), one}, 0), next_token,
+                 pack({g_d_rr[0], g_d_rr[1], g_d_rr[2], denom})},
                 d, o, shared);
   }
   {
     // z, q, s, p and old come out of the start program too: fresh buffers on every (re)start,
-    // never aliasing the loop's state.
+    // never aliasing the loop's state. It returns ||r|| at once (a blocking sum) and starts
+    // the first step's reduction.
     Var bb = init.g.input("b", t, {n}), x0 = init.g.input("x0", t, {n});
     Var r = bb - A.apply(init.g, x0);
     Var u = M.apply(init.g, r);
     Var w = A.apply(init.g, u);
     Var zero = broadcast_to(scalar(init.g.graph, 0.0, t), {n});
     Var old = concat({broadcast_to(scalar(init.g.graph, 1.0, t), {2}), broadcast_to(scalar(init.g.graph, 0.0, t), {1})}, 0);
-    init.finish({r, u, w, zero, zero, zero, zero, old, pack({G.dot(r, r)})}, d, o, shared);
+    Var rr = pack({G.dot(r, r)});
+    init.finish({r, u, w, zero, zero, zero, zero, old, G.begin_dots({{r, u}, {w, u}, {r, r}}, slot), rr}, d, o, shared);
   }
   res.report = step.report();
   Monitor mon(o, bnorm, res);
-  std::vector<Tensor> cur(9), next(9);
+  std::vector<Tensor> cur(10), next(10);
   cur[0] = x;
+  bool in_flight = false;  // a reduction under `slot` was started and not finished
+  auto drain = [&] {
+    if (!in_flight) return;
+    in_flight = false;
+    if (G.comm) {
+      std::vector<char> sink(dtype_storage_bytes(t, 3));
+      G.comm->all_reduce_wait(slot, sink.data(), 3, t);
+    }
+  };
   // (Re)starts from cur[0]: r = b - A x afresh (the true residual), u = M r, w = A u; z, q,
   // s, p zero and keep = 0.
   auto start = [&] {
+    drain();
     auto s0 = init.run({b, cur[0]});
-    for (size_t i = 0; i < 8; ++i) cur[i + 1] = s0[i];
-    return norm_of(host_values(s0[8])[0].real());
+    in_flight = true;
+    for (size_t i = 0; i < 9; ++i) cur[i + 1] = s0[i];
+    return norm_of(host_values(s0[9])[0].real());
   };
   const double r0 = start();
   mon.started(r0);
@@ -379,11 +416,12 @@ void pipecg(const LinearOperator& A, const Tensor& b, const Preconditioner& M, c
   // instead of two: less memory, and the update pass writes lines it has just read instead
   // of fetching fresh ones); x keeps two, since a step that shows convergence or breaks down
   // hands back its input x_i.
-  std::vector<bool> in_place(9, false);
+  std::vector<bool> in_place(10, false);
   for (size_t i = 1; i < 8; ++i) in_place[i] = step.in_place(i, i);
   for (size_t i = 0; i < 8; ++i)
     if (!in_place[i]) next[i] = Tensor::empty(t, {n}, d.allocator());
   next[8] = Tensor::empty(t, {3}, d.allocator());
+  next[9] = Tensor::empty(t, {3}, d.allocator());
   Tensor red = Tensor::empty(t, {4}, d.allocator());
   bool fresh_start = true;  // the next step's reduction is of an iterate already recorded
   int restart_it = 0;         // the iterations at the last (re)start,
@@ -412,7 +450,7 @@ void pipecg(const LinearOperator& A, const Tensor& b, const Preconditioner& M, c
       if (in_place[i]) next[i] = cur[i];
     std::vector<Tensor> outs = next;
     outs.push_back(red);
-    step.run_into(cur, outs);
+    step.run_into(cur, outs);  // finishes the reduction in flight, starts the next
     auto sc = host_values(red);
     const double gamma = sc[0].real(), delta = sc[1].real(), rr = sc[2].real(), denom = sc[3].real();
     if (!fresh_start) {
@@ -451,6 +489,7 @@ void pipecg(const LinearOperator& A, const Tensor& b, const Preconditioner& M, c
     ++res.iterations;
   }
   if (!mon.true_known()) mon.set_true(start());
+  drain();
   res.x = cur[0];
 }
 

@@ -10,10 +10,22 @@ Var all_reduce(const Var& x, const Communicator& c, ReduceOp op, SrcLoc loc) {
   return rlx::op("all_reduce", {x}, {{"comm", c.id()}, {"op", std::string(reduce_op_name(op))}}, loc);
 }
 
+namespace {
+std::atomic<int64_t> g_next_slot{1};
+}  // namespace
+
+int64_t new_reduction_slot() { return g_next_slot.fetch_add(1); }
+
+Var all_reduce_begin(const Var& x, const Communicator& c, int64_t slot, ReduceOp op, SrcLoc loc) {
+  return rlx::op("all_reduce_begin", {x}, {{"comm", c.id()}, {"op", std::string(reduce_op_name(op))}, {"slot", slot}}, loc);
+}
+
+Var all_reduce_end(const Var& token, const Communicator& c, int64_t slot, SrcLoc loc) {
+  return rlx::op("all_reduce_end", {token}, {{"comm", c.id()}, {"slot", slot}}, loc);
+}
+
 Var all_reduce_begin(const Var& x, const Communicator& c, ReduceOp op, SrcLoc loc) {
-  static std::atomic<int64_t> next_slot{1};
-  return rlx::op("all_reduce_begin", {x},
-                 {{"comm", c.id()}, {"op", std::string(reduce_op_name(op))}, {"slot", next_slot.fetch_add(1)}}, loc);
+  return all_reduce_begin(x, c, new_reduction_slot(), op, loc);
 }
 
 Var all_reduce_end(const Var& token, const Communicator& c, SrcLoc loc) {

@@ -17,6 +17,13 @@ Var all_reduce(const Var& x, const Communicator& c, ReduceOp op = ReduceOp::Sum,
 // reduction is in flight (pipelined CG's preconditioner and product).
 Var all_reduce_begin(const Var& x, const Communicator& c, ReduceOp op = ReduceOp::Sum, SrcLoc loc = SrcLoc::current());
 Var all_reduce_end(const Var& token, const Communicator& c, SrcLoc loc = SrcLoc::current());
+// The same with a slot the caller holds (new_reduction_slot), for a reduction that one
+// program starts and the next one finishes: the end then takes any tensor of the token's
+// type as its token (the previous program's begin result, passed on as an input).
+int64_t new_reduction_slot();
+Var all_reduce_begin(const Var& x, const Communicator& c, int64_t slot, ReduceOp op = ReduceOp::Sum,
+                     SrcLoc loc = SrcLoc::current());
+Var all_reduce_end(const Var& token, const Communicator& c, int64_t slot, SrcLoc loc = SrcLoc::current());
 Var all_gather(const Var& x, const Communicator& c, SrcLoc loc = SrcLoc::current());
 Var reduce_scatter(const Var& x, const Communicator& c, ReduceOp op = ReduceOp::Sum, SrcLoc loc = SrcLoc::current());
 Var broadcast(const Var& x, const Communicator& c, int root = 0, SrcLoc loc = SrcLoc::current());
