@@ -222,7 +222,9 @@ class Emitter {
         o.ok = true;
         o.route = Route::HostStaged;
         o.vals = copy_node(n, in, out, {}, true);
-        for (auto v : n.inputs) o.staged += value_bytes(src.type(v));
+        for (size_t i = 0; i < n.inputs.size(); ++i)
+          if (std::find(n.op->order_only_inputs.begin(), n.op->order_only_inputs.end(), int(i)) == n.op->order_only_inputs.end())
+            o.staged += value_bytes(src.type(n.inputs[i]));
         for (auto& t : n.outputs) o.staged += value_bytes(t);
         o.why = "runs on the host with explicit copies";
         return o;

@@ -79,6 +79,11 @@ struct OpDef {
   // writes element i of the result. spmv_csr's y0: an accumulation into y stays in place, as
   // a distributed SpMV's off-diagonal product (few rows) then touches only its own rows.
   int inplace_input = -1;
+  // Inputs whose values no kernel of the op reads: they only order the node after their
+  // producer (halo_end after its halo_begin, all_reduce_end after its begin). A host-staged
+  // node copies none of them to the host, so it does not wait for the device work queued
+  // before it (the end of an exchange then waits on the network while the device computes).
+  std::vector<int> order_only_inputs;
   bool float_only = false;    // documentation aid for coverage tables
   std::vector<DType> dtypes;  // the dtypes the op is defined for (of its first input / result)
   std::string doc;

@@ -237,7 +237,15 @@ void Executor::execute(const std::vector<Tensor>& inputs, std::vector<Tensor>& r
         case Kernel::HostStaged: {
           Device* host = DeviceRegistry::get().find("reference");
           std::vector<Tensor> hin, hout;
-          for (auto& t : in) hin.push_back(t.is_host() ? t : t.to(host_allocator()));
+          // (An input the op never reads is not copied: an empty host tensor of its type stands in.)
+          const std::vector<int>& unread = first.op->order_only_inputs;
+          for (size_t i = 0; i < in.size(); ++i) {
+            const Tensor& t = in[i];
+            if (t.is_host()) hin.push_back(t);
+            else if (std::find(unread.begin(), unread.end(), int(i)) != unread.end())
+              hin.push_back(Tensor::empty(t.dtype(), t.shape(), host_allocator()));
+            else hin.push_back(t.to(host_allocator()));
+          }
           for (auto& t : out) hout.push_back(Tensor::empty(t.dtype(), t.shape(), host->allocator()));
           host->run_node(first, hin, hout);
           for (size_t i = 0; i < out.size(); ++i) out[i].allocator()->copy_from_host(out[i].raw(), hout[i].raw(), hout[i].nbytes());

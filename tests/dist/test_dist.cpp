@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -257,6 +258,65 @@ BOOST_AUTO_TEST_CASE(an_all_reduce_in_two_halves_is_paired_by_its_slot) {
   ir::Graph g;
   Var x = input(g, "x", DType::F64, {3});
   BOOST_CHECK_THROW(dist::all_reduce_end(exp(x), c), InputError);
+}
+
+namespace {
+
+// Memory the host may not touch directly (as a GPU's), here plain host memory behind copies
+// that count the bytes they bring to the host.
+class FarAllocator final : public Allocator {
+ public:
+  std::string name() const override { return "far"; }
+  void* allocate(size_t bytes) override { return std::malloc(std::max<size_t>(bytes, 1)); }
+  void deallocate(void* p, size_t) override { std::free(p); }
+  bool host_accessible() const override { return false; }
+  void copy_to_host(void* dst, const void* src, size_t bytes) override {
+    to_host += int64_t(bytes);
+    std::memcpy(dst, src, bytes);
+  }
+  void copy_from_host(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
+  int64_t to_host = 0;
+};
+
+// A device with that memory and no kernels: with the host allowed, every op is host-staged.
+class FarDevice final : public Device {
+ public:
+  std::string name() const override { return "far"; }
+  std::string description() const override { return "test device whose memory the host reaches by copies"; }
+  Allocator* allocator() override { return &alloc; }
+  Capability supports(const ir::Node& n, const ir::Graph&) const override {
+    return Capability::no("far has no " + n.op->name + " kernel");
+  }
+  void run_node(const ir::Node& n, std::span<const Tensor>, std::span<Tensor>) override {
+    throw InternalError("far ran " + n.op->name + " natively");
+  }
+  FarAllocator alloc;
+};
+
+}  // namespace
+
+// The end of a split collective never reads its token, only the plan or slot it names: where
+// the collectives are host-staged (a device whose memory the host does not reach, as cuda
+// without CUDA-aware MPI) the token is not copied to the host, so the end does not wait for
+// the device work queued before it, and the report does not count it.
+BOOST_AUTO_TEST_CASE(a_host_staged_end_does_not_copy_its_token) {
+  const dist::Communicator c = world();
+  FarDevice far;
+  ir::Graph g;
+  Var x = input(g, "x", DType::F64, {5});
+  output(g, {dist::all_reduce_end(dist::all_reduce_begin(x, c), c)});
+  CompileOptions o;
+  o.policy = Policy::AllowHost;
+  Program p = compile(g, far, o);
+  for (const auto& n : p.report.nodes)
+    if (n.op == "all_reduce_begin" || n.op == "all_reduce_end")
+      BOOST_TEST(n.bytes_staged == (n.op == "all_reduce_begin" ? 80 : 40), n.op);  // the end: its result only
+  std::vector<double> v = {1, -2, 3.5, 4, 0.25};
+  Tensor xin = f64(v);
+  std::vector<Tensor> got = run(p, far, {xin});
+  for (size_t i = 0; i < v.size(); ++i) BOOST_TEST(got[0].data<double>()[i] == v[i] * c.size());
+  // To the host: x for the begin and the result at the end; not the token.
+  BOOST_TEST(far.alloc.to_host == 2 * 40);
 }
 
 BOOST_AUTO_TEST_CASE(the_report_shows_each_collective_and_its_bytes) {

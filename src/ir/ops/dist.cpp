@@ -167,6 +167,7 @@ void register_dist_ops(OpRegistry& r) {
          },
          .not_differentiable = true,
          .stateful = true,
+         .order_only_inputs = {0},  // the kernel takes its state from the plan/slot, not the token
          .dtypes = kCollective,
          .doc = "waits for the all_reduce its all_reduce_begin token started -> the reduced values",
          .example = [](ExampleInputs& x, DType t) {
@@ -214,6 +215,7 @@ void register_dist_ops(OpRegistry& r) {
          },
          .not_differentiable = true,
          .stateful = true,
+         .order_only_inputs = {0},  // the kernel takes its state from the plan/slot, not the token
          .dtypes = kCollective,
          .doc = "waits for a halo plan's messages -> the entries received [receives]",
          .example = [](ExampleInputs& x, DType t) {
