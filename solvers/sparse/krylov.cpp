@@ -95,48 +95,31 @@ struct Global {
   Var dot(const Var& a, const Var& b) const { return sum(sparse::dot(a, b)); }
   // Several dot products in one all_reduce (one message instead of one per product).
   std::vector<Var> dots(const std::vector<std::pair<Var, Var>>& pairs) const {
-    std::vector<Var> local;
-    for (auto& [a, b] : pairs) local.push_back(sparse::dot(a, b));
-    if (!comm) return local;
-    Var all = sum(pack(local));
-    std::vector<Var> r;
-    for (int64_t i = 0; i < int64_t(local.size()); ++i) r.push_back(reshape(slice(all, {i}, {i + 1}), {}));
-    return r;
+    if (!comm) return local_dots(pairs);
+    return unpack(sum(pack(local_dots(pairs))));
   }
   double sum(double local) const { return comm ? comm->all_reduce(local, ReduceOp::Sum) : local; }
-  // Several dot products whose sum is started now and finished by done(): the work emitted in
-  // between runs while the all_reduce is in flight.
-  struct Started {
-    const Global* G;
-    Var token;
-    size_t count;
-    std::vector<Var> done() const {
-      Var all = G->comm ? dist::all_reduce_end(token, *G->comm) : token;
-      std::vector<Var> r;
-      for (int64_t i = 0; i < int64_t(count); ++i) r.push_back(reshape(slice(all, {i}, {i + 1}), {}));
-      return r;
-    }
-  };
   // Dot products summed by a reduction one program starts under `slot` and the next one
   // finishes (end_dots on the begin's result, passed on as an input); on one process the
   // "token" is the sums themselves.
   Var begin_dots(const std::vector<std::pair<Var, Var>>& pairs, int64_t slot) const {
-    std::vector<Var> local;
-    for (auto& [a, b] : pairs) local.push_back(sparse::dot(a, b));
-    Var packed = pack(local);
+    Var packed = pack(local_dots(pairs));
     return comm ? dist::all_reduce_begin(packed, *comm, slot) : packed;
   }
   std::vector<Var> end_dots(const Var& token, int64_t slot) const {
-    Var all = comm ? dist::all_reduce_end(token, *comm, slot) : token;
-    std::vector<Var> r;
-    for (int64_t i = 0; i < token.shape()[0]; ++i) r.push_back(reshape(slice(all, {i}, {i + 1}), {}));
-    return r;
+    return unpack(comm ? dist::all_reduce_end(token, *comm, slot) : token);
   }
-  Started start_dots(const std::vector<std::pair<Var, Var>>& pairs) const {
+
+ private:
+  static std::vector<Var> local_dots(const std::vector<std::pair<Var, Var>>& pairs) {
     std::vector<Var> local;
     for (auto& [a, b] : pairs) local.push_back(sparse::dot(a, b));
-    Var packed = pack(local);
-    return {this, comm ? dist::all_reduce_begin(packed, *comm) : packed, local.size()};
+    return local;
+  }
+  static std::vector<Var> unpack(const Var& all) {
+    std::vector<Var> r;
+    for (int64_t i = 0; i < all.shape()[0]; ++i) r.push_back(reshape(slice(all, {i}, {i + 1}), {}));
+    return r;
   }
 };
 

@@ -20,11 +20,7 @@ void register_host_ops(OpRegistry& r) {
          .infer = [](const std::vector<TensorType>& in, const Attrs& a, auto&) {
            if (a.get_int("fn") < 0) throw InputError("fn must be >= 0, got " + std::to_string(a.get_int("fn")));
            for (size_t i = 0; i < in.size(); ++i) require_dtype(in[i], kAllButI4, ("input " + std::to_string(i)).c_str());
-           Shape s = a.get_ints("shape");
-           for (int64_t d : s)
-             if (d < 0) throw InputError("shape " + shape_str(s) + " has a negative extent");
-           numel(s);  // a count that overflows is a SizeError naming the shape
-           TensorType t{a.get_dtype("dtype"), s};
+           TensorType t = declared_type(a);
            require_dtype(t, kAllButI4, "result");
            return std::vector<TensorType>{t};
          },

@@ -43,6 +43,16 @@ inline void require_rank_at_least(const TensorType& t, int r, const char* what =
     throw InputError(std::string(what) + " has rank " + std::to_string(t.shape.size()) + ", needs at least " +
                      std::to_string(r));
 }
+// The result type an op declares by attributes `dtype` and `shape` (param, iota, rng_*,
+// host_call): a negative extent is an InputError, an element count past the limit a
+// SizeError naming the shape.
+inline TensorType declared_type(const Attrs& a) {
+  Shape s = a.get_ints("shape");
+  for (int64_t d : s)
+    if (d < 0) throw InputError("shape " + shape_str(s) + " has a negative extent");
+  numel(s);
+  return {a.get_dtype("dtype"), s};
+}
 // Pieces of the ops' examples (examples.cpp): a host tensor of dtype t from doubles; a
 // symmetric diagonally dominant 4 x 4 input; the arrays (row_ptr, col_idx i32, values) of a
 // 4 x 4 lower-triangular CSR matrix with its diagonal.

@@ -4,17 +4,10 @@
 namespace rlx::ir {
 using namespace rules;
 
-static TensorType declared(const Attrs& a) {
-  Shape s = a.get_ints("shape");
-  for (int64_t d : s)
-    if (d < 0) throw InputError("shape " + shape_str(s) + " has a negative extent");
-  return {a.get_dtype("dtype"), s};
-}
-
 void register_source_ops(OpRegistry& r) {
   r.add({.name = "param", .level = Level::L2, .cls = OpClass::Source,
          .attrs = {{"name", AttrKind::String, true}, {"dtype", AttrKind::DType, true}, {"shape", AttrKind::Ints, true}},
-         .infer = [](auto&, const Attrs& a, auto&) { return std::vector<TensorType>{declared(a)}; },
+         .infer = [](auto&, const Attrs& a, auto&) { return std::vector<TensorType>{declared_type(a)}; },
          .dtypes = kAll, .doc = "a graph input"});
   r.add({.name = "constant", .level = Level::L2, .cls = OpClass::Source,
          .attrs = {{"value", AttrKind::Tensor, true}},
@@ -25,7 +18,7 @@ void register_source_ops(OpRegistry& r) {
          .attrs = {{"shape", AttrKind::Ints, true}, {"axis", AttrKind::Int, false, int64_t(0)},
                    {"dtype", AttrKind::DType, true}},
          .infer = [](auto&, const Attrs& a, auto&) {
-           TensorType t = declared(a);
+           TensorType t = declared_type(a);
            require_dtype(t, kRealNumeric, "result");
            normalize_axis(a.get_int("axis"), int(t.shape.size()));
            return std::vector<TensorType>{t};
@@ -42,7 +35,7 @@ void register_source_ops(OpRegistry& r) {
                      {uniform ? "low" : "mean", AttrKind::Float, false, 0.0},
                      {uniform ? "high" : "stddev", AttrKind::Float, false, 1.0}},
            .infer = [](const std::vector<TensorType>& in, const Attrs& a, auto&) {
-             TensorType t = declared(a);
+             TensorType t = declared_type(a);
              require_dtype(t, kFloats, "result");
              if (!in.empty() && in[0] != TensorType{DType::I64, {}})
                throw InputError("the key must be i64[], got " + in[0].str());
