@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")"
 BUILD_DIR=${BUILD_DIR:-build}
 
-PACKAGES=(g++ cmake ninja-build pkg-config ccache libopenblas-dev libboost-test-dev nlohmann-json3-dev libhdf5-dev libsuitesparse-dev libeigen3-dev zlib1g-dev libpng-dev libopenmpi-dev openmpi-bin libonnx-dev libprotobuf-dev protobuf-compiler libmetis-dev libscotch-dev)
+PACKAGES=(g++ cmake ninja-build pkg-config ccache libopenblas-dev libboost-test-dev nlohmann-json3-dev libhdf5-dev libsuitesparse-dev libeigen3-dev zlib1g-dev libpng-dev libopenmpi-dev openmpi-bin libonnx-dev libprotobuf-dev protobuf-compiler libmetis-dev libscotch-dev libptscotch-dev)
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

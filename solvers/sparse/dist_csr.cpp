@@ -149,6 +149,122 @@ DistCsrMatrix DistCsrMatrix::from_local_rows(const dist::Communicator& comm, con
   return DistCsrMatrix(comm, std::move(starts), local);
 }
 
+DistCsrMatrix DistCsrMatrix::redistribute(const DistCsrMatrix& A, const std::vector<int64_t>& dest, std::string kind) {
+  const dist::Communicator& comm = A.comm_;
+  const int p = comm.size();
+  const int64_t mine = A.local_rows();
+  const std::vector<int64_t> users = A.user_rows();
+  {
+    std::string why;
+    if (int64_t(dest.size()) != mine)
+      why = "redistribute: rank " + std::to_string(comm.rank()) + " gives " + std::to_string(dest.size()) +
+            " destinations for its " + std::to_string(mine) + " rows";
+    for (int64_t i = 0; why.empty() && i < mine; ++i)
+      if (dest[size_t(i)] < 0 || dest[size_t(i)] >= p)
+        why = "redistribute: row " + std::to_string(users[size_t(i)]) + " is sent to rank " + std::to_string(dest[size_t(i)]) +
+              ", outside 0.." + std::to_string(p - 1);
+    dist::raise_collectively(comm, why);
+  }
+  // Rank d takes its rows source by source in rank order, each source's in its own order:
+  // every source learns where its rows start in d's block, hence each row's new number.
+  std::vector<std::vector<int64_t>> count_to(static_cast<size_t>(p), std::vector<int64_t>(1, 0));
+  for (int64_t d : dest) ++count_to[size_t(d)][0];
+  const std::vector<std::vector<int64_t>> count_from = comm.all_to_all(count_to);
+  std::vector<std::vector<int64_t>> offset_to(static_cast<size_t>(p), std::vector<int64_t>(1, 0));
+  int64_t new_mine = 0;
+  for (int s = 0; s < p; ++s) {
+    offset_to[size_t(s)][0] = new_mine;
+    new_mine += count_from[size_t(s)][0];
+  }
+  const std::vector<std::vector<int64_t>> offset_from = comm.all_to_all(offset_to);
+  const std::vector<int64_t> counts = comm.all_gather_counts(new_mine);
+  std::vector<int64_t> starts(size_t(p) + 1, 0);
+  for (int r = 0; r < p; ++r) starts[size_t(r) + 1] = starts[size_t(r)] + counts[size_t(r)];
+  std::vector<int64_t> next(static_cast<size_t>(p)), new_index(static_cast<size_t>(mine));
+  for (int d = 0; d < p; ++d) next[size_t(d)] = starts[size_t(d)] + offset_from[size_t(d)][0];
+  for (int64_t i = 0; i < mine; ++i) new_index[size_t(i)] = next[size_t(dest[size_t(i)])]++;
+
+  // The ghosts' new numbers, from their owners along the halo's own pattern: what this rank
+  // sends a neighbour in an SpMV is what that neighbour needs renumbered.
+  const dist::HaloPattern& pat = A.halo().pattern();
+  std::vector<std::vector<int64_t>> tell(static_cast<size_t>(p));
+  for (size_t k = 0; k < pat.send_ranks.size(); ++k)
+    for (int64_t i : pat.send_index[k]) tell[size_t(pat.send_ranks[k])].push_back(new_index[size_t(i)]);
+  const std::vector<std::vector<int64_t>> told = comm.all_to_all(tell);
+  std::vector<int64_t> ghost_new;  // in ghosts_' order: ascending, so grouped by owner in rank order
+  for (const auto& t : told) ghost_new.insert(ghost_new.end(), t.begin(), t.end());
+  if (ghost_new.size() != A.ghosts_.size())
+    throw Error("redistribute: " + std::to_string(ghost_new.size()) + " ghost numbers came back for " +
+                std::to_string(A.ghosts_.size()) + " ghosts");
+
+  // Each row to its rank as [new row, user row, length, (column, value words) ...], columns
+  // renumbered and ascending, a value's bytes in whole 64-bit words.
+  const DType vt = A.value_type();
+  const size_t es = dtype_storage_bytes(vt, 1), words = (es + 7) / 8;
+  const std::vector<int64_t> drp = index_vector(A.diag_.row_ptr()), dci = index_vector(A.diag_.col_idx());
+  const std::vector<int64_t> orp = index_vector(A.offd_.row_ptr()), oci = index_vector(A.offd_.col_idx());
+  const Tensor dv = host_contiguous(A.diag_.values()), ov = host_contiguous(A.offd_.values());
+  const char* dvb = static_cast<const char*>(dv.raw());
+  const char* ovb = static_cast<const char*>(ov.raw());
+  std::vector<std::vector<int64_t>> rows_to(static_cast<size_t>(p));
+  std::vector<std::pair<int64_t, const char*>> row;
+  for (int64_t r = 0; r < mine; ++r) {
+    row.clear();
+    for (int64_t k = drp[size_t(r)]; k < drp[size_t(r) + 1]; ++k)
+      row.emplace_back(new_index[size_t(dci[size_t(k)])], dvb + size_t(k) * es);
+    for (int64_t k = orp[size_t(r)]; k < orp[size_t(r) + 1]; ++k)
+      row.emplace_back(ghost_new[size_t(oci[size_t(k)])], ovb + size_t(k) * es);
+    std::sort(row.begin(), row.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    std::vector<int64_t>& out = rows_to[size_t(dest[size_t(r)])];
+    out.push_back(new_index[size_t(r)]);
+    out.push_back(users[size_t(r)]);
+    out.push_back(int64_t(row.size()));
+    for (const auto& [c, v] : row) {
+      out.push_back(c);
+      int64_t w[2] = {0, 0};
+      std::memcpy(w, v, es);
+      out.insert(out.end(), w, w + words);
+    }
+  }
+  const std::vector<std::vector<int64_t>> got = comm.all_to_all(rows_to);
+  rows_to = {};
+
+  // The rows arrive in their new order (sources in rank order, each in its own order).
+  const int64_t first = starts[size_t(comm.rank())];
+  std::vector<int64_t> rp{0}, ci, user_rows;
+  std::vector<char> bytes;
+  user_rows.reserve(size_t(new_mine));
+  for (const std::vector<int64_t>& stream : got) {
+    size_t at = 0;
+    while (at < stream.size()) {
+      if (stream.size() - at < 3 || stream[at] != first + int64_t(user_rows.size()))
+        throw Error("redistribute: a received row is out of order");
+      const int64_t len = stream[at + 2];
+      if (len < 0 || uint64_t(len) > (stream.size() - at - 3) / (1 + words))
+        throw Error("redistribute: a received row is truncated");
+      user_rows.push_back(stream[at + 1]);
+      at += 3;
+      for (int64_t k = 0; k < len; ++k, at += 1 + words) {
+        ci.push_back(stream[at]);
+        const char* v = reinterpret_cast<const char*>(&stream[at + 1]);
+        bytes.insert(bytes.end(), v, v + es);
+      }
+      rp.push_back(int64_t(ci.size()));
+    }
+  }
+  if (int64_t(user_rows.size()) != new_mine)
+    throw Error("redistribute: " + std::to_string(user_rows.size()) + " rows arrived, " + std::to_string(new_mine) + " were sent");
+  const int64_t n = A.global_rows(), nnz = int64_t(ci.size());
+  Tensor v = Tensor::empty(vt, {nnz});
+  if (!bytes.empty()) std::memcpy(v.raw(), bytes.data(), bytes.size());
+  const DType it = index_type_for(new_mine, n, nnz);
+  DistCsrMatrix R(comm, std::move(starts), CsrMatrix(new_mine, n, index_tensor(it, rp), index_tensor(it, ci), v));
+  R.partition_kind_ = std::move(kind);
+  R.permuted_ = true;
+  R.user_rows_ = std::move(user_rows);
+  return R;
+}
+
 DistCsrMatrix::DistCsrMatrix(const dist::Communicator& comm, std::vector<int64_t> starts, const CsrMatrix& local)
     : comm_(comm), row_starts_(std::move(starts)) {
   const int64_t first = first_row(), mine = local.rows(), end = first + mine;

@@ -52,6 +52,17 @@ class DistCsrMatrix {
   // matrix, n the global size (the same on every rank). Ranks hold consecutive row blocks in
   // rank order (rank 0 the first); a rank may hold none.
   static DistCsrMatrix from_local_rows(const dist::Communicator& comm, const CsrMatrix& local);
+  // Collective. A's rows moved to the ranks `dest` names (dest[i]: the rank taking this
+  // rank's row i; dest has local_rows() entries) and renumbered P A P^T so that each rank's
+  // rows are again a contiguous block: rank r's new rows are the rows sent to it, ordered by
+  // their rank in A and, within a rank, by their row in A (for a contiguous A this is
+  // partition_from_parts's order, so a part vector gives the same matrix as the serial
+  // scatter). Each row keeps its user's number (user_rows()), and partition_kind() becomes
+  // `kind`. No rank holds more than its own rows and the ones it receives: the parallel
+  // partitioners (ptscotch_parts) use this to move a matrix each rank read in parallel.
+  // An InputError on every rank for a destination outside 0..size()-1 or a dest of the
+  // wrong length on any rank.
+  static DistCsrMatrix redistribute(const DistCsrMatrix& A, const std::vector<int64_t>& dest, std::string kind);
 
   const dist::Communicator& communicator() const { return comm_; }
   int64_t global_rows() const { return row_starts_.back(); }

@@ -60,12 +60,15 @@ bool have_scotch() { return false; }
 #endif
 
 void check_partition_kind(const std::string& kind) {
-  if (kind != "contiguous" && kind != "metis" && kind != "scotch")
-    throw InputError("--partition " + kind + ": expected contiguous, metis or scotch");
+  if (kind != "contiguous" && kind != "metis" && kind != "scotch" && kind != "ptscotch")
+    throw InputError("--partition " + kind + ": expected contiguous, metis, scotch or ptscotch");
   if (kind == "metis" && !have_metis())
     throw InputError("--partition metis: this rlx was built without METIS (install libmetis-dev and reconfigure)");
   if (kind == "scotch" && !have_scotch())
     throw InputError("--partition scotch: this rlx was built without Scotch (install libscotch-dev and reconfigure)");
+  if (kind == "ptscotch" && !have_ptscotch())
+    throw InputError("--partition ptscotch: this rlx was built without PT-Scotch (install libptscotch-dev and reconfigure; "
+                     "it needs MPI)");
 }
 
 RowPartition contiguous_partition(int64_t n, int p) {
@@ -240,7 +243,10 @@ RowPartition make_partition(const std::string& kind, const CsrMatrix& A, int p) 
   if (kind == "contiguous") return contiguous_partition(A.rows(), p);
   if (kind == "metis") return metis_partition(A, p);
   if (kind == "scotch") return scotch_partition(A, p);
-  check_partition_kind(kind);  // (throws: an unknown kind)
+  check_partition_kind(kind);  // (throws: an unknown kind, or ptscotch in a build without it)
+  if (kind == "ptscotch")
+    throw InputError("--partition ptscotch partitions a distributed matrix in parallel (dist_partition.hpp: repartition), "
+                     "not a whole one");
   return {};
 }
 

@@ -9,9 +9,10 @@
 //   scotch      the same with Scotch's k-way graph partitioner (SCOTCH_graphPart, Debian's
 //               libscotch-dev) in place of METIS.
 //
-// METIS and Scotch run serially on one rank (Debian ships METIS 5 but not ParMETIS; PT-Scotch
-// would partition in parallel but needs the graph distributed first): the rank that holds the
-// whole matrix partitions it. Both are optional at build time (have_metis(), have_scotch()).
+// METIS and Scotch run serially on one rank (Debian ships METIS 5 but not ParMETIS): the rank
+// that holds the whole matrix partitions it. Both are optional at build time (have_metis(),
+// have_scotch()). A fourth kind, ptscotch, partitions a matrix already distributed, each rank
+// giving its own rows' edges (dist_partition.hpp), so no rank ever holds the whole matrix.
 #pragma once
 #include <string>
 #include <vector>
@@ -23,7 +24,8 @@ namespace rlx::sparse {
 
 bool have_metis();
 bool have_scotch();
-// InputError unless kind is contiguous, or metis / scotch in a build that has it (naming the
+bool have_ptscotch();  // (dist_partition.cpp)
+// InputError unless kind is contiguous, or metis / scotch / ptscotch in a build that has it (naming the
 // package to install); what make_partition and the CLI's --partition check.
 void check_partition_kind(const std::string& kind);
 
@@ -49,7 +51,8 @@ RowPartition metis_partition(const CsrMatrix& A, int p);
 // Scotch's k-way partition of the same graph (seeded: the same partition on every run), with
 // METIS's contract above (InputError without Scotch, in this build, or when Scotch fails).
 RowPartition scotch_partition(const CsrMatrix& A, int p);
-// "contiguous", "metis" or "scotch"; anything else is an InputError naming the choices.
+// "contiguous", "metis" or "scotch"; anything else is an InputError naming the choices
+// (ptscotch among them: it partitions a distributed matrix, dist_partition.hpp).
 RowPartition make_partition(const std::string& kind, const CsrMatrix& A, int p);
 
 // B = P A P^T with B[k][l] = A[order[k]][order[l]] (order a permutation of 0..n-1).

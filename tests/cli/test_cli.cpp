@@ -311,12 +311,15 @@ BOOST_AUTO_TEST_CASE(gen_and_solve_write_hdf5_with_the_stop_reason) {
   BOOST_TEST(has(rlx_cli("solve " + A + " --spmv coo").err, "(--spmv) must be auto, csr or tiled, not 'coo'"));
   BOOST_TEST(has(rlx_cli("solve " + A + " --method lu --spmv tiled").err, "--spmv applies to the Krylov methods"));
   // --partition: checked on one process too (it owns every row, so the solve goes on).
-  BOOST_TEST(has(rlx_cli("solve " + A + " --partition rows").err, "--partition rows: expected contiguous, metis or scotch"));
+  BOOST_TEST(has(rlx_cli("solve " + A + " --partition rows").err, "--partition rows: expected contiguous, metis, scotch or ptscotch"));
   BOOST_TEST(has(rlx_cli("solve " + A + " --method lu --partition metis").err, "--partition applies to the Krylov methods"));
   r = rlx_cli("solve " + A + " --method cg --partition contiguous");
   BOOST_TEST(r.code == 0, r.err);
   r = rlx_cli("solve " + A + " --method cg --partition scotch");
   BOOST_TEST(r.code == (sparse::have_scotch() ? 0 : 2), r.err);
+  r = rlx_cli("solve " + A + " --method cg --partition ptscotch");
+  BOOST_TEST(r.code == (sparse::have_ptscotch() ? 0 : 2), r.err);
+  if (!sparse::have_ptscotch()) BOOST_TEST(has(r.err, "built without PT-Scotch"), r.err);
   // The same matrix in rlx's HDF5 CSR layout (gen writes it for .h5): the same solve.
   const std::string H = (scratch() / "poisson.h5").string(), xm = (scratch() / "xm.h5").string(), xh = (scratch() / "xh.h5").string();
   r = rlx_cli("gen poisson --dim 2 --n 12 -o " + H + ":/mats/P");

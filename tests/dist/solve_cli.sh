@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `mpirun -n N rlx solve` end to end: a Matrix Market file read in parallel (contiguous), the
-# same matrix in an HDF5 file read in parallel, and read by rank 0 for METIS and Scotch, each
+# same matrix in an HDF5 file read in parallel, read by rank 0 for METIS and Scotch and in
+# parallel for PT-Scotch, each
 # solution file equal to the serial run's (h5_compare: x and b in the user's order within
 # 1e-8, `ranks` = N), the summary line naming ranks and partition,
 # and a malformed file refused by every rank with exit 2 and the offending line, no hang.
@@ -34,12 +35,17 @@ for m in A.mtx A.h5; do
   fi
 done
 
-# The graph partitioners: rank 0 reads the file and partitions; the solution comes back in
-# the user's order. A build without one refuses it, saying so.
-for part in metis scotch; do
+# The graph partitioners: for METIS and Scotch rank 0 reads the file and partitions, for
+# PT-Scotch every rank reads its share and they partition together; the solution comes back
+# in the user's order. A build without one refuses it, saying so.
+for part in metis scotch ptscotch; do
   if "$mpiexec" -n $np --oversubscribe "$rlx" solve "$dir/A.mtx" $opts --partition $part --out "$dir/$part.h5" >"$dir/$part.log" 2>&1; then
     cat "$dir/$part.log"
-    grep -q "read by rank 0" "$dir/$part.log" || fail "$part needs rank 0's read"
+    if [ $part = ptscotch ]; then
+      grep -q "read in parallel, partitioned in parallel)" "$dir/$part.log" || fail "ptscotch: not read and partitioned in parallel"
+    else
+      grep -q "read by rank 0" "$dir/$part.log" || fail "$part needs rank 0's read"
+    fi
     grep -Eq "^ranks: $np  partition: $part  rows per rank: " "$dir/$part.log" || fail "summary line ($part)"
     "$compare" "$dir/serial.h5" "$dir/$part.h5" 1e-8 $np || fail "$part result differs from the serial one"
   else
@@ -49,12 +55,12 @@ for part in metis scotch; do
   fi
 done
 
-# Rows numbered at random: the halo METIS and Scotch report is far smaller than the
-# contiguous split's.
+# Rows numbered at random: the halo METIS, Scotch and PT-Scotch report is far smaller than
+# the contiguous split's.
 halo() { sed -n 's/.*halo per SpMV: \([0-9]*\) bytes sent in all.*/\1/p' "$1"; }
 "$rlx" gen poisson --dim 2 --n 30 --shuffle 5 -o "$dir/R.mtx" >/dev/null || fail "gen --shuffle"
 "$mpiexec" -n $np --oversubscribe "$rlx" solve "$dir/R.mtx" $opts >"$dir/rc.log" 2>&1 || { cat "$dir/rc.log"; fail "shuffled, contiguous"; }
-for part in metis scotch; do
+for part in metis scotch ptscotch; do
   if "$mpiexec" -n $np --oversubscribe "$rlx" solve "$dir/R.mtx" $opts --partition $part >"$dir/r$part.log" 2>&1; then
     hc=$(halo "$dir/rc.log") hp=$(halo "$dir/r$part.log")
     echo "shuffled poisson2d 30x30 on $np ranks: halo per SpMV $hc bytes contiguous, $hp bytes $part"

@@ -32,6 +32,7 @@
 #include "runtime/executor.hpp"
 #include "runtime/runtime.hpp"
 #include "solvers/sparse/dist_csr.hpp"
+#include "solvers/sparse/dist_partition.hpp"
 #include "solvers/sparse/dist_matrix_market.hpp"
 #include "solvers/sparse/hdf5_matrix.hpp"
 #include "solvers/sparse/krylov.hpp"
@@ -710,6 +711,177 @@ BOOST_AUTO_TEST_CASE(a_partition_may_leave_ranks_without_rows) {
   }
   // A rank out of range is refused.
   test::expect_error([&] { partition_from_parts({0, int64_t(p)}, p, "given"); }, {"row 1 is given rank"});
+}
+
+// ---------------------------------------------------------------- redistributing, PT-Scotch
+
+namespace {
+
+// A's values as `t` (f32 rounded from f64; c64 as (v, -v/2)): the same pattern.
+CsrMatrix with_values(const CsrMatrix& A, DType t) {
+  const Tensor v = host_contiguous(A.values());
+  Tensor w = Tensor::empty(t, {A.nnz()});
+  for (int64_t k = 0; k < A.nnz(); ++k) {
+    const double x = v.data<double>()[k];
+    if (t == DType::F32) w.data<float>()[k] = float(x);
+    else if (t == DType::C64) w.data<c64>()[k] = c64(float(x), float(-x / 2));
+    else w.data<double>()[k] = x;
+  }
+  return CsrMatrix(A.rows(), A.cols(), A.row_ptr(), A.col_idx(), w);
+}
+
+// The same rows, columns and value bits.
+bool values_equal(const CsrMatrix& a, const CsrMatrix& b) {
+  if (a.rows() != b.rows() || a.cols() != b.cols() || a.nnz() != b.nnz() || a.value_type() != b.value_type()) return false;
+  const Tensor arp = host_contiguous(a.row_ptr()), brp = host_contiguous(b.row_ptr());
+  const Tensor aci = host_contiguous(a.col_idx()), bci = host_contiguous(b.col_idx());
+  for (int64_t i = 0; i <= a.rows(); ++i)
+    if (index_at(arp, i) != index_at(brp, i)) return false;
+  for (int64_t k = 0; k < a.nnz(); ++k)
+    if (index_at(aci, k) != index_at(bci, k)) return false;
+  const Tensor av = host_contiguous(a.values()), bv = host_contiguous(b.values());
+  return a.nnz() == 0 || std::memcmp(av.raw(), bv.raw(), dtype_storage_bytes(a.value_type(), a.nnz())) == 0;
+}
+
+// D holds exactly A, read in the user's numbering: the ranks' rows are every row of A once,
+// and each row has A's columns (mapped back through user_order) and A's values to the bit.
+void check_holds(const DistCsrMatrix& D, const CsrMatrix& A) {
+  const dist::Communicator& c = D.communicator();
+  std::vector<int64_t> order = user_order(D);
+  if (!D.permuted())
+    for (int64_t i = 0; i < D.global_rows(); ++i) order.push_back(i);
+  BOOST_TEST(int64_t(order.size()) == A.rows());
+  std::vector<int64_t> sorted = order;
+  std::sort(sorted.begin(), sorted.end());
+  for (int64_t i = 0; i < int64_t(sorted.size()); ++i) BOOST_TEST(sorted[size_t(i)] == i);
+  const CsrMatrix L = D.local_rows_global();
+  const Tensor lrp = host_contiguous(L.row_ptr()), lci = host_contiguous(L.col_idx()), lv = host_contiguous(L.values());
+  const Tensor arp = host_contiguous(A.row_ptr()), aci = host_contiguous(A.col_idx()), av = host_contiguous(A.values());
+  BOOST_TEST((D.value_type() == A.value_type()));
+  const size_t es = dtype_storage_bytes(A.value_type(), 1);
+  const std::vector<int64_t> users = D.user_rows();
+  int64_t bad = 0;
+  for (int64_t i = 0; i < D.local_rows(); ++i) {
+    const int64_t u = users[size_t(i)];
+    std::vector<std::pair<int64_t, std::string>> got, want;
+    for (int64_t k = index_at(lrp, i); k < index_at(lrp, i + 1); ++k)
+      got.emplace_back(order[size_t(index_at(lci, k))], std::string(static_cast<const char*>(lv.raw()) + size_t(k) * es, es));
+    for (int64_t k = index_at(arp, u); k < index_at(arp, u + 1); ++k)
+      want.emplace_back(index_at(aci, k), std::string(static_cast<const char*>(av.raw()) + size_t(k) * es, es));
+    std::sort(got.begin(), got.end());
+    if (got != want) ++bad;
+  }
+  BOOST_TEST(c.all_reduce(bad, ReduceOp::Sum) == 0, "rows differing from A's");
+}
+
+// The contiguous split of A, scattered from rank 0.
+DistCsrMatrix contiguous_of(const CsrMatrix& A) {
+  const dist::Communicator c = world();
+  return DistCsrMatrix::scatter(c, c.rank() == 0 ? A : CsrMatrix{});
+}
+
+// This rank's entries of a global part vector, for its rows of D.
+std::vector<int64_t> local_parts(const std::vector<int64_t>& global, const DistCsrMatrix& D) {
+  std::vector<int64_t> r;
+  for (int64_t u : D.user_rows()) r.push_back(global[size_t(u)]);
+  return r;
+}
+
+}  // namespace
+
+// Moving the rows of a contiguous matrix by a part vector gives, bit for bit, what rank 0's
+// scatter of partition_from_parts gives (the same rows on the same ranks in the same order,
+// the same user rows), for f64, f32 and c64 values; moving them again from the permuted
+// matrix keeps every row's user number, so the matrix is still A.
+BOOST_AUTO_TEST_CASE(redistributing_by_parts_equals_the_serial_scatter_of_that_partition) {
+  const dist::Communicator c = world();
+  const int p = c.size();
+  std::mt19937_64 rng(seed() * 3 + 11);
+  const CsrMatrix A64 = random_matrix(rng, 97, 4);
+  std::vector<int64_t> parts(size_t(A64.rows())), again(size_t(A64.rows()));
+  for (auto& x : parts) x = int64_t(rng() % uint64_t(p));
+  for (auto& x : again) x = int64_t(rng() % uint64_t(p));
+  for (DType t : {DType::F64, DType::F32, DType::C64}) {
+    const CsrMatrix A = with_values(A64, t);
+    const DistCsrMatrix C = contiguous_of(A);
+    const DistCsrMatrix R = DistCsrMatrix::redistribute(C, local_parts(parts, C), "given");
+    const DistCsrMatrix S = DistCsrMatrix::scatter(c, c.rank() == 0 ? A : CsrMatrix{}, partition_from_parts(parts, p, "given"));
+    BOOST_TEST(R.partition_kind() == "given");
+    BOOST_TEST(R.permuted());
+    BOOST_TEST(R.row_starts() == S.row_starts());
+    BOOST_TEST(R.user_rows() == (S.permuted() ? S.user_rows() : C.user_rows()));
+    const CsrMatrix lr = R.local_rows_global(), ls = S.local_rows_global();
+    BOOST_TEST(values_equal(lr, ls), dtype_name(t) << ": redistributed rows differ from the scattered ones");
+    BOOST_TEST(R.halo_bytes() == S.halo_bytes());
+    check_holds(R, A);
+    // From a permuted matrix: the user numbers travel with the rows.
+    const DistCsrMatrix R2 = DistCsrMatrix::redistribute(R, local_parts(again, R), "again");
+    BOOST_TEST(R2.partition_kind() == "again");
+    check_holds(R2, A);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_bad_destination_is_an_error_on_every_rank) {
+  const dist::Communicator c = world();
+  const int p = c.size();
+  const DistCsrMatrix C = contiguous_of(poisson2d(6));
+  std::vector<int64_t> dest(size_t(C.local_rows()), 0);
+  std::vector<int64_t> out = dest;
+  if (c.rank() == p - 1 && !out.empty()) out.back() = p;
+  test::expect_error([&] { DistCsrMatrix::redistribute(C, out, "given"); }, {"row 35 is sent to rank " + std::to_string(p), "outside 0.."});
+  std::vector<int64_t> shorter = dest;
+  if (c.rank() == 0) shorter.pop_back();
+  test::expect_error([&] { DistCsrMatrix::redistribute(C, shorter, "given"); }, {"rank 0 gives", "destinations for its"});
+  // All rows to the last rank: the others keep none.
+  std::vector<int64_t> last(size_t(C.local_rows()), p - 1);
+  const DistCsrMatrix L = DistCsrMatrix::redistribute(C, last, "given");
+  BOOST_TEST(L.local_rows() == (c.rank() == p - 1 ? 36 : 0));
+  check_holds(L, poisson2d(6));
+}
+
+// PT-Scotch on a randomly numbered 2D Poisson matrix the ranks hold contiguously (no rank
+// holds it all): the solution of the serial solve in the user's order (1e-8), the
+// contiguous split's iterations within 1, less than half its halo, every row once with A's
+// entries, and the same partition on a second call.
+BOOST_AUTO_TEST_CASE(a_ptscotch_partition_of_a_distributed_matrix_recovers_the_grid) {
+  const dist::Communicator c = world();
+  const int64_t side = 20, n = side * side;
+  const CsrMatrix A = permute_symmetric(poisson2d(side), random_permutation(n, 2));
+  const std::vector<double> b = data_of(8, n);
+  const std::vector<double> xs = serial_pcg(A, b);
+  const DistCsrMatrix C = contiguous_of(A);
+  BOOST_TEST(is_parallel_partitioner("ptscotch"));
+  BOOST_TEST(!is_parallel_partitioner("scotch"));
+  BOOST_TEST(&repartition(C, "contiguous").halo() == &C.halo());  // (the same matrix back)
+  test::expect_error([&] { repartition(C, "metis"); }, {"repartition metis", "make_partition"});
+  test::expect_error([&] { make_partition("ptscotch", A, c.size()); }, {"partitions a distributed matrix"});
+  if (!have_ptscotch()) {
+    test::expect_error([&] { ptscotch_parts(C); }, {"built without PT-Scotch"});
+    BOOST_TEST_MESSAGE("this build has no PT-Scotch: the rest of the test is skipped");
+    return;
+  }
+  const DistCsrMatrix P = repartition(C, "ptscotch");
+  BOOST_TEST(P.partition_kind() == "ptscotch");
+  check_holds(P, A);
+  const Solved contiguous = solve_partitioned(A, contiguous_partition(n, c.size()), b);
+  DistCsrOperator op(P);
+  auto M = make_dist_preconditioner("jacobi", op);
+  const Tensor b_local = scatter_vector(f64(b), P);
+  const KrylovResult r = krylov_solve(op, b_local, *M, pcg_options());
+  BOOST_TEST(converged(r.reason), stop_reason_name(r.reason));
+  BOOST_TEST(rel_diff(values(gather_vector(r.x, P)), xs) <= 1e-8);
+  BOOST_TEST(relative_residual(P, r.x, b_local) <= 1e-9);
+  BOOST_TEST(std::abs(r.iterations - contiguous.iterations) <= 1);
+  BOOST_TEST(user_order(repartition(C, "ptscotch")) == user_order(P));
+  const int64_t hc = halo_sent(C), hp = halo_sent(P);
+  BOOST_TEST_MESSAGE(c.size() << " ranks, randomly numbered poisson2d:" << side << ": halo per SpMV " << hc
+                              << " bytes contiguous, " << hp << " bytes ptscotch");
+  if (c.size() > 1) BOOST_TEST(hp < hc / 2);
+  else BOOST_TEST(hp == 0);
+  // Fewer rows than ranks (some ranks hold none): row i to rank i, no PT-Scotch call.
+  const DistCsrMatrix T = repartition(contiguous_of(poisson2d(1)), "ptscotch");
+  BOOST_TEST(T.local_rows() == (c.rank() == 0 ? 1 : 0));
+  check_holds(T, poisson2d(1));
 }
 
 // ---------------------------------------------------------------- the parallel Matrix Market read
