@@ -126,13 +126,26 @@ std::vector<int64_t> index_vector(const Tensor& t, const char* what) {
   if (!is_index(t.dtype()))
     throw InputError(std::string("COO ") + what + " indices must be i32 or i64, got " + dtype_name(t.dtype()));
   if (t.rank() != 1) throw InputError(std::string("COO ") + what + " indices must be a vector, got " + shape_str(t.shape()));
-  Tensor h = host_contiguous(t);
-  std::vector<int64_t> r(size_t(h.numel()));
-  for (int64_t k = 0; k < h.numel(); ++k) r[size_t(k)] = index_at(h, k);
-  return r;
+  return sparse::index_vector(t);
 }
 
 }  // namespace
+
+std::vector<int64_t> index_vector(const Tensor& t) {
+  const Tensor h = host_contiguous(t);
+  const int64_t n = h.numel();
+  if (h.dtype() == DType::I64) {
+    const int64_t* p = h.data<int64_t>();
+    return std::vector<int64_t>(p, p + n);
+  }
+  if (h.dtype() == DType::I32) {
+    const int32_t* p = h.data<int32_t>();
+    return std::vector<int64_t>(p, p + n);
+  }
+  std::vector<int64_t> r(static_cast<size_t>(n));  // (other integer dtypes: element by element)
+  for (int64_t k = 0; k < n; ++k) r[size_t(k)] = index_at(h, k);
+  return r;
+}
 
 DType index_type_for(int64_t rows, int64_t cols, int64_t nnz) {
   return std::max({rows, cols, nnz}) <= INT32_MAX ? DType::I32 : DType::I64;

@@ -107,5 +107,7 @@ class CsrMatrix {
 
 // The smallest index dtype (i32 or i64) that holds rows, cols and nnz.
 DType index_type_for(int64_t rows, int64_t cols, int64_t nnz);
+// An index tensor's values (i32 or i64, any device) as int64, in element order.
+std::vector<int64_t> index_vector(const Tensor& t);
 
 }  // namespace rlx::sparse

@@ -37,12 +37,6 @@ Tensor index_tensor(DType t, const std::vector<int64_t>& v) {
   return r;
 }
 
-std::vector<int64_t> index_vector(const Tensor& t) {
-  Tensor h = host_contiguous(t);
-  std::vector<int64_t> v(size_t(h.numel()));
-  for (int64_t i = 0; i < h.numel(); ++i) v[size_t(i)] = index_at(h, i);
-  return v;
-}
 
 }  // namespace
 
@@ -207,6 +201,13 @@ DistCsrMatrix DistCsrMatrix::redistribute(const DistCsrMatrix& A, const std::vec
   const char* dvb = static_cast<const char*>(dv.raw());
   const char* ovb = static_cast<const char*>(ov.raw());
   std::vector<std::vector<int64_t>> rows_to(static_cast<size_t>(p));
+  {  // (sized first: growing buffers of this size costs more than filling them)
+    std::vector<size_t> words_to(static_cast<size_t>(p), 0);
+    for (int64_t r = 0; r < mine; ++r)
+      words_to[size_t(dest[size_t(r)])] +=
+          3 + size_t(drp[size_t(r) + 1] - drp[size_t(r)] + orp[size_t(r) + 1] - orp[size_t(r)]) * (1 + words);
+    for (int d = 0; d < p; ++d) rows_to[size_t(d)].reserve(words_to[size_t(d)]);
+  }
   std::vector<std::pair<int64_t, const char*>> row;
   for (int64_t r = 0; r < mine; ++r) {
     row.clear();
@@ -233,7 +234,13 @@ DistCsrMatrix DistCsrMatrix::redistribute(const DistCsrMatrix& A, const std::vec
   const int64_t first = starts[size_t(comm.rank())];
   std::vector<int64_t> rp{0}, ci, user_rows;
   std::vector<char> bytes;
+  size_t got_words = 0;
+  for (const std::vector<int64_t>& stream : got) got_words += stream.size();
+  const size_t nnz_bound = got_words / (1 + words);
   user_rows.reserve(size_t(new_mine));
+  rp.reserve(size_t(new_mine) + 1);
+  ci.reserve(nnz_bound);
+  bytes.reserve(nnz_bound * es);
   for (const std::vector<int64_t>& stream : got) {
     size_t at = 0;
     while (at < stream.size()) {

@@ -19,12 +19,6 @@ namespace rlx::sparse {
 
 namespace {
 
-std::vector<int64_t> index_vector(const Tensor& t) {
-  Tensor h = host_contiguous(t);
-  std::vector<int64_t> v(size_t(h.numel()));
-  for (int64_t i = 0; i < h.numel(); ++i) v[size_t(i)] = index_at(h, i);
-  return v;
-}
 
 // The bytes of one leading-axis row of t.
 size_t row_bytes(const Tensor& t) {
