@@ -1,0 +1,576 @@
+#include "nn/models/bpe.hpp"
+
+#include <algorithm>
+#include <queue>
+
+#include "core/error.hpp"
+#include "io/file_bytes.hpp"
+#include "io/json_text.hpp"
+#include "nn/models/bpe_unicode_tables.hpp"
+#include "nn/models/model_files.hpp"
+#include "nn/models/utf8.hpp"
+
+namespace rlx::nn {
+
+namespace {
+
+using detail::append_utf8;
+using detail::BpeCharClass;
+using Json = nlohmann::json;
+
+// The patterns as tokenizer.json files write them (after JSON unescaping).
+constexpr std::string_view kQwen2Pattern =
+    R"re((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)re";
+constexpr std::string_view kLlama3Pattern =
+    R"re((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)re";
+constexpr std::string_view kGpt2Pattern = R"re('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)re";
+
+// A file holds at most this many tokens and ids below it (Qwen's hold 151,669).
+constexpr int64_t kMaxTokens = int64_t(1) << 24;
+constexpr size_t kMaxFileBytes = size_t(256) << 20;
+
+// ---------------------------------------------------------------- Unicode
+
+BpeCharClass class_of(char32_t cp) {
+  const auto* end = detail::kBpeCharRanges + detail::kBpeCharRangeCount;
+  const auto* r = std::upper_bound(detail::kBpeCharRanges, end, cp, [](char32_t c, const detail::BpeCharRange& x) { return c < x.lo; });
+  return r == detail::kBpeCharRanges || cp > (r - 1)->hi ? BpeCharClass::Other : (r - 1)->cls;
+}
+
+int combining_class(char32_t cp) {
+  const auto* end = detail::kCombiningRanges + detail::kCombiningRangeCount;
+  const auto* r =
+      std::upper_bound(detail::kCombiningRanges, end, cp, [](char32_t c, const detail::CombiningRange& x) { return c < x.lo; });
+  return r == detail::kCombiningRanges || cp > (r - 1)->hi ? 0 : (r - 1)->ccc;
+}
+
+constexpr char32_t kHangulS = 0xAC00, kHangulL = 0x1100, kHangulV = 0x1161, kHangulT = 0x11A7;
+constexpr char32_t kHangulCount = 11172, kHangulVCount = 21, kHangulTCount = 28;
+
+// The canonical composition of a + b, or 0 (Hangul by arithmetic, Unicode 3.12).
+char32_t compose(char32_t a, char32_t b) {
+  if (a >= kHangulL && a < kHangulL + 19 && b >= kHangulV && b < kHangulV + kHangulVCount)
+    return kHangulS + ((a - kHangulL) * kHangulVCount + (b - kHangulV)) * kHangulTCount;
+  if (a >= kHangulS && a < kHangulS + kHangulCount && (a - kHangulS) % kHangulTCount == 0 && b > kHangulT &&
+      b < kHangulT + kHangulTCount)
+    return a + (b - kHangulT);
+  const auto* end = detail::kCompositions + detail::kCompositionCount;
+  const auto* c = std::lower_bound(detail::kCompositions, end, std::pair{a, b}, [](const detail::Composition& x, const auto& k) {
+    return x.first < k.first || (x.first == k.first && x.second < k.second);
+  });
+  return c != end && c->first == a && c->second == b ? c->composite : 0;
+}
+
+// NFC: full canonical decomposition, the marks of each run ordered by combining class
+// (stably), then canonical composition of each mark with the last starter it is not
+// blocked from. Text below U+0300 is its own NFC.
+std::u32string nfc(const std::u32string& s) {
+  if (std::all_of(s.begin(), s.end(), [](char32_t c) { return c < 0x300; })) return s;
+  std::u32string d;
+  d.reserve(s.size() + 8);
+  for (char32_t cp : s) {
+    if (cp >= kHangulS && cp < kHangulS + kHangulCount) {
+      const char32_t i = cp - kHangulS;
+      d += kHangulL + i / (kHangulVCount * kHangulTCount);
+      d += kHangulV + (i % (kHangulVCount * kHangulTCount)) / kHangulTCount;
+      if (i % kHangulTCount) d += kHangulT + i % kHangulTCount;
+      continue;
+    }
+    const auto* end = detail::kNfdEntries + detail::kNfdEntryCount;
+    const auto* e = std::lower_bound(detail::kNfdEntries, end, cp, [](const detail::NfdEntry& x, char32_t c) { return x.cp < c; });
+    if (e != end && e->cp == cp) d.append(detail::kNfdCodePoints + e->offset, e->count);
+    else d += cp;
+  }
+  for (size_t i = 0; i < d.size();) {
+    if (combining_class(d[i]) == 0) {
+      ++i;
+      continue;
+    }
+    size_t j = i;
+    while (j < d.size() && combining_class(d[j]) != 0) ++j;
+    std::stable_sort(d.begin() + std::ptrdiff_t(i), d.begin() + std::ptrdiff_t(j),
+                     [](char32_t a, char32_t b) { return combining_class(a) < combining_class(b); });
+    i = j;
+  }
+  std::u32string out;
+  out.reserve(d.size());
+  std::ptrdiff_t starter = -1;
+  int last = 0;
+  for (char32_t cp : d) {
+    const int c = combining_class(cp);
+    if (starter >= 0 && (last < c || (last == 0 && std::ptrdiff_t(out.size()) - 1 == starter))) {
+      if (const char32_t k = compose(out[size_t(starter)], cp)) {
+        out[size_t(starter)] = k;
+        continue;
+      }
+    }
+    if (c == 0) starter = std::ptrdiff_t(out.size());
+    last = c;
+    out += cp;
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------- the patterns
+
+bool is(const std::u32string& s, size_t i, BpeCharClass c) { return i < s.size() && class_of(s[i]) == c; }
+bool is_crlf(char32_t c) { return c == U'\r' || c == U'\n'; }
+
+// Where the pattern's match starting at i ends (the first alternative that matches wins, as
+// in the reference's regex engine). Every code point starts some match, so pieces tile the
+// text.
+size_t match_end(const std::u32string& s, size_t i, BpeTokenizer::Pattern p) {
+  using P = BpeTokenizer::Pattern;
+  const size_t n = s.size();
+  // 's 't 're 've 'm 'll 'd: case-insensitive in Qwen2's and Llama 3's (where U+017F, long
+  // s, folds to s as the reference's case folding has it).
+  if (s[i] == U'\'' && i + 1 < n) {
+    auto lower = [&](char32_t c) -> char32_t {
+      if (p == P::Gpt2) return c;
+      if (c == 0x17F) return U's';
+      return c >= U'A' && c <= U'Z' ? c + 32 : c;
+    };
+    const char32_t a = lower(s[i + 1]), b = i + 2 < n ? lower(s[i + 2]) : 0;
+    if (a == U's' || a == U't' || a == U'm' || a == U'd') return i + 2;
+    if ((a == U'r' && b == U'e') || (a == U'v' && b == U'e') || (a == U'l' && b == U'l')) return i + 3;
+  }
+  auto run = [&](size_t j, BpeCharClass c) {
+    while (j < n && class_of(s[j]) == c) ++j;
+    return j;
+  };
+  auto space_run_end = [&](size_t j) {
+    while (j < n && class_of(s[j]) == BpeCharClass::Space) ++j;
+    return j;
+  };
+  if (p == P::Gpt2) {
+    //  ?\p{L}+ |  ?\p{N}+ |  ?[^\s\p{L}\p{N}]+
+    for (BpeCharClass c : {BpeCharClass::Letter, BpeCharClass::Number, BpeCharClass::Other}) {
+      if (s[i] == U' ' && is(s, i + 1, c)) return run(i + 1, c);
+      if (class_of(s[i]) == c) return run(i, c);
+    }
+  } else {
+    // [^\r\n\p{L}\p{N}]?\p{L}+
+    const BpeCharClass k = class_of(s[i]);
+    if (k == BpeCharClass::Letter) return run(i, k);
+    if (k != BpeCharClass::Number && !is_crlf(s[i]) && is(s, i + 1, BpeCharClass::Letter)) return run(i + 1, BpeCharClass::Letter);
+    // \p{N} (Qwen2) or \p{N}{1,3} (Llama 3)
+    if (k == BpeCharClass::Number) {
+      const size_t most = p == P::Qwen2 ? 1 : 3;
+      size_t j = i + 1;
+      while (j < n && j - i < most && class_of(s[j]) == BpeCharClass::Number) ++j;
+      return j;
+    }
+    //  ?[^\s\p{L}\p{N}]+[\r\n]*
+    size_t j = s[i] == U' ' && is(s, i + 1, BpeCharClass::Other) ? i + 1 : k == BpeCharClass::Other ? i : n;
+    if (j < n) {
+      j = run(j, BpeCharClass::Other);
+      while (j < n && is_crlf(s[j])) ++j;
+      return j;
+    }
+    // \s*[\r\n]+: the whitespace up to its last line break
+    const size_t e = space_run_end(i);
+    for (size_t q = e; q > i; --q)
+      if (is_crlf(s[q - 1])) return q;
+  }
+  // \s+(?!\S) then \s+: a run of whitespace, less its last character when a non-space
+  // follows and the run has more than one.
+  const size_t e = space_run_end(i);
+  if (e == n || e - i < 2) return e;
+  return e - 1;
+}
+
+// ---------------------------------------------------------------- reading the file
+
+std::string at(const std::string& source, const std::string& where) { return source + ": " + where; }
+
+const Json& member(const Json& o, const char* key, const std::string& source, const std::string& where) {
+  if (!o.is_object() || !o.contains(key)) throw InputError(at(source, where + " has no \"" + key + "\""));
+  return o.at(key);
+}
+
+// An optional flag that must have the value this tokenizer implements.
+void require_flag(const Json& o, const char* key, bool want, const std::string& source, const std::string& where,
+                  const std::string& why) {
+  if (!o.contains(key) || o.at(key).is_null()) return;
+  const Json& v = o.at(key);
+  if (!v.is_boolean()) throw InputError(at(source, where + "." + key + " must be true or false, got " + io::describe_json(v)));
+  if (v.get<bool>() != want) throw InputError(at(source, where + "." + key + " is " + (want ? "false" : "true") + ": " + why));
+}
+
+std::string type_of(const Json& o, const std::string& source, const std::string& where) {
+  const Json& t = member(o, "type", source, where);
+  if (!t.is_string()) throw InputError(at(source, where + ".type must be a string, got " + io::describe_json(t)));
+  return t.get<std::string>();
+}
+
+// The byte-level alphabet: printable bytes stand for themselves, the others (controls,
+// space, DEL, the C1 range, NBSP and the soft hyphen) for U+0100 onward in byte order.
+std::array<char32_t, 256> byte_level_alphabet() {
+  std::array<char32_t, 256> a{};
+  char32_t next = 256;
+  for (int b = 0; b < 256; ++b) {
+    const bool self = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
+    a[size_t(b)] = self ? char32_t(b) : next++;
+  }
+  return a;
+}
+
+// Bytes as UTF-8 text, each maximal invalid subsequence replaced by U+FFFD (what the
+// reference's lossy conversion does).
+std::string utf8_lossy(const std::string& b) {
+  std::string out;
+  out.reserve(b.size());
+  size_t i = 0;
+  while (i < b.size()) {
+    const auto c = static_cast<unsigned char>(b[i]);
+    int len = 0;
+    unsigned char lo = 0x80, hi = 0xBF;
+    if (c < 0x80) len = 1;
+    else if (c >= 0xC2 && c <= 0xDF) len = 2;
+    else if (c >= 0xE0 && c <= 0xEF) len = 3, lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
+    else if (c >= 0xF0 && c <= 0xF4) len = 4, lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
+    size_t k = 1;
+    for (; len > 1 && k < size_t(len) && i + k < b.size(); ++k) {
+      const auto x = static_cast<unsigned char>(b[i + k]);
+      if (x < (k == 1 ? lo : 0x80) || x > (k == 1 ? hi : 0xBF)) break;
+    }
+    if (len > 0 && k == size_t(len)) {
+      out.append(b, i, k);
+    } else {
+      out += "\xEF\xBF\xBD";
+      if (len == 0) k = 1;
+    }
+    i += k;
+  }
+  return out;
+}
+
+}  // namespace
+
+BpeTokenizer BpeTokenizer::from_file(const std::string& path) {
+  const auto bytes = io::FileBytes::map(path, "a tokenizer.json file");
+  if (bytes->size() > kMaxFileBytes)
+    throw InputError(path + ": " + std::to_string(bytes->size()) + " bytes, more than a tokenizer file holds (256 MiB)");
+  return from_json(std::string_view(reinterpret_cast<const char*>(bytes->data()), bytes->size()), path);
+}
+
+BpeTokenizer BpeTokenizer::from_json(std::string_view text, const std::string& source) {
+  const Json j = model_files::parse_config(text, source);
+  if (!j.is_object()) throw InputError(at(source, "expected a JSON object, got " + io::describe_json(j)));
+  BpeTokenizer t;
+
+  // The model: byte-level BPE without the options that change what it does.
+  const Json& model = member(j, "model", source, "the file");
+  if (!model.is_object()) throw InputError(at(source, "model must be an object, got " + io::describe_json(model)));
+  if (model.contains("type") && type_of(model, source, "model") != "BPE")
+    throw InputError(at(source, "model.type is '" + model.at("type").get<std::string>() + "': only BPE is read"));
+  if (model.contains("dropout") && !model.at("dropout").is_null())
+    throw InputError(at(source, "model.dropout is set: BPE dropout draws merges at random, which inference does not"));
+  require_flag(model, "byte_fallback", false, source, "model", "byte fallback is not implemented (byte-level BPE needs none)");
+  for (const char* k : {"continuing_subword_prefix", "end_of_word_suffix"})
+    if (model.contains(k) && !model.at(k).is_null() && !(model.at(k).is_string() && model.at(k).get<std::string>().empty()))
+      throw InputError(at(source, std::string("model.") + k + " is set: byte-level BPE files have none, it is not implemented"));
+  if (model.contains("ignore_merges") && !model.at("ignore_merges").is_null()) {
+    if (!model.at("ignore_merges").is_boolean())
+      throw InputError(at(source, "model.ignore_merges must be true or false, got " + io::describe_json(model.at("ignore_merges"))));
+    t.ignore_merges_ = model.at("ignore_merges").get<bool>();
+  }
+
+  // The vocabulary: token -> id, ids unique and bounded.
+  const Json& vocab = member(model, "vocab", source, "model");
+  if (!vocab.is_object()) throw InputError(at(source, "model.vocab must be an object, got " + io::describe_json(vocab)));
+  if (int64_t(vocab.size()) > kMaxTokens)
+    throw InputError(at(source, "model.vocab holds " + std::to_string(vocab.size()) + " tokens, more than " + std::to_string(kMaxTokens)));
+  auto place = [&t, &source](const std::string& token, int64_t id, const std::string& where) {
+    if (token.empty()) throw InputError(at(source, where + ": an empty token"));
+    if (id < 0 || id >= kMaxTokens)
+      throw InputError(at(source, where + ": the id " + std::to_string(id) + " of " + io::shown(token) + " is outside [0, " +
+                                  std::to_string(kMaxTokens) + ")"));
+    if (size_t(id) >= t.tokens_.size()) {
+      t.tokens_.resize(size_t(id) + 1);
+      t.is_token_.resize(size_t(id) + 1, 0);
+      t.special_.resize(size_t(id) + 1, 0);
+    }
+    if (t.is_token_[size_t(id)] && t.tokens_[size_t(id)] != token)
+      throw InputError(at(source, where + ": the id " + std::to_string(id) + " is given to " + io::shown(token) + " and to " +
+                                  io::shown(t.tokens_[size_t(id)])));
+    t.tokens_[size_t(id)] = token;
+    t.is_token_[size_t(id)] = 1;
+  };
+  std::unordered_map<std::string, int64_t>& model_vocab = t.vocab_;
+  model_vocab.reserve(vocab.size());
+  for (const auto& [token, v] : vocab.items()) {
+    if (!v.is_number_integer())
+      throw InputError(at(source, "model.vocab[" + io::shown(token) + "] must be an integer id, got " + io::describe_json(v)));
+    const int64_t id = v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(kMaxTokens) ? kMaxTokens : v.get<int64_t>();
+    place(token, id, "model.vocab");
+    model_vocab.emplace(token, id);
+  }
+
+  // Every byte's symbol must be a token: byte-level BPE encodes any text from them.
+  t.byte_char_ = byte_level_alphabet();
+  for (int b = 0; b < 256; ++b) {
+    std::string sym;
+    append_utf8(sym, t.byte_char_[size_t(b)]);
+    auto it = model_vocab.find(sym);
+    if (it == model_vocab.end()) {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "0x%02X", b);
+      throw InputError(at(source, std::string("model.vocab lacks the byte-level symbol of byte ") + hex + " (" + io::shown(sym) +
+                                  "): not a byte-level BPE vocabulary"));
+    }
+    t.byte_id_[size_t(b)] = int32_t(it->second);
+    t.char_byte_.emplace(t.byte_char_[size_t(b)], static_cast<unsigned char>(b));
+  }
+
+  // The merges, in rank order: "left right" strings or [left, right] pairs.
+  const Json& merges = member(model, "merges", source, "model");
+  if (!merges.is_array()) throw InputError(at(source, "model.merges must be an array, got " + io::describe_json(merges)));
+  if (int64_t(merges.size()) > kMaxTokens)
+    throw InputError(at(source, "model.merges holds " + std::to_string(merges.size()) + " merges, more than " + std::to_string(kMaxTokens)));
+  t.merges_.reserve(merges.size());
+  for (size_t r = 0; r < merges.size(); ++r) {
+    const Json& m = merges[r];
+    const std::string where = "model.merges[" + std::to_string(r) + "]";
+    std::string left, right;
+    if (m.is_string()) {
+      const std::string s = m.get<std::string>();
+      const size_t sp = s.find(' ');
+      if (sp == std::string::npos || s.find(' ', sp + 1) != std::string::npos)
+        throw InputError(at(source, where + " is " + io::shown(s) + ": expected two tokens separated by one space"));
+      left = s.substr(0, sp), right = s.substr(sp + 1);
+    } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
+      left = m[0].get<std::string>(), right = m[1].get<std::string>();
+    } else {
+      throw InputError(at(source, where + " must be a \"left right\" string or a [left, right] pair, got " + io::describe_json(m)));
+    }
+    const auto a = model_vocab.find(left), b = model_vocab.find(right), c = model_vocab.find(left + right);
+    if (a == model_vocab.end() || b == model_vocab.end() || c == model_vocab.end())
+      throw InputError(at(source, where + ": " + io::shown(a == model_vocab.end() ? left : b == model_vocab.end() ? right : left + right) +
+                                  " is not in the vocabulary"));
+    const uint64_t key = uint64_t(a->second) << 32 | uint64_t(b->second);
+    if (!t.merges_.emplace(key, Merge{int32_t(r), int32_t(c->second)}).second)
+      throw InputError(at(source, where + " repeats the merge " + io::shown(left + " " + right) + " of rank " +
+                                  std::to_string(t.merges_.at(key).rank)));
+  }
+
+  // The normaliser: none or NFC (alone or as a sequence's only step).
+  if (j.contains("normalizer") && !j.at("normalizer").is_null()) {
+    const Json* n = &j.at("normalizer");
+    if (type_of(*n, source, "normalizer") == "Sequence") {
+      const Json& steps = member(*n, "normalizers", source, "normalizer");
+      if (!steps.is_array() || steps.size() > 1)
+        throw InputError(at(source, "normalizer: a Sequence of " + io::describe_json(steps) + ", only none or NFC is implemented"));
+      n = steps.empty() ? nullptr : &steps[0];
+    }
+    if (n) {
+      const std::string type = type_of(*n, source, "normalizer");
+      if (type != "NFC") throw InputError(at(source, "normalizer " + type + " is not implemented (none or NFC is)"));
+      t.nfc_ = true;
+    }
+  }
+
+  // The pre-tokenizer: ByteLevel with GPT-2's pattern, or a Split by a known pattern then
+  // ByteLevel without its own.
+  const Json& pre = member(j, "pre_tokenizer", source, "the file");
+  auto byte_level = [&](const Json& b, bool regex, const std::string& where) {
+    if (type_of(b, source, where) != "ByteLevel") throw InputError(at(source, where + " must be ByteLevel"));
+    require_flag(b, "add_prefix_space", false, source, where, "a prefix space is not implemented");
+    require_flag(b, "use_regex", regex, source, where, regex ? "a ByteLevel alone must split by its pattern" : "the Split before it splits");
+  };
+  if (pre.is_object() && pre.contains("type") && pre.at("type") == "ByteLevel") {
+    byte_level(pre, true, "pre_tokenizer");
+    t.pattern_ = Pattern::Gpt2;
+  } else {
+    if (type_of(pre, source, "pre_tokenizer") != "Sequence")
+      throw InputError(at(source, "pre_tokenizer " + type_of(pre, source, "pre_tokenizer") +
+                                  " is not implemented (ByteLevel, or a Sequence of Split and ByteLevel, is)"));
+    const Json& steps = member(pre, "pretokenizers", source, "pre_tokenizer");
+    if (!steps.is_array() || steps.size() != 2)
+      throw InputError(at(source, "pre_tokenizer.pretokenizers must be [Split, ByteLevel], got " + io::describe_json(steps)));
+    const Json& split = steps[0];
+    if (type_of(split, source, "pre_tokenizer.pretokenizers[0]") != "Split")
+      throw InputError(at(source, "pre_tokenizer.pretokenizers[0] must be a Split"));
+    const Json& pat = member(split, "pattern", source, "the Split");
+    const Json* regex = pat.is_object() && pat.contains("Regex") ? &pat.at("Regex") : nullptr;
+    if (!regex || !regex->is_string()) throw InputError(at(source, "the Split's pattern must be {\"Regex\": ...}"));
+    const std::string r = regex->get<std::string>();
+    if (r == kQwen2Pattern) t.pattern_ = Pattern::Qwen2;
+    else if (r == kLlama3Pattern) t.pattern_ = Pattern::Llama3;
+    else if (r == kGpt2Pattern) t.pattern_ = Pattern::Gpt2;
+    else
+      throw InputError(at(source, "the Split's pattern " + io::shown(r) +
+                                  " is not one of the implemented ones (Qwen2/Qwen3's, Llama 3's, GPT-2's)"));
+    const Json& behavior = member(split, "behavior", source, "the Split");
+    if (behavior != "Isolated") throw InputError(at(source, "the Split's behavior must be Isolated, got " + io::describe_json(behavior)));
+    require_flag(split, "invert", false, source, "the Split", "an inverted Split is not implemented");
+    byte_level(steps[1], false, "pre_tokenizer.pretokenizers[1]");
+  }
+  if (const Json& d = member(j, "decoder", source, "the file"); !d.is_object() || type_of(d, source, "decoder") != "ByteLevel")
+    throw InputError(at(source, "decoder must be ByteLevel"));
+  for (const char* k : {"truncation", "padding"})
+    if (j.contains(k) && !j.at(k).is_null())
+      throw InputError(at(source, std::string(k) + " is set: encoding with it is not implemented (it changes the ids)"));
+
+  // Added tokens: matched whole in the raw text.
+  if (j.contains("added_tokens") && !j.at("added_tokens").is_null()) {
+    const Json& added = j.at("added_tokens");
+    if (!added.is_array()) throw InputError(at(source, "added_tokens must be an array, got " + io::describe_json(added)));
+    if (int64_t(added.size()) > kMaxTokens) throw InputError(at(source, "added_tokens holds too many tokens"));
+    for (size_t k = 0; k < added.size(); ++k) {
+      const Json& a = added[k];
+      const std::string where = "added_tokens[" + std::to_string(k) + "]";
+      const Json& content = member(a, "content", source, where);
+      const Json& id = member(a, "id", source, where);
+      if (!content.is_string()) throw InputError(at(source, where + ".content must be a string, got " + io::describe_json(content)));
+      if (!id.is_number_integer()) throw InputError(at(source, where + ".id must be an integer, got " + io::describe_json(id)));
+      const std::string c = content.get<std::string>();
+      for (const char* flag : {"single_word", "lstrip", "rstrip"})
+        require_flag(a, flag, false, source, where, std::string(flag) + " is not implemented");
+      if (t.nfc_) require_flag(a, "normalized", false, source, where, "an added token matched after NFC is not implemented");
+      const int64_t i = id.is_number_unsigned() && id.get<uint64_t>() > uint64_t(kMaxTokens) ? kMaxTokens : id.get<int64_t>();
+      if (auto v = model_vocab.find(c); v != model_vocab.end() && v->second != i)
+        throw InputError(at(source, where + ": " + io::shown(c) + " has the id " + std::to_string(i) + " here and " +
+                                    std::to_string(v->second) + " in the vocabulary"));
+      place(c, i, where);
+      bool special = false;
+      if (a.contains("special") && a.at("special").is_boolean()) special = a.at("special").get<bool>();
+      t.special_[size_t(i)] = special ? 1 : 0;
+      t.added_ids_[c] = i;
+      t.added_.push_back(AddedToken{c, i, special});
+    }
+  }
+  return t;
+}
+
+int64_t BpeTokenizer::id(std::string_view token) const {
+  const std::string k(token);
+  if (auto it = added_ids_.find(k); it != added_ids_.end()) return it->second;
+  auto it = vocab_.find(k);
+  return it == vocab_.end() ? -1 : it->second;
+}
+
+void BpeTokenizer::split_text(std::string_view text, std::vector<std::string>& out) const {
+  if (text.empty()) return;
+  std::u32string s = detail::decode_utf8(text, "BPE tokenizer");
+  if (nfc_) s = nfc(s);
+  for (size_t i = 0; i < s.size();) {
+    const size_t e = match_end(s, i, pattern_);
+    std::string piece;
+    for (size_t k = i; k < e; ++k) append_utf8(piece, s[k]);
+    out.push_back(std::move(piece));
+    i = e;
+  }
+}
+
+std::vector<std::string> BpeTokenizer::pieces(std::string_view text) const {
+  if (!io::valid_utf8(text)) detail::decode_utf8(text, "BPE tokenizer");  // (throws, naming the byte)
+  std::vector<std::string> out;
+  size_t start = 0, i = 0;
+  while (i < text.size()) {
+    size_t match = 0;
+    for (const AddedToken& a : added_)
+      if (a.content.size() > match && text.compare(i, a.content.size(), a.content) == 0) match = a.content.size();
+    if (match == 0) {
+      ++i;
+      continue;
+    }
+    split_text(text.substr(start, i - start), out);
+    out.emplace_back(text.substr(i, match));
+    i += match;
+    start = i;
+  }
+  split_text(text.substr(start), out);
+  return out;
+}
+
+void BpeTokenizer::encode_piece(const std::string& bytes, std::vector<int64_t>& out) const {
+  if (ignore_merges_) {
+    std::string sym;
+    for (unsigned char b : bytes) append_utf8(sym, byte_char_[b]);
+    if (auto it = vocab_.find(sym); it != vocab_.end()) {
+      out.push_back(it->second);
+      return;
+    }
+  }
+  // The symbols as a linked list; a heap of candidate merges by (rank, position), each
+  // checked against the pair it was made for when it comes up (the reference's order).
+  const size_t n = bytes.size();
+  std::vector<int32_t> sym(n), prev(n), next(n);
+  std::vector<char> live(n, 1);
+  for (size_t i = 0; i < n; ++i) {
+    sym[i] = byte_id_[static_cast<unsigned char>(bytes[i])];
+    prev[i] = int32_t(i) - 1;
+    next[i] = i + 1 < n ? int32_t(i + 1) : -1;
+  }
+  struct Candidate {
+    int32_t rank, pos, merged;
+  };
+  auto later = [](const Candidate& a, const Candidate& b) { return a.rank > b.rank || (a.rank == b.rank && a.pos > b.pos); };
+  std::priority_queue<Candidate, std::vector<Candidate>, decltype(later)> heap(later);
+  auto consider = [&](int32_t pos) {
+    if (pos < 0 || next[size_t(pos)] < 0) return;
+    auto it = merges_.find(uint64_t(uint32_t(sym[size_t(pos)])) << 32 | uint32_t(sym[size_t(next[size_t(pos)])]));
+    if (it != merges_.end()) heap.push({it->second.rank, pos, it->second.merged});
+  };
+  for (size_t i = 0; i + 1 < n; ++i) consider(int32_t(i));
+  while (!heap.empty()) {
+    const Candidate c = heap.top();
+    heap.pop();
+    const size_t p = size_t(c.pos);
+    if (!live[p] || next[p] < 0) continue;
+    const size_t q = size_t(next[p]);
+    auto it = merges_.find(uint64_t(uint32_t(sym[p])) << 32 | uint32_t(sym[q]));
+    if (it == merges_.end() || it->second.merged != c.merged) continue;  // (stale)
+    sym[p] = c.merged;
+    live[q] = 0;
+    next[p] = next[q];
+    if (next[q] >= 0) prev[size_t(next[q])] = int32_t(p);
+    consider(prev[p]);
+    consider(int32_t(p));
+  }
+  for (size_t i = 0; i < n; ++i)
+    if (live[i]) out.push_back(sym[i]);
+}
+
+std::vector<int64_t> BpeTokenizer::encode(std::string_view text) const {
+  std::vector<int64_t> out;
+  for (const std::string& p : pieces(text)) {
+    bool added = false;
+    for (const AddedToken& a : added_)
+      if (a.content == p) {
+        out.push_back(a.id);
+        added = true;
+        break;
+      }
+    if (!added) encode_piece(p, out);
+  }
+  return out;
+}
+
+std::string BpeTokenizer::decode(const std::vector<int64_t>& ids, bool skip_special) const {
+  std::string bytes;
+  for (size_t k = 0; k < ids.size(); ++k) {
+    const int64_t i = ids[k];
+    if (i < 0 || i >= vocab_size() || !is_token_[size_t(i)])
+      throw InputError("BPE tokenizer: id " + std::to_string(i) + " (position " + std::to_string(k) + ") names no token");
+    if (skip_special && special_[size_t(i)]) continue;
+    // A token's symbols back to bytes; one with a character outside the byte-level alphabet
+    // (an added token's own text) is its UTF-8 as it is, as in the reference.
+    const std::string& tok = tokens_[size_t(i)];
+    std::string b;
+    bool mapped = true;
+    for (char32_t cp : detail::decode_utf8(tok, "BPE tokenizer")) {
+      auto it = char_byte_.find(cp);
+      if (it == char_byte_.end()) {
+        mapped = false;
+        break;
+      }
+      b += char(it->second);
+    }
+    bytes += mapped ? b : tok;
+  }
+  return utf8_lossy(bytes);
+}
+
+}  // namespace rlx::nn

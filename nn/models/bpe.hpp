@@ -1,0 +1,85 @@
+// Byte-level BPE, the tokenizer of Qwen2/Qwen3, Llama 3 and GPT-2 checkpoints, read from the
+// model's Hugging Face tokenizer.json and giving the ids the reference implementation
+// (Hugging Face `tokenizers`) gives:
+//   1. added tokens written in the text (<|im_start|>, <think>, ...) are matched first, the
+//      longest at the leftmost position, and become their ids;
+//   2. the rest is normalised when the file says so (NFC, Qwen's files);
+//   3. split by the pre-tokenizer's pattern into pieces: Qwen2/Qwen3's, Llama 3's (digits in
+//      runs of up to three) or GPT-2's;
+//   4. each piece's UTF-8 bytes as the byte-level alphabet's symbols (a byte, a symbol), then
+//      merged by the merges' ranks, the lowest first (with ignore_merges, Llama 3's, a piece
+//      that is itself a token is that token).
+// No special tokens are added (the reference's add_special_tokens=false): a chat template or
+// a beginning-of-text token is the caller's.
+//
+//   auto tok = nn::BpeTokenizer::from_file("Qwen3-0.6B/tokenizer.json");
+//   std::vector<int64_t> ids = tok.encode("Hello, world!");
+//   std::string text = tok.decode(ids);
+//
+// The file is untrusted: what the tokenizer does not implement (another model type or
+// normaliser, a pattern other than the three, dropout, byte fallback, added tokens that strip
+// or match single words) is an InputError naming the file and the field, never a silently
+// different tokenization; so are malformed fields, ids out of range, duplicate tokens and
+// merges of tokens the vocabulary lacks. The Unicode data (classes of the patterns, NFC) is
+// read from the reference implementation (bpe_unicode_tables.cpp, gen_bpe_unicode_tables.py).
+#pragma once
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace rlx::nn {
+
+class BpeTokenizer {
+ public:
+  enum class Pattern { Gpt2, Qwen2, Llama3 };
+
+  static BpeTokenizer from_file(const std::string& path);
+  // The same from the file's text; `source` names it in messages.
+  static BpeTokenizer from_json(std::string_view text, const std::string& source);
+
+  // Steps 1-4. InputError for a text that is not UTF-8.
+  std::vector<int64_t> encode(std::string_view text) const;
+  // Steps 1-3: the pieces (added tokens among them), UTF-8.
+  std::vector<std::string> pieces(std::string_view text) const;
+  // The ids' text: their bytes joined, invalid UTF-8 (a sequence cut between two ids)
+  // replaced by U+FFFD as the reference does; special added tokens left out when
+  // skip_special. InputError for an id that names no token.
+  std::string decode(const std::vector<int64_t>& ids, bool skip_special = false) const;
+
+  // One more than the largest id.
+  int64_t vocab_size() const { return int64_t(tokens_.size()); }
+  // The id of a token (a vocabulary entry or an added token) as the file writes it; -1 when
+  // there is none.
+  int64_t id(std::string_view token) const;
+  Pattern pattern() const { return pattern_; }
+  bool normalizes_nfc() const { return nfc_; }
+
+ private:
+  struct AddedToken {
+    std::string content;
+    int64_t id = 0;
+    bool special = false;
+  };
+  struct Merge {
+    int32_t rank, merged;
+  };
+  void encode_piece(const std::string& bytes, std::vector<int64_t>& out) const;
+  void split_text(std::string_view text, std::vector<std::string>& out) const;
+
+  std::vector<std::string> tokens_;  // by id ("" where no token has the id)
+  std::vector<char> is_token_, special_;
+  std::unordered_map<std::string, int64_t> vocab_;          // the model's vocabulary
+  std::unordered_map<std::string, int64_t> added_ids_;      // the added tokens
+  std::unordered_map<uint64_t, Merge> merges_;              // (left << 32 | right) -> rank, result
+  std::vector<AddedToken> added_;                           // matched in the text before anything else
+  std::array<int32_t, 256> byte_id_{};                      // each byte's symbol's id
+  std::array<char32_t, 256> byte_char_{};                   // each byte's symbol
+  std::unordered_map<char32_t, unsigned char> char_byte_;   // and back
+  Pattern pattern_ = Pattern::Qwen2;
+  bool nfc_ = false, ignore_merges_ = false;
+};
+
+}  // namespace rlx::nn

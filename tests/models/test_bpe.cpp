@@ -1,0 +1,135 @@
+// The byte-level BPE tokenizer (nn/models/bpe.hpp) against Hugging Face tokenizers on three
+// tokenizers of the Qwen2/Qwen3, Llama 3 and GPT-2 families (data/bpe, made by
+// make_bpe_reference.py): the same ids and the same decoded text for 63 chosen texts and 600
+// random ones; and its refusals of what it does not implement or what is malformed.
+#define BOOST_TEST_MODULE models_bpe
+#include <boost/test/unit_test.hpp>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "nn/models/bpe.hpp"
+#include "tests/support/errors.hpp"
+
+namespace rlx::nn {
+namespace {
+
+using test::expect_error;
+
+const std::string kDir = std::string(RLX_DATA) + "/bpe";
+
+nlohmann::json load(const std::string& name) {
+  std::ifstream f(kDir + "/" + name);
+  BOOST_TEST_REQUIRE(bool(f), kDir << "/" << name << " cannot be read");
+  return nlohmann::json::parse(f);
+}
+
+std::string text_of(const std::string& name) {
+  std::ifstream f(kDir + "/" + name, std::ios::binary);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+std::string hex(const std::string& s) {
+  std::string out;
+  char b[4];
+  for (unsigned char c : s) std::snprintf(b, sizeof b, "%02X ", c), out += b;
+  return out;
+}
+
+void check_family(const std::string& name, BpeTokenizer::Pattern pattern, bool nfc) {
+  const nlohmann::json ref = load("reference.json");
+  const auto tok = BpeTokenizer::from_file(kDir + "/" + name + ".json");
+  BOOST_TEST((tok.pattern() == pattern));
+  BOOST_TEST(tok.normalizes_nfc() == nfc);
+  const auto& texts = ref.at("texts");
+  const auto& rows = ref.at("expected").at(name);
+  BOOST_TEST_REQUIRE(texts.size() >= 600u);
+  BOOST_TEST_REQUIRE(texts.size() == rows.size());
+  int wrong = 0, merged = 0, added = 0;
+  for (size_t i = 0; i < texts.size(); ++i) {
+    const std::string t = texts[i].get<std::string>();
+    const auto want = rows[i].at("ids").get<std::vector<int64_t>>();
+    const std::vector<int64_t> got = tok.encode(t);
+    if (got != want && ++wrong <= 5) BOOST_ERROR(name << " text " << i << " [" << hex(t) << "]: ids differ from the reference");
+    BOOST_TEST(tok.decode(want) == rows[i].at("decoded").get<std::string>(), name << " text " << i << ": decoded");
+    BOOST_TEST(tok.decode(want, true) == rows[i].at("decoded_skip").get<std::string>(), name << " text " << i << ": decoded, skipping");
+    merged += got.size() < t.size();
+    for (int64_t id : want)
+      added += tok.id("<|endoftext|>") == id || tok.id("<think>") == id || tok.id("<|begin_of_text|>") == id;
+  }
+  BOOST_TEST(wrong == 0, name << ": " << wrong << " of " << texts.size() << " texts differ");
+  // The texts reach what they are there for: merges happen, added tokens are met.
+  BOOST_TEST(merged > 100);
+  BOOST_TEST(added > 5);
+}
+
+BOOST_AUTO_TEST_CASE(qwen2_family_ids_and_text_equal_the_reference) { check_family("qwen2", BpeTokenizer::Pattern::Qwen2, true); }
+BOOST_AUTO_TEST_CASE(llama3_family_ids_and_text_equal_the_reference) { check_family("llama3", BpeTokenizer::Pattern::Llama3, false); }
+BOOST_AUTO_TEST_CASE(gpt2_family_ids_and_text_equal_the_reference) { check_family("gpt2", BpeTokenizer::Pattern::Gpt2, false); }
+
+BOOST_AUTO_TEST_CASE(pieces_follow_the_pattern) {
+  const auto q = BpeTokenizer::from_file(kDir + "/qwen2.json");
+  using V = std::vector<std::string>;
+  BOOST_TEST((q.pieces("I'M here, 2024!\n\n  x") == V{"I", "'M", " here", ",", " ", "2", "0", "2", "4", "!\n\n", " ", " x"}));
+  BOOST_TEST((q.pieces("Hi<|im_start|>a") == V{"Hi", "<|im_start|>", "a"}));
+  BOOST_TEST((q.pieces("e\xCC\x81") == V{"\xC3\xA9"}));  // NFC: e + U+0301 is U+00E9
+  const auto l = BpeTokenizer::from_file(kDir + "/llama3.json");
+  BOOST_TEST((l.pieces("1234567") == V{"123", "456", "7"}));
+  const auto g = BpeTokenizer::from_file(kDir + "/gpt2.json");
+  BOOST_TEST((g.pieces("I'M here  2024") == V{"I", "'", "M", " here", " ", " 2024"}));
+}
+
+BOOST_AUTO_TEST_CASE(decoding_replaces_a_cut_character_as_the_reference_does) {
+  const auto q = BpeTokenizer::from_file(kDir + "/qwen2.json");
+  const std::vector<int64_t> ids = q.encode("\xE6\x97\xA5");  // U+65E5: three byte symbols
+  BOOST_TEST_REQUIRE(ids.size() >= 2u);
+  std::vector<int64_t> cut(ids.begin(), ids.end() - 1);
+  BOOST_TEST(q.decode(cut).find("\xEF\xBF\xBD") != std::string::npos);
+  BOOST_TEST(q.decode(ids) == "\xE6\x97\xA5");
+  expect_error([&] { q.decode({q.vocab_size()}); }, {"id " + std::to_string(q.vocab_size()), "names no token"});
+  expect_error([&] { q.decode({-1}); }, {"id -1"});
+  expect_error([&] { q.encode("ok \xFF"); }, {"not valid UTF-8", "byte 3"});
+}
+
+// A file edited one field at a time: each change is refused naming what is wrong.
+BOOST_AUTO_TEST_CASE(what_is_not_implemented_or_malformed_is_refused_by_name) {
+  const nlohmann::json base = nlohmann::json::parse(text_of("qwen2.json"));
+  auto refused = [&](const std::function<void(nlohmann::json&)>& edit, std::vector<std::string> parts) {
+    nlohmann::json j = base;
+    edit(j);
+    expect_error([&] { BpeTokenizer::from_json(j.dump(), "tok.json"); }, parts);
+  };
+  using J = nlohmann::json;
+  refused([](J& j) { j["model"]["type"] = "WordPiece"; }, {"tok.json", "model.type is 'WordPiece'"});
+  refused([](J& j) { j["model"]["dropout"] = 0.1; }, {"model.dropout"});
+  refused([](J& j) { j["model"]["byte_fallback"] = true; }, {"model.byte_fallback is true"});
+  refused([](J& j) { j["model"]["continuing_subword_prefix"] = "##"; }, {"continuing_subword_prefix"});
+  refused([](J& j) { j["model"]["vocab"]["zzz"] = 5; }, {"the id 5 is given to"});
+  refused([](J& j) { j["model"]["vocab"]["zzz"] = -3; }, {"the id -3", "outside"});
+  refused([](J& j) { j["model"]["vocab"]["zzz"] = int64_t(1) << 40; }, {"outside"});
+  refused([](J& j) { j["model"]["vocab"]["zzz"] = "7"; }, {"must be an integer id"});
+  refused([](J& j) { j["model"]["vocab"].erase("A"); }, {"lacks the byte-level symbol of byte 0x41"});
+  refused([](J& j) { j["model"]["merges"].push_back("a"); }, {"expected two tokens separated by one space"});
+  refused([](J& j) { j["model"]["merges"].push_back(J::array({"a", "nosuch"})); }, {"'nosuch' is not in the vocabulary"});
+  refused([](J& j) { j["model"]["merges"].push_back(j["model"]["merges"][0]); }, {"repeats the merge"});
+  refused([](J& j) { j["model"]["merges"] = 3; }, {"model.merges must be an array"});
+  refused([](J& j) { j["normalizer"] = J{{"type", "NFKC"}}; }, {"normalizer NFKC is not implemented"});
+  refused([](J& j) { j["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = "\\w+"; }, {"'\\w+' is not one of"});
+  refused([](J& j) { j["pre_tokenizer"]["pretokenizers"][0]["behavior"] = "Removed"; }, {"behavior must be Isolated"});
+  refused([](J& j) { j["pre_tokenizer"]["pretokenizers"][1]["add_prefix_space"] = true; }, {"add_prefix_space is true"});
+  refused([](J& j) { j["pre_tokenizer"] = J{{"type", "Whitespace"}}; }, {"pre_tokenizer Whitespace is not implemented"});
+  refused([](J& j) { j["decoder"] = nullptr; }, {"decoder must be ByteLevel"});
+  refused([](J& j) { j["truncation"] = J{{"max_length", 4}}; }, {"truncation is set"});
+  refused([](J& j) { j["added_tokens"][0]["lstrip"] = true; }, {"added_tokens[0].lstrip is true"});
+  refused([](J& j) { j["added_tokens"][0]["id"] = 700; }, {"'<|endoftext|>' has the id 700 here and 0"});
+  refused([](J& j) { j["added_tokens"][3]["normalized"] = true; }, {"added_tokens[3].normalized is true"});
+  refused([](J& j) { j.erase("model"); }, {"the file has no \"model\""});
+  expect_error([] { BpeTokenizer::from_json("{\"model\": ", "t.json"); }, {"t.json"});
+  expect_error([] { BpeTokenizer::from_json("[1, 2]", "t.json"); }, {"expected a JSON object"});
+  expect_error([] { BpeTokenizer::from_file(kDir + "/no_such.json"); }, {"no_such.json"});
+}
+
+}  // namespace
+}  // namespace rlx::nn
