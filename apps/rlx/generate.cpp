@@ -1,26 +1,92 @@
 // rlx generate: token generation with a Qwen3 model (nn/models/qwen3.hpp) from a model folder
-// (config.json + model.safetensors) or a .gguf file, on token ids (no tokenizer yet): the new
-// ids on stdout (a line per sequence), prefill and decode throughput on stderr. --batch B decodes
-// B copies of the prompt together (one cache [B, ...]): the batched path at the cost of B
-// sequences, for measuring it; the API (Qwen3Generator::generate_batch) takes distinct prompts.
-// --weights stored|f32|bf16 holds the projections and embedding as the file stores them (the
-// default), decoded to f32, or as bf16 (nn::Qwen3Weights).
+// (config.json + model.safetensors) or a .gguf file. --prompt TEXT goes through the model's
+// byte-level BPE tokenizer (its folder's tokenizer.json, or --tokenizer FILE) and the new text
+// comes out on stdout, generation ending at the model's end-of-text ids (--stop auto:
+// generation_config.json's eos_token_id, else config.json's, or a GGUF file's
+// tokenizer.ggml.eos_token_id); --prompt-ids ID,... gives the ids themselves and prints the
+// new ids, a line per sequence (--stop none unless given). Prefill and decode throughput go
+// to stderr. --batch B decodes B copies of the prompt together (one cache [B, ...]): the
+// batched path at the cost of B sequences, for measuring it; the API
+// (Qwen3Generator::generate_batch) takes distinct prompts. --weights stored|f32|bf16 holds the
+// projections and embedding as the file stores them (the default), decoded to f32, or as bf16
+// (nn::Qwen3Weights).
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
+#include <optional>
 
 #include "args.hpp"
+#include "io/gguf.hpp"
+#include "nn/models/bpe.hpp"
+#include "nn/models/model_files.hpp"
 #include "nn/models/qwen3.hpp"
 #include "runtime/device.hpp"
 
 namespace rlx::cli {
 
+namespace {
+
+namespace fs = std::filesystem;
+
+// --tokenizer FILE, else tokenizer.json in the model's folder (or beside its .gguf file).
+std::string tokenizer_path(const Args& a, const std::string& model) {
+  if (a.has("tokenizer")) return a.get("tokenizer", "");
+  std::error_code ec;
+  const fs::path dir = fs::is_directory(model, ec) ? fs::path(model) : fs::path(model).parent_path();
+  const fs::path p = (dir.empty() ? fs::path(".") : dir) / "tokenizer.json";
+  if (!fs::exists(p, ec))
+    throw UsageError("--prompt needs the model's tokenizer: " + p.string() + " does not exist (give --tokenizer FILE)");
+  return p.string();
+}
+
+// An eos_token_id field: an id or a list of ids.
+std::vector<int64_t> eos_of(const nlohmann::json& v, const std::string& path) {
+  std::vector<int64_t> out;
+  for (const nlohmann::json& x : v.is_array() ? v : nlohmann::json::array({v})) {
+    if (!x.is_number_integer() || x.get<int64_t>() < 0)
+      throw InputError(path + ": eos_token_id must be an id or a list of ids, got " + v.dump());
+    out.push_back(x.get<int64_t>());
+  }
+  return out;
+}
+
+// --stop: none, ID,ID,..., or auto (the model's end-of-text ids); auto by default for text.
+std::vector<int64_t> stop_ids(const Args& a, bool text, const std::string& model) {
+  const std::string spec = a.get("stop", text ? "auto" : "none");
+  if (spec == "none") return {};
+  if (spec != "auto") return a.id_list("stop", int64_t(1) << 30);
+  std::error_code ec;
+  if (fs::is_directory(model, ec)) {
+    for (const char* name : {"generation_config.json", "config.json"}) {
+      const fs::path p = fs::path(model) / name;
+      if (!fs::exists(p, ec)) continue;
+      const nlohmann::json j = nn::model_files::read_config(p.string());
+      if (j.is_object() && j.contains("eos_token_id") && !j.at("eos_token_id").is_null()) return eos_of(j.at("eos_token_id"), p.string());
+    }
+  } else {
+    const io::GgufFile f(model);
+    if (f.contains_key("tokenizer.ggml.eos_token_id")) return {f.get_int("tokenizer.ggml.eos_token_id")};
+  }
+  std::cerr << "rlx generate: " << model << " names no end-of-text id: generating --max-new tokens (--stop ID,... sets them)\n";
+  return {};
+}
+
+}  // namespace
+
 int cmd_generate(const Args& a) {
   const std::string model = a.get("model", "");
   if (model.empty()) throw UsageError("generate needs --model PATH (a Qwen3 model folder or .gguf file)");
   if (!a.pos.empty()) throw UsageError("generate takes no positional arguments, got '" + a.pos[0] + "'");
-  if (!a.has("prompt-ids")) throw UsageError("generate needs --prompt-ids ID,ID,... (the prompt's token ids)");
+  const bool text = a.has("prompt");
+  if (text == a.has("prompt-ids"))
+    throw UsageError("generate needs one of --prompt TEXT (through the model's tokenizer) and --prompt-ids ID,ID,...");
+  // The tokenizer: for --prompt, and for printing text when given with --prompt-ids.
+  std::optional<nn::BpeTokenizer> tok;
+  if (text || a.has("tokenizer")) tok.emplace(nn::BpeTokenizer::from_file(tokenizer_path(a, model)));
   // (ids past the vocabulary are refused once the model has loaded)
-  const std::vector<int64_t> prompt = a.id_list("prompt-ids", int64_t(1) << 30);
+  const std::vector<int64_t> prompt = text ? tok->encode(a.get("prompt", "")) : a.id_list("prompt-ids", int64_t(1) << 30);
+  if (prompt.empty()) throw UsageError("--prompt: the text gives no tokens");
+  const std::vector<int64_t> stop = stop_ids(a, text, model);
   const int64_t max_new = a.integer("max-new", 16, 1, int64_t(1) << 24);
   const int64_t batch = a.integer("batch", 1, 1, 4096);
   nn::SamplingOptions s;
@@ -29,6 +95,7 @@ int cmd_generate(const Args& a) {
   s.top_p = a.number("top-p", 1.0, 0.0, 1.0);
   if (a.has("top-p") && !(s.top_p > 0)) throw UsageError("--top-p must be in (0, 1], got '" + a.get("top-p", "") + "'");
   s.seed = uint64_t(a.integer("seed", 0, 0, INT64_MAX));
+  s.stop_ids = stop;
   if (s.temperature == 0 && (a.has("top-k") || a.has("top-p") || a.has("seed")))
     std::cerr << "rlx generate: --temperature 0 (the default) is greedy; --top-k, --top-p and --seed have no effect\n";
   const std::string weights = a.get("weights", "stored");
@@ -42,8 +109,13 @@ int cmd_generate(const Args& a) {
     std::cout << gen.explain_decode(std::min<int64_t>(c.max_positions, (int64_t(prompt.size()) + max_new + 63) / 64 * 64), dev, batch);
   const nn::BatchGenerationResult r = gen.generate_batch(std::vector<std::vector<int64_t>>(size_t(batch), prompt), max_new, s, dev);
   for (const std::vector<int64_t>& ids : r.ids) {
+    if (text) {  // the new text, special tokens (the stop token among them) left out
+      std::cout << tok->decode(ids, true) << "\n";
+      continue;
+    }
     for (size_t i = 0; i < ids.size(); ++i) std::cout << (i ? "," : "") << ids[i];
     std::cout << "\n";
+    if (tok) std::cout << tok->decode(ids, true) << "\n";
   }
   std::fprintf(stderr,
                "rlx generate: qwen3 (%lld layers, hidden %lld, %lld parameters, %.1f MB of weights) on %s, batch %lld: prefill "

@@ -63,10 +63,12 @@ const char* kUsage =
     "        [--max-length N]   sentence embeddings of a sentence-transformers BERT folder (all-MiniLM-L6-v2),\n"
     "        of its ONNX export (the tokenizer and config from the folder), or of a BERT GGUF file; texts\n"
     "        cut at N ids (default: the folder's max_seq_length, else the model's positions)\n"
-    "  generate --model DIR|FILE.gguf --prompt-ids 1,2,3 [--max-new N] [--batch B] [--device D] [--temperature T]\n"
-    "        [--top-k K] [--top-p P] [--seed S] [--weights stored|f32|bf16] [--explain]   Qwen3 token generation: new\n"
-    "        ids on stdout (a line per sequence; --batch B decodes B copies of the prompt together), tokens/s on\n"
-    "        stderr; --weights: projections as stored (default), decoded to f32, or held as bf16\n"
+    "  generate --model DIR|FILE.gguf --prompt TEXT|--prompt-ids 1,2,3 [--tokenizer tokenizer.json] [--stop auto|none|ID,...]\n"
+    "        [--max-new N] [--batch B] [--device D] [--temperature T] [--top-k K] [--top-p P] [--seed S]\n"
+    "        [--weights stored|f32|bf16] [--explain]   Qwen3 generation: --prompt through the model's tokenizer.json,\n"
+    "        the new text on stdout, ending at the model's eos ids (--stop auto); --prompt-ids: the new ids (a line per\n"
+    "        sequence; --batch B decodes B copies of the prompt together); tokens/s on stderr; --weights: projections\n"
+    "        as stored (default), decoded to f32, or held as bf16\n"
     "policies: prefer-native (default), force-common-ir, strict, allow-host\n"
     "--deny OP,...: treat these ops as having no native kernel (exercises lowerings, rewrites, staging)\n";
 
@@ -360,7 +362,7 @@ int main(int argc, char** argv) {
     if (cmd == "splat") return cmd_splat(argc, argv);
     if (cmd == "embed") return cmd_embed(Args(argc, argv, 2, {"model", "device", "out", "max-length"}, {"explain"}));
     if (cmd == "generate")
-      return cmd_generate(Args(argc, argv, 2, {"model", "prompt-ids", "max-new", "batch", "device", "weights", "temperature", "top-k", "top-p", "seed"},
+      return cmd_generate(Args(argc, argv, 2, {"model", "prompt-ids", "prompt", "tokenizer", "stop", "max-new", "batch", "device", "weights", "temperature", "top-k", "top-p", "seed"},
                                {"explain"}));
     std::cerr << "rlx: unknown command '" << cmd << "'\n" << kUsage;
     return kBadInput;

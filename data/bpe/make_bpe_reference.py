@@ -4,7 +4,9 @@ checks rlx's BpeTokenizer against. Hugging Face `tokenizers` trains three small 
 the text below, each in the form of a family of real tokenizer.json files:
   qwen2.json   NFC, the Qwen2/Qwen3 split pattern (single digits), ByteLevel without its own
                regex, merges saved as pairs (tokenizers' current format), added tokens
-               <|endoftext|> <|im_start|> <|im_end|> (special) and <think> (not special);
+               <|endoftext|> <|im_start|> <|im_end|> (special) and <think> (not special), 500
+               tokens: few enough for the tiny Qwen3 of data/qwen3 (512), whose eos_token_id 2
+               is its <|im_end|>, so `rlx generate --prompt` runs end to end on the two;
   llama3.json  no normaliser, Llama 3's pattern (digits in runs of up to three),
                ignore_merges (a word in the vocabulary is one token), merges as pairs;
   gpt2.json    no normaliser, ByteLevel with its own (GPT-2) pattern, merges saved as
@@ -111,7 +113,7 @@ def main():
     here = os.path.dirname(os.path.abspath(__file__))
     specs = {
         "qwen2": (QWEN2, False, True, False, [("<|endoftext|>", True), ("<|im_start|>", True), ("<|im_end|>", True),
-                                              ("<think>", False), ("</think>", False)], 900),
+                                              ("<think>", False), ("</think>", False)], 500),
         "llama3": (LLAMA3, False, False, True, [("<|begin_of_text|>", True), ("<|end_of_text|>", True)], 700),
         "gpt2": (None, True, False, False, [("<|endoftext|>", True)], 600),
     }

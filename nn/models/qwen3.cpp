@@ -784,23 +784,33 @@ BatchGenerationResult Qwen3Generator::generate_batch(const std::vector<std::vect
   d.synchronize();
   auto t1 = std::chrono::steady_clock::now();
   std::vector<int64_t> tokens(static_cast<size_t>(b), 0);
-  for (int64_t k = 0; k < b; ++k) r.ids[size_t(k)].push_back(tokens[size_t(k)] = sample_token(l.data<float>() + k * v, v, opt, 0));
-  for (int64_t i = 1; i < max_new; ++i) {
+  // A sequence that has ended keeps riding in the batch (its step is computed, its tokens
+  // dropped) until every one has.
+  std::vector<char> ended(static_cast<size_t>(b), 0);
+  int64_t running = b;
+  auto take = [&](int64_t k, int64_t id) {
+    tokens[size_t(k)] = id;
+    if (ended[size_t(k)]) return;
+    r.ids[size_t(k)].push_back(id);
+    if (std::find(opt.stop_ids.begin(), opt.stop_ids.end(), id) != opt.stop_ids.end()) ended[size_t(k)] = 1, --running;
+  };
+  for (int64_t k = 0; k < b; ++k) take(k, sample_token(l.data<float>() + k * v, v, opt, 0));
+  int64_t steps = 0;
+  for (int64_t i = 1; i < max_new && running > 0; ++i, ++steps) {
     run_step(tokens, p + i - 1, i - 1, s, d);
     if (opt.temperature == 0) {
       const Tensor next = host(s.chosen);
-      for (int64_t k = 0; k < b; ++k) r.ids[size_t(k)].push_back(tokens[size_t(k)] = next.data<int64_t>()[k]);
+      for (int64_t k = 0; k < b; ++k) take(k, next.data<int64_t>()[k]);
       continue;
     }
     l = host(s.logits);
-    for (int64_t k = 0; k < b; ++k)
-      r.ids[size_t(k)].push_back(tokens[size_t(k)] = sample_token(l.data<float>() + k * v, v, opt, uint64_t(i)));
+    for (int64_t k = 0; k < b; ++k) take(k, sample_token(l.data<float>() + k * v, v, opt, uint64_t(i)));
   }
   auto t2 = std::chrono::steady_clock::now();
   r.prefill_seconds = std::chrono::duration<double>(t1 - t0).count();
   r.decode_seconds = std::chrono::duration<double>(t2 - t1).count();
   r.prefill_tokens = b * p;
-  r.decode_steps = max_new - 1;
+  r.decode_steps = steps;
   return r;
 }
 

@@ -122,6 +122,10 @@ struct SamplingOptions {
   int64_t top_k = 0;
   double top_p = 1;
   uint64_t seed = 0;
+  // A sequence ends at the first of these it yields (kept as its last token); generation
+  // stops when every sequence of the batch has ended, or after max_new tokens. Empty: always
+  // max_new tokens.
+  std::vector<int64_t> stop_ids;
 };
 // The token chosen from logits[0..n) for generation step `step` (InputError for bad options).
 int64_t sample_token(const float* logits, int64_t n, const SamplingOptions& s, uint64_t step);
@@ -167,10 +171,12 @@ class Qwen3Generator {
   Tensor decode_logits(const std::vector<int64_t>& ids, int64_t prefill, Device& d, int64_t cache_len = 0);
   // The same for a batch of sequences of one length, decoded together: [B, n, vocab].
   Tensor decode_logits_batch(const std::vector<std::vector<int64_t>>& batch, int64_t prefill, Device& d, int64_t cache_len = 0);
-  // prompt followed by max_new tokens (prompt + max_new within the model's positions).
+  // prompt followed by max_new tokens (prompt + max_new within the model's positions), or
+  // up to the first stop id.
   GenerationResult generate(const std::vector<int64_t>& prompt, int64_t max_new, const SamplingOptions& s, Device& d);
-  // B prompts of one length, each followed by max_new tokens, sampled per sequence as
-  // generate samples one (the same seed: the same draws as the prompt alone).
+  // B prompts of one length, each followed by max_new tokens (fewer where it yields a stop
+  // id), sampled per sequence as generate samples one (the same seed: the same draws as the
+  // prompt alone).
   BatchGenerationResult generate_batch(const std::vector<std::vector<int64_t>>& prompts, int64_t max_new, const SamplingOptions& s,
                                  Device& d);
   // The dispatch report of the decode step for a cache of cache_len positions.

@@ -19,6 +19,7 @@
 
 #include "io/npy.hpp"
 #include "io/safetensors.hpp"
+#include "nn/models/bpe.hpp"
 #include "nn/models/qwen3.hpp"
 #include "runtime/device.hpp"
 #include "runtime/runtime.hpp"
@@ -445,6 +446,78 @@ BOOST_AUTO_TEST_CASE(a_batch_decodes_each_sequence_as_it_decodes_alone) {
     expect_error([&] { gen.generate_batch({}, 2, {}, cpu); }, {"no sequences"});
     expect_error([&] { gen.generate_batch({{1, 2}, {3, 999}}, 2, {}, cpu); }, {"token id 999"});
   }
+}
+
+// Stop ids end a sequence at the first one it yields (kept as its last token), alone and in
+// a batch where the other sequences go on; the steps taken are the ones needed.
+BOOST_AUTO_TEST_CASE(generation_ends_at_a_stop_id) {
+  const Reference ref = reference();
+  Qwen3Generator gen(kDir);
+  Device& cpu = DeviceRegistry::get().at("cpu");
+  const std::vector<int64_t>& g = ref.greedy;
+  BOOST_TEST_REQUIRE(g.size() >= 6u);
+  const int64_t stop = g[3];
+  const size_t first = size_t(std::find(g.begin(), g.end(), stop) - g.begin());
+  const GenerationResult r = gen.generate(ref.prompt, int64_t(g.size()), {.stop_ids = {stop}}, cpu);
+  BOOST_TEST(r.ids == std::vector<int64_t>(g.begin(), g.begin() + std::ptrdiff_t(first) + 1));
+  BOOST_TEST(r.decode_steps == int64_t(first));
+  // Never yielded: max_new tokens.
+  BOOST_TEST(gen.generate(ref.prompt, 6, {.stop_ids = {100000}}, cpu).ids == std::vector<int64_t>(g.begin(), g.begin() + 6));
+  std::vector<int64_t> other = ref.prompt;
+  std::reverse(other.begin(), other.end());
+  const std::vector<int64_t> free_other = gen.generate(other, 10, {}, cpu).ids;
+  const BatchGenerationResult b = gen.generate_batch({ref.prompt, other}, 10, {.stop_ids = {stop}}, cpu);
+  auto cut = [&](const std::vector<int64_t>& ids) {
+    auto it = std::find(ids.begin(), ids.end(), stop);
+    return std::vector<int64_t>(ids.begin(), it == ids.end() ? ids.end() : it + 1);
+  };
+  BOOST_TEST(b.ids[0] == cut(gen.generate(ref.prompt, 10, {}, cpu).ids));
+  BOOST_TEST(b.ids[1] == cut(free_other));
+  BOOST_TEST(b.decode_steps == int64_t(std::max(b.ids[0].size(), b.ids[1].size())) - 1);
+}
+
+// rlx generate --prompt: the text through the tokenizer, the new text out, ending at the
+// model's eos_token_id (config.json's 2, the tokenizer's <|im_end|>); the same tokens as the
+// ids path gives.
+BOOST_AUTO_TEST_CASE(rlx_generate_takes_and_prints_text_through_the_tokenizer) {
+  const fs::path dir = test::scratch_dir("rlx-qwen3-text-");
+  auto cli = [&](const std::string& args) { return test::run_cli(RLX_CLI, args, dir); };
+  const std::string tokfile = std::string(RLX_DATA) + "/bpe/qwen2.json";
+  const BpeTokenizer tok = BpeTokenizer::from_file(tokfile);
+  const std::string text = "The solver converged";
+  const std::vector<int64_t> prompt = tok.encode(text);
+  Qwen3Generator gen(kDir);
+  Device& cpu = DeviceRegistry::get().at("cpu");
+  const std::vector<int64_t> want = gen.generate(prompt, 12, {.stop_ids = {2}}, cpu).ids;
+  test::CliResult r = cli("generate --model " + kDir + " --tokenizer " + tokfile + " --prompt '" + text + "' --max-new 12");
+  BOOST_TEST(r.code == 0, r.err);
+  BOOST_TEST(r.out == tok.decode(want, true) + "\n", r.out);
+  // --stop none: all 12; an explicit stop id: up to it.
+  const std::vector<int64_t> all = gen.generate(prompt, 12, {}, cpu).ids;
+  r = cli("generate --model " + kDir + " --tokenizer " + tokfile + " --prompt '" + text + "' --max-new 12 --stop none");
+  BOOST_TEST((r.code == 0 && r.out == tok.decode(all, true) + "\n"), r.out << r.err);
+  r = cli("generate --model " + kDir + " --tokenizer " + tokfile + " --prompt '" + text + "' --max-new 12 --stop " +
+          std::to_string(all[1]));
+  const std::vector<int64_t> upto(all.begin(), std::find(all.begin(), all.end(), all[1]) + 1);
+  BOOST_TEST((r.code == 0 && r.out == tok.decode(upto, true) + "\n"), r.out << r.err);
+  // Ids in, with a tokenizer: the ids, then their text.
+  std::string ids;
+  for (int64_t t : prompt) ids += (ids.empty() ? "" : ",") + std::to_string(t);
+  r = cli("generate --model " + kDir + " --tokenizer " + tokfile + " --prompt-ids " + ids + " --max-new 12");
+  std::string want_ids;
+  for (int64_t t : all) want_ids += (want_ids.empty() ? "" : ",") + std::to_string(t);
+  BOOST_TEST((r.code == 0 && r.out == want_ids + "\n" + tok.decode(all, true) + "\n"), r.out << r.err);
+  // Refused: no tokenizer beside the model, both prompts, a bad tokenizer, a bad stop list.
+  r = cli("generate --model " + kDir + " --prompt hello");
+  BOOST_TEST((r.code == 2 && test::has(r.err, "tokenizer.json does not exist")), r.err);
+  r = cli("generate --model " + kDir + " --tokenizer " + tokfile + " --prompt hello --prompt-ids 1");
+  BOOST_TEST((r.code == 2 && test::has(r.err, "one of --prompt")), r.err);
+  r = cli("generate --model " + kDir + " --tokenizer " + kDir + "/config.json --prompt hello");
+  BOOST_TEST((r.code == 2 && test::has(r.err, "config.json") && test::has(r.err, "has no \"model\"")), r.err);
+  r = cli("generate --model " + kDir + " --tokenizer " + tokfile + " --prompt hello --stop 1,x");
+  BOOST_TEST((r.code == 2 && test::has(r.err, "--stop expects integers")), r.err);
+  r = cli("generate --model " + kDir + " --tokenizer " + tokfile + " --prompt ''");
+  BOOST_TEST((r.code == 2 && test::has(r.err, "gives no tokens")), r.err);
 }
 
 // A copy of the tiny model folder in a scratch folder, for breaking.
