@@ -51,6 +51,11 @@ int main(int argc, char** argv) {
   PetscCall(PetscOptionsGetInt(nullptr, nullptr, "-shuffle", &shuffle, nullptr));
   PetscCall(PetscOptionsGetInt(nullptr, nullptr, "-peer", &peer, nullptr));  // 0: rlx alone (for a profile)
   const dist::Communicator comm = dist::from_mpi(PETSC_COMM_WORLD);
+  if (reps < 1 || n < 1) {
+    if (comm.rank() == 0) std::fprintf(stderr, "rlx-bench-partition: -n and -reps must be at least 1\n");
+    PetscCall(PetscFinalize());
+    return 2;
+  }
   const bool root = comm.rank() == 0;
   try {
     if (!have_ptscotch()) throw InputError("this rlx was built without PT-Scotch");

@@ -108,15 +108,26 @@ int cmd_generate(const Args& a) {
   if (a.flag("explain"))
     std::cout << gen.explain_decode(std::min<int64_t>(c.max_positions, (int64_t(prompt.size()) + max_new + 63) / 64 * 64), dev, batch);
   const nn::BatchGenerationResult r = gen.generate_batch(std::vector<std::vector<int64_t>>(size_t(batch), prompt), max_new, s, dev);
+  // The new text, special tokens (the stop token among them) left out. A model's vocabulary
+  // may be larger than its tokenizer's (Qwen3's: 151,936 rows, 151,669 tokens): an id
+  // past the tokenizer's is left out of the text and counted on stderr.
+  int64_t unnamed = 0;
+  auto text_of = [&](const std::vector<int64_t>& ids) {
+    std::vector<int64_t> named;
+    for (int64_t id : ids) tok->has_token(id) ? named.push_back(id) : void(++unnamed);
+    return tok->decode(named, true);
+  };
   for (const std::vector<int64_t>& ids : r.ids) {
-    if (text) {  // the new text, special tokens (the stop token among them) left out
-      std::cout << tok->decode(ids, true) << "\n";
+    if (text) {
+      std::cout << text_of(ids) << "\n";
       continue;
     }
     for (size_t i = 0; i < ids.size(); ++i) std::cout << (i ? "," : "") << ids[i];
     std::cout << "\n";
-    if (tok) std::cout << tok->decode(ids, true) << "\n";
+    if (tok) std::cout << text_of(ids) << "\n";
   }
+  if (unnamed)
+    std::cerr << "rlx generate: " << unnamed << " generated ids name no token of the tokenizer: left out of the text\n";
   std::fprintf(stderr,
                "rlx generate: qwen3 (%lld layers, hidden %lld, %lld parameters, %.1f MB of weights) on %s, batch %lld: prefill "
                "%lld tokens in %.3f s (%.1f tokens/s), decode %lld steps in %.3f s (%.1f tokens/s)%s\n",

@@ -28,6 +28,10 @@ constexpr std::string_view kGpt2Pattern = R"re('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+|
 // A file holds at most this many tokens and ids below it (Qwen's hold 151,669).
 constexpr int64_t kMaxTokens = int64_t(1) << 24;
 constexpr size_t kMaxFileBytes = size_t(256) << 20;
+// Added tokens: how many, and how long each (matching walks at most this many bytes at a
+// position). Real files hold tens to a few thousand of a few dozen bytes.
+constexpr size_t kMaxAdded = size_t(1) << 16;
+constexpr size_t kMaxAddedBytes = 1024;
 
 // ---------------------------------------------------------------- Unicode
 
@@ -188,13 +192,28 @@ const Json& member(const Json& o, const char* key, const std::string& source, co
   return o.at(key);
 }
 
-// An optional flag that must have the value this tokenizer implements.
+// A flag that must have the value this tokenizer implements; an absent one has the value the
+// reference gives it (`absent`).
 void require_flag(const Json& o, const char* key, bool want, const std::string& source, const std::string& where,
-                  const std::string& why) {
-  if (!o.contains(key) || o.at(key).is_null()) return;
-  const Json& v = o.at(key);
-  if (!v.is_boolean()) throw InputError(at(source, where + "." + key + " must be true or false, got " + io::describe_json(v)));
-  if (v.get<bool>() != want) throw InputError(at(source, where + "." + key + " is " + (want ? "false" : "true") + ": " + why));
+                  const std::string& why, bool absent = false) {
+  bool value = absent;
+  if (o.contains(key) && !o.at(key).is_null()) {
+    const Json& v = o.at(key);
+    if (!v.is_boolean()) throw InputError(at(source, where + "." + key + " must be true or false, got " + io::describe_json(v)));
+    value = v.get<bool>();
+  }
+  if (value != want)
+    throw InputError(at(source, where + "." + key + " is " + (value ? "true" : "false") +
+                                (o.contains(key) ? "" : " (absent: the reference's default)") + ": " + why));
+}
+
+// An id as the file gives it, refused (naming it as written) outside [0, kMaxTokens).
+int64_t token_id(const Json& v, const std::string& source, const std::string& where) {
+  if (!v.is_number_integer()) throw InputError(at(source, where + " must be an integer id, got " + io::describe_json(v)));
+  if ((v.is_number_unsigned() && v.get<uint64_t>() >= uint64_t(kMaxTokens)) || v.get<int64_t>() < 0 ||
+      v.get<int64_t>() >= kMaxTokens)
+    throw InputError(at(source, where + ": the id " + v.dump() + " is outside [0, " + std::to_string(kMaxTokens) + ")"));
+  return v.get<int64_t>();
 }
 
 std::string type_of(const Json& o, const std::string& source, const std::string& where) {
@@ -281,16 +300,19 @@ BpeTokenizer BpeTokenizer::from_json(std::string_view text, const std::string& s
   if (!vocab.is_object()) throw InputError(at(source, "model.vocab must be an object, got " + io::describe_json(vocab)));
   if (int64_t(vocab.size()) > kMaxTokens)
     throw InputError(at(source, "model.vocab holds " + std::to_string(vocab.size()) + " tokens, more than " + std::to_string(kMaxTokens)));
+  // Tokens by id: ids may leave gaps, but not so many that a small file claims a large table.
+  auto reserve_ids = [&t, &source](int64_t largest, int64_t tokens) {
+    if (largest >= 2 * tokens + 1024)
+      throw InputError(at(source, "the ids are sparse: the largest is " + std::to_string(largest) + " for " + std::to_string(tokens) +
+                                  " tokens"));
+    if (size_t(largest) >= t.tokens_.size()) {
+      t.tokens_.resize(size_t(largest) + 1);
+      t.is_token_.resize(size_t(largest) + 1, 0);
+      t.special_.resize(size_t(largest) + 1, 0);
+    }
+  };
   auto place = [&t, &source](const std::string& token, int64_t id, const std::string& where) {
     if (token.empty()) throw InputError(at(source, where + ": an empty token"));
-    if (id < 0 || id >= kMaxTokens)
-      throw InputError(at(source, where + ": the id " + std::to_string(id) + " of " + io::shown(token) + " is outside [0, " +
-                                  std::to_string(kMaxTokens) + ")"));
-    if (size_t(id) >= t.tokens_.size()) {
-      t.tokens_.resize(size_t(id) + 1);
-      t.is_token_.resize(size_t(id) + 1, 0);
-      t.special_.resize(size_t(id) + 1, 0);
-    }
     if (t.is_token_[size_t(id)] && t.tokens_[size_t(id)] != token)
       throw InputError(at(source, where + ": the id " + std::to_string(id) + " is given to " + io::shown(token) + " and to " +
                                   io::shown(t.tokens_[size_t(id)])));
@@ -299,12 +321,19 @@ BpeTokenizer BpeTokenizer::from_json(std::string_view text, const std::string& s
   };
   std::unordered_map<std::string, int64_t>& model_vocab = t.vocab_;
   model_vocab.reserve(vocab.size());
-  for (const auto& [token, v] : vocab.items()) {
-    if (!v.is_number_integer())
-      throw InputError(at(source, "model.vocab[" + io::shown(token) + "] must be an integer id, got " + io::describe_json(v)));
-    const int64_t id = v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(kMaxTokens) ? kMaxTokens : v.get<int64_t>();
-    place(token, id, "model.vocab");
-    model_vocab.emplace(token, id);
+  {
+    std::vector<std::pair<std::string, int64_t>> entries;
+    entries.reserve(vocab.size());
+    int64_t largest = -1;
+    for (const auto& [token, v] : vocab.items()) {
+      entries.emplace_back(token, token_id(v, source, "model.vocab[" + io::shown(token) + "]"));
+      largest = std::max(largest, entries.back().second);
+    }
+    reserve_ids(largest, int64_t(entries.size()));
+    for (const auto& [token, id] : entries) {
+      place(token, id, "model.vocab");
+      model_vocab.emplace(token, id);
+    }
   }
 
   // Every byte's symbol must be a token: byte-level BPE encodes any text from them.
@@ -375,8 +404,9 @@ BpeTokenizer BpeTokenizer::from_json(std::string_view text, const std::string& s
   const Json& pre = member(j, "pre_tokenizer", source, "the file");
   auto byte_level = [&](const Json& b, bool regex, const std::string& where) {
     if (type_of(b, source, where) != "ByteLevel") throw InputError(at(source, where + " must be ByteLevel"));
-    require_flag(b, "add_prefix_space", false, source, where, "a prefix space is not implemented");
-    require_flag(b, "use_regex", regex, source, where, regex ? "a ByteLevel alone must split by its pattern" : "the Split before it splits");
+    require_flag(b, "add_prefix_space", false, source, where, "a prefix space is not implemented", true);
+    require_flag(b, "use_regex", regex, source, where,
+                 regex ? "a ByteLevel alone must split by its pattern" : "splitting again after the Split is not implemented", true);
   };
   if (pre.is_object() && pre.contains("type") && pre.at("type") == "ByteLevel") {
     byte_level(pre, true, "pre_tokenizer");
@@ -412,32 +442,58 @@ BpeTokenizer BpeTokenizer::from_json(std::string_view text, const std::string& s
     if (j.contains(k) && !j.at(k).is_null())
       throw InputError(at(source, std::string(k) + " is set: encoding with it is not implemented (it changes the ids)"));
 
-  // Added tokens: matched whole in the raw text.
+  // Added tokens: matched whole in the raw text, those the file marks normalized after the
+  // others (the reference's two passes), each at most kMaxAddedBytes long.
   if (j.contains("added_tokens") && !j.at("added_tokens").is_null()) {
     const Json& added = j.at("added_tokens");
     if (!added.is_array()) throw InputError(at(source, "added_tokens must be an array, got " + io::describe_json(added)));
-    if (int64_t(added.size()) > kMaxTokens) throw InputError(at(source, "added_tokens holds too many tokens"));
+    if (added.size() > kMaxAdded)
+      throw InputError(at(source, "added_tokens holds " + std::to_string(added.size()) + " tokens, more than " + std::to_string(kMaxAdded)));
+    int64_t largest = -1;
+    for (size_t k = 0; k < added.size(); ++k)
+      if (added[k].is_object() && added[k].contains("id"))
+        largest = std::max(largest, token_id(added[k].at("id"), source, "added_tokens[" + std::to_string(k) + "].id"));
+    reserve_ids(std::max<int64_t>(largest, int64_t(t.tokens_.size()) - 1), int64_t(model_vocab.size() + added.size()));
+    // The reference numbers an added token the vocabulary lacks itself (after the vocabulary,
+    // or after the largest added id); a file that numbers it otherwise would tokenize
+    // differently here and there, so it is refused.
+    int64_t largest_added = -1;
+    const int64_t vocab_count = int64_t(model_vocab.size());
     for (size_t k = 0; k < added.size(); ++k) {
       const Json& a = added[k];
       const std::string where = "added_tokens[" + std::to_string(k) + "]";
       const Json& content = member(a, "content", source, where);
-      const Json& id = member(a, "id", source, where);
       if (!content.is_string()) throw InputError(at(source, where + ".content must be a string, got " + io::describe_json(content)));
-      if (!id.is_number_integer()) throw InputError(at(source, where + ".id must be an integer, got " + io::describe_json(id)));
+      const int64_t i = token_id(member(a, "id", source, where), source, where + ".id");
       const std::string c = content.get<std::string>();
+      if (c.size() > kMaxAddedBytes)
+        throw InputError(at(source, where + ": " + std::to_string(c.size()) + " bytes, more than an added token's " +
+                                    std::to_string(kMaxAddedBytes)));
       for (const char* flag : {"single_word", "lstrip", "rstrip"})
         require_flag(a, flag, false, source, where, std::string(flag) + " is not implemented");
-      if (t.nfc_) require_flag(a, "normalized", false, source, where, "an added token matched after NFC is not implemented");
-      const int64_t i = id.is_number_unsigned() && id.get<uint64_t>() > uint64_t(kMaxTokens) ? kMaxTokens : id.get<int64_t>();
-      if (auto v = model_vocab.find(c); v != model_vocab.end() && v->second != i)
-        throw InputError(at(source, where + ": " + io::shown(c) + " has the id " + std::to_string(i) + " here and " +
-                                    std::to_string(v->second) + " in the vocabulary"));
-      place(c, i, where);
+      // (the reference's default: special tokens are matched in the raw text, others after
+      // normalisation)
       bool special = false;
       if (a.contains("special") && a.at("special").is_boolean()) special = a.at("special").get<bool>();
+      bool normalized = !special;
+      if (a.contains("normalized") && a.at("normalized").is_boolean()) normalized = a.at("normalized").get<bool>();
+      if (t.nfc_ && normalized)
+        throw InputError(at(source, where + ".normalized is true: an added token matched after NFC is not implemented"));
+      if (auto v = model_vocab.find(c); v != model_vocab.end()) {
+        if (v->second != i)
+          throw InputError(at(source, where + ": " + io::shown(c) + " has the id " + std::to_string(i) + " here and " +
+                                      std::to_string(v->second) + " in the vocabulary"));
+      } else if (const int64_t expected = largest_added < 0 || largest_added < vocab_count ? vocab_count : largest_added + 1;
+                 i != expected) {
+        throw InputError(at(source, where + ": " + io::shown(c) + " has the id " + std::to_string(i) + ", where the reference numbers it " +
+                                    std::to_string(expected) + " (after the vocabulary and the added tokens before it)"));
+      }
+      if (t.added_ids_.count(c)) throw InputError(at(source, where + ": " + io::shown(c) + " is added twice"));
+      largest_added = std::max(largest_added, i);
+      place(c, i, where);
       t.special_[size_t(i)] = special ? 1 : 0;
       t.added_ids_[c] = i;
-      t.added_.push_back(AddedToken{c, i, special});
+      (normalized ? t.normalized_ : t.raw_).insert(c, i);
     }
   }
   return t;
@@ -450,37 +506,84 @@ int64_t BpeTokenizer::id(std::string_view token) const {
   return it == vocab_.end() ? -1 : it->second;
 }
 
-void BpeTokenizer::split_text(std::string_view text, std::vector<std::string>& out) const {
+bool BpeTokenizer::is_added(int64_t id) const {
+  return has_token(id) && added_ids_.count(tokens_[size_t(id)]) && added_ids_.at(tokens_[size_t(id)]) == id;
+}
+
+void BpeTokenizer::Trie::insert(const std::string& token, int64_t token_id) {
+  int32_t node = 0;
+  for (unsigned char b : token) {
+    const uint64_t key = uint64_t(node) << 8 | b;
+    auto it = edges.find(key);
+    if (it == edges.end()) {
+      it = edges.emplace(key, int32_t(id.size())).first;
+      id.push_back(-1);
+    }
+    node = it->second;
+  }
+  id[size_t(node)] = token_id;
+}
+
+std::pair<size_t, int64_t> BpeTokenizer::Trie::longest(std::string_view text, size_t i) const {
+  std::pair<size_t, int64_t> best{0, -1};
+  int32_t node = 0;
+  for (size_t k = i; k < text.size(); ++k) {
+    auto it = edges.find(uint64_t(node) << 8 | static_cast<unsigned char>(text[k]));
+    if (it == edges.end()) break;
+    node = it->second;
+    if (id[size_t(node)] >= 0) best = {k + 1 - i, id[size_t(node)]};
+  }
+  return best;
+}
+
+void BpeTokenizer::split_text(std::string_view text, std::vector<Piece>& out) const {
   if (text.empty()) return;
   std::u32string s = detail::decode_utf8(text, "BPE tokenizer");
   if (nfc_) s = nfc(s);
   for (size_t i = 0; i < s.size();) {
     const size_t e = match_end(s, i, pattern_);
-    std::string piece;
-    for (size_t k = i; k < e; ++k) append_utf8(piece, s[k]);
+    Piece piece;
+    for (size_t k = i; k < e; ++k) append_utf8(piece.text, s[k]);
     out.push_back(std::move(piece));
     i = e;
   }
 }
 
-std::vector<std::string> BpeTokenizer::pieces(std::string_view text) const {
-  if (!io::valid_utf8(text)) detail::decode_utf8(text, "BPE tokenizer");  // (throws, naming the byte)
-  std::vector<std::string> out;
+// One pass of added-token matching: the leftmost position where a token starts, the longest
+// one there; what lies between goes to the next pass (the normalized tokens) or, after the
+// last, to the pre-tokenizer.
+void BpeTokenizer::split_added(std::string_view text, const Trie& trie, const Trie* next, std::vector<Piece>& out) const {
+  auto rest = [&](std::string_view part) {
+    if (next) split_added(part, *next, nullptr, out);
+    else split_text(part, out);
+  };
   size_t start = 0, i = 0;
   while (i < text.size()) {
-    size_t match = 0;
-    for (const AddedToken& a : added_)
-      if (a.content.size() > match && text.compare(i, a.content.size(), a.content) == 0) match = a.content.size();
-    if (match == 0) {
+    const auto [len, id] = trie.edges.empty() ? std::pair<size_t, int64_t>{0, -1} : trie.longest(text, i);
+    if (len == 0) {
       ++i;
       continue;
     }
-    split_text(text.substr(start, i - start), out);
-    out.emplace_back(text.substr(i, match));
-    i += match;
+    rest(text.substr(start, i - start));
+    out.push_back(Piece{std::string(text.substr(i, len)), id});
+    i += len;
     start = i;
   }
-  split_text(text.substr(start), out);
+  rest(text.substr(start));
+}
+
+std::vector<BpeTokenizer::Piece> BpeTokenizer::split(std::string_view text) const {
+  if (!io::valid_utf8(text)) detail::decode_utf8(text, "BPE tokenizer");  // (throws, naming the byte)
+  if (text.size() >= (size_t(1) << 31))
+    throw InputError("BPE tokenizer: a text of " + std::to_string(text.size()) + " bytes (at most 2 GiB - 1 are encoded at once)");
+  std::vector<Piece> out;
+  split_added(text, raw_, &normalized_, out);
+  return out;
+}
+
+std::vector<std::string> BpeTokenizer::pieces(std::string_view text) const {
+  std::vector<std::string> out;
+  for (Piece& p : split(text)) out.push_back(std::move(p.text));
   return out;
 }
 
@@ -535,15 +638,9 @@ void BpeTokenizer::encode_piece(const std::string& bytes, std::vector<int64_t>& 
 
 std::vector<int64_t> BpeTokenizer::encode(std::string_view text) const {
   std::vector<int64_t> out;
-  for (const std::string& p : pieces(text)) {
-    bool added = false;
-    for (const AddedToken& a : added_)
-      if (a.content == p) {
-        out.push_back(a.id);
-        added = true;
-        break;
-      }
-    if (!added) encode_piece(p, out);
+  for (const Piece& p : split(text)) {
+    if (p.added >= 0) out.push_back(p.added);
+    else encode_piece(p.text, out);
   }
   return out;
 }
@@ -552,7 +649,7 @@ std::string BpeTokenizer::decode(const std::vector<int64_t>& ids, bool skip_spec
   std::string bytes;
   for (size_t k = 0; k < ids.size(); ++k) {
     const int64_t i = ids[k];
-    if (i < 0 || i >= vocab_size() || !is_token_[size_t(i)])
+    if (!has_token(i))
       throw InputError("BPE tokenizer: id " + std::to_string(i) + " (position " + std::to_string(k) + ") names no token");
     if (skip_special && special_[size_t(i)]) continue;
     // A token's symbols back to bytes; one with a character outside the byte-level alphabet

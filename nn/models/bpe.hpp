@@ -2,7 +2,8 @@
 // model's Hugging Face tokenizer.json and giving the ids the reference implementation
 // (Hugging Face `tokenizers`) gives:
 //   1. added tokens written in the text (<|im_start|>, <think>, ...) are matched first, the
-//      longest at the leftmost position, and become their ids;
+//      longest at the leftmost position, and become their ids (those the file marks
+//      `normalized` in a second pass over what the first left, as the reference does);
 //   2. the rest is normalised when the file says so (NFC, Qwen's files);
 //   3. split by the pre-tokenizer's pattern into pieces: Qwen2/Qwen3's, Llama 3's (digits in
 //      runs of up to three) or GPT-2's;
@@ -40,7 +41,7 @@ class BpeTokenizer {
   // The same from the file's text; `source` names it in messages.
   static BpeTokenizer from_json(std::string_view text, const std::string& source);
 
-  // Steps 1-4. InputError for a text that is not UTF-8.
+  // Steps 1-4. InputError for a text that is not UTF-8 or of 2 GiB or more.
   std::vector<int64_t> encode(std::string_view text) const;
   // Steps 1-3: the pieces (added tokens among them), UTF-8.
   std::vector<std::string> pieces(std::string_view text) const;
@@ -51,6 +52,9 @@ class BpeTokenizer {
 
   // One more than the largest id.
   int64_t vocab_size() const { return int64_t(tokens_.size()); }
+  // Whether an id names a token (ids may leave gaps), and whether that token is an added one.
+  bool has_token(int64_t id) const { return id >= 0 && id < vocab_size() && is_token_[size_t(id)]; }
+  bool is_added(int64_t id) const;
   // The id of a token (a vocabulary entry or an added token) as the file writes it; -1 when
   // there is none.
   int64_t id(std::string_view token) const;
@@ -58,23 +62,33 @@ class BpeTokenizer {
   bool normalizes_nfc() const { return nfc_; }
 
  private:
-  struct AddedToken {
-    std::string content;
-    int64_t id = 0;
-    bool special = false;
-  };
   struct Merge {
     int32_t rank, merged;
   };
+  // The added tokens of one pass as a byte trie: the longest one starting at a position in
+  // at most the longest token's length of steps.
+  struct Trie {
+    std::unordered_map<uint64_t, int32_t> edges;  // (node << 8 | byte) -> node
+    std::vector<int64_t> id = {-1};               // by node: the token ending there, or -1
+    void insert(const std::string& token, int64_t token_id);
+    // (length, id) of the longest token at text[i...]; (0, -1) when none.
+    std::pair<size_t, int64_t> longest(std::string_view text, size_t i) const;
+  };
+  struct Piece {
+    std::string text;
+    int64_t added = -1;  // the added token's id, or -1 for text
+  };
+  std::vector<Piece> split(std::string_view text) const;
+  void split_added(std::string_view text, const Trie& trie, const Trie* next, std::vector<Piece>& out) const;
   void encode_piece(const std::string& bytes, std::vector<int64_t>& out) const;
-  void split_text(std::string_view text, std::vector<std::string>& out) const;
+  void split_text(std::string_view text, std::vector<Piece>& out) const;
 
   std::vector<std::string> tokens_;  // by id ("" where no token has the id)
   std::vector<char> is_token_, special_;
   std::unordered_map<std::string, int64_t> vocab_;          // the model's vocabulary
   std::unordered_map<std::string, int64_t> added_ids_;      // the added tokens
   std::unordered_map<uint64_t, Merge> merges_;              // (left << 32 | right) -> rank, result
-  std::vector<AddedToken> added_;                           // matched in the text before anything else
+  Trie raw_, normalized_;                                   // the added tokens of the two passes
   std::array<int32_t, 256> byte_id_{};                      // each byte's symbol's id
   std::array<char32_t, 256> byte_char_{};                   // each byte's symbol
   std::unordered_map<char32_t, unsigned char> char_byte_;   // and back

@@ -187,9 +187,11 @@ DistCsrMatrix DistCsrMatrix::redistribute(const DistCsrMatrix& A, const std::vec
   const std::vector<std::vector<int64_t>> told = comm.all_to_all(tell);
   std::vector<int64_t> ghost_new;  // in ghosts_' order: ascending, so grouped by owner in rank order
   for (const auto& t : told) ghost_new.insert(ghost_new.end(), t.begin(), t.end());
-  if (ghost_new.size() != A.ghosts_.size())
-    throw Error("redistribute: " + std::to_string(ghost_new.size()) + " ghost numbers came back for " +
-                std::to_string(A.ghosts_.size()) + " ghosts");
+  // (the checks of what arrives are raised on every rank: the next steps are collective)
+  dist::raise_collectively(comm, ghost_new.size() == A.ghosts_.size()
+                                     ? std::string()
+                                     : "redistribute: " + std::to_string(ghost_new.size()) + " ghost numbers came back for " +
+                                           std::to_string(A.ghosts_.size()) + " ghosts");
 
   // Each row to its rank as [new row, user row, length, (column, value words) ...], columns
   // renumbered and ascending, a value's bytes in whole 64-bit words.
@@ -241,14 +243,19 @@ DistCsrMatrix DistCsrMatrix::redistribute(const DistCsrMatrix& A, const std::vec
   rp.reserve(size_t(new_mine) + 1);
   ci.reserve(nnz_bound);
   bytes.reserve(nnz_bound * es);
+  std::string why;
   for (const std::vector<int64_t>& stream : got) {
     size_t at = 0;
-    while (at < stream.size()) {
-      if (stream.size() - at < 3 || stream[at] != first + int64_t(user_rows.size()))
-        throw Error("redistribute: a received row is out of order");
+    while (why.empty() && at < stream.size()) {
+      if (stream.size() - at < 3 || stream[at] != first + int64_t(user_rows.size())) {
+        why = "redistribute: a received row is out of order";
+        break;
+      }
       const int64_t len = stream[at + 2];
-      if (len < 0 || uint64_t(len) > (stream.size() - at - 3) / (1 + words))
-        throw Error("redistribute: a received row is truncated");
+      if (len < 0 || uint64_t(len) > (stream.size() - at - 3) / (1 + words)) {
+        why = "redistribute: a received row is truncated";
+        break;
+      }
       user_rows.push_back(stream[at + 1]);
       at += 3;
       for (int64_t k = 0; k < len; ++k, at += 1 + words) {
@@ -259,8 +266,9 @@ DistCsrMatrix DistCsrMatrix::redistribute(const DistCsrMatrix& A, const std::vec
       rp.push_back(int64_t(ci.size()));
     }
   }
-  if (int64_t(user_rows.size()) != new_mine)
-    throw Error("redistribute: " + std::to_string(user_rows.size()) + " rows arrived, " + std::to_string(new_mine) + " were sent");
+  if (why.empty() && int64_t(user_rows.size()) != new_mine)
+    why = "redistribute: " + std::to_string(user_rows.size()) + " rows arrived, " + std::to_string(new_mine) + " were sent";
+  dist::raise_collectively(comm, why);
   const int64_t n = A.global_rows(), nnz = int64_t(ci.size());
   Tensor v = Tensor::empty(vt, {nnz});
   if (!bytes.empty()) std::memcpy(v.raw(), bytes.data(), bytes.size());

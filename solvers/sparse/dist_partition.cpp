@@ -82,7 +82,7 @@ std::pair<std::vector<int64_t>, std::vector<int64_t>> symmetric_local_graph(cons
     std::sort(b, e);
     const auto u = std::unique(b, e);
     const int64_t kept = int64_t(u - b);
-    std::copy(b, u, adj.begin() + out);  // (out <= xadj[r]: moving left)
+    if (out != xadj[size_t(r)]) std::copy(b, u, adj.begin() + out);  // (out < xadj[r]: moving left)
     xadj[size_t(r)] = out;
     out += kept;
   }
@@ -108,7 +108,8 @@ std::vector<int64_t> ptscotch_parts(const DistCsrMatrix& A) {
   throw InputError("--partition ptscotch: this rlx was built without PT-Scotch (install libptscotch-dev and reconfigure)");
 #else
   auto [xadj, adj] = symmetric_local_graph(A);
-  // PT-Scotch counts vertices and edges of the whole graph in its 32-bit SCOTCH_Num.
+  // PT-Scotch counts vertices and edges of the whole graph in its SCOTCH_Num (32 bits in
+  // Debian's build).
   const int64_t edges = comm.all_reduce(int64_t(adj.size()), ReduceOp::Sum);
   constexpr int64_t kMax = std::numeric_limits<SCOTCH_Num>::max();
   if (n > kMax || edges > kMax)
@@ -129,21 +130,26 @@ std::vector<int64_t> ptscotch_parts(const DistCsrMatrix& A) {
   SCOTCH_Context context;
   SCOTCH_Dgraph graph, bound;
   SCOTCH_Strat strat;
-  check(SCOTCH_contextInit(&context), "SCOTCH_contextInit");
-  check(SCOTCH_stratInit(&strat), "SCOTCH_stratInit");
-  check(SCOTCH_dgraphInit(&graph, dist::mpi_comm(comm)), "SCOTCH_dgraphInit");
-  check(SCOTCH_dgraphInit(&bound, dist::mpi_comm(comm)), "SCOTCH_dgraphInit");
+  // Each object is released once it was made, whichever step fails.
   struct Cleanup {
-    SCOTCH_Context* c;
-    SCOTCH_Strat* s;
-    SCOTCH_Dgraph *g, *b;
+    SCOTCH_Context* c = nullptr;
+    SCOTCH_Strat* s = nullptr;
+    SCOTCH_Dgraph *g = nullptr, *b = nullptr;
     ~Cleanup() {
-      SCOTCH_stratExit(s);
-      SCOTCH_dgraphExit(b);
-      SCOTCH_dgraphExit(g);
-      SCOTCH_contextExit(c);
+      if (s) SCOTCH_stratExit(s);
+      if (b) SCOTCH_dgraphExit(b);
+      if (g) SCOTCH_dgraphExit(g);
+      if (c) SCOTCH_contextExit(c);
     }
-  } cleanup{&context, &strat, &graph, &bound};
+  } cleanup;
+  check(SCOTCH_contextInit(&context), "SCOTCH_contextInit");
+  cleanup.c = &context;
+  check(SCOTCH_stratInit(&strat), "SCOTCH_stratInit");
+  cleanup.s = &strat;
+  check(SCOTCH_dgraphInit(&graph, dist::mpi_comm(comm)), "SCOTCH_dgraphInit");
+  cleanup.g = &graph;
+  check(SCOTCH_dgraphInit(&bound, dist::mpi_comm(comm)), "SCOTCH_dgraphInit");
+  cleanup.b = &bound;
   check(SCOTCH_contextRandomClone(&context), "SCOTCH_contextRandomClone");
   SCOTCH_contextRandomSeed(&context, 1);
   SCOTCH_contextRandomReset(&context);

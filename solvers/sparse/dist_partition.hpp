@@ -22,8 +22,9 @@
 namespace rlx::sparse {
 
 // Each of this rank's rows' new rank (local_rows() entries). With one rank, all 0; with
-// fewer rows than ranks, global row i to rank i (no PT-Scotch call). InputError without
-// PT-Scotch, when the graph does not fit its 32-bit indices, or when it fails.
+// fewer rows than ranks, global row i to rank i (no PT-Scotch call, so these two answer in a
+// build without it too). Otherwise InputError without PT-Scotch, when the graph does not fit
+// its indices (SCOTCH_Num), or when it fails.
 std::vector<int64_t> ptscotch_parts(const DistCsrMatrix& A);
 // A partitioned as `kind` says: "contiguous" gives A back as it is; "ptscotch" partitions
 // and redistributes it. Other names: InputError naming the choices (the serial

@@ -405,17 +405,32 @@ std::vector<std::vector<int64_t>> Communicator::all_to_all(const std::vector<std
 #ifdef RLX_HAVE_MPI
   if (is_mpi() && size() > 1) {
     const size_t p = size_t(size());
+    // MPI counts and offsets are ints: what one rank sends or receives must fit them, and a
+    // rank past that is an error on every rank (not one rank throwing while the others wait).
+    auto too_many = [this](int64_t mine, const char* what) {
+      const int64_t most = all_reduce(mine, ReduceOp::Max);
+      if (most > int64_t(std::numeric_limits<int>::max()))
+        throw CollectiveError("all_to_all: a rank " + std::string(what) + " " + std::to_string(most) +
+                              " entries, more than one MPI call carries");
+    };
+    int64_t sending = 0;
+    for (const auto& l : lists) sending += int64_t(l.size());
+    too_many(sending, "sends");
     std::vector<int> scount(p), rcount(p), soff(p), roff(p);
     std::vector<int64_t> flat;
+    flat.reserve(size_t(sending));
     for (size_t r = 0; r < p; ++r) {
-      soff[r] = mpi_count(int64_t(flat.size()));
-      scount[r] = mpi_count(int64_t(lists[r].size()));
+      soff[r] = int(flat.size());
+      scount[r] = int(lists[r].size());
       flat.insert(flat.end(), lists[r].begin(), lists[r].end());
     }
     check(MPI_Alltoall(scount.data(), 1, MPI_INT, rcount.data(), 1, MPI_INT, impl_->comm), "MPI_Alltoall");
     int64_t total = 0;
+    for (size_t r = 0; r < p; ++r) total += rcount[r];
+    too_many(total, "receives");
+    total = 0;
     for (size_t r = 0; r < p; ++r) {
-      roff[r] = mpi_count(total);
+      roff[r] = int(total);
       total += rcount[r];
     }
     std::vector<int64_t> in(static_cast<size_t>(total));

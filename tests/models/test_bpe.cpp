@@ -122,6 +122,36 @@ BOOST_AUTO_TEST_CASE(pieces_follow_the_pattern) {
   BOOST_TEST((g.pieces("I'M here  2024") == V{"I", "'", "M", " here", " ", " 2024"}));
 }
 
+// Added tokens as the reference matches them: in the raw text, before NFC (a token NFC
+// would form out of decomposed text is not matched), and the file's normalized ones in a
+// second pass over what the first left (so a non-normalized token wins over a normalized
+// one that starts earlier and overlaps it).
+BOOST_AUTO_TEST_CASE(added_tokens_are_matched_as_the_reference_matches_them) {
+  nlohmann::json q = nlohmann::json::parse(text_of("qwen2.json"));
+  const BpeTokenizer plain = BpeTokenizer::from_json(q.dump(), "qwen2.json");
+  q["added_tokens"].push_back({{"id", 502}, {"content", "\xC3\xA9x"}, {"special", false}, {"normalized", false},
+                               {"single_word", false}, {"lstrip", false}, {"rstrip", false}});
+  const BpeTokenizer with = BpeTokenizer::from_json(q.dump(), "qwen2+.json");
+  BOOST_TEST(with.encode("\xC3\xA9x") == std::vector<int64_t>{502});
+  BOOST_TEST(with.encode("e\xCC\x81x") == plain.encode("e\xCC\x81x"));  // (NFC gives "éx", matched before it: no)
+  BOOST_TEST(with.is_added(502));
+  BOOST_TEST(!with.is_added(with.id("a")));
+  nlohmann::json l = nlohmann::json::parse(text_of("llama3.json"));
+  const int64_t n = int64_t(l["model"]["vocab"].size());
+  auto add = [&](const std::string& c, int64_t id, bool normalized) {
+    l["added_tokens"].push_back({{"id", id}, {"content", c}, {"special", false}, {"normalized", normalized},
+                                 {"single_word", false}, {"lstrip", false}, {"rstrip", false}});
+  };
+  add("x<a", n, true);
+  add("<a>", n + 1, false);
+  const BpeTokenizer two = BpeTokenizer::from_json(l.dump(), "llama3+.json");
+  const std::vector<int64_t> ids = two.encode("x<a>");
+  BOOST_TEST_REQUIRE(!ids.empty());
+  BOOST_TEST(ids.back() == n + 1);
+  BOOST_TEST((two.pieces("x<a>") == std::vector<std::string>{"x", "<a>"}));
+  BOOST_TEST((two.pieces("x<a") == std::vector<std::string>{"x<a"}));
+}
+
 BOOST_AUTO_TEST_CASE(decoding_replaces_a_cut_character_as_the_reference_does) {
   const auto q = BpeTokenizer::from_file(kDir + "/qwen2.json");
   const std::vector<int64_t> ids = q.encode("\xE6\x97\xA5");  // U+65E5: three byte symbols
@@ -129,6 +159,9 @@ BOOST_AUTO_TEST_CASE(decoding_replaces_a_cut_character_as_the_reference_does) {
   std::vector<int64_t> cut(ids.begin(), ids.end() - 1);
   BOOST_TEST(q.decode(cut).find("\xEF\xBF\xBD") != std::string::npos);
   BOOST_TEST(q.decode(ids) == "\xE6\x97\xA5");
+  BOOST_TEST(q.has_token(0));
+  BOOST_TEST(!q.has_token(q.vocab_size()));
+  BOOST_TEST(!q.has_token(-1));
   expect_error([&] { q.decode({q.vocab_size()}); }, {"id " + std::to_string(q.vocab_size()), "names no token"});
   expect_error([&] { q.decode({-1}); }, {"id -1"});
   expect_error([&] { q.encode("ok \xFF"); }, {"not valid UTF-8", "byte 3"});
@@ -167,6 +200,13 @@ BOOST_AUTO_TEST_CASE(what_is_not_implemented_or_malformed_is_refused_by_name) {
   refused([](J& j) { j["added_tokens"][0]["id"] = 700; }, {"'<|endoftext|>' has the id 700 here and 0"});
   refused([](J& j) { j["added_tokens"][3]["normalized"] = true; }, {"added_tokens[3].normalized is true"});
   refused([](J& j) { j.erase("model"); }, {"the file has no \"model\""});
+  refused([](J& j) { j["pre_tokenizer"]["pretokenizers"][1].erase("use_regex"); }, {"use_regex is true (absent: the reference's default)"});
+  refused([](J& j) { j["pre_tokenizer"]["pretokenizers"][1].erase("add_prefix_space"); }, {"add_prefix_space is true (absent"});
+  refused([](J& j) { j["model"]["vocab"]["zzz"] = 20000000; }, {"the id 20000000 is outside"});
+  refused([](J& j) { j["model"]["vocab"]["zzz"] = 16000000; }, {"the ids are sparse: the largest is 16000000"});
+  refused([](J& j) { j["added_tokens"][3]["id"] = 700; }, {"'<think>' has the id 700, where the reference numbers it 500"});
+  refused([](J& j) { j["added_tokens"].push_back(j["added_tokens"][3]); j["added_tokens"][5]["id"] = 502; }, {"is added twice"});
+  refused([](J& j) { j["added_tokens"][3]["content"] = std::string(2000, 'x'); }, {"more than an added token's 1024"});
   expect_error([] { BpeTokenizer::from_json("{\"model\": ", "t.json"); }, {"t.json"});
   expect_error([] { BpeTokenizer::from_json("[1, 2]", "t.json"); }, {"expected a JSON object"});
   expect_error([] { BpeTokenizer::from_file(kDir + "/no_such.json"); }, {"no_such.json"});
