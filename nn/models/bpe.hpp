@@ -31,6 +31,10 @@
 #include <unordered_map>
 #include <vector>
 
+namespace rlx::io {
+class GgufFile;
+}
+
 namespace rlx::nn {
 
 class BpeTokenizer {
@@ -40,6 +44,13 @@ class BpeTokenizer {
   static BpeTokenizer from_file(const std::string& path);
   // The same from the file's text; `source` names it in messages.
   static BpeTokenizer from_json(std::string_view text, const std::string& source);
+  // The tokenizer a GGUF file carries in llama.cpp's keys (tokenizer.ggml.model "gpt2"):
+  // tokens by id, their types (control and user-defined ones are the added tokens, special
+  // and not; unused ones name no token), merges, and the pre-tokenizer's name —
+  // tokenizer.ggml.pre "qwen2" (with the NFC of Qwen's tokenizer.json files, which the GGUF
+  // file does not record), "llama-bpe" (Llama 3's, ignore_merges) or "gpt-2". Other models
+  // and names are InputErrors naming the file and the key.
+  static BpeTokenizer from_gguf(const io::GgufFile& f);
 
   // Steps 1-4. InputError for a text that is not UTF-8 or of 2 GiB or more.
   std::vector<int64_t> encode(std::string_view text) const;
@@ -62,6 +73,7 @@ class BpeTokenizer {
   bool normalizes_nfc() const { return nfc_; }
 
  private:
+  friend struct BpeLoader;
   struct Merge {
     int32_t rank, merged;
   };

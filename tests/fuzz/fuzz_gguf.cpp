@@ -3,7 +3,8 @@
 // itself, answer every metadata getter for the type each value has, and dequantize every
 // tensor of a decoded type into as many f32 values as its shape holds and hand it out packed as
 // its own bytes in rows of whole blocks (other types are an InputError), and view every tensor
-// of an rlx dtype as the bytes tensor() copies.
+// of an rlx dtype as the bytes tensor() copies; and the BPE tokenizer its keys may carry must
+// build and encode, or be refused.
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -12,6 +13,7 @@
 #include "common.hpp"
 #include "core/error.hpp"
 #include "io/gguf.hpp"
+#include "nn/models/bpe.hpp"
 
 using namespace rlx;
 
@@ -53,6 +55,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
           fuzz::finding("tensor '" + t.name + "' packed to rows that do not cover it");
       } catch (const InputError&) {
       }
+    }
+    // The byte-level BPE tokenizer its tokenizer.ggml keys may carry: one that builds encodes
+    // a text to ids that name tokens, or the keys are refused with an InputError.
+    try {
+      const nn::BpeTokenizer tok = nn::BpeTokenizer::from_gguf(f);
+      for (int64_t id : tok.encode("Hello, world! It's 2024 <|endoftext|>\n\te\xCC\x81"))
+        if (!tok.has_token(id)) fuzz::finding("the GGUF tokenizer gave id " + std::to_string(id) + ", which names no token");
+    } catch (const InputError&) {
     }
   })
   return 0;

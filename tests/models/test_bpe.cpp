@@ -1,7 +1,7 @@
 // The byte-level BPE tokenizer (nn/models/bpe.hpp) against Hugging Face tokenizers on three
 // tokenizers of the Qwen2/Qwen3, Llama 3 and GPT-2 families (data/bpe, made by
-// make_bpe_reference.py): the same ids and the same decoded text for 63 chosen texts and 600
-// random ones, and on Qwen3's own tokenizer.json where this machine has it; and its refusals
+// make_bpe_reference.py), read from tokenizer.json and from a GGUF file's keys: the same ids
+// and the same decoded text for 63 chosen texts and 600 random ones, and on Qwen3's own tokenizer.json where this machine has it; and its refusals
 // of what it does not implement or what is malformed.
 #define BOOST_TEST_MODULE models_bpe
 #include <boost/test/unit_test.hpp>
@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "io/gguf.hpp"
 #include "nn/models/bpe.hpp"
 #include "tests/support/errors.hpp"
 
@@ -41,9 +42,10 @@ std::string hex(const std::string& s) {
   return out;
 }
 
-void check_family(const std::string& name, BpeTokenizer::Pattern pattern, bool nfc) {
+void check_family(const std::string& name, BpeTokenizer::Pattern pattern, bool nfc, bool gguf) {
   const nlohmann::json ref = load("reference.json");
-  const auto tok = BpeTokenizer::from_file(kDir + "/" + name + ".json");
+  const auto tok = gguf ? BpeTokenizer::from_gguf(io::GgufFile(kDir + "/" + name + ".gguf"))
+                        : BpeTokenizer::from_file(kDir + "/" + name + ".json");
   BOOST_TEST((tok.pattern() == pattern));
   BOOST_TEST(tok.normalizes_nfc() == nfc);
   const auto& texts = ref.at("texts");
@@ -68,9 +70,21 @@ void check_family(const std::string& name, BpeTokenizer::Pattern pattern, bool n
   BOOST_TEST(added > 5);
 }
 
-BOOST_AUTO_TEST_CASE(qwen2_family_ids_and_text_equal_the_reference) { check_family("qwen2", BpeTokenizer::Pattern::Qwen2, true); }
-BOOST_AUTO_TEST_CASE(llama3_family_ids_and_text_equal_the_reference) { check_family("llama3", BpeTokenizer::Pattern::Llama3, false); }
-BOOST_AUTO_TEST_CASE(gpt2_family_ids_and_text_equal_the_reference) { check_family("gpt2", BpeTokenizer::Pattern::Gpt2, false); }
+BOOST_AUTO_TEST_CASE(qwen2_family_ids_and_text_equal_the_reference) { check_family("qwen2", BpeTokenizer::Pattern::Qwen2, true, false); }
+BOOST_AUTO_TEST_CASE(llama3_family_ids_and_text_equal_the_reference) { check_family("llama3", BpeTokenizer::Pattern::Llama3, false, false); }
+BOOST_AUTO_TEST_CASE(gpt2_family_ids_and_text_equal_the_reference) { check_family("gpt2", BpeTokenizer::Pattern::Gpt2, false, false); }
+
+// The same tokenizers as llama.cpp's converter stores them in a GGUF file's tokenizer.ggml.*
+// keys (data/bpe/*.gguf): the same ids and text.
+BOOST_AUTO_TEST_CASE(the_same_tokenizers_from_gguf_keys_give_the_same_ids) {
+  check_family("qwen2", BpeTokenizer::Pattern::Qwen2, true, true);
+  check_family("llama3", BpeTokenizer::Pattern::Llama3, false, true);
+  check_family("gpt2", BpeTokenizer::Pattern::Gpt2, false, true);
+  expect_error([] { BpeTokenizer::from_gguf(io::GgufFile(std::string(RLX_DATA) + "/qwen3/qwen3-tiny-q8_0.gguf")); },
+               {"qwen3-tiny-q8_0.gguf", "no tokenizer.ggml.model"});
+  expect_error([] { BpeTokenizer::from_gguf(io::GgufFile(std::string(RLX_DATA) + "/bert_tiny/model-f32.gguf")); },
+               {"model-f32.gguf", "tokenizer.ggml.model is 'bert'"});
+}
 
 // Qwen3's own tokenizer.json (151,669 tokens), when this machine has it: the ids of the
 // same texts as the reference gave them (data/bpe/qwen3_reference.json).

@@ -507,6 +507,12 @@ BOOST_AUTO_TEST_CASE(rlx_generate_takes_and_prints_text_through_the_tokenizer) {
   std::string want_ids;
   for (int64_t t : all) want_ids += (want_ids.empty() ? "" : ",") + std::to_string(t);
   BOOST_TEST((r.code == 0 && r.out == want_ids + "\n" + tok.decode(all, true) + "\n"), r.out << r.err);
+  // The same tokenizer from a GGUF file's keys: the same text.
+  r = cli("generate --model " + kDir + " --tokenizer " + std::string(RLX_DATA) + "/bpe/qwen2.gguf --prompt '" + text +
+          "' --max-new 12");
+  BOOST_TEST((r.code == 0 && r.out == tok.decode(want, true) + "\n"), r.out << r.err);
+  r = cli("generate --model " + kDir + "/qwen3-tiny-q8_0.gguf --prompt hello");
+  BOOST_TEST((r.code == 2 && test::has(r.err, "no tokenizer.ggml keys")), r.err);
   // Refused: no tokenizer beside the model, both prompts, a bad tokenizer, a bad stop list.
   r = cli("generate --model " + kDir + " --prompt hello");
   BOOST_TEST((r.code == 2 && test::has(r.err, "tokenizer.json does not exist")), r.err);
