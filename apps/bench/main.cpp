@@ -250,6 +250,7 @@ int bench_embed(int argc, char** argv);         // embed.cpp
 int bench_qmatmul(int argc, char** argv);        // qmatmul.cpp
 int bench_generate(int argc, char** argv);      // generate.cpp
 int bench_load(int argc, char** argv);          // load.cpp
+int bench_tokenize(int argc, char** argv);      // tokenize.cpp
 
 // The sub-commands: rlx-bench NAME [options] runs run(argc - 1, argv + 1).
 struct SubCommand {
@@ -260,7 +261,7 @@ const SubCommand kSubCommands[] = {
     {"spmv", bench_spmv},     {"pcg", bench_pcg},       {"direct", bench_direct},
     {"direct-eigen", bench_eigen_direct}, {"dense", bench_dense_la}, {"layout", bench_layout},
     {"grad", bench_grad},     {"splat", bench_splat}, {"embed", bench_embed}, {"qmatmul", bench_qmatmul},
-    {"generate", bench_generate}, {"load", bench_load},
+    {"generate", bench_generate}, {"load", bench_load}, {"tokenize", bench_tokenize},
 #ifdef RLX_HAVE_CUDA
     {"cuda", bench_cuda},
 #endif
