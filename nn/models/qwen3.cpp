@@ -121,11 +121,17 @@ void write_i64(Tensor& dst, int64_t v) { dst.allocator()->copy_from_host(dst.raw
 
 // The decoder for prefill (pos == nullptr: positions 0..T-1, causal attention among them) or
 // for one decode step (positions {pos}, attention over the cache with position pos written).
+// start (i64 [B], or none): each row's first real position, the ones before it padding that
+// no query attends to (prompts of different lengths, padded on the left). Every row keeps
+// the slots' positions for its rotary embedding: shifted by start, as a row alone would have
+// them, attention would see the same relative positions and the same scores.
 Qwen3Outputs decoder(Model& m, const Qwen3Config& c, const Var& ids, int64_t cache_len, const Var* pos,
-                     const std::vector<Var>* cache, bool all_logits) {
+                     const std::vector<Var>* cache, bool all_logits, const Var* start = nullptr) {
   if (ids.rank() != 2 || ids.dtype() != DType::I64) throw InputError("qwen3: ids must be i64 [B, T], got " + ids.type().str());
   const int64_t b = ids.shape()[0], t = ids.shape()[1], nh = c.num_heads, kv = c.num_kv_heads, hd = c.head_dim;
   if (b < 1 || t < 1) throw InputError("qwen3: empty ids " + ids.type().str());
+  if (start && start->type() != TensorType{DType::I64, {b}})
+    throw InputError("qwen3: start must be i64 [" + std::to_string(b) + "], got " + start->type().str());
   if (cache_len < t || cache_len > c.max_positions)
     throw InputError("qwen3: a cache of " + std::to_string(cache_len) + " positions for " + std::to_string(t) +
                      " tokens (the model has " + std::to_string(c.max_positions) + ")");
@@ -162,15 +168,35 @@ Qwen3Outputs decoder(Model& m, const Qwen3Config& c, const Var& ids, int64_t cac
   }
   {
     ModuleLocation at("positions");
+    // A row's padding: the keys before its start (a [B, S] mask, S the keys).
+    auto after_start = [&](int64_t keys) {
+      return ge(broadcast_to(reshape(iota(g, {keys}, 0, DType::I64), {1, keys}), {b, keys}),
+                broadcast_to(reshape(*start, {b, 1}), {b, keys}));
+    };
     if (pos) {
       positions = reshape(*pos, {1});
       // Keys after pos hold nothing yet (zeros, or an earlier sequence): -inf before the softmax.
       Var keep = le(iota(g, {cache_len}, 0, DType::I64), broadcast_to(*pos, {cache_len}));
-      Var zero = broadcast_to(scalar(g, 0.0, DType::F32), {cache_len});
-      Var minus = broadcast_to(scalar(g, -INFINITY, DType::F32), {cache_len});
-      bias = reshape(where(keep, zero, minus), {1, 1, 1, 1, cache_len});
+      const int64_t rows = start ? b : 1;
+      if (start) keep = logical_and(broadcast_to(reshape(keep, {1, cache_len}), {b, cache_len}), after_start(cache_len));
+      Var zero = broadcast_to(scalar(g, 0.0, DType::F32), keep.shape());
+      Var minus = broadcast_to(scalar(g, -INFINITY, DType::F32), keep.shape());
+      bias = reshape(where(keep, zero, minus), {rows, 1, 1, 1, cache_len});
     } else {
       positions = iota(g, {t}, 0, DType::I64);
+      if (start) {
+        // Beside the causal mask: no key before the row's start, but a padding query keeps
+        // itself (a row of -inf would make its softmax NaN; its output is never read).
+        Var keys = broadcast_to(reshape(after_start(t), {b, 1, t}), {b, t, t});
+        Var self = broadcast_to(reshape(eq(broadcast_to(reshape(iota(g, {t}, 0, DType::I64), {t, 1}), {t, t}),
+                                           broadcast_to(reshape(iota(g, {t}, 0, DType::I64), {1, t}), {t, t})),
+                                        {1, t, t}),
+                                {b, t, t});
+        Var keep = logical_or(keys, self);
+        Var zero = broadcast_to(scalar(g, 0.0, DType::F32), {b, t, t});
+        Var minus = broadcast_to(scalar(g, -INFINITY, DType::F32), {b, t, t});
+        bias = reshape(where(keep, zero, minus), {b, 1, 1, t, t});
+      }
     }
   }
   const double eps = c.rms_norm_eps;
@@ -199,7 +225,7 @@ Qwen3Outputs decoder(Model& m, const Qwen3Config& c, const Var& ids, int64_t cac
         out.cache.push_back(kc);
         out.cache.push_back(vc);
       } else {
-        o = grouped_query_attention(q, k, v, true);
+        o = grouped_query_attention(q, k, v, true, bias);
         for (const Var& kvt : {k, v})
           out.cache.push_back(cache_len == t ? kvt : pad(kvt, {0, 0, 0, 0}, {0, 0, cache_len - t, 0}));
       }
@@ -275,15 +301,17 @@ Qwen3Config Qwen3Config::from_gguf(const io::GgufFile& f) {
   return c;
 }
 
-Qwen3Outputs qwen3_prefill(Model& m, const Qwen3Config& c, const Var& ids, int64_t cache_len, bool all_logits) {
-  return decoder(m, c, ids, cache_len, nullptr, nullptr, all_logits);
+Qwen3Outputs qwen3_prefill(Model& m, const Qwen3Config& c, const Var& ids, int64_t cache_len, bool all_logits,
+                           const Var* start) {
+  return decoder(m, c, ids, cache_len, nullptr, nullptr, all_logits, start);
 }
 
-Qwen3Outputs qwen3_decode(Model& m, const Qwen3Config& c, const Var& ids, const Var& pos, const std::vector<Var>& cache) {
+Qwen3Outputs qwen3_decode(Model& m, const Qwen3Config& c, const Var& ids, const Var& pos, const std::vector<Var>& cache,
+                          const Var* start) {
   if (ids.rank() != 2 || ids.shape()[1] != 1) throw InputError("qwen3_decode: ids must be [B, 1], got " + ids.type().str());
   if (pos.type() != TensorType{DType::I64, {}}) throw InputError("qwen3_decode: pos must be i64 [], got " + pos.type().str());
   if (cache.empty() || cache[0].rank() != 4) throw InputError("qwen3_decode: the cache must be [B, kv_heads, length, head_dim] tensors");
-  return decoder(m, c, ids, cache[0].shape()[2], &pos, &cache, true);
+  return decoder(m, c, ids, cache[0].shape()[2], &pos, &cache, true, start);
 }
 
 std::string gguf_tensor_name(const std::string& p) {
@@ -419,21 +447,25 @@ struct Qwen3Generator::Program_ {
 // in place; otherwise two, each step reading one and writing the other.
 struct Qwen3Generator::Session {
   int64_t batch = 1, cache_len = 0;
+  bool ragged = false;  // the step takes `start` (each row's first real position)
   Program_ decode;
   bool in_place = false;
   std::vector<Tensor> sets[2];
   // chosen: the logits' argmax, so that a greedy step brings back B ids instead of B × vocab
   // floats (9.7 MB a step at batch 16 for Qwen3's 151,936 tokens).
-  Tensor ids, pos, logits, chosen;
+  Tensor ids, pos, start, logits, chosen;
   std::unique_ptr<Replay> replay[2];
   bool replayed = false;
   int next(int from) const { return in_place ? from : 1 - from; }
 };
 
 namespace {
-void build_prefill(Model& m, const Qwen3Config& c, int64_t batch, int64_t length, int64_t cache_len, bool all_logits) {
+void build_prefill(Model& m, const Qwen3Config& c, int64_t batch, int64_t length, int64_t cache_len, bool all_logits,
+                   bool ragged = false) {
   Var ids = m.input("input_ids", DType::I64, {batch, length});
-  Qwen3Outputs o = qwen3_prefill(m, c, ids, cache_len, all_logits);
+  std::optional<Var> start;
+  if (ragged) start = m.input("start", DType::I64, {batch});
+  Qwen3Outputs o = qwen3_prefill(m, c, ids, cache_len, all_logits, start ? &*start : nullptr);
   std::vector<Var> res{o.logits};
   res.insert(res.end(), o.cache.begin(), o.cache.end());
   output(m.graph(), res);
@@ -600,61 +632,66 @@ void Qwen3Generator::check_ids(const std::vector<int64_t>& ids, const char* what
                      std::to_string(config_.max_positions) + " positions");
 }
 
-void Qwen3Generator::check_batch(const std::vector<std::vector<int64_t>>& batch, const char* what) const {
+void Qwen3Generator::check_batch(const std::vector<std::vector<int64_t>>& batch, const char* what, bool one_length) const {
   if (batch.empty()) throw InputError(std::string(what) + ": no sequences");
   for (size_t b = 0; b < batch.size(); ++b) {
     check_ids(batch[b], what);
-    // (one position per step for the whole batch: prompts of one length, no padding)
-    if (batch[b].size() != batch[0].size())
+    if (one_length && batch[b].size() != batch[0].size())
       throw InputError(std::string(what) + ": sequence " + std::to_string(b) + " has " + std::to_string(batch[b].size()) +
                        " ids, sequence 0 has " + std::to_string(batch[0].size()) + " (a batch needs one length)");
   }
 }
 
 Qwen3Generator::Program_& Qwen3Generator::prefill_program(int64_t batch, int64_t length, int64_t cache_len, bool all_logits,
-                                                          Device& d) {
+                                                          Device& d, bool ragged) {
   const std::string key = d.name() + "/prefill/" + std::to_string(batch) + "/" + std::to_string(length) + "/" +
-                          std::to_string(cache_len) + (all_logits ? "/all" : "/last");
+                          std::to_string(cache_len) + (all_logits ? "/all" : "/last") + (ragged ? "/ragged" : "");
   auto it = programs_.find(key);
   if (it != programs_.end()) return *it->second;
   auto p = std::make_unique<Program_>();
   Model m(p->graph);
-  build_prefill(m, config_, batch, length, cache_len, all_logits);
+  build_prefill(m, config_, batch, length, cache_len, all_logits, ragged);
   p->program = std::make_unique<Program>(compile(p->graph, d));
   p->exec = std::make_unique<Executor>(*p->program, d);
   return *programs_.emplace(key, std::move(p)).first->second;
 }
 
-Qwen3Generator::Session& Qwen3Generator::session(int64_t batch, int64_t cache_len, Device& d) {
-  const std::string key = d.name() + "/" + std::to_string(batch) + "/" + std::to_string(cache_len);
+Qwen3Generator::Session& Qwen3Generator::session(int64_t batch, int64_t cache_len, Device& d, bool ragged) {
+  const std::string key = d.name() + "/" + std::to_string(batch) + "/" + std::to_string(cache_len) + (ragged ? "/ragged" : "");
   auto it = sessions_.find(key);
   if (it != sessions_.end()) return *it->second;
   require_runnable(d);
   auto s = std::make_unique<Session>();
   s->batch = batch;
   s->cache_len = cache_len;
+  s->ragged = ragged;
+  // (inputs: ids, pos, start when ragged, the cache, the weights; results: the logits, their
+  // argmax, the cache)
+  const size_t first_cache = ragged ? 3 : 2;
   {
     Model m(s->decode.graph);
     Var ids = m.input("input_ids", DType::I64, {batch, 1});
     Var pos = m.input("position", DType::I64, {});
+    std::optional<Var> start;
+    if (ragged) start = m.input("start", DType::I64, {batch});
     std::vector<Var> cache;
     const Shape full{batch, config_.num_kv_heads, cache_len, config_.head_dim};
     for (int64_t i = 0; i < config_.num_layers; ++i)
       for (const char* kv : {"k", "v"}) cache.push_back(m.input("cache/" + std::to_string(i) + "/" + kv, DType::F32, full));
-    Qwen3Outputs o = qwen3_decode(m, config_, ids, pos, cache);
+    Qwen3Outputs o = qwen3_decode(m, config_, ids, pos, cache, start ? &*start : nullptr);
     std::vector<Var> res{o.logits, argmax(o.logits, -1)};
     res.insert(res.end(), o.cache.begin(), o.cache.end());
     output(s->decode.graph, res);
     s->decode.program = std::make_unique<Program>(compile(s->decode.graph, d));
     s->decode.exec = std::make_unique<Executor>(*s->decode.program, d);
-    // (inputs: ids, pos, the cache, the weights; results: the logits, their argmax, the cache)
     s->in_place = true;
-    for (size_t i = 0; i < cache.size(); ++i) s->in_place = s->in_place && s->decode.program->donates(2 + i, 2 + i);
+    for (size_t i = 0; i < cache.size(); ++i) s->in_place = s->in_place && s->decode.program->donates(first_cache + i, 2 + i);
     for (int k = 0; k < (s->in_place ? 1 : 2); ++k)
       for (size_t i = 0; i < cache.size(); ++i) s->sets[k].push_back(Tensor::zeros(DType::F32, full).to(d.allocator()));
   }
   s->ids = Tensor::zeros(DType::I64, {batch, 1}).to(d.allocator());
   s->pos = Tensor::zeros(DType::I64, {}).to(d.allocator());
+  if (ragged) s->start = Tensor::zeros(DType::I64, {batch}).to(d.allocator());
   s->logits = Tensor::empty(DType::F32, {batch, 1, config_.vocab_size}, d.allocator());
   s->chosen = Tensor::empty(DType::I64, {batch, 1}, d.allocator());
   // Record both directions now, before any prefill fills set 0 (capture runs the step once).
@@ -663,6 +700,7 @@ Qwen3Generator::Session& Qwen3Generator::session(int64_t batch, int64_t cache_le
   try {
     for (int k = 0; k < (s->in_place ? 1 : 2) && env_choice("RLX_PROFILE", {"0", "1"}) == 0; ++k) {
       std::vector<Tensor> in{s->ids, s->pos};
+      if (ragged) in.push_back(s->start);
       in.insert(in.end(), s->sets[k].begin(), s->sets[k].end());
       in.insert(in.end(), w.begin(), w.end());
       std::vector<Tensor> out{s->logits, s->chosen};
@@ -678,8 +716,9 @@ Qwen3Generator::Session& Qwen3Generator::session(int64_t batch, int64_t cache_le
 
 Tensor Qwen3Generator::run_prefill(const std::vector<std::vector<int64_t>>& batch, Session& s, bool all_logits, Device& d) {
   const int64_t n = int64_t(batch.at(0).size()), b = int64_t(batch.size());
-  Program_& p = prefill_program(b, n, s.cache_len, all_logits, d);
+  Program_& p = prefill_program(b, n, s.cache_len, all_logits, d, s.ragged);
   std::vector<Tensor> in{ids_tensor(batch)};
+  if (s.ragged) in.push_back(s.start);
   const std::vector<Tensor>& w = weights_on(d);
   in.insert(in.end(), w.begin(), w.end());
   std::vector<Tensor> out{Tensor::empty(DType::F32, {b, all_logits ? n : 1, config_.vocab_size}, d.allocator())};
@@ -699,6 +738,7 @@ void Qwen3Generator::run_step(const std::vector<int64_t>& tokens, int64_t pos, i
     s.replayed = true;
   } else {
     std::vector<Tensor> in{s.ids, s.pos};
+    if (s.ragged) in.push_back(s.start);
     in.insert(in.end(), s.sets[from].begin(), s.sets[from].end());
     const std::vector<Tensor>& w = weights_on(d);
     in.insert(in.end(), w.begin(), w.end());
@@ -764,9 +804,26 @@ GenerationResult Qwen3Generator::generate(const std::vector<int64_t>& prompt, in
   return r;
 }
 
-BatchGenerationResult Qwen3Generator::generate_batch(const std::vector<std::vector<int64_t>>& prompts, int64_t max_new,
+BatchGenerationResult Qwen3Generator::generate_batch(const std::vector<std::vector<int64_t>>& prompts_in, int64_t max_new,
                                                const SamplingOptions& opt, Device& d) {
-  check_batch(prompts, "generate");
+  check_batch(prompts_in, "generate", false);
+  // Prompts of different lengths: padded on the left with token 0 to the longest, each row's
+  // start telling attention where its own tokens begin.
+  size_t longest = 0;
+  for (const auto& pr : prompts_in) longest = std::max(longest, pr.size());
+  bool ragged = false;
+  std::vector<int64_t> starts;
+  std::vector<std::vector<int64_t>> padded;
+  for (const auto& pr : prompts_in) {
+    ragged = ragged || pr.size() != longest;
+    starts.push_back(int64_t(longest - pr.size()));
+  }
+  if (ragged)
+    for (const auto& pr : prompts_in) {
+      padded.emplace_back(longest - pr.size(), 0);
+      padded.back().insert(padded.back().end(), pr.begin(), pr.end());
+    }
+  const std::vector<std::vector<int64_t>>& prompts = ragged ? padded : prompts_in;
   const int64_t b = int64_t(prompts.size()), p = int64_t(prompts[0].size()), v = config_.vocab_size;
   if (max_new < 1) throw InputError("generate: max_new must be at least 1, got " + std::to_string(max_new));
   if (max_new > config_.max_positions - p)
@@ -776,7 +833,8 @@ BatchGenerationResult Qwen3Generator::generate_batch(const std::vector<std::vect
   // The cache covers every position a step feeds, rounded up so that nearby lengths share
   // one decode program.
   const int64_t cache_len = std::min(config_.max_positions, (p + max_new + 63) / 64 * 64);
-  Session& s = session(b, cache_len, d);
+  Session& s = session(b, cache_len, d, ragged);
+  if (ragged) s.start.allocator()->copy_from_host(s.start.raw(), starts.data(), starts.size() * sizeof(int64_t));
   BatchGenerationResult r;
   r.ids.resize(size_t(b));
   auto t0 = std::chrono::steady_clock::now();

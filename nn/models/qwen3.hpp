@@ -76,11 +76,15 @@ struct Qwen3Outputs {
 // Prefill: ids i64 [B, P] at positions 0..P-1 -> logits [B, P, vocab] (all_logits) or of the
 // last position [B, 1, vocab], and the cache with positions 0..P-1 filled, zeros after, up to
 // cache_len (>= P). Node locations are the checkpoint's module names.
-Qwen3Outputs qwen3_prefill(Model& m, const Qwen3Config& c, const Var& ids, int64_t cache_len, bool all_logits = true);
+// start (i64 [B], optional): each row's first real position, the ones before it padding
+// (prompts of different lengths padded on the left) that no query attends to.
+Qwen3Outputs qwen3_prefill(Model& m, const Qwen3Config& c, const Var& ids, int64_t cache_len, bool all_logits = true,
+                           const Var* start = nullptr);
 // One decode step: ids i64 [B, 1] at position pos (i64 [], < cache_len) with the cache of the
 // positions before it -> logits [B, 1, vocab] and the cache with position pos written.
-// Attention reads positions <= pos only.
-Qwen3Outputs qwen3_decode(Model& m, const Qwen3Config& c, const Var& ids, const Var& pos, const std::vector<Var>& cache);
+// Attention reads positions <= pos only (and, given start, none before the row's start).
+Qwen3Outputs qwen3_decode(Model& m, const Qwen3Config& c, const Var& ids, const Var& pos, const std::vector<Var>& cache,
+                          const Var* start = nullptr);
 
 // How a model holds its projection and embedding weights (norm weights are f32 in every case):
 //   AsStored  as the file stores them: a GGUF file's quantized, F16 and BF16 tensors and a
@@ -174,9 +178,10 @@ class Qwen3Generator {
   // prompt followed by max_new tokens (prompt + max_new within the model's positions), or
   // up to the first stop id.
   GenerationResult generate(const std::vector<int64_t>& prompt, int64_t max_new, const SamplingOptions& s, Device& d);
-  // B prompts of one length, each followed by max_new tokens (fewer where it yields a stop
-  // id), sampled per sequence as generate samples one (the same seed: the same draws as the
-  // prompt alone).
+  // B prompts, each followed by max_new tokens (fewer where it yields a stop id), sampled
+  // per sequence as generate samples one (the same seed: the same draws as the prompt
+  // alone). Prompts of different lengths are padded on the left to the longest, each row's
+  // padding masked out of attention (prefill_tokens counts the padded B x P).
   BatchGenerationResult generate_batch(const std::vector<std::vector<int64_t>>& prompts, int64_t max_new, const SamplingOptions& s,
                                  Device& d);
   // The dispatch report of the decode step for a cache of cache_len positions.
@@ -187,12 +192,13 @@ class Qwen3Generator {
  private:
   struct Program_;
   struct Session;
-  Program_& prefill_program(int64_t batch, int64_t length, int64_t cache_len, bool all_logits, Device& d);
-  Session& session(int64_t batch, int64_t cache_len, Device& d);
+  // ragged: the programs take each row's start (prompts of different lengths, left-padded).
+  Program_& prefill_program(int64_t batch, int64_t length, int64_t cache_len, bool all_logits, Device& d, bool ragged = false);
+  Session& session(int64_t batch, int64_t cache_len, Device& d, bool ragged = false);
   const std::vector<Tensor>& weights_on(Device& d);
   void check_ids(const std::vector<int64_t>& ids, const char* what) const;
   // check_ids on each sequence, and one length for all.
-  void check_batch(const std::vector<std::vector<int64_t>>& batch, const char* what) const;
+  void check_batch(const std::vector<std::vector<int64_t>>& batch, const char* what, bool one_length = true) const;
   // Runs the prefill of the batch's ids into the session's cache set 0; returns its logits (device).
   Tensor run_prefill(const std::vector<std::vector<int64_t>>& batch, Session& s, bool all_logits, Device& d);
   // One decode step (a token per sequence) from set `step % 2`, leaving the logits [B, 1, vocab]

@@ -442,10 +442,37 @@ BOOST_AUTO_TEST_CASE(a_batch_decodes_each_sequence_as_it_decodes_alone) {
       for (size_t b = 0; b < batch.size(); ++b) BOOST_TEST(sampled.ids[b] == gen.generate(batch[b], 6, s, *d).ids, d->name() << " " << b);
     }
     Device& cpu = DeviceRegistry::get().at("cpu");
-    expect_error([&] { gen.generate_batch({{1, 2, 3}, {4, 5}}, 2, {}, cpu); }, {"sequence 1 has 2 ids", "one length"});
+    expect_error([&] { gen.decode_logits_batch({{1, 2, 3}, {4, 5}}, 1, cpu); }, {"sequence 1 has 2 ids", "one length"});
     expect_error([&] { gen.generate_batch({}, 2, {}, cpu); }, {"no sequences"});
     expect_error([&] { gen.generate_batch({{1, 2}, {3, 999}}, 2, {}, cpu); }, {"token id 999"});
   }
+}
+
+// Prompts of different lengths in one batch (padded on the left, each row's padding masked):
+// every sequence generates what it generates alone, greedy and seeded, on every device, on
+// the f32 folder and on packed Q4_0 weights; stop ids end rows independently.
+BOOST_AUTO_TEST_CASE(prompts_of_different_lengths_generate_as_each_alone) {
+  const Reference ref = reference();
+  const std::vector<int64_t>& p = ref.prompt;
+  std::vector<std::vector<int64_t>> batch{p, std::vector<int64_t>(p.begin(), p.begin() + 4), {7}, {}};
+  batch[3] = std::vector<int64_t>(p.rbegin(), p.rbegin() + 9);
+  for (const std::string& model : {kDir, kDir + "/qwen3-tiny-q4_0.gguf"}) {
+    Qwen3Generator gen(model);
+    for (Device* d : devices()) {
+      const BatchGenerationResult g = gen.generate_batch(batch, 8, {}, *d);
+      BOOST_TEST(g.prefill_tokens == int64_t(4 * p.size()));  // (padded to the longest)
+      for (size_t b = 0; b < batch.size(); ++b)
+        BOOST_TEST(g.ids[b] == gen.generate(batch[b], 8, {}, *d).ids, model << " on " << d->name() << ", sequence " << b);
+      const SamplingOptions s{.temperature = 0.9, .top_k = 40, .seed = 11};
+      const BatchGenerationResult sampled = gen.generate_batch(batch, 6, s, *d);
+      for (size_t b = 0; b < batch.size(); ++b)
+        BOOST_TEST(sampled.ids[b] == gen.generate(batch[b], 6, s, *d).ids, model << " on " << d->name() << ", sampled " << b);
+    }
+  }
+  Qwen3Generator gen(kDir);
+  Device& cpu = DeviceRegistry::get().at("cpu");
+  expect_error([&] { gen.generate_batch({{1, 2, 3}, {}}, 2, {}, cpu); }, {"no token ids"});
+  expect_error([&] { gen.generate_batch({{1, 2}, std::vector<int64_t>(120, 1)}, 9, {}, cpu); }, {"exceed the model's 128 positions"});
 }
 
 // Stop ids end a sequence at the first one it yields (kept as its last token), alone and in
