@@ -95,8 +95,18 @@ int cmd_generate(const Args& a) {
   // The tokenizer: for --prompt, and for printing text when given with --prompt-ids.
   std::optional<nn::BpeTokenizer> tok;
   if (text || a.has("tokenizer")) tok.emplace(load_tokenizer(a, model));
+  // --chat: the prompt as the user's turn of Qwen3's chat template (ChatML), --system and
+  // --no-think as the template takes them.
+  const bool chat = a.flag("chat");
+  if ((chat || a.has("system") || a.flag("no-think")) && !text)
+    throw UsageError("--chat, --system and --no-think apply to --prompt TEXT");
+  if ((a.has("system") || a.flag("no-think")) && !chat) throw UsageError("--system and --no-think go with --chat");
+  if (chat && (tok->id("<|im_start|>") < 0 || tok->id("<|im_end|>") < 0))
+    throw UsageError("--chat writes Qwen's chat format, but this tokenizer has no <|im_start|> and <|im_end|> tokens");
+  const std::string prompt_text =
+      chat ? nn::qwen3_chat_prompt(a.get("prompt", ""), a.get("system", ""), !a.flag("no-think")) : a.get("prompt", "");
   // (ids past the vocabulary are refused once the model has loaded)
-  const std::vector<int64_t> prompt = text ? tok->encode(a.get("prompt", "")) : a.id_list("prompt-ids", int64_t(1) << 30);
+  const std::vector<int64_t> prompt = text ? tok->encode(prompt_text) : a.id_list("prompt-ids", int64_t(1) << 30);
   if (prompt.empty()) throw UsageError("--prompt: the text gives no tokens");
   const std::vector<int64_t> stop = stop_ids(a, text, model);
   const int64_t max_new = a.integer("max-new", 16, 1, int64_t(1) << 24);

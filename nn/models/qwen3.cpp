@@ -400,6 +400,14 @@ std::vector<Tensor> load_gguf_weights(Model& m, const io::GgufFile& f, const Qwe
                                    packed);
 }
 
+std::string qwen3_chat_prompt(const std::string& user, const std::string& system, bool thinking) {
+  std::string t;
+  if (!system.empty()) t += "<|im_start|>system\n" + system + "<|im_end|>\n";
+  t += "<|im_start|>user\n" + user + "<|im_end|>\n<|im_start|>assistant\n";
+  if (!thinking) t += "<think>\n\n</think>\n\n";
+  return t;
+}
+
 int64_t sample_token(const float* logits, int64_t n, const SamplingOptions& s, uint64_t step) {
   if (n < 1) throw InputError("sample_token: no logits");
   check_sampling(s);

@@ -134,6 +134,12 @@ struct SamplingOptions {
 // The token chosen from logits[0..n) for generation step `step` (InputError for bad options).
 int64_t sample_token(const float* logits, int64_t n, const SamplingOptions& s, uint64_t step);
 
+// The text Qwen3's chat template renders for one user turn with add_generation_prompt (ChatML):
+// a system turn when `system` is not empty, the user turn, the assistant's opening, and the
+// empty thinking block the template writes when thinking is off (enable_thinking=False).
+// Checked against jinja2's rendering of the real template (data/bpe/qwen3_chat_reference.json).
+std::string qwen3_chat_prompt(const std::string& user, const std::string& system = "", bool thinking = true);
+
 struct GenerationResult {
   std::vector<int64_t> ids;  // the new tokens
   double prefill_seconds = 0, decode_seconds = 0;  // wall time, the device synchronised

@@ -475,6 +475,20 @@ BOOST_AUTO_TEST_CASE(prompts_of_different_lengths_generate_as_each_alone) {
   expect_error([&] { gen.generate_batch({{1, 2}, std::vector<int64_t>(120, 1)}, 9, {}, cpu); }, {"exceed the model's 128 positions"});
 }
 
+// qwen3_chat_prompt writes what jinja2 renders from Qwen3's own chat template for one user
+// turn (data/bpe/qwen3_chat_reference.json, make_bpe_reference.py): with and without a system
+// turn, with thinking on (the default) and off, multi-line and non-ASCII text.
+BOOST_AUTO_TEST_CASE(the_chat_prompt_is_what_qwen3s_template_renders) {
+  std::ifstream f(std::string(RLX_DATA) + "/bpe/qwen3_chat_reference.json");
+  BOOST_TEST_REQUIRE(bool(f));
+  const nlohmann::json ref = nlohmann::json::parse(f);
+  BOOST_TEST_REQUIRE(ref.at("cases").size() >= 5u);
+  for (const auto& c : ref.at("cases"))
+    BOOST_TEST(qwen3_chat_prompt(c.at("user").get<std::string>(), c.at("system").get<std::string>(), c.at("thinking").get<bool>()) ==
+                   c.at("text").get<std::string>(),
+               c.at("user").get<std::string>());
+}
+
 // Stop ids end a sequence at the first one it yields (kept as its last token), alone and in
 // a batch where the other sequences go on; the steps taken are the ones needed.
 BOOST_AUTO_TEST_CASE(generation_ends_at_a_stop_id) {
@@ -534,6 +548,18 @@ BOOST_AUTO_TEST_CASE(rlx_generate_takes_and_prints_text_through_the_tokenizer) {
   std::string want_ids;
   for (int64_t t : all) want_ids += (want_ids.empty() ? "" : ",") + std::to_string(t);
   BOOST_TEST((r.code == 0 && r.out == want_ids + "\n" + tok.decode(all, true) + "\n"), r.out << r.err);
+  // --chat: the prompt as Qwen3's chat template renders a user turn (checked below).
+  const std::vector<int64_t> chat_ids = tok.encode(qwen3_chat_prompt(text, "Be brief.", false));
+  const std::vector<int64_t> chat_want = gen.generate(chat_ids, 12, {.stop_ids = {2}}, cpu).ids;
+  r = cli("generate --model " + kDir + " --tokenizer " + tokfile + " --prompt '" + text +
+          "' --max-new 12 --chat --system 'Be brief.' --no-think");
+  BOOST_TEST((r.code == 0 && r.out == tok.decode(chat_want, true) + "\n"), r.out << r.err);
+  r = cli("generate --model " + kDir + " --tokenizer " + std::string(RLX_DATA) + "/bpe/gpt2.json --prompt x --chat");
+  BOOST_TEST((r.code == 2 && test::has(r.err, "no <|im_start|>")), r.err);
+  r = cli("generate --model " + kDir + " --tokenizer " + tokfile + " --prompt x --system s");
+  BOOST_TEST((r.code == 2 && test::has(r.err, "go with --chat")), r.err);
+  r = cli("generate --model " + kDir + " --prompt-ids 1 --chat");
+  BOOST_TEST((r.code == 2 && test::has(r.err, "apply to --prompt")), r.err);
   // The same tokenizer from a GGUF file's keys: the same text.
   r = cli("generate --model " + kDir + " --tokenizer " + std::string(RLX_DATA) + "/bpe/qwen2.gguf --prompt '" + text +
           "' --max-new 12");
