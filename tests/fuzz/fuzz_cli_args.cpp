@@ -42,7 +42,10 @@ const std::vector<Command>& commands() {
         "opacity-reset-every"},
        {"densify"}},
       {"embed", {"model", "device", "out", "max-length"}, {"explain"}},
-      {"generate", {"model", "prompt-ids", "max-new", "batch", "device", "temperature", "top-k", "top-p", "seed"}, {"explain"}},
+      {"generate",
+       {"model", "prompt-ids", "prompt", "tokenizer", "stop", "system", "max-new", "batch", "device", "weights", "temperature",
+        "top-k", "top-p", "seed"},
+       {"explain", "chat", "no-think"}},
   };
   return c;
 }
@@ -90,6 +93,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         if (k == "background") (void)a.numbers(k, {0, 0, 0}, 0, 1);
         // (the ranges of apps/rlx/generate.cpp)
         if (k == "prompt-ids") (void)a.id_list(k, INT64_MAX);
+        if (k == "stop" && a.get(k, "auto") != "auto" && a.get(k, "") != "none") (void)a.id_list(k, int64_t(1) << 30);
         if (k == "max-new") (void)a.integer(k, 16, 1, int64_t(1) << 24);
         if (k == "batch") (void)a.integer(k, 1, 1, 4096);
         if (k == "top-k") (void)a.integer(k, 0, 0, int64_t(1) << 30);
