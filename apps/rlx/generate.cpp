@@ -11,12 +11,16 @@
 // (Qwen3Generator::generate_batch) takes distinct prompts. --weights stored|f32|bf16 holds the
 // projections and embedding as the file stores them (the default), decoded to f32, or as bf16
 // (nn::Qwen3Weights).
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <optional>
 
 #include "args.hpp"
+#include "io/file_bytes.hpp"
 #include "io/gguf.hpp"
 #include "nn/models/bpe.hpp"
 #include "nn/models/model_files.hpp"
@@ -28,6 +32,27 @@ namespace rlx::cli {
 namespace {
 
 namespace fs = std::filesystem;
+
+// --prompts FILE: its non-empty lines (CR LF or LF), UTF-8, at most 4096 and 64 MiB.
+std::vector<std::string> prompt_lines(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw InputError(path + ": cannot open the prompts file");
+  std::vector<std::string> out;
+  std::string line;
+  size_t bytes = 0;
+  for (int64_t n = 1; std::getline(f, line); ++n) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    bytes += line.size() + 1;
+    if (bytes > (size_t(64) << 20)) throw InputError(path + ": more than 64 MiB of prompts");
+    if (line.empty()) continue;
+    if (!io::valid_utf8(line)) throw InputError(path + ":" + std::to_string(n) + ": the line is not valid UTF-8");
+    if (out.size() == 4096) throw InputError(path + ": more than 4096 prompts (the largest batch)");
+    out.push_back(line);
+  }
+  if (f.bad()) throw InputError(path + ": cannot read the prompts file");
+  if (out.empty()) throw InputError(path + ": no prompts (one a line)");
+  return out;
+}
 
 bool is_gguf(const std::string& path) { return path.size() > 5 && path.compare(path.size() - 5, 5, ".gguf") == 0; }
 
@@ -89,9 +114,11 @@ int cmd_generate(const Args& a) {
   const std::string model = a.get("model", "");
   if (model.empty()) throw UsageError("generate needs --model PATH (a Qwen3 model folder or .gguf file)");
   if (!a.pos.empty()) throw UsageError("generate takes no positional arguments, got '" + a.pos[0] + "'");
-  const bool text = a.has("prompt");
-  if (text == a.has("prompt-ids"))
-    throw UsageError("generate needs one of --prompt TEXT (through the model's tokenizer) and --prompt-ids ID,ID,...");
+  const bool many = a.has("prompts"), text = a.has("prompt") || many;
+  if (int(a.has("prompt")) + int(many) + int(a.has("prompt-ids")) != 1)
+    throw UsageError("generate needs one of --prompt TEXT, --prompts FILE (a prompt a line, through the model's tokenizer) "
+                     "and --prompt-ids ID,ID,...");
+  if (many && a.has("batch")) throw UsageError("--batch repeats one prompt; with --prompts FILE the file's lines are the batch");
   // The tokenizer: for --prompt, and for printing text when given with --prompt-ids.
   std::optional<nn::BpeTokenizer> tok;
   if (text || a.has("tokenizer")) tok.emplace(load_tokenizer(a, model));
@@ -99,18 +126,30 @@ int cmd_generate(const Args& a) {
   // --no-think as the template takes them.
   const bool chat = a.flag("chat");
   if ((chat || a.has("system") || a.flag("no-think")) && !text)
-    throw UsageError("--chat, --system and --no-think apply to --prompt TEXT");
+    throw UsageError("--chat, --system and --no-think apply to --prompt TEXT and --prompts FILE");
   if ((a.has("system") || a.flag("no-think")) && !chat) throw UsageError("--system and --no-think go with --chat");
   if (chat && (tok->id("<|im_start|>") < 0 || tok->id("<|im_end|>") < 0))
     throw UsageError("--chat writes Qwen's chat format, but this tokenizer has no <|im_start|> and <|im_end|> tokens");
-  const std::string prompt_text =
-      chat ? nn::qwen3_chat_prompt(a.get("prompt", ""), a.get("system", ""), !a.flag("no-think")) : a.get("prompt", "");
-  // (ids past the vocabulary are refused once the model has loaded)
-  const std::vector<int64_t> prompt = text ? tok->encode(prompt_text) : a.id_list("prompt-ids", int64_t(1) << 30);
-  if (prompt.empty()) throw UsageError("--prompt: the text gives no tokens");
+  // The prompts: one (--prompt, --prompt-ids) or a file's lines (--prompts), each encoded.
+  std::vector<std::vector<int64_t>> prompts;
+  if (text) {
+    const std::vector<std::string> lines = many ? prompt_lines(a.get("prompts", "")) : std::vector<std::string>{a.get("prompt", "")};
+    for (size_t i = 0; i < lines.size(); ++i) {
+      prompts.push_back(tok->encode(chat ? nn::qwen3_chat_prompt(lines[i], a.get("system", ""), !a.flag("no-think")) : lines[i]));
+      if (prompts.back().empty())
+        throw UsageError(many ? a.get("prompts", "") + ": prompt " + std::to_string(i + 1) + " gives no tokens"
+                              : std::string("--prompt: the text gives no tokens"));
+    }
+  } else {
+    // (ids past the vocabulary are refused once the model has loaded)
+    prompts.push_back(a.id_list("prompt-ids", int64_t(1) << 30));
+  }
   const std::vector<int64_t> stop = stop_ids(a, text, model);
   const int64_t max_new = a.integer("max-new", 16, 1, int64_t(1) << 24);
-  const int64_t batch = a.integer("batch", 1, 1, 4096);
+  const int64_t batch = many ? int64_t(prompts.size()) : a.integer("batch", 1, 1, 4096);
+  if (!many) prompts.assign(size_t(batch), prompts[0]);
+  size_t longest = 0;
+  for (const auto& p : prompts) longest = std::max(longest, p.size());
   nn::SamplingOptions s;
   s.temperature = a.number("temperature", 0.0, 0.0, 1e6);
   s.top_k = a.integer("top-k", 0, 0, int64_t(1) << 30);
@@ -128,8 +167,8 @@ int cmd_generate(const Args& a) {
   nn::Qwen3Generator gen(model, nn::qwen3_weights_named(weights));
   const nn::Qwen3Config& c = gen.config();
   if (a.flag("explain"))
-    std::cout << gen.explain_decode(std::min<int64_t>(c.max_positions, (int64_t(prompt.size()) + max_new + 63) / 64 * 64), dev, batch);
-  const nn::BatchGenerationResult r = gen.generate_batch(std::vector<std::vector<int64_t>>(size_t(batch), prompt), max_new, s, dev);
+    std::cout << gen.explain_decode(std::min<int64_t>(c.max_positions, (int64_t(longest) + max_new + 63) / 64 * 64), dev, batch);
+  const nn::BatchGenerationResult r = gen.generate_batch(prompts, max_new, s, dev);
   // The new text, special tokens (the stop token among them) left out. A model's vocabulary
   // may be larger than its tokenizer's (Qwen3's: 151,936 rows, 151,669 tokens): an id
   // past the tokenizer's is left out of the text and counted on stderr.
@@ -139,7 +178,12 @@ int cmd_generate(const Args& a) {
     for (int64_t id : ids) tok->has_token(id) ? named.push_back(id) : void(++unnamed);
     return tok->decode(named, true);
   };
-  for (const std::vector<int64_t>& ids : r.ids) {
+  for (size_t k = 0; k < r.ids.size(); ++k) {
+    const std::vector<int64_t>& ids = r.ids[k];
+    if (many) {  // a JSON line per prompt, in the file's order: the text may span lines
+      std::cout << nlohmann::json{{"prompt", k + 1}, {"text", text_of(ids)}, {"ids", ids}}.dump() << "\n";
+      continue;
+    }
     if (text) {
       std::cout << text_of(ids) << "\n";
       continue;

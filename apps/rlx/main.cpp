@@ -65,6 +65,8 @@ const char* kUsage =
     "        cut at N ids (default: the folder's max_seq_length, else the model's positions)\n"
     "  generate --model DIR|FILE.gguf --prompt TEXT|--prompt-ids 1,2,3 [--tokenizer tokenizer.json] [--stop auto|none|ID,...]\n"
     "        [--chat [--system TEXT] [--no-think]]   (--chat: the prompt as a user turn of Qwen3's chat template)\n"
+    "        --prompts FILE: a prompt a line, generated together (prompts of different lengths in one batch), a JSON\n"
+    "        line per prompt on stdout ({\"prompt\": N, \"text\": ..., \"ids\": [...]})\n"
     "        [--max-new N] [--batch B] [--device D] [--temperature T] [--top-k K] [--top-p P] [--seed S]\n"
     "        [--weights stored|f32|bf16] [--explain]   Qwen3 generation: --prompt through the model's tokenizer.json,\n"
     "        the new text on stdout, ending at the model's eos ids (--stop auto); --prompt-ids: the new ids (a line per\n"
@@ -364,7 +366,7 @@ int main(int argc, char** argv) {
     if (cmd == "embed") return cmd_embed(Args(argc, argv, 2, {"model", "device", "out", "max-length"}, {"explain"}));
     if (cmd == "generate")
       return cmd_generate(Args(argc, argv, 2,
-                               {"model", "prompt-ids", "prompt", "tokenizer", "stop", "system", "max-new", "batch", "device",
+                               {"model", "prompt-ids", "prompt", "prompts", "tokenizer", "stop", "system", "max-new", "batch", "device",
                                 "weights", "temperature", "top-k", "top-p", "seed"},
                                {"explain", "chat", "no-think"}));
     std::cerr << "rlx: unknown command '" << cmd << "'\n" << kUsage;

@@ -43,7 +43,7 @@ const std::vector<Command>& commands() {
        {"densify"}},
       {"embed", {"model", "device", "out", "max-length"}, {"explain"}},
       {"generate",
-       {"model", "prompt-ids", "prompt", "tokenizer", "stop", "system", "max-new", "batch", "device", "weights", "temperature",
+       {"model", "prompt-ids", "prompt", "prompts", "tokenizer", "stop", "system", "max-new", "batch", "device", "weights", "temperature",
         "top-k", "top-p", "seed"},
        {"explain", "chat", "no-think"}},
   };

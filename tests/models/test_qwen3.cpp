@@ -15,6 +15,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <nlohmann/json.hpp>
 
 #include "io/npy.hpp"
@@ -560,6 +561,36 @@ BOOST_AUTO_TEST_CASE(rlx_generate_takes_and_prints_text_through_the_tokenizer) {
   BOOST_TEST((r.code == 2 && test::has(r.err, "go with --chat")), r.err);
   r = cli("generate --model " + kDir + " --prompt-ids 1 --chat");
   BOOST_TEST((r.code == 2 && test::has(r.err, "apply to --prompt")), r.err);
+  // --prompts FILE: a prompt a line (different lengths, one batch), a JSON line each with the
+  // ids and text the prompt generates alone.
+  {
+    const std::vector<std::string> lines{"The solver converged", "x", "A longer prompt about sparse matrices"};
+    const fs::path pf = dir / "prompts.txt";
+    std::ofstream(pf) << lines[0] << "\n" << lines[1] << "\r\n\n" << lines[2] << "\n";
+    r = cli("generate --model " + kDir + " --tokenizer " + tokfile + " --prompts " + pf.string() + " --max-new 6");
+    BOOST_TEST(r.code == 0, r.err);
+    std::istringstream out(r.out);
+    std::string line;
+    for (size_t k = 0; k < lines.size(); ++k) {
+      BOOST_TEST_REQUIRE(bool(std::getline(out, line)), "line " << k);
+      const nlohmann::json j = nlohmann::json::parse(line);
+      const std::vector<int64_t> alone = gen.generate(tok.encode(lines[k]), 6, {.stop_ids = {2}}, cpu).ids;
+      BOOST_TEST(j.at("prompt").get<int64_t>() == int64_t(k + 1));
+      BOOST_TEST(j.at("ids").get<std::vector<int64_t>>() == alone, "prompt " << k);
+      BOOST_TEST(j.at("text").get<std::string>() == tok.decode(alone, true), "prompt " << k);
+    }
+    BOOST_TEST(!std::getline(out, line));
+    r = cli("generate --model " + kDir + " --tokenizer " + tokfile + " --prompts " + pf.string() + " --batch 2");
+    BOOST_TEST((r.code == 2 && test::has(r.err, "the file's lines are the batch")), r.err);
+    std::ofstream(dir / "empty.txt") << "\n\n";
+    r = cli("generate --model " + kDir + " --tokenizer " + tokfile + " --prompts " + (dir / "empty.txt").string());
+    BOOST_TEST((r.code == 2 && test::has(r.err, "no prompts")), r.err);
+    std::ofstream(dir / "bad.txt") << "ok\n\xff\xfe\n";
+    r = cli("generate --model " + kDir + " --tokenizer " + tokfile + " --prompts " + (dir / "bad.txt").string());
+    BOOST_TEST((r.code == 2 && test::has(r.err, "bad.txt:2: the line is not valid UTF-8")), r.err);
+    r = cli("generate --model " + kDir + " --tokenizer " + tokfile + " --prompts " + pf.string() + " --prompt x");
+    BOOST_TEST((r.code == 2 && test::has(r.err, "one of --prompt TEXT, --prompts FILE")), r.err);
+  }
   // The same tokenizer from a GGUF file's keys: the same text.
   r = cli("generate --model " + kDir + " --tokenizer " + std::string(RLX_DATA) + "/bpe/qwen2.gguf --prompt '" + text +
           "' --max-new 12");
