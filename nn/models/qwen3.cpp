@@ -122,9 +122,11 @@ void write_i64(Tensor& dst, int64_t v) { dst.allocator()->copy_from_host(dst.raw
 // The decoder for prefill (pos == nullptr: positions 0..T-1, causal attention among them) or
 // for one decode step (positions {pos}, attention over the cache with position pos written).
 // start (i64 [B], or none): each row's first real position, the ones before it padding that
-// no query attends to (prompts of different lengths, padded on the left). Every row keeps
-// the slots' positions for its rotary embedding: shifted by start, as a row alone would have
-// them, attention would see the same relative positions and the same scores.
+// no real query attends to (prompts of different lengths, padded on the left). Every row
+// keeps the slots' positions for its rotary embedding: a row's tokens sit start positions
+// later than alone, which leaves every query-key distance as it was, so the scores are the
+// same in exact arithmetic (in f32 the rotation angles round differently: the logits differ
+// in the last bits).
 Qwen3Outputs decoder(Model& m, const Qwen3Config& c, const Var& ids, int64_t cache_len, const Var* pos,
                      const std::vector<Var>* cache, bool all_logits, const Var* start = nullptr) {
   if (ids.rank() != 2 || ids.dtype() != DType::I64) throw InputError("qwen3: ids must be i64 [B, T], got " + ids.type().str());
@@ -185,17 +187,14 @@ Qwen3Outputs decoder(Model& m, const Qwen3Config& c, const Var& ids, int64_t cac
     } else {
       positions = iota(g, {t}, 0, DType::I64);
       if (start) {
-        // Beside the causal mask: no key before the row's start, but a padding query keeps
-        // itself (a row of -inf would make its softmax NaN; its output is never read).
-        Var keys = broadcast_to(reshape(after_start(t), {b, 1, t}), {b, t, t});
-        Var self = broadcast_to(reshape(eq(broadcast_to(reshape(iota(g, {t}, 0, DType::I64), {t, 1}), {t, t}),
-                                           broadcast_to(reshape(iota(g, {t}, 0, DType::I64), {1, t}), {t, t})),
-                                        {1, t, t}),
-                                {b, t, t});
-        Var keep = logical_or(keys, self);
-        Var zero = broadcast_to(scalar(g, 0.0, DType::F32), {b, t, t});
-        Var minus = broadcast_to(scalar(g, -INFINITY, DType::F32), {b, t, t});
-        bias = reshape(where(keep, zero, minus), {b, 1, 1, t, t});
+        // Beside the causal mask: no key before the row's start. The bias is a key row per
+        // sequence ([B, 1, 1, 1, T], not [B, T, T]), and finite: a padding query, whose keys
+        // are all padding, then averages them instead of making its softmax NaN (its output
+        // is never read); a real query gives them weight exactly 0 (exp(-1e30) underflows).
+        Var keep = after_start(t);
+        Var zero = broadcast_to(scalar(g, 0.0, DType::F32), {b, t});
+        Var minus = broadcast_to(scalar(g, -1e30, DType::F32), {b, t});
+        bias = reshape(where(keep, zero, minus), {b, 1, 1, 1, t});
       }
     }
   }
@@ -400,9 +399,9 @@ std::vector<Tensor> load_gguf_weights(Model& m, const io::GgufFile& f, const Qwe
                                    packed);
 }
 
-std::string qwen3_chat_prompt(const std::string& user, const std::string& system, bool thinking) {
+std::string qwen3_chat_prompt(const std::string& user, const std::optional<std::string>& system, bool thinking) {
   std::string t;
-  if (!system.empty()) t += "<|im_start|>system\n" + system + "<|im_end|>\n";
+  if (system) t += "<|im_start|>system\n" + *system + "<|im_end|>\n";
   t += "<|im_start|>user\n" + user + "<|im_end|>\n<|im_start|>assistant\n";
   if (!thinking) t += "<think>\n\n</think>\n\n";
   return t;
@@ -880,11 +879,11 @@ BatchGenerationResult Qwen3Generator::generate_batch(const std::vector<std::vect
   return r;
 }
 
-std::string Qwen3Generator::explain_decode(int64_t cache_len, Device& d, int64_t batch) {
+std::string Qwen3Generator::explain_decode(int64_t cache_len, Device& d, int64_t batch, bool ragged) {
   if (cache_len < 1 || cache_len > config_.max_positions)
     throw InputError("explain: a cache of " + std::to_string(cache_len) + " positions");
   if (batch < 1) throw InputError("explain: a batch of " + std::to_string(batch));
-  return session(batch, cache_len, d).decode.program->report.table();
+  return session(batch, cache_len, d, ragged).decode.program->report.table();
 }
 
 bool Qwen3Generator::replays(Device& d) {

@@ -14,8 +14,9 @@
 //   nn::Qwen3Generator gen("path/to/Qwen3-0.6B");            // config.json + model.safetensors, or a .gguf
 //   auto r = gen.generate({9707, 11, 1879}, 32, {}, DeviceRegistry::get().at("cuda"));  // greedy
 //
-// Generation runs two compiled programs per device and batch size (B prompts of one length
-// generate together): the prefill (B prompts of P tokens -> logits and the cache, one program
+// Generation runs two compiled programs per device and batch size (B prompts generate
+// together; of different lengths, they are padded on the left and both programs also take
+// each row's start): the prefill (B prompts of P tokens -> logits and the cache, one program
 // per P) and the decode step (one token at a position given
 // as an input tensor -> logits and the cache with that position written; fixed shapes, the
 // cache at its full length, attention masked to positions <= pos). The cache never leaves the
@@ -27,6 +28,7 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json_fwd.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -135,10 +137,11 @@ struct SamplingOptions {
 int64_t sample_token(const float* logits, int64_t n, const SamplingOptions& s, uint64_t step);
 
 // The text Qwen3's chat template renders for one user turn with add_generation_prompt (ChatML):
-// a system turn when `system` is not empty, the user turn, the assistant's opening, and the
+// a system turn when `system` is given (an empty one too, as the template writes it), the user turn, the assistant's opening, and the
 // empty thinking block the template writes when thinking is off (enable_thinking=False).
 // Checked against jinja2's rendering of the real template (data/bpe/qwen3_chat_reference.json).
-std::string qwen3_chat_prompt(const std::string& user, const std::string& system = "", bool thinking = true);
+std::string qwen3_chat_prompt(const std::string& user, const std::optional<std::string>& system = std::nullopt,
+                              bool thinking = true);
 
 struct GenerationResult {
   std::vector<int64_t> ids;  // the new tokens
@@ -146,9 +149,10 @@ struct GenerationResult {
   int64_t prefill_tokens = 0, decode_steps = 0;
 };
 
-// A batch of B prompts of one length generated together (one cache [B, ...], one program
-// per step for all B): ids[b] are prompt b's new tokens. prefill_tokens counts B * P,
-// decode_steps the steps (each yields B tokens).
+// A batch of B prompts generated together (one cache [B, ...], one program per step for all
+// B): ids[b] are prompt b's new tokens. prefill_tokens counts B * P (P the longest prompt,
+// padding included), decode_steps the steps (each yields a token for every sequence that has
+// not ended).
 struct BatchGenerationResult {
   std::vector<std::vector<int64_t>> ids;
   double prefill_seconds = 0, decode_seconds = 0;
@@ -191,7 +195,8 @@ class Qwen3Generator {
   BatchGenerationResult generate_batch(const std::vector<std::vector<int64_t>>& prompts, int64_t max_new, const SamplingOptions& s,
                                  Device& d);
   // The dispatch report of the decode step for a cache of cache_len positions.
-  std::string explain_decode(int64_t cache_len, Device& d, int64_t batch = 1);
+  // ragged: the step of a batch of prompts of different lengths (which takes each row's start).
+  std::string explain_decode(int64_t cache_len, Device& d, int64_t batch = 1, bool ragged = false);
   // Whether the last generate on d replayed a captured decode step.
   bool replays(Device& d);
 
@@ -203,7 +208,7 @@ class Qwen3Generator {
   Session& session(int64_t batch, int64_t cache_len, Device& d, bool ragged = false);
   const std::vector<Tensor>& weights_on(Device& d);
   void check_ids(const std::vector<int64_t>& ids, const char* what) const;
-  // check_ids on each sequence, and one length for all.
+  // check_ids on each sequence, and one length for all when one_length.
   void check_batch(const std::vector<std::vector<int64_t>>& batch, const char* what, bool one_length = true) const;
   // Runs the prefill of the batch's ids into the session's cache set 0; returns its logits (device).
   Tensor run_prefill(const std::vector<std::vector<int64_t>>& batch, Session& s, bool all_logits, Device& d);

@@ -80,6 +80,16 @@ BOOST_AUTO_TEST_CASE(the_same_tokenizers_from_gguf_keys_give_the_same_ids) {
   check_family("qwen2", BpeTokenizer::Pattern::Qwen2, true, true);
   check_family("llama3", BpeTokenizer::Pattern::Llama3, false, true);
   check_family("gpt2", BpeTokenizer::Pattern::Gpt2, false, true);
+  // Padded to 64 rows with [PADn] tokens (unused, or user-defined as older converters wrote
+  // them in llama3.gguf): no token, as in the tokenizer.json.
+  for (const char* name : {"qwen2", "llama3", "gpt2"}) {
+    const auto json = BpeTokenizer::from_file(kDir + "/" + name + ".json");
+    const auto gguf = BpeTokenizer::from_gguf(io::GgufFile(kDir + "/" + name + ".gguf"));
+    BOOST_TEST(gguf.vocab_size() == json.vocab_size(), name);
+    BOOST_TEST(!gguf.has_token(json.vocab_size()), name);
+    BOOST_TEST(gguf.id("[PAD" + std::to_string(json.vocab_size()) + "]") == -1, name);
+  }
+  expect_error([] { BpeTokenizer::from_gguf(io::GgufFile(kDir + "/bad_duplicate.gguf")); }, {"bad_duplicate.gguf", "appears twice"});
   expect_error([] { BpeTokenizer::from_gguf(io::GgufFile(std::string(RLX_DATA) + "/qwen3/qwen3-tiny-q8_0.gguf")); },
                {"qwen3-tiny-q8_0.gguf", "no tokenizer.ggml.model"});
   expect_error([] { BpeTokenizer::from_gguf(io::GgufFile(std::string(RLX_DATA) + "/bert_tiny/model-f32.gguf")); },
