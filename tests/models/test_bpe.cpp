@@ -231,6 +231,23 @@ BOOST_AUTO_TEST_CASE(what_is_not_implemented_or_malformed_is_refused_by_name) {
   refused([](J& j) { j["added_tokens"][3]["id"] = 700; }, {"'<think>' has the id 700, where the reference numbers it 500"});
   refused([](J& j) { j["added_tokens"].push_back(j["added_tokens"][3]); j["added_tokens"][5]["id"] = 502; }, {"is added twice"});
   refused([](J& j) { j["added_tokens"][3]["content"] = std::string(2000, 'x'); }, {"more than an added token's 1024"});
+  {  // A token written twice in the vocabulary's text (a DOM would keep one), a value or a
+     // merge of the wrong kind, a key twice.
+    std::string text = base.dump();
+    const size_t at = text.find("\"vocab\":{");
+    BOOST_TEST_REQUIRE(at != std::string::npos);
+    text.insert(at + 9, "\"!\":777,");
+    expect_error([&] { BpeTokenizer::from_json(text, "tok.json"); }, {"key '!' appears twice in one object"});
+    std::string nested = base.dump();
+    nested.insert(nested.find("\"vocab\":{") + 9, "\"zz\":{\"a\":1},");
+    expect_error([&] { BpeTokenizer::from_json(nested, "tok.json"); }, {"model.vocab['zz'] must be an integer id, got a JSON object"});
+    std::string pair3 = base.dump();
+    pair3.insert(pair3.find("\"merges\":[") + 10, "[\"a\",\"b\",\"c\"],");
+    expect_error([&] { BpeTokenizer::from_json(pair3, "tok.json"); }, {"model.merges[0] must be a \"left right\" string or a [left, right] pair"});
+    std::string twice = base.dump();
+    twice.insert(twice.find("\"model\":{") + 9, "\"vocab\":{},");
+    expect_error([&] { BpeTokenizer::from_json(twice, "tok.json"); }, {"key 'vocab' appears twice"});
+  }
   expect_error([] { BpeTokenizer::from_json("{\"model\": ", "t.json"); }, {"t.json"});
   expect_error([] { BpeTokenizer::from_json("[1, 2]", "t.json"); }, {"expected a JSON object"});
   expect_error([] { BpeTokenizer::from_file(kDir + "/no_such.json"); }, {"no_such.json"});
