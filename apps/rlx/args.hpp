@@ -152,5 +152,6 @@ int cmd_train(const Args& a);
 int cmd_splat(int argc, char** argv);
 int cmd_embed(const Args& a);
 int cmd_generate(const Args& a);
+int cmd_tokenize(const Args& a);  // (generate.cpp)
 
 }  // namespace rlx::cli

@@ -80,7 +80,7 @@ nn::BpeTokenizer load_tokenizer(const Args& a, const std::string& model) {
   const fs::path folder = dir ? fs::path(model) : fs::path(model).parent_path();
   const fs::path p = (folder.empty() ? fs::path(".") : folder) / "tokenizer.json";
   if (fs::exists(p, ec)) return nn::BpeTokenizer::from_file(p.string());
-  throw UsageError("--prompt needs the model's tokenizer: " + p.string() + " does not exist" +
+  throw UsageError("the model's tokenizer: " + p.string() + " does not exist" +
                    (dir ? "" : " and the file has no tokenizer.ggml keys") + " (give --tokenizer FILE)");
 }
 
@@ -122,6 +122,26 @@ std::vector<int64_t> stop_ids(const Args& a, bool text, const std::string& model
 }
 
 }  // namespace
+
+// rlx tokenize: what the model's tokenizer does to texts (a JSON line each: the text's pieces
+// after added-token matching, NFC and the pattern, and its ids), or, with --decode, the text
+// of ids: what `rlx generate --prompt` sends the model, shown.
+int cmd_tokenize(const Args& a) {
+  if (!a.has("model") && !a.has("tokenizer")) throw UsageError("tokenize needs --model PATH or --tokenizer FILE");
+  const nn::BpeTokenizer tok = load_tokenizer(a, a.get("model", ""));
+  if (a.has("decode")) {
+    if (!a.pos.empty()) throw UsageError("tokenize --decode takes the ids, no texts");
+    const std::vector<int64_t> ids = a.id_list("decode", int64_t(1) << 30);
+    for (int64_t id : ids)
+      if (!tok.has_token(id)) throw UsageError("--decode: the id " + std::to_string(id) + " names no token of this tokenizer");
+    std::cout << nlohmann::json{{"text", tok.decode(ids, a.flag("skip-special"))}}.dump() << "\n";
+    return kOk;
+  }
+  if (a.pos.empty()) throw UsageError("tokenize takes texts to encode (or --decode ID,...)");
+  for (const std::string& text : a.pos)
+    std::cout << nlohmann::json{{"pieces", tok.pieces(text)}, {"ids", tok.encode(text)}}.dump() << "\n";
+  return kOk;
+}
 
 int cmd_generate(const Args& a) {
   const std::string model = a.get("model", "");

@@ -63,6 +63,8 @@ const char* kUsage =
     "        [--max-length N]   sentence embeddings of a sentence-transformers BERT folder (all-MiniLM-L6-v2),\n"
     "        of its ONNX export (the tokenizer and config from the folder), or of a BERT GGUF file; texts\n"
     "        cut at N ids (default: the folder's max_seq_length, else the model's positions)\n"
+    "  tokenize --model DIR|FILE.gguf|--tokenizer FILE TEXT... | --decode ID,... [--skip-special]   the model's byte-level\n"
+    "        BPE on texts (a JSON line each: pieces and ids) or ids (their text)\n"
     "  generate --model DIR|FILE.gguf --prompt TEXT|--prompt-ids 1,2,3 [--tokenizer tokenizer.json] [--stop auto|none|ID,...]\n"
     "        [--chat [--system TEXT] [--no-think]]   (--chat: the prompt as a user turn of Qwen3's chat template)\n"
     "        --prompts FILE: a prompt a line, generated together (prompts of different lengths in one batch), a JSON\n"
@@ -364,6 +366,8 @@ int main(int argc, char** argv) {
                             {"drop-last"}));
     if (cmd == "splat") return cmd_splat(argc, argv);
     if (cmd == "embed") return cmd_embed(Args(argc, argv, 2, {"model", "device", "out", "max-length"}, {"explain"}));
+    if (cmd == "tokenize")
+      return cmd_tokenize(Args(argc, argv, 2, {"model", "tokenizer", "decode"}, {"skip-special"}));
     if (cmd == "generate")
       return cmd_generate(Args(argc, argv, 2,
                                {"model", "prompt-ids", "prompt", "prompts", "tokenizer", "stop", "system", "max-new", "batch", "device",

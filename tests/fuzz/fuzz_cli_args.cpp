@@ -42,6 +42,7 @@ const std::vector<Command>& commands() {
         "opacity-reset-every"},
        {"densify"}},
       {"embed", {"model", "device", "out", "max-length"}, {"explain"}},
+      {"tokenize", {"model", "tokenizer", "decode"}, {"skip-special"}},
       {"generate",
        {"model", "prompt-ids", "prompt", "prompts", "tokenizer", "stop", "system", "max-new", "batch", "device", "weights", "temperature",
         "top-k", "top-p", "seed"},
@@ -93,6 +94,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         if (k == "background") (void)a.numbers(k, {0, 0, 0}, 0, 1);
         // (the ranges of apps/rlx/generate.cpp)
         if (k == "prompt-ids") (void)a.id_list(k, INT64_MAX);
+        if (k == "decode") (void)a.id_list(k, int64_t(1) << 30);
         if (k == "stop" && a.get(k, "auto") != "auto" && a.get(k, "") != "none") (void)a.id_list(k, int64_t(1) << 30);
         if (k == "max-new") (void)a.integer(k, 16, 1, int64_t(1) << 24);
         if (k == "batch") (void)a.integer(k, 1, 1, 4096);

@@ -610,6 +610,31 @@ BOOST_AUTO_TEST_CASE(rlx_generate_takes_and_prints_text_through_the_tokenizer) {
     r = cli("generate --model " + kDir + " --tokenizer " + tokfile + " --prompts " + pf.string() + " --prompt x");
     BOOST_TEST((r.code == 2 && test::has(r.err, "one of --prompt TEXT, --prompts FILE")), r.err);
   }
+  // rlx tokenize: a JSON line per text with its pieces and ids; --decode the ids' text.
+  r = cli("tokenize --tokenizer " + tokfile + " 'Hello, world!' 'x<|im_end|>y'");
+  BOOST_TEST(r.code == 0, r.err);
+  {
+    std::istringstream out(r.out);
+    std::string line;
+    for (const std::string t : {"Hello, world!", "x<|im_end|>y"}) {
+      BOOST_TEST_REQUIRE(bool(std::getline(out, line)));
+      const nlohmann::json j = nlohmann::json::parse(line);
+      BOOST_TEST((j.at("pieces").get<std::vector<std::string>>() == tok.pieces(t)), t);
+      BOOST_TEST((j.at("ids").get<std::vector<int64_t>>() == tok.encode(t)), t);
+    }
+  }
+  std::string prompt_list;
+  for (int64_t t : prompt) prompt_list += (prompt_list.empty() ? "" : ",") + std::to_string(t);
+  r = cli("tokenize --tokenizer " + tokfile + " --decode " + prompt_list);
+  BOOST_TEST((r.code == 0 && nlohmann::json::parse(r.out).at("text").get<std::string>() == text), r.out << r.err);
+  r = cli("tokenize --tokenizer " + tokfile + " --decode 1,2 --skip-special");
+  BOOST_TEST((r.code == 0 && nlohmann::json::parse(r.out).at("text").get<std::string>().empty()), r.out << r.err);
+  r = cli("tokenize --tokenizer " + tokfile + " --decode 99999");
+  BOOST_TEST((r.code == 2 && test::has(r.err, "the id 99999 names no token")), r.err);
+  r = cli("tokenize --tokenizer " + tokfile);
+  BOOST_TEST((r.code == 2 && test::has(r.err, "tokenize takes texts")), r.err);
+  r = cli("tokenize 'x'");
+  BOOST_TEST((r.code == 2 && test::has(r.err, "--model PATH or --tokenizer FILE")), r.err);
   // The same tokenizer from a GGUF file's keys: the same text.
   r = cli("generate --model " + kDir + " --tokenizer " + std::string(RLX_DATA) + "/bpe/qwen2.gguf --prompt '" + text +
           "' --max-new 12");
