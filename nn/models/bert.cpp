@@ -380,7 +380,6 @@ void check_modules(const std::string& folder) {
 }
 
 bool is_onnx(const std::string& model) { return fs::path(model).extension() == ".onnx"; }
-bool is_gguf(const std::string& model) { return fs::path(model).extension() == ".gguf"; }
 
 // The folder of config.json and vocab.txt: the model itself, or for an .onnx file its own
 // folder or the one above it (sentence-transformers keeps onnx/model.onnx in the model folder).
@@ -448,8 +447,8 @@ WordPieceTokenizer tokenizer_of(const std::string& folder, const io::GgufFile* g
 }  // namespace
 
 SentenceEmbedder::SentenceEmbedder(const std::string& model, int64_t max_length)
-    : folder_(is_gguf(model) ? fs::path(model).parent_path().string() : model_folder(model)),
-      gguf_(is_gguf(model) ? std::make_shared<const io::GgufFile>(model) : nullptr),
+    : folder_(model_files::is_gguf_path(model) ? fs::path(model).parent_path().string() : model_folder(model)),
+      gguf_(model_files::is_gguf_path(model) ? std::make_shared<const io::GgufFile>(model) : nullptr),
       config_(gguf_ ? BertConfig::from_gguf(*gguf_) : checked_config(folder_)),
       tokenizer_(tokenizer_of(folder_, gguf_.get(), config_, max_length)) {
   if (gguf_) {

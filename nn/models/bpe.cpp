@@ -143,10 +143,6 @@ size_t match_end(const std::u32string& s, size_t i, BpeTokenizer::Pattern p) {
     while (j < n && class_of(s[j]) == c) ++j;
     return j;
   };
-  auto space_run_end = [&](size_t j) {
-    while (j < n && class_of(s[j]) == BpeCharClass::Space) ++j;
-    return j;
-  };
   if (p == P::Gpt2) {
     //  ?\p{L}+ |  ?\p{N}+ |  ?[^\s\p{L}\p{N}]+
     for (BpeCharClass c : {BpeCharClass::Letter, BpeCharClass::Number, BpeCharClass::Other}) {
@@ -173,13 +169,13 @@ size_t match_end(const std::u32string& s, size_t i, BpeTokenizer::Pattern p) {
       return j;
     }
     // \s*[\r\n]+: the whitespace up to its last line break
-    const size_t e = space_run_end(i);
+    const size_t e = run(i, BpeCharClass::Space);
     for (size_t q = e; q > i; --q)
       if (is_crlf(s[q - 1])) return q;
   }
   // \s+(?!\S) then \s+: a run of whitespace, less its last character when a non-space
   // follows and the run has more than one.
-  const size_t e = space_run_end(i);
+  const size_t e = run(i, BpeCharClass::Space);
   if (e == n || e - i < 2) return e;
   return e - 1;
 }

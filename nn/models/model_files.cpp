@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <vector>
 
 #include "core/error.hpp"
@@ -18,6 +19,8 @@ nlohmann::json parse_config(std::string_view text, const std::string& path) {
   io::StrictJsonCheck<Json> check(path, 16, "the JSON nests deeper than 16 levels");
   return io::parse_untrusted_json<Json>(text, path, "not valid JSON", "byte", check);
 }
+
+bool is_gguf_path(const std::string& path) { return std::filesystem::path(path).extension() == ".gguf"; }
 
 nlohmann::json read_config(const std::string& path) {
   const auto bytes = io::FileBytes::map(path, "a JSON file");

@@ -30,6 +30,9 @@ namespace rlx::nn::model_files {
 nlohmann::json parse_config(std::string_view text, const std::string& path);
 // The file read (at most 16 MiB) and parsed as parse_config parses it.
 nlohmann::json read_config(const std::string& path);
+// Whether a model path names a GGUF file (its extension is .gguf) rather than a folder: the
+// rule every loader and the CLI share.
+bool is_gguf_path(const std::string& path);
 
 // A sharded checkpoint's index (model.safetensors.index.json, parsed as parse_config does):
 // its "weight_map", tensor name -> shard file. Every shard must be the plain name of a file

@@ -597,7 +597,7 @@ Qwen3Generator::Qwen3Generator(const std::string& path, Qwen3Weights weights) {
   std::error_code ec;
   ir::Graph g;
   Model m(g);
-  if (fs::path(path).extension() == ".gguf") {
+  if (model_files::is_gguf_path(path)) {
     if (!fs::is_regular_file(path, ec)) throw InputError(path + ": no such GGUF file");
     const io::GgufFile f(path);
     config_ = Qwen3Config::from_gguf(f);
