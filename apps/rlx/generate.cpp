@@ -16,7 +16,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -35,26 +34,12 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// --prompts FILE: its non-empty lines (CR LF or LF) with their line numbers, UTF-8, at most
-// 4096 and 64 MiB.
+// --prompts FILE: mapped, at most 64 MiB, its lines as model_files::prompt_lines reads them.
 std::vector<std::pair<int64_t, std::string>> prompt_lines(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw InputError(path + ": cannot open the prompts file");
-  std::vector<std::pair<int64_t, std::string>> out;
-  std::string line;
-  size_t bytes = 0;
-  for (int64_t n = 1; std::getline(f, line); ++n) {
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    bytes += line.size() + 1;
-    if (bytes > (size_t(64) << 20)) throw InputError(path + ": more than 64 MiB of prompts");
-    if (line.empty()) continue;
-    if (!io::valid_utf8(line)) throw InputError(path + ":" + std::to_string(n) + ": the line is not valid UTF-8");
-    if (out.size() == 4096) throw InputError(path + ": more than 4096 prompts (the largest batch)");
-    out.emplace_back(n, line);
-  }
-  if (f.bad()) throw InputError(path + ": cannot read the prompts file");
-  if (out.empty()) throw InputError(path + ": no prompts (one a line)");
-  return out;
+  const auto bytes = io::FileBytes::map(path, "a text file of prompts");
+  if (bytes->size() > (size_t(64) << 20))
+    throw InputError(path + ": " + std::to_string(bytes->size()) + " bytes, more than a prompts file takes (64 MiB)");
+  return nn::model_files::prompt_lines(std::string_view(reinterpret_cast<const char*>(bytes->data()), bytes->size()), path);
 }
 
 // --tokenizer FILE (a tokenizer.json, or a .gguf file's keys), else a .gguf model's own

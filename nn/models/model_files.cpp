@@ -20,6 +20,27 @@ nlohmann::json parse_config(std::string_view text, const std::string& path) {
   return io::parse_untrusted_json<Json>(text, path, "not valid JSON", "byte", check);
 }
 
+std::vector<std::pair<int64_t, std::string>> prompt_lines(std::string_view text, const std::string& source,
+                                                          size_t max_prompts) {
+  std::vector<std::pair<int64_t, std::string>> out;
+  int64_t n = 0;
+  for (size_t at = 0; at < text.size();) {
+    ++n;
+    size_t end = text.find('\n', at);
+    if (end == std::string_view::npos) end = text.size();
+    std::string_view line = text.substr(at, end - at);
+    at = end + 1;
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (line.empty()) continue;
+    if (!io::valid_utf8(line)) throw InputError(source + ":" + std::to_string(n) + ": the line is not valid UTF-8");
+    if (out.size() == max_prompts)
+      throw InputError(source + ": more than " + std::to_string(max_prompts) + " prompts (the largest batch)");
+    out.emplace_back(n, std::string(line));
+  }
+  if (out.empty()) throw InputError(source + ": no prompts (one a line)");
+  return out;
+}
+
 bool is_gguf_path(const std::string& path) { return std::filesystem::path(path).extension() == ".gguf"; }
 
 nlohmann::json read_config(const std::string& path) {

@@ -30,6 +30,11 @@ namespace rlx::nn::model_files {
 nlohmann::json parse_config(std::string_view text, const std::string& path);
 // The file read (at most 16 MiB) and parsed as parse_config parses it.
 nlohmann::json read_config(const std::string& path);
+// A prompts file's text (rlx generate --prompts): its non-empty lines (LF or CR LF ends) with
+// their line numbers from 1. InputError naming `source` and the line for a line that is not
+// UTF-8, and for more than max_prompts lines or none.
+std::vector<std::pair<int64_t, std::string>> prompt_lines(std::string_view text, const std::string& source,
+                                                          size_t max_prompts = 4096);
 // Whether a model path names a GGUF file (its extension is .gguf) rather than a folder: the
 // rule every loader and the CLI share.
 bool is_gguf_path(const std::string& path);

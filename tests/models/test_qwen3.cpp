@@ -21,6 +21,7 @@
 #include "io/npy.hpp"
 #include "io/safetensors.hpp"
 #include "nn/models/bpe.hpp"
+#include "nn/models/model_files.hpp"
 #include "nn/models/qwen3.hpp"
 #include "runtime/device.hpp"
 #include "runtime/runtime.hpp"
@@ -506,6 +507,21 @@ BOOST_AUTO_TEST_CASE(the_chat_prompt_is_what_qwen3s_template_renders) {
                    c.at("text").get<std::string>(),
                c.at("user").get<std::string>());
   }
+}
+
+// A prompts file's lines: LF and CR LF ends, blank lines skipped, numbers of the file's lines;
+// a line that is not UTF-8, too many prompts or none refused naming the file.
+BOOST_AUTO_TEST_CASE(a_prompts_file_reads_a_prompt_a_line) {
+  using model_files::prompt_lines;
+  const auto l = prompt_lines("first\r\n\r\n\nsecond\r\nthird", "p.txt");
+  BOOST_TEST_REQUIRE(l.size() == 3u);
+  BOOST_TEST((l[0] == std::pair<int64_t, std::string>{1, "first"}));
+  BOOST_TEST((l[1] == std::pair<int64_t, std::string>{4, "second"}));
+  BOOST_TEST((l[2] == std::pair<int64_t, std::string>{5, "third"}));
+  BOOST_TEST(prompt_lines("a\rb\n", "p.txt").at(0).second == "a\rb");  // (a CR inside a line is text)
+  expect_error([] { prompt_lines("ok\n\xff\n", "p.txt"); }, {"p.txt:2: the line is not valid UTF-8"});
+  expect_error([] { prompt_lines("a\nb\nc\n", "p.txt", 2); }, {"p.txt: more than 2 prompts"});
+  expect_error([] { prompt_lines("\n\r\n", "p.txt"); }, {"p.txt: no prompts"});
 }
 
 // Stop ids end a sequence at the first one it yields (kept as its last token), alone and in
