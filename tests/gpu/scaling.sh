@@ -4,15 +4,17 @@
 # tests/gpu/pack_petsc.sh's tarball (carry .gpu and .debs); rlx is built by run.sh.
 #   OUT=dir [SIZES="128 200"] [NPS="16 8 4 2 1"] [PCS="jacobi bjacobi"] [BUDGET=540] \
 #     [PETSC_TAR=.gpu/petsc.tar.xz] [NOBUILD=1] [STREAM=1] [PROFILE=1 [PROFILE_PCS=..]] \
-#     [SPMVS="auto scalar"] [PFS="512 128"] [PF_PROFILE=1] [METHODS="pcg pipecg"] tests/gpu/scaling.sh
+#     [SPMVS="auto scalar"] [PFS="512 128"] [PF_PROFILE=1 [PF_VARIANTS="A=1 A=2,B=0"] [PF_MAXIT=60]]
+#     [METHODS="pcg pipecg"] tests/gpu/scaling.sh
 # Lines "RLX n= pc= np= rep= ... time: setup S s, solve S s" and "PETSC ... KSPSolve" go to
 # $OUT/log.txt; STREAM=1 adds the triad bandwidth on 1..16 processes; PROFILE=1 the per-kernel
 # profile of rlx (RLX_PROFILE=1) and PETSc's -log_view at 16 ranks on 128^3, for each
 # preconditioner of PROFILE_PCS (default jacobi). SPMVS: the cpu SpMV row forms rlx runs with
 # (RLX_CPU_SPMV, each a line "RLX ... spmv=MODE"; default auto only); PFS the SpMV prefetch
 # distances (RLX_CPU_SPMV_PREFETCH, "pf=N"; default the built-in one). PF_PROFILE=1 first logs,
-# on one rank and each size, rlx's per-product SpMV time (RLX_PROFILE) at each distance of PFS
-# and PETSc's MatMult time (-log_view), alternating, three rounds. METHODS: rlx's --method
+# on one rank and each size, rlx's per-kernel times of a CG iteration (RLX_PROFILE) under each
+# setting of PF_VARIANTS (default: each distance of PFS) and PETSc's MatMult and vector times
+# (-log_view), alternating, three rounds; PF_MAXIT caps both solves' iterations. METHODS: rlx's --method
 # (default pcg), each against PETSc's KSP of that name (pcg: cg, pipecg: pipecg), "method=M".
 set -u
 cd "$(dirname "$0")/../.."
@@ -49,13 +51,18 @@ if [ -n "${PROFILE:-}" ]; then
   done
 fi
 if [ -n "${PF_PROFILE:-}" ]; then
+  # Each of PF_VARIANTS is a comma-separated list of settings (default: each distance of PFS);
+  # the line holds the first program's kernels (the iteration's), ms per run.
+  vs=${PF_VARIANTS:-$(for pf in ${PFS:-512}; do printf 'RLX_CPU_SPMV_PREFETCH=%s ' $pf; done)}
   for n in ${SIZES:-128 200}; do for r in 1 2 3; do
-    for pf in ${PFS:-512}; do
-      o=$(RLX_CPU_SPMV_PREFETCH=$pf RLX_PROFILE=1 timeout 200 $M -n 1 build-gpu/bin/rlx solve poisson3d:$n --method pcg --pc jacobi --rtol 1e-8 2>&1)
-      log "PFPROF n=$n pf=$pf rep=$r $(echo "$o" | grep -E "spmv_csr|^time" | tr -s ' ' | tr '\n' ' ')"
+    for v in $vs; do
+      o=$(env ${v//,/ } RLX_PROFILE=1 timeout 200 $M -n 1 build-gpu/bin/rlx solve poisson3d:$n --method pcg --pc jacobi \
+          --rtol 1e-8 ${PF_MAXIT:+--max-it $PF_MAXIT} 2>&1)
+      log "PFPROF n=$n $v rep=$r $(echo "$o" | awk '/^rlx profile/{b++} b==1 && /^  k/{printf "%s %s ", $4, $3}') $(echo "$o" | grep -E "^time")"
     done
-    o=$(LD_LIBRARY_PATH=$PLD timeout 200 $M -n 1 $P/rlx-bench-petsc -n $n -reps 1 -pc_type jacobi -log_view 2>&1)
-    log "PFPROF n=$n petsc rep=$r $(echo "$o" | grep -E "^MatMult |KSPCG" | tr -s ' ' | tr '\n' ' ')"
+    o=$(LD_LIBRARY_PATH=$PLD timeout 200 $M -n 1 $P/rlx-bench-petsc -n $n -reps 1 -pc_type jacobi \
+        ${PF_MAXIT:+-ksp_max_it $PF_MAXIT} -log_view 2>&1)
+    log "PFPROF n=$n petsc rep=$r $(echo "$o" | grep -E "^(MatMult|VecTDot|VecAXPY|VecAYPX|VecPointwiseMult|KSPSolve) " | tr -s ' ' | cut -d' ' -f1-4 | tr '\n' ' ')"
   done; done
 fi
 for n in ${SIZES:-128 200}; do for pc in ${PCS:-jacobi bjacobi}; do for np in ${NPS:-16 8 4 2 1}; do
