@@ -18,7 +18,7 @@ namespace rlx::cpu {
 // on a 3D Poisson SpMV (f64, i32), back to back, on the Emerald Rapids host this was tuned
 // on: 1M rows 13.8 GB/s without and 19.6 GB/s with prefetching 512 ahead; 8M rows (DRAM)
 // 11.4 and 12.9 GB/s; 128 ahead gains less, 1024 or an extra L2 prefetch 2048 ahead no more.
-// RLX_CPU_SPMV_PREFETCH=N (0..65536; 0 prefetches the line being read, i.e. nothing ahead) sets it, read once per process, so the distance
+// RLX_CPU_SPMV_PREFETCH=N (0..65536; 0: none in the scalar SpMV rows, the line being read elsewhere) sets it, read once per process, so the distance
 // can be measured on another CPU without a rebuild (docs/runtime.md, "Environment").
 constexpr int64_t kPrefetchDefault = 512;
 int64_t sparse_prefetch_distance();

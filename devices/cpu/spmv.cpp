@@ -118,14 +118,17 @@ struct SpmvArgs {
   int64_t pf;  // prefetch distance in nonzeros (sparse_prefetch_distance)
 };
 
-// Portable rows: accumulate in double (complex<double> for c64).
-template <class I, class T>
+// Portable rows: accumulate in double (complex<double> for c64). kPf: software prefetch of
+// the value and index streams (a distance of 0 leaves them to the hardware prefetcher).
+template <bool kPf, class I, class T>
 void spmv_rows_scalar(const I* rp, const I* ci, const T* v, const T* x, const T* y0, T* y, SpmvArgs a, int64_t r0,
                       int64_t r1) {
   for (int64_t r = r0; r < r1; ++r) {
     const int64_t b = rp[r], e = rp[r + 1];
-    prefetch_ahead(v, b + a.pf);
-    prefetch_ahead(ci, b + a.pf);
+    if constexpr (kPf) {
+      prefetch_ahead(v, b + a.pf);
+      prefetch_ahead(ci, b + a.pf);
+    }
     if constexpr (std::is_same_v<T, c64>) {
       double re = 0, im = 0;
       for (int64_t k = b; k < e; ++k) {
@@ -271,7 +274,8 @@ void spmv_typed(const Tensor& rp_t, const Tensor& ci_t, const Tensor& v_t, const
       if constexpr (std::is_same_v<T, float>) return spmv_rows_f32_v4<I>(rp, ci, v, x, y0, y, a, r0, r1);
     }
 #endif
-    spmv_rows_scalar<I, T>(rp, ci, v, x, y0, y, a, r0, r1);
+    if (a.pf > 0) return spmv_rows_scalar<true, I, T>(rp, ci, v, x, y0, y, a, r0, r1);
+    spmv_rows_scalar<false, I, T>(rp, ci, v, x, y0, y, a, r0, r1);
   };
   // y += alpha A x in place (the memory plan gave the result y0's buffer): a row without
   // entries keeps its value, so only the runs of rows with entries are visited — the
