@@ -59,9 +59,17 @@ constexpr int64_t kParallelWork = 1 << 15;
 
 // Prefetches element k of p (computed as an integer: it lies a prefetch distance ahead, maybe
 // past the end, where a prefetch is harmless but pointer arithmetic would not be).
-template <class T>
+template <int kLocality = 3, class T>
 inline void prefetch_ahead(const T* p, int64_t k) {
-  __builtin_prefetch(reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(p) + uint64_t(k) * sizeof(T)), 0, 3);
+  __builtin_prefetch(reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(p) + uint64_t(k) * sizeof(T)), 0, kLocality);
+}
+
+// RLX_CPU_SPMV_PREFETCH_HINT: the scalar rows' prefetch instruction, "t0" (into every cache
+// level), "t1", "t2" (from the second or third level out) or "nta" (by the outer caches,
+// which then keep x). Returns the locality, 3..0. Read once per process.
+int prefetch_locality() {
+  static const int loc = 3 - env_choice("RLX_CPU_SPMV_PREFETCH_HINT", {"t0", "t1", "t2", "nta"});
+  return loc;
 }
 
 // RLX_CPU_SPMV: "gather" (the AVX-512 rows; an error on a CPU without AVX-512), "scalar"
@@ -119,15 +127,16 @@ struct SpmvArgs {
 };
 
 // Portable rows: accumulate in double (complex<double> for c64). kPf: software prefetch of
-// the value and index streams (a distance of 0 leaves them to the hardware prefetcher).
-template <bool kPf, class I, class T>
+// the value and index streams (a distance of 0 leaves them to the hardware prefetcher), with
+// locality kLoc.
+template <bool kPf, int kLoc, class I, class T>
 void spmv_rows_scalar(const I* rp, const I* ci, const T* v, const T* x, const T* y0, T* y, SpmvArgs a, int64_t r0,
                       int64_t r1) {
   for (int64_t r = r0; r < r1; ++r) {
     const int64_t b = rp[r], e = rp[r + 1];
     if constexpr (kPf) {
-      prefetch_ahead(v, b + a.pf);
-      prefetch_ahead(ci, b + a.pf);
+      prefetch_ahead<kLoc>(v, b + a.pf);
+      prefetch_ahead<kLoc>(ci, b + a.pf);
     }
     if constexpr (std::is_same_v<T, c64>) {
       double re = 0, im = 0;
@@ -267,6 +276,7 @@ void spmv_typed(const Tensor& rp_t, const Tensor& ci_t, const Tensor& v_t, const
   T* y = y_t.data<T>();
   const int64_t rows = rp_t.numel() - 1;
   const bool gather = (std::is_same_v<T, double> || std::is_same_v<T, float>) && gather_rows();  // (no c64 form)
+  const int loc = prefetch_locality();
   auto rows_fn = [&](int64_t r0, int64_t r1) {
 #if defined(__x86_64__) && defined(__GNUC__)
     if (gather) {
@@ -274,8 +284,13 @@ void spmv_typed(const Tensor& rp_t, const Tensor& ci_t, const Tensor& v_t, const
       if constexpr (std::is_same_v<T, float>) return spmv_rows_f32_v4<I>(rp, ci, v, x, y0, y, a, r0, r1);
     }
 #endif
-    if (a.pf > 0) return spmv_rows_scalar<true, I, T>(rp, ci, v, x, y0, y, a, r0, r1);
-    spmv_rows_scalar<false, I, T>(rp, ci, v, x, y0, y, a, r0, r1);
+    if (a.pf == 0) return spmv_rows_scalar<false, 3, I, T>(rp, ci, v, x, y0, y, a, r0, r1);
+    switch (loc) {
+      case 0: return spmv_rows_scalar<true, 0, I, T>(rp, ci, v, x, y0, y, a, r0, r1);
+      case 1: return spmv_rows_scalar<true, 1, I, T>(rp, ci, v, x, y0, y, a, r0, r1);
+      case 2: return spmv_rows_scalar<true, 2, I, T>(rp, ci, v, x, y0, y, a, r0, r1);
+      default: return spmv_rows_scalar<true, 3, I, T>(rp, ci, v, x, y0, y, a, r0, r1);
+    }
   };
   // y += alpha A x in place (the memory plan gave the result y0's buffer): a row without
   // entries keeps its value, so only the runs of rows with entries are visited — the

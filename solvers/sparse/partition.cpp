@@ -237,10 +237,11 @@ RowPartition make_partition(const std::string& kind, const CsrMatrix& A, int p) 
   if (kind == "contiguous") return contiguous_partition(A.rows(), p);
   if (kind == "metis") return metis_partition(A, p);
   if (kind == "scotch") return scotch_partition(A, p);
-  check_partition_kind(kind);  // (throws: an unknown kind, or ptscotch in a build without it)
+  // (ptscotch first: the pointer to repartition holds in a build without PT-Scotch too)
   if (kind == "ptscotch")
     throw InputError("--partition ptscotch partitions a distributed matrix in parallel (dist_partition.hpp: repartition), "
                      "not a whole one");
+  check_partition_kind(kind);  // (throws: an unknown kind)
   return {};
 }
 
