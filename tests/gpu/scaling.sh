@@ -2,7 +2,7 @@
 # Strong scaling of distributed PCG, rlx against PETSc's KSPCG, on the CPU cores of a GPU
 # machine (docs/benchmarks.md, "strong scaling on 16 cores"). PETSc comes from
 # tests/gpu/pack_petsc.sh's tarball (carry .gpu and .debs); rlx is built by run.sh.
-#   OUT=dir [SIZES="128 200"] [NPS="16 8 4 2 1"] [PCS="jacobi bjacobi"] [BUDGET=540] \
+#   OUT=dir [SIZES="128 200"] [NPS="16 8 4 2 1" | NPS=-] [PCS="jacobi bjacobi"] [BUDGET=540] \
 #     [PETSC_TAR=.gpu/petsc.tar.xz] [NOBUILD=1] [STREAM=1] [PROFILE=1 [PROFILE_PCS=..]] \
 #     [SPMVS="auto scalar"] [PFS="512 128"] [PF_PROFILE=1 [PF_VARIANTS="A=1 A=2,B=0"] [PF_MAXIT=60]]
 #     [METHODS="pcg pipecg"] tests/gpu/scaling.sh
@@ -65,6 +65,7 @@ if [ -n "${PF_PROFILE:-}" ]; then
     log "PFPROF n=$n petsc rep=$r $(echo "$o" | grep -E "^(MatMult|VecTDot|VecAXPY|VecAYPX|VecPointwiseMult|KSPSolve) " | tr -s ' ' | cut -d' ' -f1-4 | tr '\n' ' ')"
   done; done
 fi
+[ "${NPS:-}" = - ] && NPS=" "  # (NPS=-: no scaling runs, e.g. after PF_PROFILE)
 for n in ${SIZES:-128 200}; do for pc in ${PCS:-jacobi bjacobi}; do for np in ${NPS:-16 8 4 2 1}; do
   reps=1; [ $np -ge 4 ] && reps=3
   for r in $(seq $reps); do
