@@ -4,7 +4,7 @@
 # tests/gpu/pack_petsc.sh's tarball (carry .gpu and .debs); rlx is built by run.sh.
 #   OUT=dir [SIZES="128 200"] [NPS="16 8 4 2 1" | NPS=-] [PCS="jacobi bjacobi"] [BUDGET=540] \
 #     [PETSC_TAR=.gpu/petsc.tar.xz] [NOBUILD=1] [STREAM=1] [PROFILE=1 [PROFILE_PCS=..]] \
-#     [SPMVS="auto scalar"] [PFS="512 128"] [PF_PROFILE=1 [PF_VARIANTS="A=1 A=2,B=0"] [PF_MAXIT=60]]
+#     [SPMVS="auto scalar"] [PFS="512 128"] [PF_PROFILE=1 [PF_VARIANTS="A=1 A=2,B=0"] [PF_MAXIT=60] [PF_ROUNDS=3]]
 #     [METHODS="pcg pipecg"] tests/gpu/scaling.sh
 # Lines "RLX n= pc= np= rep= ... time: setup S s, solve S s" and "PETSC ... KSPSolve" go to
 # $OUT/log.txt; STREAM=1 adds the triad bandwidth on 1..16 processes; PROFILE=1 the per-kernel
@@ -14,7 +14,7 @@
 # distances (RLX_CPU_SPMV_PREFETCH, "pf=N"; default the built-in one). PF_PROFILE=1 first logs,
 # on one rank and each size, rlx's per-kernel times of a CG iteration (RLX_PROFILE) under each
 # setting of PF_VARIANTS (default: each distance of PFS) and PETSc's MatMult and vector times
-# (-log_view), alternating, three rounds; PF_MAXIT caps both solves' iterations. METHODS: rlx's --method
+# (-log_view), alternating, PF_ROUNDS rounds (3); PF_MAXIT caps both solves' iterations. METHODS: rlx's --method
 # (default pcg), each against PETSc's KSP of that name (pcg: cg, pipecg: pipecg), "method=M".
 set -u
 cd "$(dirname "$0")/../.."
@@ -54,7 +54,7 @@ if [ -n "${PF_PROFILE:-}" ]; then
   # Each of PF_VARIANTS is a comma-separated list of settings (default: each distance of PFS);
   # the line holds the first program's kernels (the iteration's), ms per run.
   vs=${PF_VARIANTS:-$(for pf in ${PFS:-512}; do printf 'RLX_CPU_SPMV_PREFETCH=%s ' $pf; done)}
-  for n in ${SIZES:-128 200}; do for r in 1 2 3; do
+  for n in ${SIZES:-128 200}; do for r in $(seq ${PF_ROUNDS:-3}); do
     for v in $vs; do
       o=$(env ${v//,/ } RLX_PROFILE=1 timeout 200 $M -n 1 build-gpu/bin/rlx solve poisson3d:$n --method pcg --pc jacobi \
           --rtol 1e-8 ${PF_MAXIT:+--max-it $PF_MAXIT} 2>&1)
