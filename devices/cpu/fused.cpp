@@ -621,19 +621,20 @@ void run_elementwise(const std::vector<const ir::Node*>& nodes, const std::vecto
     P.bg_total += st.bg_weight;
   }
   // Regions that move more bytes than the last-level cache can keep write their outputs
-  // with streaming stores (no read-for-ownership, no eviction of useful lines) — except
-  // regions whose outputs are all f64 (the Krylov solvers' vector updates), whose outputs are
-  // read again within the iteration: plain stores were faster on both vendors measured (PCG
-  // 128^3 on one Zen 4 core: 4.21 s against 4.60 s streaming, medians of 4; the x/r/z pass on
-  // one core of the 300 MiB-L3 Xeon: 11.0 against 12.0 ms, faster in each of 3 rounds, where
-  // its outputs can stay in the L3). f32 regions (the models') stream.
+  // with streaming stores (no read-for-ownership, no eviction of useful lines). Regions whose
+  // outputs are all f64 (the Krylov solvers' vector updates, read again within the
+  // iteration) store plainly on AMD (PCG 128^3 on one Zen 4 core: 4.21 s against 4.60 s
+  // streaming, medians of 4) and elsewhere stream only past the whole cache: on one core of
+  // the 300 MiB-L3 Xeon the x/r/z pass (134 MB) ran 11.0 against 12.0 ms with plain stores,
+  // faster in each of 3 rounds, its outputs staying in the L3 for their next reads.
   {
     int64_t moved = 0;
     bool all_f64 = !out.empty();
     for (const Tensor& t : held) moved += int64_t(t.nbytes());
     for (const Tensor& o : out) moved += int64_t(o.nbytes()), all_f64 &= o.dtype() == DType::F64;
-    int ov = stream_override();
-    P.stream = ov >= 0 ? ov == 1 : moved > llc_bytes() / 4 && !all_f64;
+    static const bool amd = cpu_is_amd();
+    const int ov = stream_override();
+    P.stream = ov >= 0 ? ov == 1 : all_f64 ? !amd && moved > llc_bytes() : moved > llc_bytes() / 4;
     P.defer = P.stream && P.bg_total > 0 && outputs.size() <= 4;
   }
   // Outputs: the first output of a node whose storage is its compute type is written in
