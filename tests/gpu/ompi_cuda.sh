@@ -15,7 +15,9 @@ cd "$(dirname "$0")/../.."
 src=${OMPI_SRC:-.gpu/openmpi_4.1.4.orig.tar.xz}
 prefix=${PREFIX:-/tmp/ompi-cuda}
 cuda=${CUDA_HOME:-/usr/local/cuda}
+out=${1:+$(realpath -m "$1")}  # (absolute: the build runs in another directory)
 [ -f "$src" ] || { echo "ompi_cuda: $src is missing (see the header)" >&2; exit 2; }
+src=$(realpath "$src")
 [ -f "$cuda/include/cuda.h" ] || { echo "ompi_cuda: no $cuda/include/cuda.h (set CUDA_HOME)" >&2; exit 2; }
 echo "ddaee7dbdb01eb4fab1fda5b5e03e8bbff026711806c095c1f39bb410f99f263  $src" | sha256sum -c --quiet
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
@@ -26,7 +28,7 @@ cd "$work"/openmpi-4.1.4
 make -j"$(nproc)" > "$work/make.log" 2>&1 || { grep -E "error" "$work/make.log" | head -30; exit 1; }
 make install > "$work/install.log" 2>&1 || { tail -30 "$work/install.log"; exit 1; }
 "$prefix/bin/ompi_info" --parsable --all | grep -E "mpi_built_with_cuda_support:value"
-if [ -n "${1:-}" ]; then
-  tar -C "$(dirname "$prefix")" -cf - "$(basename "$prefix")" | xz -T0 -6 > "$1"
-  echo "ompi_cuda: wrote $1 ($(du -h "$1" | cut -f1))"
+if [ -n "$out" ]; then
+  tar -C "$(dirname "$prefix")" -cf - "$(basename "$prefix")" | xz -T0 -6 > "$out"
+  echo "ompi_cuda: wrote $out ($(du -h "$out" | cut -f1))"
 fi
