@@ -16,6 +16,7 @@
 #include "devices/cuda/kernels.hpp"
 #include "devices/cuda/library.hpp"
 #include "devices/cuda/quant.hpp"
+#include "dist/kernels.hpp"
 #include "ir/op_registry.hpp"
 #include "runtime/device.hpp"
 #include "runtime/kernel_table.hpp"
@@ -53,6 +54,21 @@ const std::string& probe() {
   }();
   return why;
 }
+
+// The GPU's memory as a CUDA-aware MPI takes it (dist::add_device_collective_kernels): the
+// halo's buffers, copies on the device's stream, each finished before MPI is called.
+void mpi_ready() { check(cudaStreamSynchronize(stream()), "synchronizing before an MPI call"); }
+void* mpi_alloc(size_t bytes) {
+  void* p = nullptr;
+  check(cudaMalloc(&p, bytes), "allocating a buffer for MPI");
+  return p;
+}
+void mpi_release(void* p) { cudaFree(p); }
+void mpi_copy(void* dst, const void* src, size_t bytes) {
+  check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream()), "copying for MPI");
+  mpi_ready();
+}
+const dist::DeviceMemory kMpiMemory{mpi_alloc, mpi_release, mpi_copy, mpi_ready};
 
 // A recorded program: a CUDA graph and the scratch blocks its kernels use.
 class GraphReplay final : public Replay {
@@ -99,6 +115,9 @@ class CudaDevice final : public Device {
     add_nn_kernels(table_);
     add_splat_kernels(table_);
     add_quant_kernels(table_);
+    // Collectives on the GPU's memory where MPI takes it (opted into: docs/distributed.md);
+    // otherwise they take the host-staged route.
+    if (dist::mpi_cuda_aware() && probe().empty()) dist::add_device_collective_kernels(table_, kMpiMemory);
   }
 
   std::string name() const override { return "cuda"; }

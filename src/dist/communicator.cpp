@@ -1,5 +1,6 @@
 #include "dist/communicator.hpp"
 
+#include <algorithm>
 #include <complex>
 #include <cstdlib>
 #include <cstring>
@@ -7,11 +8,15 @@
 #include <map>
 #include <mutex>
 
+#include "core/env.hpp"
 #include "core/error.hpp"
 #include "dist/session.hpp"
 
 #ifdef RLX_HAVE_MPI
 #include "dist/mpi.hpp"
+#if __has_include(<mpi-ext.h>)
+#include <mpi-ext.h>  // (Open MPI's extensions: MPIX_CUDA_AWARE_SUPPORT, MPIX_Query_cuda_support)
+#endif
 #endif
 
 namespace rlx::dist {
@@ -47,6 +52,15 @@ bool mpi_initialized() {
   MPI_Initialized(&init);
   MPI_Finalized(&fin);
   return init && !fin;
+#else
+  return false;
+#endif
+}
+
+bool mpi_cuda_aware() {
+#if defined(RLX_HAVE_MPI) && defined(MPIX_CUDA_AWARE_SUPPORT) && MPIX_CUDA_AWARE_SUPPORT
+  if (env_choice("RLX_MPI_CUDA_AWARE", {"0", "1"}) != 1 || !mpi_initialized()) return false;
+  return MPIX_Query_cuda_support() == 1;
 #else
   return false;
 #endif
@@ -496,17 +510,34 @@ int64_t HaloPattern::receives() const {
 }
 
 // One dtype's buffers and persistent requests (created on first use of that dtype).
+// The messages of one dtype in one memory: send and receive buffers (host vectors, or
+// blocks of a device's memory) and the persistent requests bound to them.
 struct HaloExchange::Requests {
   DType dtype;
-  std::vector<char> send, recv;
+  const DeviceMemory* mem = nullptr;  // null: host memory
+  std::vector<char> host_send, host_recv;
+  char* send = nullptr;
+  char* recv = nullptr;
+  size_t send_bytes = 0, recv_bytes = 0;
 #ifdef RLX_HAVE_MPI
   std::vector<MPI_Request> reqs;
-  ~Requests() {
-    if (!mpi_initialized()) return;
-    for (auto& r : reqs)
-      if (r != MPI_REQUEST_NULL) MPI_Request_free(&r);
-  }
 #endif
+  void copy(void* dst, const void* src, size_t n) const {
+    if (n == 0) return;
+    if (mem) mem->copy(dst, src, n);
+    else std::memcpy(dst, src, n);
+  }
+  ~Requests() {
+#ifdef RLX_HAVE_MPI
+    if (mpi_initialized())
+      for (auto& r : reqs)
+        if (r != MPI_REQUEST_NULL) MPI_Request_free(&r);
+#endif
+    if (mem) {
+      if (send) mem->release(send);
+      if (recv) mem->release(recv);
+    }
+  }
 };
 
 HaloExchange::HaloExchange(Communicator comm, HaloPattern pattern) : HaloExchange(std::move(comm), std::move(pattern), -1) {}
@@ -565,15 +596,26 @@ HaloExchange& HaloExchange::by_id(int64_t id) {
   return *it->second;
 }
 
-HaloExchange::Requests& HaloExchange::requests_for(DType t) {
+HaloExchange::Requests& HaloExchange::requests_for(DType t, const DeviceMemory* mem) {
   for (auto& r : by_dtype_)
-    if (r->dtype == t) return *r;
+    if (r->dtype == t && r->mem == mem) return *r;
   require_collective_dtype(t, ReduceOp::Sum);
   auto r = std::make_unique<Requests>();
   r->dtype = t;
+  r->mem = mem;
   const size_t es = dtype_storage_bytes(t, 1);
-  r->send.resize(size_t(pattern_.sends()) * es);
-  r->recv.resize(size_t(pattern_.receives()) * es);
+  r->send_bytes = size_t(pattern_.sends()) * es;
+  r->recv_bytes = size_t(pattern_.receives()) * es;
+  if (mem) {
+    // (at least one byte each: a buffer of no entries still needs an address for MPI)
+    r->send = static_cast<char*>(mem->alloc(std::max<size_t>(r->send_bytes, 1)));
+    r->recv = static_cast<char*>(mem->alloc(std::max<size_t>(r->recv_bytes, 1)));
+  } else {
+    r->host_send.resize(r->send_bytes);
+    r->host_recv.resize(r->recv_bytes);
+    r->send = r->host_send.data();
+    r->recv = r->host_recv.data();
+  }
 #ifdef RLX_HAVE_MPI
   if (comm_.is_mpi()) {
     // One tag per plan keeps two plans' messages on one communicator apart.
@@ -582,7 +624,7 @@ HaloExchange::Requests& HaloExchange::requests_for(DType t) {
     size_t off = 0;
     for (size_t i = 0; i < pattern_.recv_ranks.size(); ++i) {
       MPI_Request q;
-      check(MPI_Recv_init(r->recv.data() + off * es, mpi_count(pattern_.recv_count[i]), mpi_type(t),
+      check(MPI_Recv_init(r->recv + off * es, mpi_count(pattern_.recv_count[i]), mpi_type(t),
                           pattern_.recv_ranks[i], tag, c, &q),
             "MPI_Recv_init");
       r->reqs.push_back(q);
@@ -592,7 +634,7 @@ HaloExchange::Requests& HaloExchange::requests_for(DType t) {
     for (size_t i = 0; i < pattern_.send_ranks.size(); ++i) {
       MPI_Request q;
       const int64_t n = int64_t(pattern_.send_index[i].size());
-      check(MPI_Send_init(r->send.data() + off * es, mpi_count(n), mpi_type(t), pattern_.send_ranks[i], tag, c, &q),
+      check(MPI_Send_init(r->send + off * es, mpi_count(n), mpi_type(t), pattern_.send_ranks[i], tag, c, &q),
             "MPI_Send_init");
       r->reqs.push_back(q);
       off += size_t(n);
@@ -608,7 +650,7 @@ void HaloExchange::begin(const void* x, int64_t local, DType t, void* packed) {
   Requests& r = requests_for(t);
   const size_t es = dtype_storage_bytes(t, 1);
   const char* src = static_cast<const char*>(x);
-  char* dst = r.send.data();
+  char* dst = r.send;
   for (const auto& idx : pattern_.send_index)
     for (int64_t i : idx) {
       if (i >= local)
@@ -627,15 +669,21 @@ std::vector<int64_t> HaloExchange::send_order() const {
   return order;
 }
 
-void HaloExchange::begin_packed(const void* entries, DType t, void* packed) {
+void HaloExchange::begin_packed(const void* entries, DType t, void* packed) { begin_in(entries, t, packed, nullptr); }
+
+void HaloExchange::begin_packed(const void* entries, DType t, void* packed, const DeviceMemory& mem) {
+  begin_in(entries, t, packed, &mem);
+}
+
+void HaloExchange::begin_in(const void* entries, DType t, void* packed, const DeviceMemory* mem) {
   if (active_) throw InputError("halo plan " + std::to_string(id_) + ": begin() again before end()");
-  Requests& r = requests_for(t);
-  if (!r.send.empty()) std::memcpy(r.send.data(), entries, r.send.size());
+  Requests& r = requests_for(t, mem);
+  r.copy(r.send, entries, r.send_bytes);
   start(r, packed);
 }
 
 void HaloExchange::start(Requests& r, void* packed) {
-  if (!r.send.empty()) std::memcpy(packed, r.send.data(), r.send.size());
+  r.copy(packed, r.send, r.send_bytes);
 #ifdef RLX_HAVE_MPI
   if (comm_.is_mpi()) {
     if (!r.reqs.empty()) check(MPI_Startall(int(r.reqs.size()), r.reqs.data()), "MPI_Startall");
@@ -644,14 +692,18 @@ void HaloExchange::start(Requests& r, void* packed) {
   }
 #endif
   // One process: the only neighbour is the process itself, so what it sends is what it receives.
-  if (r.send.size() != r.recv.size())
+  if (r.send_bytes != r.recv_bytes)
     throw InputError("halo plan " + std::to_string(id_) + ": on one process the entries sent (" +
                      std::to_string(pattern_.sends()) + ") must be those received (" + std::to_string(pattern_.receives()) + ")");
-  if (!r.send.empty()) std::memcpy(r.recv.data(), r.send.data(), r.send.size());
+  r.copy(r.recv, r.send, r.send_bytes);
   active_ = &r;
 }
 
-void HaloExchange::end(void* ghosts, DType t) {
+void HaloExchange::end(void* ghosts, DType t) { end_in(ghosts, t, nullptr); }
+
+void HaloExchange::end(void* ghosts, DType t, const DeviceMemory& mem) { end_in(ghosts, t, &mem); }
+
+void HaloExchange::end_in(void* ghosts, DType t, const DeviceMemory* mem) {
   if (!active_) throw InputError("halo plan " + std::to_string(id_) + ": end() without begin()");
   Requests& r = *active_;
   active_ = nullptr;
@@ -659,10 +711,14 @@ void HaloExchange::end(void* ghosts, DType t) {
     throw InputError(std::string("halo plan ") + std::to_string(id_) + ": end() for " + dtype_name(t) +
                      " after begin() for " + dtype_name(r.dtype));
 #ifdef RLX_HAVE_MPI
+  // (the messages complete before the memory check: MPI writes into r's buffers until then)
   if (comm_.is_mpi() && !r.reqs.empty())
     check(MPI_Waitall(int(r.reqs.size()), r.reqs.data(), MPI_STATUSES_IGNORE), "MPI_Waitall");
 #endif
-  if (!r.recv.empty()) std::memcpy(ghosts, r.recv.data(), r.recv.size());
+  if (r.mem != mem)
+    throw InputError("halo plan " + std::to_string(id_) + ": end() in " + (mem ? "a device's" : "host") +
+                     " memory after begin() in " + (r.mem ? "a device's" : "host") + " memory");
+  r.copy(ghosts, r.recv, r.recv_bytes);
 }
 
 // ---------------------------------------------------------------- the CLI's session

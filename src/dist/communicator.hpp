@@ -37,6 +37,20 @@ ReduceOp reduce_op_from_name(const std::string& s);  // throws InputError for ot
 // Whether this build has MPI, and whether MPI is initialised in this process now.
 bool have_mpi();
 bool mpi_initialized();
+// Whether MPI takes CUDA device memory (a CUDA-aware Open MPI: MPIX_Query_cuda_support()),
+// asked once MPI is initialised, and opted into with RLX_MPI_CUDA_AWARE=1: the cuda route
+// through it has not yet run on a GPU (docs/distributed.md, "Routes"). False otherwise.
+bool mpi_cuda_aware();
+
+// A device memory that MPI reads and writes directly (CUDA-aware MPI): buffers in it, a copy
+// within it that is complete when copy returns, and ready(), which returns once the work the
+// device has queued is done (so MPI reads what the kernels before it wrote).
+struct DeviceMemory {
+  void* (*alloc)(size_t bytes);
+  void (*release)(void* p);
+  void (*copy)(void* dst, const void* src, size_t bytes);
+  void (*ready)();
+};
 
 class Communicator {
  public:
@@ -174,11 +188,17 @@ class HaloExchange {
   std::vector<int64_t> send_order() const;
   // Waits for begin()'s messages; ghosts receives receives() entries.
   void end(void* ghosts, DType t);
+  // begin_packed() and end() on a device's memory (entries, packed and ghosts there): the
+  // messages go from and to buffers in that memory, which MPI reads directly.
+  void begin_packed(const void* entries, DType t, void* packed, const DeviceMemory& mem);
+  void end(void* ghosts, DType t, const DeviceMemory& mem);
 
  private:
   struct Requests;
   HaloExchange(Communicator comm, HaloPattern pattern, int64_t fixed_id);
-  Requests& requests_for(DType t);
+  Requests& requests_for(DType t, const DeviceMemory* mem = nullptr);
+  void begin_in(const void* entries, DType t, void* packed, const DeviceMemory* mem);
+  void end_in(void* ghosts, DType t, const DeviceMemory* mem);
   void start(Requests& r, void* packed);  // copies r.send to packed, starts the messages
   Communicator comm_;
   HaloPattern pattern_;

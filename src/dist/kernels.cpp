@@ -81,7 +81,55 @@ void halo_end_kernel(const ir::Node& n, std::span<const Tensor> in, std::span<Te
   plan_of(n).end(out[0].raw(), out[0].dtype());
 }
 
+// On a device's memory: the inputs are contiguous there (the executor hands kernels dense
+// tensors of their device), and every step completes before the next (mem.copy returns
+// once its copy is done, MPI's calls once their buffers are).
+const Tensor& dense_on_device(const DeviceMemory& mem, const ir::Node& n, const Tensor& t) {
+  mem.ready();
+  if (!t.is_contiguous())
+    throw InputError(n.op->name + " on device memory needs a dense input (a strided view was given)");
+  return t;
+}
+
+void device_all_reduce_kernel(const DeviceMemory& mem, const ir::Node& n, std::span<const Tensor> in,
+                              std::span<Tensor> out) {
+  dense_on_device(mem, n, in[0]);
+  if (out[0].nbytes() && in[0].raw() != out[0].raw()) mem.copy(out[0].raw(), in[0].raw(), out[0].nbytes());
+  comm_of(n).all_reduce(out[0].raw(), out[0].numel(), out[0].dtype(), reduce_op_from_name(n.attrs.get_string("op")));
+}
+
+void device_broadcast_kernel(const DeviceMemory& mem, const ir::Node& n, std::span<const Tensor> in,
+                             std::span<Tensor> out) {
+  dense_on_device(mem, n, in[0]);
+  if (out[0].nbytes() && in[0].raw() != out[0].raw()) mem.copy(out[0].raw(), in[0].raw(), out[0].nbytes());
+  comm_of(n).broadcast(out[0].raw(), out[0].numel(), out[0].dtype(), int(n.attrs.get_int("root")));
+}
+
 }  // namespace
+
+void add_device_collective_kernels(KernelTable& t, const DeviceMemory& mem) {
+  const DeviceMemory* m = &mem;  // (the device owns mem for the kernel table's lifetime)
+  t.add({"all_reduce", kCollective, 0,
+         [m](const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> out) { device_all_reduce_kernel(*m, n, in, out); },
+         {}});
+  t.add({"broadcast", kCollective, 0,
+         [m](const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> out) { device_broadcast_kernel(*m, n, in, out); },
+         {}});
+  // Only packed entries: gathering x's send entries is the gather kernel's work on the device.
+  t.add({"halo_begin", kCollective, 0,
+         [m](const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
+           plan_of(n).begin_packed(dense_on_device(*m, n, in[0]).raw(), in[0].dtype(), out[0].raw(), *m);
+         },
+         [](const ir::Node& n, const ir::Graph&) {
+           return n.attrs.get_bool("packed") ? std::string()
+                                             : std::string("halo_begin on device memory takes packed entries (packed=true)");
+         }});
+  t.add({"halo_end", kCollective, 0,
+         [m](const ir::Node& n, std::span<const Tensor>, std::span<Tensor> out) {
+           plan_of(n).end(out[0].raw(), out[0].dtype(), *m);
+         },
+         {}});
+}
 
 void add_collective_kernels(KernelTable& t) {
   t.add({"all_reduce", kCollective, 0, all_reduce_kernel, {}});

@@ -114,9 +114,12 @@ void Executor::enqueue(const std::vector<Tensor>& inputs, std::vector<Tensor>& r
 }
 
 std::unique_ptr<Replay> Executor::capture(const std::vector<Tensor>& inputs, std::vector<Tensor>& results) {
+  // (A collective's messages are host calls made once while recording: a replay would not
+  // send them again.)
   for (const Kernel& k : p_.kernels)
-    if (k.kind == Kernel::Control || k.kind == Kernel::HostStaged)
-      throw InputError("cannot record a program with control flow or host-staged nodes for replay (node %" +
+    if (k.kind == Kernel::Control || k.kind == Kernel::HostStaged ||
+        (k.kind == Kernel::Single && p_.graph.nodes[size_t(k.nodes[0])].op->comm_bytes))
+      throw InputError("cannot record a program with control flow, host-staged nodes or collectives for replay (node %" +
                        std::to_string(k.nodes[0]) + " " + p_.graph.nodes[size_t(k.nodes[0])].op->name + ")");
   for (size_t i = 0; i < inputs.size(); ++i)
     if (inputs[i].allocator() != d_.allocator())

@@ -402,6 +402,58 @@ BOOST_AUTO_TEST_CASE(the_exchange_takes_the_entries_gathered_on_xs_device) {
   BOOST_CHECK_THROW(dist::halo_begin_packed(wrong, h), InputError);
 }
 
+// Host memory standing in for a device's (the DeviceMemory hooks a CUDA-aware MPI route
+// uses), counting what goes through the hooks.
+namespace stand_in {
+int allocs = 0, releases = 0, copies = 0;
+void* alloc(size_t n) { return ++allocs, std::malloc(n); }
+void release(void* p) { ++releases, std::free(p); }
+void copy(void* d, const void* s, size_t n) { ++copies, std::memcpy(d, s, n); }
+void ready() {}
+const dist::DeviceMemory memory{alloc, release, copy, ready};
+}  // namespace stand_in
+
+BOOST_AUTO_TEST_CASE(an_exchange_in_device_memory_moves_what_the_host_exchange_moves) {
+  const dist::Communicator c = world();
+  std::mt19937_64 rng(seed());
+  const CsrMatrix A = random_matrix(rng, 97, 4);
+  const DistCsrMatrix S = DistCsrMatrix::scatter(c, c.rank() == 0 ? A : CsrMatrix{});
+  auto check_plan = [&](dist::HaloExchange& h, bool loopback) {
+    const std::vector<int64_t> order = h.send_order();
+    std::vector<double> entries(order.size());
+    for (size_t i = 0; i < order.size(); ++i) entries[i] = 1e6 * c.rank() + double(order[i]);
+    const size_t nr = size_t(h.pattern().receives());
+    std::vector<double> packed_h(order.size()), ghosts_h(nr), packed_d(order.size(), -1), ghosts_d(nr, -1);
+    h.begin_packed(entries.data(), DType::F64, packed_h.data());
+    h.end(ghosts_h.data(), DType::F64);
+    const int a0 = stand_in::allocs;
+    for (int round = 0; round < 2; ++round) {  // (the second reuses the plan's device buffers)
+      stand_in::copies = 0;
+      h.begin_packed(entries.data(), DType::F64, packed_d.data(), stand_in::memory);
+      h.end(ghosts_d.data(), DType::F64, stand_in::memory);
+      BOOST_TEST(packed_d == packed_h);
+      BOOST_TEST(ghosts_d == ghosts_h);
+      // entries → send buffer → packed, (one process: send → receive buffer,) receive buffer → ghosts
+      const int sends = order.empty() ? 0 : 2, recv = nr ? 1 : 0;
+      const int loop = !h.communicator().is_mpi() && !order.empty() ? 1 : 0;
+      BOOST_TEST(stand_in::copies == sends + loop + recv);
+      BOOST_TEST(stand_in::allocs == a0 + 2);
+    }
+    BOOST_TEST(packed_h == entries);
+    for (double g : ghosts_h) BOOST_TEST((loopback || int(g / 1e6) != c.rank()));  // (another rank's entry)
+    // The memory an exchange ends in must be the one it began in.
+    h.begin_packed(entries.data(), DType::F64, packed_h.data());
+    test::expect_error([&] { h.end(ghosts_d.data(), DType::F64, stand_in::memory); }, {"device's", "host"});
+  };
+  {
+    dist::HaloExchange h(S.halo().communicator(), S.halo().pattern());
+    check_plan(h, c.size() == 1);
+    stand_in::releases = 0;
+  }
+  BOOST_TEST(stand_in::releases == 2);  // (the plan's device buffers go with it)
+  check_plan(dist::HaloExchange::by_id(0), true);  // the one-process loopback: entries 3, 0, 2 to itself
+}
+
 BOOST_AUTO_TEST_CASE(empty_ranks_and_ranks_without_ghosts) {
   const dist::Communicator c = world();
   const int p = c.size();
