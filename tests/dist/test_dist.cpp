@@ -320,6 +320,22 @@ BOOST_AUTO_TEST_CASE(a_host_staged_end_does_not_copy_its_token) {
   BOOST_TEST(far.alloc.to_host == 2 * 40);
 }
 
+// A recording replays kernels, not the host's MPI calls: a program with a collective is
+// refused before anything is recorded, on every device.
+BOOST_AUTO_TEST_CASE(a_program_with_a_collective_is_not_recorded_for_replay) {
+  const dist::Communicator c = world();
+  Device& cpu = DeviceRegistry::get().at("cpu");
+  ir::Graph g;
+  Var x = input(g, "x", DType::F64, {4});
+  output(g, {dist::all_reduce(x * 2.0, c)});
+  Program p = compile(g, cpu);
+  Executor ex(p, cpu);
+  std::vector<Tensor> in = {f64({1, 2, 3, 4})};
+  std::vector<Tensor> out = ex.run(in);
+  BOOST_TEST(out[0].data<double>()[3] == 8.0 * c.size());
+  test::expect_error([&] { ex.capture(in, out); }, {"collectives", "all_reduce"});
+}
+
 BOOST_AUTO_TEST_CASE(the_report_shows_each_collective_and_its_bytes) {
   const dist::Communicator c = world();
   ir::Graph g;
