@@ -115,9 +115,10 @@ class CudaDevice final : public Device {
     add_nn_kernels(table_);
     add_splat_kernels(table_);
     add_quant_kernels(table_);
-    // Collectives on the GPU's memory where MPI takes it (opted into: docs/distributed.md);
-    // otherwise they take the host-staged route.
-    if (dist::mpi_cuda_aware() && probe().empty()) dist::add_device_collective_kernels(table_, kMpiMemory);
+    // Collectives on the GPU's memory where MPI takes it (opted into; each kernel's check asks
+    // when a program is compiled: docs/distributed.md); otherwise they take the host-staged
+    // route.
+    dist::add_device_collective_kernels(table_, kMpiMemory);
   }
 
   std::string name() const override { return "cuda"; }

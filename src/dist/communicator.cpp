@@ -58,9 +58,10 @@ bool mpi_initialized() {
 }
 
 bool mpi_cuda_aware() {
+  // (the variable is checked in every build: a bad value is an error wherever it is set)
+  if (env_choice("RLX_MPI_CUDA_AWARE", {"0", "1"}) != 1) return false;
 #if defined(RLX_HAVE_MPI) && defined(MPIX_CUDA_AWARE_SUPPORT) && MPIX_CUDA_AWARE_SUPPORT
-  if (env_choice("RLX_MPI_CUDA_AWARE", {"0", "1"}) != 1 || !mpi_initialized()) return false;
-  return MPIX_Query_cuda_support() == 1;
+  return mpi_initialized() && MPIX_Query_cuda_support() == 1;
 #else
   return false;
 #endif

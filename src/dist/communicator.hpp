@@ -38,8 +38,9 @@ ReduceOp reduce_op_from_name(const std::string& s);  // throws InputError for ot
 bool have_mpi();
 bool mpi_initialized();
 // Whether MPI takes CUDA device memory (a CUDA-aware Open MPI: MPIX_Query_cuda_support()),
-// asked once MPI is initialised, and opted into with RLX_MPI_CUDA_AWARE=1: the cuda route
-// through it has not yet run on a GPU (docs/distributed.md, "Routes"). False otherwise.
+// with MPI initialised, and opted into with RLX_MPI_CUDA_AWARE=1 (0 or unset: no; another
+// value: InputError): the cuda route through it has not yet run on a GPU
+// (docs/distributed.md, "Routes"). False otherwise.
 bool mpi_cuda_aware();
 
 // A device memory that MPI reads and writes directly (CUDA-aware MPI): buffers in it, a copy

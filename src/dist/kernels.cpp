@@ -105,30 +105,37 @@ void device_broadcast_kernel(const DeviceMemory& mem, const ir::Node& n, std::sp
   comm_of(n).broadcast(out[0].raw(), out[0].numel(), out[0].dtype(), int(n.attrs.get_int("root")));
 }
 
+// Asked when a program is compiled, not when the device is built: MPI is initialised by
+// then, and a bad RLX_MPI_CUDA_AWARE is an error of the compile that meets it.
+std::string device_route_missing(const ir::Node& n, const ir::Graph&) {
+  if (mpi_cuda_aware()) return {};
+  return n.op->name + " on device memory needs an MPI that takes it (a CUDA-aware Open MPI) and RLX_MPI_CUDA_AWARE=1";
+}
+
 }  // namespace
 
 void add_device_collective_kernels(KernelTable& t, const DeviceMemory& mem) {
   const DeviceMemory* m = &mem;  // (the device owns mem for the kernel table's lifetime)
   t.add({"all_reduce", kCollective, 0,
          [m](const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> out) { device_all_reduce_kernel(*m, n, in, out); },
-         {}});
+         device_route_missing});
   t.add({"broadcast", kCollective, 0,
          [m](const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> out) { device_broadcast_kernel(*m, n, in, out); },
-         {}});
+         device_route_missing});
   // Only packed entries: gathering x's send entries is the gather kernel's work on the device.
   t.add({"halo_begin", kCollective, 0,
          [m](const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
            plan_of(n).begin_packed(dense_on_device(*m, n, in[0]).raw(), in[0].dtype(), out[0].raw(), *m);
          },
-         [](const ir::Node& n, const ir::Graph&) {
-           return n.attrs.get_bool("packed") ? std::string()
-                                             : std::string("halo_begin on device memory takes packed entries (packed=true)");
+         [](const ir::Node& n, const ir::Graph& g) {
+           if (!n.attrs.get_bool("packed")) return std::string("halo_begin on device memory takes packed entries (packed=true)");
+           return device_route_missing(n, g);
          }});
   t.add({"halo_end", kCollective, 0,
          [m](const ir::Node& n, std::span<const Tensor>, std::span<Tensor> out) {
            plan_of(n).end(out[0].raw(), out[0].dtype(), *m);
          },
-         {}});
+         device_route_missing});
 }
 
 void add_collective_kernels(KernelTable& t) {

@@ -336,6 +336,30 @@ BOOST_AUTO_TEST_CASE(a_program_with_a_collective_is_not_recorded_for_replay) {
   test::expect_error([&] { ex.capture(in, out); }, {"collectives", "all_reduce"});
 }
 
+// Where MPI does not take the GPU's memory (every MPI this suite meets), cuda's collectives
+// say why they are not native and take the host-staged route; RLX_MPI_CUDA_AWARE is checked.
+BOOST_AUTO_TEST_CASE(cudas_collectives_say_what_their_native_route_needs) {
+  Device* cuda = DeviceRegistry::get().find("cuda");
+  if (!cuda) {
+    BOOST_TEST_MESSAGE("this build has no cuda device");
+    return;
+  }
+  const dist::Communicator c = world();
+  ir::Graph g;
+  Var x = input(g, "x", DType::F64, {4});
+  output(g, {dist::all_reduce(x, c)});
+  ::unsetenv("RLX_MPI_CUDA_AWARE");
+  test::expect_error<LegalizeError>([&] { compile(g, *cuda); }, {"all_reduce", "RLX_MPI_CUDA_AWARE=1"});
+  CompileOptions o;
+  o.policy = Policy::AllowHost;
+  Program p = compile(g, *cuda, o);
+  for (const auto& n : p.report.nodes)
+    if (n.op == "all_reduce") BOOST_TEST(std::string(route_name(n.route)) == "host-staged");
+  ::setenv("RLX_MPI_CUDA_AWARE", "yes", 1);
+  test::expect_error([&] { compile(g, *cuda, o); }, {"RLX_MPI_CUDA_AWARE"});
+  ::unsetenv("RLX_MPI_CUDA_AWARE");
+}
+
 BOOST_AUTO_TEST_CASE(the_report_shows_each_collective_and_its_bytes) {
   const dist::Communicator c = world();
   ir::Graph g;
