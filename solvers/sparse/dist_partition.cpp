@@ -154,6 +154,9 @@ std::vector<int64_t> ptscotch_parts(const DistCsrMatrix& A) {
   SCOTCH_contextRandomSeed(&context, 1);
   SCOTCH_contextRandomReset(&context);
   check(SCOTCH_contextOptionSetNum(&context, SCOTCH_OPTIONNUMDETERMINISTIC, 1), "SCOTCH_contextOptionSetNum");
+  // One thread, the caller's: PT-Scotch's threads would call MPI themselves, which MPI
+  // initialised FUNNELED (the CLI's, and most programs') does not allow.
+  check(SCOTCH_contextThreadSpawn(&context, 1, nullptr), "SCOTCH_contextThreadSpawn");
   const SCOTCH_Num local = SCOTCH_Num(mine), local_edges = SCOTCH_Num(edge.size());
   check(SCOTCH_dgraphBuild(&graph, 0, local, local, vert.data(), vert.data() + 1, nullptr, nullptr, local_edges, local_edges,
                            edge.data(), nullptr, nullptr),
