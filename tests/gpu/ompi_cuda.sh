@@ -6,13 +6,13 @@
 # smcuda transport for ranks on one host and libcuda opened at run time (the CUDA headers are
 # all it needs to build, so a CPU machine with the toolkit can build it too).
 #   tests/gpu/ompi_cuda.sh [OUT.tar.xz]
-# Source: .gpu/openmpi_4.1.4.orig.tar.xz (or OMPI_SRC), from
+# Source: .deps/openmpi_4.1.4.orig.tar.xz (or OMPI_SRC; .deps is git-ignored and not carried), from
 # http://deb.debian.org/debian/pool/main/o/openmpi/openmpi_4.1.4.orig.tar.xz (6.9 MB, sha256
 # ddaee7dbdb01eb4fab1fda5b5e03e8bbff026711806c095c1f39bb410f99f263). Installs to PREFIX
 # (/tmp/ompi-cuda); with OUT.tar.xz also packs the install there (unpack with tar -C /tmp).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-src=${OMPI_SRC:-.gpu/openmpi_4.1.4.orig.tar.xz}
+src=${OMPI_SRC:-.deps/openmpi_4.1.4.orig.tar.xz}
 prefix=${PREFIX:-/tmp/ompi-cuda}
 cuda=${CUDA_HOME:-/usr/local/cuda}
 out=${1:+$(realpath -m "$1")}  # (absolute: the build runs in another directory)
