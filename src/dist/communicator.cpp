@@ -510,23 +510,36 @@ int64_t HaloPattern::receives() const {
   return n;
 }
 
-// One dtype's buffers and persistent requests (created on first use of that dtype).
-// The messages of one dtype in one memory: send and receive buffers (host vectors, or
-// blocks of a device's memory) and the persistent requests bound to them.
+namespace {
+void* host_alloc(size_t bytes) {
+  void* p = std::malloc(bytes);
+  if (!p) throw std::bad_alloc();
+  return p;
+}
+void host_release(void* p) { std::free(p); }
+void host_copy(void* dst, const void* src, size_t bytes) { std::memcpy(dst, src, bytes); }
+void host_ready() {}
+}  // namespace
+
+const DeviceMemory& host_memory() {
+  static const DeviceMemory m{host_alloc, host_release, host_copy, host_ready};
+  return m;
+}
+
+// The messages of one dtype in one memory (created on first use of the pair): send and
+// receive buffers in that memory and the persistent requests bound to them.
 struct HaloExchange::Requests {
   DType dtype;
-  const DeviceMemory* mem = nullptr;  // null: host memory
-  std::vector<char> host_send, host_recv;
+  const DeviceMemory* mem;
   char* send = nullptr;
   char* recv = nullptr;
   size_t send_bytes = 0, recv_bytes = 0;
 #ifdef RLX_HAVE_MPI
   std::vector<MPI_Request> reqs;
 #endif
+  Requests(DType t, const DeviceMemory& m) : dtype(t), mem(&m) {}
   void copy(void* dst, const void* src, size_t n) const {
-    if (n == 0) return;
-    if (mem) mem->copy(dst, src, n);
-    else std::memcpy(dst, src, n);
+    if (n) mem->copy(dst, src, n);
   }
   ~Requests() {
 #ifdef RLX_HAVE_MPI
@@ -534,10 +547,8 @@ struct HaloExchange::Requests {
       for (auto& r : reqs)
         if (r != MPI_REQUEST_NULL) MPI_Request_free(&r);
 #endif
-    if (mem) {
-      if (send) mem->release(send);
-      if (recv) mem->release(recv);
-    }
+    if (send) mem->release(send);
+    if (recv) mem->release(recv);
   }
 };
 
@@ -597,26 +608,17 @@ HaloExchange& HaloExchange::by_id(int64_t id) {
   return *it->second;
 }
 
-HaloExchange::Requests& HaloExchange::requests_for(DType t, const DeviceMemory* mem) {
+HaloExchange::Requests& HaloExchange::requests_for(DType t, const DeviceMemory& mem) {
   for (auto& r : by_dtype_)
-    if (r->dtype == t && r->mem == mem) return *r;
+    if (r->dtype == t && r->mem == &mem) return *r;
   require_collective_dtype(t, ReduceOp::Sum);
-  auto r = std::make_unique<Requests>();
-  r->dtype = t;
-  r->mem = mem;
+  auto r = std::make_unique<Requests>(t, mem);
   const size_t es = dtype_storage_bytes(t, 1);
   r->send_bytes = size_t(pattern_.sends()) * es;
   r->recv_bytes = size_t(pattern_.receives()) * es;
-  if (mem) {
-    // (at least one byte each: a buffer of no entries still needs an address for MPI)
-    r->send = static_cast<char*>(mem->alloc(std::max<size_t>(r->send_bytes, 1)));
-    r->recv = static_cast<char*>(mem->alloc(std::max<size_t>(r->recv_bytes, 1)));
-  } else {
-    r->host_send.resize(r->send_bytes);
-    r->host_recv.resize(r->recv_bytes);
-    r->send = r->host_send.data();
-    r->recv = r->host_recv.data();
-  }
+  // (at least one byte each: a buffer of no entries still needs an address for MPI)
+  r->send = static_cast<char*>(mem.alloc(std::max<size_t>(r->send_bytes, 1)));
+  r->recv = static_cast<char*>(mem.alloc(std::max<size_t>(r->recv_bytes, 1)));
 #ifdef RLX_HAVE_MPI
   if (comm_.is_mpi()) {
     // One tag per plan keeps two plans' messages on one communicator apart.
@@ -670,13 +672,7 @@ std::vector<int64_t> HaloExchange::send_order() const {
   return order;
 }
 
-void HaloExchange::begin_packed(const void* entries, DType t, void* packed) { begin_in(entries, t, packed, nullptr); }
-
 void HaloExchange::begin_packed(const void* entries, DType t, void* packed, const DeviceMemory& mem) {
-  begin_in(entries, t, packed, &mem);
-}
-
-void HaloExchange::begin_in(const void* entries, DType t, void* packed, const DeviceMemory* mem) {
   if (active_) throw InputError("halo plan " + std::to_string(id_) + ": begin() again before end()");
   Requests& r = requests_for(t, mem);
   r.copy(r.send, entries, r.send_bytes);
@@ -700,11 +696,7 @@ void HaloExchange::start(Requests& r, void* packed) {
   active_ = &r;
 }
 
-void HaloExchange::end(void* ghosts, DType t) { end_in(ghosts, t, nullptr); }
-
-void HaloExchange::end(void* ghosts, DType t, const DeviceMemory& mem) { end_in(ghosts, t, &mem); }
-
-void HaloExchange::end_in(void* ghosts, DType t, const DeviceMemory* mem) {
+void HaloExchange::end(void* ghosts, DType t, const DeviceMemory& mem) {
   if (!active_) throw InputError("halo plan " + std::to_string(id_) + ": end() without begin()");
   Requests& r = *active_;
   active_ = nullptr;
@@ -716,9 +708,11 @@ void HaloExchange::end_in(void* ghosts, DType t, const DeviceMemory* mem) {
   if (comm_.is_mpi() && !r.reqs.empty())
     check(MPI_Waitall(int(r.reqs.size()), r.reqs.data(), MPI_STATUSES_IGNORE), "MPI_Waitall");
 #endif
-  if (r.mem != mem)
-    throw InputError("halo plan " + std::to_string(id_) + ": end() in " + (mem ? "a device's" : "host") +
-                     " memory after begin() in " + (r.mem ? "a device's" : "host") + " memory");
+  if (r.mem != &mem) {
+    auto where = [](const DeviceMemory* m) { return m == &host_memory() ? "host" : "a device's"; };
+    throw InputError("halo plan " + std::to_string(id_) + ": end() in " + where(&mem) + " memory after begin() in " +
+                     where(r.mem) + " memory");
+  }
   r.copy(ghosts, r.recv, r.recv_bytes);
 }
 

@@ -43,15 +43,18 @@ bool mpi_initialized();
 // (docs/distributed.md, "Routes"). False otherwise.
 bool mpi_cuda_aware();
 
-// A device memory that MPI reads and writes directly (CUDA-aware MPI): buffers in it, a copy
-// within it that is complete when copy returns, and ready(), which returns once the work the
-// device has queued is done (so MPI reads what the kernels before it wrote).
+// A memory that MPI reads and writes directly: the host's, or a device's under a CUDA-aware
+// MPI. Buffers in it, a copy within it that is complete when copy returns, and ready(), which
+// returns once the work the device has queued is done (so MPI reads what the kernels before
+// it wrote).
 struct DeviceMemory {
-  void* (*alloc)(size_t bytes);
+  void* (*alloc)(size_t bytes);  // throws std::bad_alloc or a DeviceError when it cannot
   void (*release)(void* p);
   void (*copy)(void* dst, const void* src, size_t bytes);
   void (*ready)();
 };
+// The host's memory in that form (malloc, free, memcpy; nothing queued).
+const DeviceMemory& host_memory();
 
 class Communicator {
  public:
@@ -183,23 +186,19 @@ class HaloExchange {
   // so x and packed may be reused at once).
   void begin(const void* x, int64_t local, DType t, void* packed);
   // begin() for entries already packed: `entries` holds the sends() entries in send order
-  // (gathered where x lives: on a GPU, so that only they cross to the host).
-  void begin_packed(const void* entries, DType t, void* packed);
+  // (gathered where x lives: on a GPU, so that only they cross to the host). With a device's
+  // memory (entries and packed there), the messages go from and to buffers in that memory.
+  void begin_packed(const void* entries, DType t, void* packed, const DeviceMemory& mem = host_memory());
   // The send indices of every neighbour in send order, one list: what begin() packs.
   std::vector<int64_t> send_order() const;
-  // Waits for begin()'s messages; ghosts receives receives() entries.
-  void end(void* ghosts, DType t);
-  // begin_packed() and end() on a device's memory (entries, packed and ghosts there): the
-  // messages go from and to buffers in that memory, which MPI reads directly.
-  void begin_packed(const void* entries, DType t, void* packed, const DeviceMemory& mem);
-  void end(void* ghosts, DType t, const DeviceMemory& mem);
+  // Waits for begin()'s messages; ghosts receives receives() entries. mem: the memory the
+  // exchange began in (ghosts there).
+  void end(void* ghosts, DType t, const DeviceMemory& mem = host_memory());
 
  private:
   struct Requests;
   HaloExchange(Communicator comm, HaloPattern pattern, int64_t fixed_id);
-  Requests& requests_for(DType t, const DeviceMemory* mem = nullptr);
-  void begin_in(const void* entries, DType t, void* packed, const DeviceMemory* mem);
-  void end_in(void* ghosts, DType t, const DeviceMemory* mem);
+  Requests& requests_for(DType t, const DeviceMemory& mem = host_memory());
   void start(Requests& r, void* packed);  // copies r.send to packed, starts the messages
   Communicator comm_;
   HaloPattern pattern_;
