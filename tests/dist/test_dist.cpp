@@ -360,6 +360,69 @@ BOOST_AUTO_TEST_CASE(cudas_collectives_say_what_their_native_route_needs) {
   ::unsetenv("RLX_MPI_CUDA_AWARE");
 }
 
+// With an MPI that takes the GPU's memory (a CUDA-aware Open MPI; tests/gpu/ompi_cuda.sh builds
+// one), cuda's collectives, halo exchange and a whole distributed PCG run natively, nothing
+// staged through the host, and give the cpu's values. Elsewhere there is nothing to run.
+BOOST_AUTO_TEST_CASE(on_a_cuda_aware_mpi_cudas_collectives_are_native_and_give_the_cpus_values) {
+  Device* cuda = DeviceRegistry::get().find("cuda");
+  const auto runnable = DeviceRegistry::get().runnable();
+  const bool has_gpu = cuda && std::find(runnable.begin(), runnable.end(), cuda) != runnable.end();
+  const char* was = std::getenv("RLX_MPI_CUDA_AWARE");
+  const std::string saved = was ? was : "";
+  ::setenv("RLX_MPI_CUDA_AWARE", "1", 1);
+  const bool aware = dist::mpi_cuda_aware();
+  if (!has_gpu || !aware) {
+    was ? ::setenv("RLX_MPI_CUDA_AWARE", saved.c_str(), 1) : ::unsetenv("RLX_MPI_CUDA_AWARE");
+    BOOST_TEST_MESSAGE((has_gpu ? "this MPI does not take device memory" : "no GPU to run cuda on"));
+    return;
+  }
+  const dist::Communicator c = world();
+  const int p = c.size(), me = c.rank();
+  const int64_t n = 41;
+  for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Max, ReduceOp::Min}) {
+    ir::Graph g;
+    Var x = input(g, "x", DType::F64, {n});
+    output(g, {dist::all_reduce(x, c, op)});
+    Program prog = compile(g, *cuda);  // (the default policy: a host-staged route would not compile)
+    BOOST_TEST(prog.report.count(Route::HostStaged) == 0);
+    const Tensor xin = f64(data_of(me, n));
+    BOOST_TEST(values(run(prog, *cuda, {xin})[0]) == values(run1(g, "cpu", xin)), dist::reduce_op_name(op));
+  }
+  {
+    ir::Graph g;
+    Var x = input(g, "x", DType::F64, {n});
+    output(g, {dist::broadcast(x, c, p - 1)});
+    BOOST_TEST(values(run1(g, "cuda", f64(data_of(me, n)))) == data_of(p - 1, n));
+  }
+  std::mt19937_64 rng(seed());
+  const CsrMatrix A = random_matrix(rng, 203, 5);
+  const DistCsrMatrix S = DistCsrMatrix::scatter(c, c.rank() == 0 ? A : CsrMatrix{});
+  DistCsrOperator op(S);
+  const std::vector<double> x = data_of(5, A.rows());
+  BOOST_TEST(rel_diff(dist_spmv(op, part(x, S), "cuda"), dist_spmv(op, part(x, S), "cpu")) <= 1e-14);
+  const CsrMatrix P = poisson2d(24);
+  const DistCsrMatrix Q = DistCsrMatrix::scatter(c, c.rank() == 0 ? P : CsrMatrix{});
+  DistCsrOperator qop(Q);
+  const std::vector<double> b = data_of(6, P.rows());
+  for (const char* method : {"pcg", "pipecg"}) {
+    BOOST_TEST_CONTEXT(method) {
+      KrylovOptions o;
+      o.method = method;
+      o.rtol = 1e-10;
+      auto M = make_dist_preconditioner("jacobi", qop);
+      o.device = "cuda";
+      KrylovResult g = krylov_solve(qop, f64(part(b, Q)), *M, o);
+      o.device = "cpu";
+      KrylovResult h = krylov_solve(qop, f64(part(b, Q)), *M, o);
+      BOOST_TEST(converged(g.reason), stop_reason_name(g.reason));
+      BOOST_TEST(g.report.count(Route::HostStaged) == 0);
+      BOOST_TEST(std::abs(g.iterations - h.iterations) <= 1);
+      BOOST_TEST(rel_diff(values(g.x), values(h.x)) <= 1e-8);
+    }
+  }
+  was ? ::setenv("RLX_MPI_CUDA_AWARE", saved.c_str(), 1) : ::unsetenv("RLX_MPI_CUDA_AWARE");
+}
+
 BOOST_AUTO_TEST_CASE(the_report_shows_each_collective_and_its_bytes) {
   const dist::Communicator c = world();
   ir::Graph g;

@@ -20,6 +20,9 @@ if [ -d "$ROOT/.debs" ] && ls "$ROOT"/.debs/*.deb >/dev/null 2>&1; then
   export LD_LIBRARY_PATH=/tmp/deps/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
   EXTRA+=(-DCMAKE_PREFIX_PATH=/tmp/deps/usr -DBoost_INCLUDE_DIR=/tmp/deps/usr/include)
 fi
+# CMAKE_ARGS="..." adds configure options (e.g. another MPI's compilers, as for the CUDA-aware route).
+read -r -a more <<< "${CMAKE_ARGS:-}"
+EXTRA+=("${more[@]}")
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv | tee "$OUT/gpu.txt"
 t0=$(date +%s)
 cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 "${EXTRA[@]}" \
