@@ -362,7 +362,9 @@ BOOST_AUTO_TEST_CASE(cudas_collectives_say_what_their_native_route_needs) {
 
 // With an MPI that takes the GPU's memory (a CUDA-aware Open MPI; tests/gpu/ompi_cuda.sh builds
 // one), cuda's collectives, halo exchange and a whole distributed PCG run natively, nothing
-// staged through the host, and give the cpu's values. Elsewhere there is nothing to run.
+// staged through the host, and give the cpu's values. Pipelined CG's split reductions are
+// nonblocking collectives, which Open MPI 4 does not take on device memory: they alone are
+// host-staged, and only where the caller allows it. Elsewhere there is nothing to run.
 BOOST_AUTO_TEST_CASE(on_a_cuda_aware_mpi_cudas_collectives_are_native_and_give_the_cpus_values) {
   Device* cuda = DeviceRegistry::get().find("cuda");
   const auto runnable = DeviceRegistry::get().runnable();
@@ -411,11 +413,19 @@ BOOST_AUTO_TEST_CASE(on_a_cuda_aware_mpi_cudas_collectives_are_native_and_give_t
       o.rtol = 1e-10;
       auto M = make_dist_preconditioner("jacobi", qop);
       o.device = "cuda";
+      const bool split = std::string(method) == "pipecg";
+      if (split) {
+        test::expect_error<LegalizeError>([&] { krylov_solve(qop, f64(part(b, Q)), *M, o); }, {"all_reduce_begin"});
+        o.policy = Policy::AllowHost;
+      }
       KrylovResult g = krylov_solve(qop, f64(part(b, Q)), *M, o);
       o.device = "cpu";
       KrylovResult h = krylov_solve(qop, f64(part(b, Q)), *M, o);
       BOOST_TEST(converged(g.reason), stop_reason_name(g.reason));
-      BOOST_TEST(g.report.count(Route::HostStaged) == 0);
+      for (const NodeReport& nr : g.report.nodes) {
+        const bool staged = nr.op == "all_reduce_begin" || nr.op == "all_reduce_end";
+        BOOST_TEST(((nr.route == Route::HostStaged) == (split && staged)), nr.op);
+      }
       BOOST_TEST(std::abs(g.iterations - h.iterations) <= 1);
       BOOST_TEST(rel_diff(values(g.x), values(h.x)) <= 1e-8);
     }
