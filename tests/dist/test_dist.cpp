@@ -413,7 +413,7 @@ BOOST_AUTO_TEST_CASE(on_a_cuda_aware_mpi_cudas_collectives_are_native_and_give_t
       o.rtol = 1e-10;
       auto M = make_dist_preconditioner("jacobi", qop);
       o.device = "cuda";
-      const bool split = std::string(method) == "pipecg";
+      const bool split = std::string(method) == "pipecg" && p > 1;  // (one process has no collectives)
       if (split) {
         test::expect_error<LegalizeError>([&] { krylov_solve(qop, f64(part(b, Q)), *M, o); }, {"all_reduce_begin"});
         o.policy = Policy::AllowHost;
