@@ -2,6 +2,7 @@
 
 #include <sys/mman.h>
 
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -17,29 +18,50 @@ namespace rlx {
 namespace {
 constexpr size_t kHugePage = size_t(2) << 20, kHugeFrom = size_t(8) << 20;
 
+// RLX_HUGEPAGES: 1 (default: huge pages, staggered starts), 0 (small pages), aligned (huge
+// pages, every large buffer starting on a 2 MiB boundary).
+enum class Pages { Staggered, Small, Aligned };
+Pages page_mode() {
+  static const Pages m = Pages(env_choice("RLX_HUGEPAGES", {"1", "0", "aligned"}));
+  return m;
+}
+
+// Successive large buffers start at different offsets into their first huge page (multiples
+// of 64 bytes spread over the 2 MiB): on huge pages the low 21 address bits are physical too,
+// and buffers that all start on a 2 MiB boundary put the same element of every stream (a
+// matrix's values and column indices, the vectors) in the same cache sets.
+size_t next_skew() {
+  static std::atomic<uint64_t> k{0};
+  return size_t((k.fetch_add(1, std::memory_order_relaxed) * 0x11040u) & (kHugePage - 1) & ~uint64_t(63));
+}
+
 class HostAllocator final : public Allocator {
  public:
   std::string name() const override { return "host"; }
   void* allocate(size_t bytes) override {
     if (bytes > (SIZE_MAX >> 1)) throw DeviceError("host: out of memory allocating " + std::to_string(bytes) + " bytes");
     size_t n = (bytes + 63) / 64 * 64;
-    // Large buffers (a program's arena, a batch's activations) start on a huge-page boundary
-    // and ask the kernel for transparent huge pages (where THP is "madvise", as on Debian, it
-    // gives them only on request): the GEMMs and attention that stream through them take fewer
-    // TLB misses. The rounding wastes at most 2 MiB of an allocation of 8 MiB or more.
-    // RLX_HUGEPAGES=0 keeps every buffer on small pages.
-    static const bool huge = env_choice("RLX_HUGEPAGES", {"1", "0"}) == 0;
-    size_t align = 64;
-    if (huge && n >= kHugeFrom) {
+    // Large buffers (a program's arena, a batch's activations, a matrix's arrays) lie on
+    // transparent huge pages (where THP is "madvise", as on Debian, the kernel gives them only
+    // on request): the GEMMs, attention and SpMV that stream through them take fewer TLB
+    // misses. The block starts on a huge-page boundary and the buffer a skew into it; the
+    // rounding and the skew waste less than 4 MiB of an allocation of 8 MiB or more.
+    size_t align = 64, skew = 0;
+    if (page_mode() != Pages::Small && n >= kHugeFrom) {
       align = kHugePage;
-      n = (n + kHugePage - 1) / kHugePage * kHugePage;
+      if (page_mode() == Pages::Staggered) skew = next_skew();
+      n = (n + skew + kHugePage - 1) / kHugePage * kHugePage;
     }
     void* p = std::aligned_alloc(align, n ? n : 64);
     if (!p) throw DeviceError("host: out of memory allocating " + std::to_string(bytes) + " bytes");
     if (align == kHugePage) madvise(p, n, MADV_HUGEPAGE);  // (advice: a refusal changes nothing)
-    return p;
+    return static_cast<char*>(p) + skew;
   }
-  void deallocate(void* p, size_t) override { std::free(p); }
+  // (a large buffer's block starts at the 2 MiB boundary at or below it: its skew is less)
+  void deallocate(void* p, size_t bytes) override {
+    const bool huge = page_mode() != Pages::Small && (bytes + 63) / 64 * 64 >= kHugeFrom;
+    std::free(huge ? reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(p) & ~uintptr_t(kHugePage - 1)) : p);
+  }
   bool host_accessible() const override { return true; }
   void copy_to_host(void* dst, const void* src, size_t n) override { std::memcpy(dst, src, n); }
   void copy_from_host(void* dst, const void* src, size_t n) override { std::memcpy(dst, src, n); }
