@@ -39,8 +39,8 @@ bool have_mpi();
 bool mpi_initialized();
 // Whether MPI takes CUDA device memory (a CUDA-aware Open MPI: MPIX_Query_cuda_support()),
 // with MPI initialised, and opted into with RLX_MPI_CUDA_AWARE=1 (0 or unset: no; another
-// value: InputError): the cuda route through it has not yet run on a GPU
-// (docs/distributed.md, "Routes"). False otherwise.
+// value: InputError): opt-in because on one GPU shared by two ranks the cuda route through it
+// measured slower than host-staged (docs/distributed.md, "Routes"). False otherwise.
 bool mpi_cuda_aware();
 
 // A memory that MPI reads and writes directly: the host's, or a device's under a CUDA-aware

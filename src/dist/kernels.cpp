@@ -91,18 +91,22 @@ const Tensor& dense_on_device(const DeviceMemory& mem, const ir::Node& n, const 
   return t;
 }
 
-void device_all_reduce_kernel(const DeviceMemory& mem, const ir::Node& n, std::span<const Tensor> in,
-                              std::span<Tensor> out) {
+// all_reduce and broadcast work in place: out takes a copy of in, and MPI its result.
+void* in_place_on_device(const DeviceMemory& mem, const ir::Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
   dense_on_device(mem, n, in[0]);
   if (out[0].nbytes() && in[0].raw() != out[0].raw()) mem.copy(out[0].raw(), in[0].raw(), out[0].nbytes());
-  comm_of(n).all_reduce(out[0].raw(), out[0].numel(), out[0].dtype(), reduce_op_from_name(n.attrs.get_string("op")));
+  return out[0].raw();
+}
+
+void device_all_reduce_kernel(const DeviceMemory& mem, const ir::Node& n, std::span<const Tensor> in,
+                              std::span<Tensor> out) {
+  comm_of(n).all_reduce(in_place_on_device(mem, n, in, out), out[0].numel(), out[0].dtype(),
+                        reduce_op_from_name(n.attrs.get_string("op")));
 }
 
 void device_broadcast_kernel(const DeviceMemory& mem, const ir::Node& n, std::span<const Tensor> in,
                              std::span<Tensor> out) {
-  dense_on_device(mem, n, in[0]);
-  if (out[0].nbytes() && in[0].raw() != out[0].raw()) mem.copy(out[0].raw(), in[0].raw(), out[0].nbytes());
-  comm_of(n).broadcast(out[0].raw(), out[0].numel(), out[0].dtype(), int(n.attrs.get_int("root")));
+  comm_of(n).broadcast(in_place_on_device(mem, n, in, out), out[0].numel(), out[0].dtype(), int(n.attrs.get_int("root")));
 }
 
 // Asked when a program is compiled, not when the device is built: MPI is initialised by
