@@ -35,6 +35,9 @@ size_t next_skew() {
   return size_t((k.fetch_add(1, std::memory_order_relaxed) * 0x11040u) & (kHugePage - 1) & ~uint64_t(63));
 }
 
+// Whether a buffer of `bytes` is large enough for huge pages (the test allocate and deallocate share).
+bool on_huge_pages(size_t bytes) { return page_mode() != Pages::Small && (bytes + 63) / 64 * 64 >= kHugeFrom; }
+
 class HostAllocator final : public Allocator {
  public:
   std::string name() const override { return "host"; }
@@ -47,7 +50,7 @@ class HostAllocator final : public Allocator {
     // misses. The block starts on a huge-page boundary and the buffer a skew into it; the
     // rounding and the skew waste less than 4 MiB of an allocation of 8 MiB or more.
     size_t align = 64, skew = 0;
-    if (page_mode() != Pages::Small && n >= kHugeFrom) {
+    if (on_huge_pages(bytes)) {
       align = kHugePage;
       if (page_mode() == Pages::Staggered) skew = next_skew();
       n = (n + skew + kHugePage - 1) / kHugePage * kHugePage;
@@ -59,8 +62,7 @@ class HostAllocator final : public Allocator {
   }
   // (a large buffer's block starts at the 2 MiB boundary at or below it: its skew is less)
   void deallocate(void* p, size_t bytes) override {
-    const bool huge = page_mode() != Pages::Small && (bytes + 63) / 64 * 64 >= kHugeFrom;
-    std::free(huge ? reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(p) & ~uintptr_t(kHugePage - 1)) : p);
+    std::free(on_huge_pages(bytes) ? reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(p) & ~uintptr_t(kHugePage - 1)) : p);
   }
   bool host_accessible() const override { return true; }
   void copy_to_host(void* dst, const void* src, size_t n) override { std::memcpy(dst, src, n); }
