@@ -1,6 +1,7 @@
 #include "nn/models/model_files.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <filesystem>
 #include <vector>
@@ -41,7 +42,11 @@ std::vector<std::pair<int64_t, std::string>> prompt_lines(std::string_view text,
   return out;
 }
 
-bool is_gguf_path(const std::string& path) { return std::filesystem::path(path).extension() == ".gguf"; }
+bool is_gguf_path(const std::string& path) {
+  std::string ext = std::filesystem::path(path).extension().string();
+  for (char& c : ext) c = char(std::tolower(static_cast<unsigned char>(c)));
+  return ext == ".gguf";
+}
 
 nlohmann::json read_config(const std::string& path) {
   const auto bytes = io::FileBytes::map(path, "a JSON file");

@@ -35,7 +35,7 @@ nlohmann::json read_config(const std::string& path);
 // UTF-8, and for more than max_prompts lines or none.
 std::vector<std::pair<int64_t, std::string>> prompt_lines(std::string_view text, const std::string& source,
                                                           size_t max_prompts = 4096);
-// Whether a model path names a GGUF file (its extension is .gguf) rather than a folder: the
+// Whether a model path names a GGUF file (its extension is .gguf, in any case) rather than a folder: the
 // rule every loader and the CLI share.
 bool is_gguf_path(const std::string& path);
 

@@ -524,6 +524,16 @@ BOOST_AUTO_TEST_CASE(a_prompts_file_reads_a_prompt_a_line) {
   expect_error([] { prompt_lines("\n\r\n", "p.txt"); }, {"p.txt: no prompts"});
 }
 
+// A model path names a GGUF file by its extension, in any case; a folder or another file does not.
+BOOST_AUTO_TEST_CASE(a_gguf_path_is_known_by_its_extension) {
+  using model_files::is_gguf_path;
+  BOOST_TEST(is_gguf_path("models/qwen3-0.6b-q8_0.gguf"));
+  BOOST_TEST(is_gguf_path("MODEL.GGUF"));
+  BOOST_TEST(!is_gguf_path("models/qwen3-0.6b"));
+  BOOST_TEST(!is_gguf_path("model.gguf.json"));
+  BOOST_TEST(!is_gguf_path("gguf"));
+}
+
 // Stop ids end a sequence at the first one it yields (kept as its last token), alone and in
 // a batch where the other sequences go on; the steps taken are the ones needed.
 BOOST_AUTO_TEST_CASE(generation_ends_at_a_stop_id) {
