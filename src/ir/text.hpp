@@ -20,8 +20,15 @@
 
 namespace rlx::ir {
 
+// What one parse may build from a file's own bytes: the dense<...> constants of the whole
+// file together (256 MiB by default; larger data is an input). A reader of untrusted text
+// that must stay small (a fuzz target, a service) passes a lower figure.
+struct ParseLimits {
+  int64_t constant_bytes = int64_t(1) << 28;
+};
+
 std::string print_graph(const Graph& g);
-Graph parse_graph(std::string_view text, const std::string& filename = "<input>");
+Graph parse_graph(std::string_view text, const std::string& filename = "<input>", const ParseLimits& limits = {});
 
 namespace text {
 
@@ -85,12 +92,11 @@ class Lexer {
 
 // ---------------------------------------------------------------- parsing
 
-// Limits that keep a hostile or broken file from exhausting the stack or memory while it
-// is parsed; each is far above what a real program needs, and passing one is a ParseError
-// at the line where it happened.
-inline constexpr size_t kMaxRank = 64;                          // dimensions of a type
-inline constexpr int kMaxNesting = 64;                          // regions in regions; literals in literals
-inline constexpr int64_t kMaxConstantBytes = int64_t(1) << 28;  // one dense<...> (256 MiB): larger data is an input
+// Limits that keep a hostile or broken file from exhausting the stack while it is parsed
+// (memory: ParseLimits); each is far above what a real program needs, and passing one is a
+// ParseError at the line where it happened.
+inline constexpr size_t kMaxRank = 64;  // dimensions of a type
+inline constexpr int kMaxNesting = 64;  // regions in regions; literals in literals
 
 struct ValueRef {
   std::string name;  // scope key: the name, or "\"name" for a quoted non-identifier
@@ -134,7 +140,8 @@ struct GraphSyntax {
 // Recursive-descent parser over the token stream; the L3 form calls its pieces.
 class Parser {
  public:
-  Parser(std::string_view text, std::string file) : lex_(text, std::move(file)) {}
+  Parser(std::string_view text, std::string file, const ParseLimits& limits = {})
+      : lex_(text, std::move(file)), constant_bytes_left_(limits.constant_bytes), limits_(limits) {}
   const std::string& file() const { return lex_.file(); }
 
   const Token& peek(size_t ahead = 0) { return lex_.peek(ahead); }
@@ -155,6 +162,9 @@ class Parser {
   TensorType parse_type();
   std::vector<ValueRef> parse_value_list(std::string_view context);  // ( %a, %b )
   bool parse_loc(Location& loc);  // optional loc(...)
+  // Takes `bytes` of a constant at `line` from the file's ParseLimits::constant_bytes, or
+  // fails naming the constant's type and what the file has already used.
+  void charge_constant(int line, const TensorType& type, int64_t bytes);
   ParamSyntax parse_param();      // %x: f32[4] loc(...)
 
   // Reads a note after a node's type and location (nothing when absent).
@@ -179,6 +189,8 @@ class Parser {
   GraphSyntax parse_region();
   Lexer lex_;
   int depth_ = 0;
+  int64_t constant_bytes_left_;
+  ParseLimits limits_;
 };
 
 // Builds a Graph from its syntax through Graph::add_param / add_multi, which check arity and

@@ -163,10 +163,7 @@ bool is_number(const Lit& l) { return l.kind == Lit::Int || l.kind == Lit::Float
 // Reads dense<...> as a host tensor of type t, flat and row-major.
 Tensor read_dense(Parser& p, const Lit& l, const TensorType& t) {
   int64_t n = numel(t.shape);  // parse_type has checked it
-  if (int64_t(dtype_storage_bytes(t.dtype, n)) > kMaxConstantBytes)
-    p.fail(l.line, "dense<...> of type " + t.str() + " needs " + std::to_string(dtype_storage_bytes(t.dtype, n)) +
-                       " bytes, more than a constant in the text form may hold (" + std::to_string(kMaxConstantBytes) +
-                       "); pass large data as an input");
+  p.charge_constant(l.line, t, int64_t(dtype_storage_bytes(t.dtype, n)));
   if (!(int64_t(l.items.size()) == n || (l.splat && n > 0)))
     p.fail(l.line, "dense<...> has " + std::to_string(l.items.size()) + " value(s) but " + t.str() + " has " +
                        std::to_string(n) + " element(s)");
@@ -523,6 +520,18 @@ Token Parser::expect(std::string_view s, std::string_view context) {
 }
 
 void Parser::fail(int line, const std::string& msg) const { throw ParseError(file(), line, msg); }
+
+void Parser::charge_constant(int line, const TensorType& type, int64_t bytes) {
+  if (bytes <= constant_bytes_left_) {
+    constant_bytes_left_ -= bytes;
+    return;
+  }
+  const int64_t used = limits_.constant_bytes - constant_bytes_left_;
+  fail(line, "dense<...> of type " + type.str() + " needs " + std::to_string(bytes) + " bytes" +
+                 (used ? " after " + std::to_string(used) + " in the file's earlier constants" : "") +
+                 ", more than the constants of one file in the text form may hold (" +
+                 std::to_string(limits_.constant_bytes) + "); pass large data as an input");
+}
 
 Parser::Nest::Nest(Parser& p, int line) : p_(p) {
   if (p_.depth_ >= kMaxNesting) p_.fail(line, "nested more than " + std::to_string(kMaxNesting) + " levels deep");
@@ -914,8 +923,8 @@ Graph GraphBuilder::build(const GraphSyntax& s, Order order) {
 
 }  // namespace text
 
-Graph parse_graph(std::string_view src, const std::string& filename) {
-  text::Parser p(src, filename);
+Graph parse_graph(std::string_view src, const std::string& filename, const ParseLimits& limits) {
+  text::Parser p(src, filename, limits);
   text::GraphSyntax s = p.parse_graph();
   p.expect_end();
   text::GraphBuilder b(filename);

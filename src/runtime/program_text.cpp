@@ -434,8 +434,8 @@ std::string print_program(const Program& p) {
   return out;
 }
 
-Program parse_program(std::string_view text, const std::string& filename) {
-  Parser p(text, filename);
+Program parse_program(std::string_view text, const std::string& filename, const ir::ParseLimits& limits) {
+  Parser p(text, filename, limits);
   ProgramSyntax s = parse_program_syntax(p);
   p.expect_end();
   return build_program(s, filename);

@@ -7,6 +7,7 @@
 #include <string>
 #include <string_view>
 
+#include "ir/text.hpp"
 #include "runtime/program.hpp"
 
 namespace rlx {
@@ -14,6 +15,7 @@ namespace rlx {
 std::string print_program(const Program& p);
 // Throws ParseError(filename, line, …). The constant pool comes back as host tensors: the
 // value attributes of the constant nodes. The dispatch report is not part of the text.
-Program parse_program(std::string_view text, const std::string& filename = "<input>");
+Program parse_program(std::string_view text, const std::string& filename = "<input>",
+                      const ir::ParseLimits& limits = {});
 
 }  // namespace rlx

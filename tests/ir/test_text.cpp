@@ -576,7 +576,18 @@ BOOST_AUTO_TEST_CASE(sizes_nesting_and_constants_have_limits) {
   expect_graph_error("graph @k() {\n  %0 = constant() {value=dense<1.0>} : f32[9223372036854775807]\n  return %0\n}\n", 2,
                      {"too large"});
   expect_graph_error("graph @k() {\n  %0 = constant() {value=dense<1.0>} : f32[1048576,1024]\n  return %0\n}\n", 2,
-                     {"more than a constant in the text form may hold", "pass large data as an input"});
+                     {"more than the constants of one file in the text form may hold", "pass large data as an input"});
+  // The limit is the file's, not each constant's: two of 160 MiB pass it together, and a
+  // caller may lower it.
+  const std::string big = "dense<1.0>} : f32[40960,1024]\n";
+  expect_graph_error("graph @k() {\n  %0 = constant() {value=" + big + "  %1 = constant() {value=" + big +
+                         "  return %0, %1\n}\n",
+                     3, {"needs 167772160 bytes after 167772160 in the file's earlier constants", "(268435456)"});
+  const std::string small = "graph @k() {\n  %0 = constant() {value=dense<1.0>} : f32[1024,64]\n  return %0\n}\n";
+  BOOST_CHECK_EXCEPTION(ir::parse_graph(small, "small.rlx", ir::ParseLimits{65536}), ParseError, [](const ParseError& e) {
+    return std::string(e.what()).find("may hold (65536)") != std::string::npos;
+  });
+  BOOST_CHECK_NO_THROW(ir::parse_graph(small, "small.rlx", ir::ParseLimits{262144}));
   ir::Graph ok = ir::parse_graph("graph @k() {\n  %0 = constant() {value=dense<1.0>} : f32[1024,64]\n  return %0\n}\n");
   BOOST_CHECK_EQUAL(ok.nodes[0].attrs.get_tensor("value").numel(), 65536);
 }
