@@ -141,7 +141,7 @@ struct GraphSyntax {
 class Parser {
  public:
   Parser(std::string_view text, std::string file, const ParseLimits& limits = {})
-      : lex_(text, std::move(file)), constant_bytes_left_(limits.constant_bytes), limits_(limits) {}
+      : lex_(text, std::move(file)), limits_(limits) {}
   const std::string& file() const { return lex_.file(); }
 
   const Token& peek(size_t ahead = 0) { return lex_.peek(ahead); }
@@ -162,10 +162,10 @@ class Parser {
   TensorType parse_type();
   std::vector<ValueRef> parse_value_list(std::string_view context);  // ( %a, %b )
   bool parse_loc(Location& loc);  // optional loc(...)
-  // Takes `bytes` of a constant at `line` from the file's ParseLimits::constant_bytes, or
-  // fails naming the constant's type and what the file has already used.
-  void charge_constant(int line, const TensorType& type, int64_t bytes);
   ParamSyntax parse_param();      // %x: f32[4] loc(...)
+  // Counts `bytes` of a constant at `line` against the file's ParseLimits::constant_bytes,
+  // or fails naming the constant's type and what the file's earlier constants used.
+  void charge_constant(int line, const TensorType& type, int64_t bytes);
 
   // Reads a note after a node's type and location (nothing when absent).
   using NoteFn = std::function<void(Parser&, NodeSyntax&)>;
@@ -189,8 +189,8 @@ class Parser {
   GraphSyntax parse_region();
   Lexer lex_;
   int depth_ = 0;
-  int64_t constant_bytes_left_;
   ParseLimits limits_;
+  int64_t constant_bytes_ = 0;  // of the dense<...> constants read so far
 };
 
 // Builds a Graph from its syntax through Graph::add_param / add_multi, which check arity and

@@ -522,15 +522,12 @@ Token Parser::expect(std::string_view s, std::string_view context) {
 void Parser::fail(int line, const std::string& msg) const { throw ParseError(file(), line, msg); }
 
 void Parser::charge_constant(int line, const TensorType& type, int64_t bytes) {
-  if (bytes <= constant_bytes_left_) {
-    constant_bytes_left_ -= bytes;
-    return;
-  }
-  const int64_t used = limits_.constant_bytes - constant_bytes_left_;
-  fail(line, "dense<...> of type " + type.str() + " needs " + std::to_string(bytes) + " bytes" +
-                 (used ? " after " + std::to_string(used) + " in the file's earlier constants" : "") +
-                 ", more than the constants of one file in the text form may hold (" +
-                 std::to_string(limits_.constant_bytes) + "); pass large data as an input");
+  if (bytes > limits_.constant_bytes - constant_bytes_)
+    fail(line, "dense<...> of type " + type.str() + " needs " + std::to_string(bytes) + " bytes" +
+                   (constant_bytes_ ? " after " + std::to_string(constant_bytes_) + " in the file's earlier constants" : "") +
+                   ", more than the constants of one file in the text form may hold (" +
+                   std::to_string(limits_.constant_bytes) + "); pass large data as an input");
+  constant_bytes_ += bytes;
 }
 
 Parser::Nest::Nest(Parser& p, int line) : p_(p) {
